@@ -1,1 +1,59 @@
+//! # tfrecord-lirs
+//!
+//! Random access and full-range shuffling for TFRecord files: LIRS (*Lightweight
+//! Implementation of Random Shuffling*). Instead of a shuffle buffer that only mixes
+//! neighbours, every epoch is a fresh permutation of instance ids, and each instance is
+//! read straight from the file through an **offset table**.
+//!
+//! * [`format`]: the TFRecord framing and filler records (pure, no I/O).
+//! * [`OffsetTableBuilder`], [`build_offset_table`]: the offset table (N little-endian
+//!   `u64` record starts), built while writing or by scanning an existing file.
+//! * [`TFRecordWriter`], [`PaddedWriter`], [`pad_file`]: page-aligned writing, so no
+//!   small instance straddles a page and page-aware shuffling reads each page once.
+//! * [`Reader`], [`TFRecordLIRS`]: random access, epoch orders (instance-based or
+//!   page-aware, sharded, version-stable), I/O statistics.
+//!
+//! ```
+//! use tfrecord_lirs::{PaddedWriter, PadOptions, TFRecordLIRS};
+//! # fn main() -> tfrecord_lirs::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("train.tfrecord");
+//! let mut writer = PaddedWriter::create(&path, &PadOptions::default())?;
+//! for i in 0..1000u32 {
+//!     writer.write(format!("instance {i}").as_bytes())?;
+//! }
+//! writer.finish()?; // writes train.tfrecord and train.tfrecord.offsets
+//!
+//! let mut dataset = TFRecordLIRS::open(&path, None)?.with_seed(42);
+//! dataset.shuffle_order(false)?;
+//! let first: Vec<u8> = dataset.next().unwrap()?;
+//! assert!(first.starts_with(b"instance "));
+//! assert_eq!(dataset.read(7)?, b"instance 7");
+//! # Ok(()) }
+//! ```
 
+#![deny(missing_docs)]
+
+mod error;
+pub mod example;
+pub mod format;
+pub mod io;
+mod order;
+mod reader;
+mod scan;
+mod table;
+mod writer;
+
+pub use error::{Error, ErrorKind, Location, Result};
+pub use format::PageSize;
+pub use io::Backend;
+pub use order::{EpochOrder, OrderSpec};
+pub use reader::{IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS};
+pub use scan::{inspect, scan_offsets, Inspection, RecordScanner, ScannedRecord};
+pub use table::{
+    default_table_path, encode_table, parse_table, read_table, write_table, OffsetTableBuilder,
+};
+pub use writer::{
+    build_offset_table, pad_file, pad_file_with_progress, Fit, PadOptions, PadSummary,
+    PaddedWriter, Record, TFRecordWriter,
+};

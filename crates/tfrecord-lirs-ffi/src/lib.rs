@@ -1,0 +1,458 @@
+//! The one cxx bridge between the `tfrecord-lirs` core crate and the
+//! TensorFlow op library in `tf_op/`.
+//!
+//! Error protocol: every fallible entry point returns `Result<_, FfiError>`;
+//! cxx turns an `Err` into a C++ `rust::Error` whose `what()` is
+//! `"<KIND>: <message>"`, with `<KIND>` one of `DATA_LOSS`, `INVALID_ARGUMENT`,
+//! `NOT_FOUND`, `INTERNAL` (see [`KIND_PREFIXES`]). `tf_op/lirs_status.h` maps
+//! the prefix back onto an `absl::Status` code.
+//!
+//! Panic protocol: no panic may unwind into C++ (cxx would abort the process).
+//! Every entry point runs its body under [`guard`], which catches the unwind
+//! and reports it as an `INTERNAL` error. This needs `panic = "unwind"` (the
+//! default; never set `panic = "abort"` for the profile that builds this).
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cxx::{CxxString, CxxVector};
+use tfrecord_lirs as core;
+
+#[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
+mod ffi {
+    /// Mirror of `tfrecord_lirs::PadSummary`.
+    #[derive(Debug, Clone, Copy, Default)]
+    struct PadSummary {
+        instances: u64,
+        pages: u64,
+        filler_bytes: u64,
+        data_bytes: u64,
+    }
+
+    extern "Rust" {
+        /// Shared, immutable reader over (data, offset table) pairs.
+        type LirsReader;
+        /// Owning epoch order of one shard; not thread-safe (callers lock).
+        type OrderCursor;
+        /// Page-aligned writer; `finish` consumes the inner writer.
+        type LirsWriter;
+
+        /// `tables` may be empty (→ `<data>.offsets` for every file) or the
+        /// same length as `files`; an empty table name also means the default.
+        fn open_reader(
+            files: &CxxVector<CxxString>,
+            tables: &CxxVector<CxxString>,
+            page_size: u64,
+            verify_payload_crc: bool,
+            use_mmap: bool,
+        ) -> Result<Box<LirsReader>>;
+        /// Another handle on the same underlying reader (Arc clone).
+        fn clone_handle(self: &LirsReader) -> Box<LirsReader>;
+        fn len(self: &LirsReader) -> u64;
+        fn read(self: &LirsReader, id: u64) -> Result<Vec<u8>>;
+        /// Payloads of `ids`, concatenated into `data`; `ends[i]` is the end
+        /// offset of payload i in `data` (both vectors are cleared first).
+        fn read_batch(
+            self: &LirsReader,
+            ids: &[u64],
+            data: &mut Vec<u8>,
+            ends: &mut Vec<u64>,
+        ) -> Result<()>;
+        fn shard_len(
+            self: &LirsReader,
+            page_aware: bool,
+            num_shards: u64,
+            shard_index: u64,
+        ) -> Result<u64>;
+        fn order(
+            self: &LirsReader,
+            seed: u64,
+            epoch: u64,
+            page_aware: bool,
+            num_shards: u64,
+            shard_index: u64,
+        ) -> Result<Box<OrderCursor>>;
+
+        fn len(self: &OrderCursor) -> u64;
+        fn position(self: &OrderCursor) -> u64;
+        /// Moves to absolute `position` (0..=len) of this epoch's order.
+        fn seek(self: &mut OrderCursor, position: u64) -> Result<()>;
+        /// Instance id at the current position, then advances. Errors (does
+        /// not signal end of sequence) when `position() == len()`.
+        fn next_id(self: &mut OrderCursor) -> Result<u64>;
+
+        fn build_offset_table(data: &[u8], table: &[u8]) -> Result<u64>;
+        /// `best_fit_window == 0` → `Fit::Next`, else `Fit::Best { window }`.
+        fn pad_file(
+            src: &[u8],
+            dst: &[u8],
+            page_size: u64,
+            best_fit_window: u64,
+        ) -> Result<PadSummary>;
+        fn create_writer(path: &[u8], page_size: u64, best_fit_window: u64)
+            -> Result<Box<LirsWriter>>;
+        fn write(self: &mut LirsWriter, payload: &[u8]) -> Result<u64>;
+        fn finish(self: &mut LirsWriter) -> Result<PadSummary>;
+
+        fn is_filler(record: &[u8]) -> Result<bool>;
+        /// Folds a TensorFlow (seed, seed2) pair into the core's u64 seed.
+        fn mix_seeds(seed: i64, seed2: i64) -> u64;
+
+        /// TEST ONLY: panics with `message` inside a guarded entry point, so
+        /// tests can prove a panic surfaces as an INTERNAL error.
+        fn debug_panic(message: &str) -> Result<()>;
+    }
+}
+
+pub use ffi::PadSummary;
+
+/// Message prefixes, one per `tfrecord_lirs::ErrorKind`, in the order
+/// DataLoss, InvalidArgument, NotFound, Internal.
+pub const KIND_PREFIXES: [&str; 4] = ["DATA_LOSS", "INVALID_ARGUMENT", "NOT_FOUND", "INTERNAL"];
+
+/// Error crossing the bridge: a kind and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FfiError {
+    pub kind: core::ErrorKind,
+    pub message: String,
+}
+
+impl FfiError {
+    fn new(kind: core::ErrorKind, message: impl Into<String>) -> Self {
+        FfiError { kind, message: message.into() }
+    }
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(core::ErrorKind::InvalidArgument, message)
+    }
+    fn prefix(&self) -> &'static str {
+        match self.kind {
+            core::ErrorKind::DataLoss => KIND_PREFIXES[0],
+            core::ErrorKind::InvalidArgument => KIND_PREFIXES[1],
+            core::ErrorKind::NotFound => KIND_PREFIXES[2],
+            #[allow(unreachable_patterns)]
+            _ => KIND_PREFIXES[3],
+        }
+    }
+}
+
+impl fmt::Display for FfiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.prefix(), self.message)
+    }
+}
+
+impl std::error::Error for FfiError {}
+
+impl From<core::Error> for FfiError {
+    fn from(e: core::Error) -> Self {
+        FfiError::new(e.kind(), e.to_string())
+    }
+}
+
+type FfiResult<T> = Result<T, FfiError>;
+
+/// Runs `f`, turning a panic into an `INTERNAL` error instead of unwinding
+/// into C++.
+pub fn guard<T>(f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = if let Some(s) = payload.downcast_ref::<&str>() {
+                (*s).to_string()
+            } else if let Some(s) = payload.downcast_ref::<String>() {
+                s.clone()
+            } else {
+                "non-string panic payload".to_string()
+            };
+            Err(FfiError::new(
+                core::ErrorKind::Internal,
+                format!("panic in tfrecord-lirs (Rust): {what}"),
+            ))
+        }
+    }
+}
+
+fn path_of(bytes: &[u8]) -> PathBuf {
+    Path::new(OsStr::from_bytes(bytes)).to_path_buf()
+}
+
+pub struct LirsReader {
+    inner: Arc<core::Reader>,
+}
+
+// The reader is shared by every iterator of a dataset (and by TF threads).
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<core::Reader>();
+    assert_send_sync::<LirsReader>();
+};
+// Cursors move between TF threads (always under the iterator's mutex).
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<OrderCursor>();
+    assert_send::<LirsWriter>();
+};
+
+fn open_reader(
+    files: &CxxVector<CxxString>,
+    tables: &CxxVector<CxxString>,
+    page_size: u64,
+    verify_payload_crc: bool,
+    use_mmap: bool,
+) -> FfiResult<Box<LirsReader>> {
+    guard(|| {
+        if files.is_empty() {
+            return Err(FfiError::invalid("no data files given"));
+        }
+        if !tables.is_empty() && tables.len() != files.len() {
+            return Err(FfiError::invalid(format!(
+                "got {} offset tables for {} data files (give one per file, or none)",
+                tables.len(),
+                files.len()
+            )));
+        }
+        let mut pairs = Vec::with_capacity(files.len());
+        for (i, f) in files.iter().enumerate() {
+            let data = path_of(f.as_bytes());
+            let table = match tables.get(i) {
+                Some(t) if !t.is_empty() => path_of(t.as_bytes()),
+                _ => core::default_table_path(&data),
+            };
+            pairs.push((data, table));
+        }
+        let options = core::ReaderOptions {
+            page_size,
+            verify_payload_crc,
+            backend: if use_mmap { core::Backend::Mmap } else { core::Backend::Pread },
+        };
+        let reader = core::Reader::open(&pairs, &options)?;
+        Ok(Box::new(LirsReader { inner: Arc::new(reader) }))
+    })
+}
+
+impl LirsReader {
+    /// The shared core reader (for Rust-side users and tests).
+    pub fn core(&self) -> &Arc<core::Reader> {
+        &self.inner
+    }
+
+    fn clone_handle(&self) -> Box<LirsReader> {
+        Box::new(LirsReader { inner: Arc::clone(&self.inner) })
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read(&self, id: u64) -> FfiResult<Vec<u8>> {
+        guard(|| Ok(self.inner.read(id)?))
+    }
+
+    fn read_batch(&self, ids: &[u64], data: &mut Vec<u8>, ends: &mut Vec<u64>) -> FfiResult<()> {
+        guard(|| {
+            data.clear();
+            ends.clear();
+            ends.reserve(ids.len());
+            for &id in ids {
+                let payload = self.inner.read(id)?;
+                data.extend_from_slice(&payload);
+                ends.push(data.len() as u64);
+            }
+            Ok(())
+        })
+    }
+
+    fn shard_len(&self, page_aware: bool, num_shards: u64, shard_index: u64) -> FfiResult<u64> {
+        guard(|| {
+            check_shard(num_shards, shard_index)?;
+            Ok(self.inner.shard_len(page_aware, num_shards, shard_index)?)
+        })
+    }
+
+    fn order(
+        &self,
+        seed: u64,
+        epoch: u64,
+        page_aware: bool,
+        num_shards: u64,
+        shard_index: u64,
+    ) -> FfiResult<Box<OrderCursor>> {
+        guard(|| {
+            check_shard(num_shards, shard_index)?;
+            let spec = core::OrderSpec { seed, epoch, page_aware, num_shards, shard_index };
+            let order = self.inner.epoch_order(&spec)?;
+            Ok(Box::new(OrderCursor { order }))
+        })
+    }
+}
+
+fn check_shard(num_shards: u64, shard_index: u64) -> FfiResult<()> {
+    if num_shards == 0 {
+        return Err(FfiError::invalid("num_shards must be >= 1"));
+    }
+    if shard_index >= num_shards {
+        return Err(FfiError::invalid(format!(
+            "shard_index ({shard_index}) must be < num_shards ({num_shards})"
+        )));
+    }
+    Ok(())
+}
+
+pub struct OrderCursor {
+    order: core::EpochOrder,
+}
+
+impl OrderCursor {
+    fn len(&self) -> u64 {
+        self.order.len()
+    }
+
+    fn position(&self) -> u64 {
+        self.order.position()
+    }
+
+    fn seek(&mut self, position: u64) -> FfiResult<()> {
+        guard(|| {
+            if position > self.order.len() {
+                return Err(FfiError::invalid(format!(
+                    "position {position} is past the end of this epoch ({} instances)",
+                    self.order.len()
+                )));
+            }
+            Ok(self.order.seek(position)?)
+        })
+    }
+
+    fn next_id(&mut self) -> FfiResult<u64> {
+        guard(|| {
+            self.order.next().ok_or_else(|| {
+                FfiError::new(core::ErrorKind::Internal, "next_id called at the end of the epoch")
+            })
+        })
+    }
+}
+
+fn pad_options(page_size: u64, best_fit_window: u64) -> FfiResult<core::PadOptions> {
+    let fit = if best_fit_window == 0 {
+        core::Fit::Next
+    } else {
+        let window = usize::try_from(best_fit_window)
+            .map_err(|_| FfiError::invalid(format!("best-fit window {best_fit_window} is too large")))?;
+        core::Fit::Best { window }
+    };
+    Ok(core::PadOptions { page_size, fit })
+}
+
+fn summary(s: core::PadSummary) -> PadSummary {
+    PadSummary {
+        instances: s.instances,
+        pages: s.pages,
+        filler_bytes: s.filler_bytes,
+        data_bytes: s.data_bytes,
+    }
+}
+
+fn build_offset_table(data: &[u8], table: &[u8]) -> FfiResult<u64> {
+    guard(|| {
+        let data = path_of(data);
+        let table =
+            if table.is_empty() { core::default_table_path(&data) } else { path_of(table) };
+        Ok(core::build_offset_table(&data, &table)?)
+    })
+}
+
+fn pad_file(src: &[u8], dst: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult<PadSummary> {
+    guard(|| {
+        let options = pad_options(page_size, best_fit_window)?;
+        Ok(summary(core::pad_file(&path_of(src), &path_of(dst), &options)?))
+    })
+}
+
+pub struct LirsWriter {
+    inner: Option<core::PaddedWriter>,
+}
+
+fn create_writer(path: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult<Box<LirsWriter>> {
+    guard(|| {
+        let options = pad_options(page_size, best_fit_window)?;
+        let w = core::PaddedWriter::create(&path_of(path), &options)?;
+        Ok(Box::new(LirsWriter { inner: Some(w) }))
+    })
+}
+
+impl LirsWriter {
+    fn write(&mut self, payload: &[u8]) -> FfiResult<u64> {
+        guard(|| match self.inner.as_mut() {
+            Some(w) => Ok(w.write(payload)?),
+            None => Err(FfiError::invalid("write() on a closed PaddedWriter")),
+        })
+    }
+
+    fn finish(&mut self) -> FfiResult<PadSummary> {
+        guard(|| match self.inner.take() {
+            Some(w) => Ok(summary(w.finish()?)),
+            None => Err(FfiError::invalid("PaddedWriter is already closed")),
+        })
+    }
+}
+
+fn is_filler(record: &[u8]) -> FfiResult<bool> {
+    guard(|| Ok(core::is_filler(record)))
+}
+
+/// Mapping from TensorFlow seeds onto the core's single u64 seed: the two
+/// int64 seeds (TF's (seed, seed2) pair, or the pair a seed generator hands
+/// out for one iteration) are folded with SplitMix64 so that every bit of both
+/// affects the result and nearby pairs give unrelated seeds. The core's
+/// `epoch` is then used for the iteration number (see tf_op/lirs_dataset_op.cc).
+fn mix_seeds(seed: i64, seed2: i64) -> u64 {
+    fn splitmix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    splitmix(splitmix(seed as u64) ^ (seed2 as u64))
+}
+
+fn debug_panic(message: &str) -> FfiResult<()> {
+    guard(|| panic!("{}", message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_becomes_internal_error() {
+        let err = debug_panic("boom").unwrap_err();
+        assert_eq!(err.kind, core::ErrorKind::Internal);
+        assert!(err.to_string().starts_with("INTERNAL: panic in tfrecord-lirs (Rust): boom"));
+    }
+
+    #[test]
+    fn error_prefixes() {
+        let e = FfiError::new(core::ErrorKind::DataLoss, "x");
+        assert_eq!(e.to_string(), "DATA_LOSS: x");
+        let e = FfiError::invalid("y");
+        assert_eq!(e.to_string(), "INVALID_ARGUMENT: y");
+    }
+
+    #[test]
+    fn mix_seeds_spreads() {
+        assert_ne!(mix_seeds(1, 2), mix_seeds(2, 1));
+        assert_ne!(mix_seeds(0, 0), mix_seeds(0, 1));
+        assert_eq!(mix_seeds(7, 9), mix_seeds(7, 9));
+    }
+
+    #[test]
+    fn bad_shards_rejected() {
+        assert!(check_shard(0, 0).is_err());
+        assert!(check_shard(2, 2).is_err());
+        assert!(check_shard(2, 1).is_ok());
+    }
+}

@@ -1,0 +1,471 @@
+//! The TFRecord framing, filler records and the page-placement rule.
+//!
+//! Pure code: no I/O, no `unsafe`. Everything that touches files builds on it.
+//!
+//! A record is framed as
+//!
+//! ```text
+//! +-------------------+------------------------+-----------------+-------------------------+
+//! | length: u64 LE    | masked_crc32c(length)  | payload         | masked_crc32c(payload)  |
+//! | 8 bytes           | u32 LE, 4 bytes        | `length` bytes  | u32 LE, 4 bytes         |
+//! +-------------------+------------------------+-----------------+-------------------------+
+//! ```
+//!
+//! exactly as TensorFlow's `tf.io.TFRecordWriter` writes it.
+
+use byteorder::{ByteOrder, LittleEndian};
+
+/// Bytes before the payload: the length and its CRC.
+pub const HEADER_LEN: usize = 12;
+/// Bytes after the payload: the payload CRC.
+pub const FOOTER_LEN: usize = 4;
+/// Framing bytes around every payload.
+pub const FRAMING_LEN: u64 = (HEADER_LEN + FOOTER_LEN) as u64;
+
+/// The first 8 payload bytes of every filler record.
+///
+/// A payload that begins with `0x00` is never a valid serialized protobuf message
+/// (field number 0 is reserved), so a filler cannot be mistaken for a `tf.train.Example`.
+pub const FILLER_MAGIC: &[u8; 8] = b"\x00LIRSPAD";
+/// The smallest framed filler record: framing plus the magic.
+pub const MIN_FILLER_LEN: u64 = FRAMING_LEN + FILLER_MAGIC.len() as u64;
+
+/// Smallest allowed page size (a power of two).
+pub const MIN_PAGE_SIZE: u64 = 512;
+/// Largest allowed page size (a power of two).
+pub const MAX_PAGE_SIZE: u64 = 16 << 20;
+/// The page size used when none is given.
+pub const DEFAULT_PAGE_SIZE: u64 = 4096;
+
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+/// TensorFlow's CRC mask: `((c >> 15) | (c << 17)) + 0xa282ead8`.
+///
+/// ```
+/// use tfrecord_lirs::format::{mask_crc, unmask_crc};
+/// let c = crc32c::crc32c(b"hello");
+/// assert_eq!(unmask_crc(mask_crc(c)), c);
+/// ```
+pub fn mask_crc(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
+/// Inverse of [`mask_crc`].
+pub fn unmask_crc(masked: u32) -> u32 {
+    masked.wrapping_sub(MASK_DELTA).rotate_left(15)
+}
+
+/// The masked CRC32C of `bytes`, as stored in a record.
+pub fn masked_crc32c(bytes: &[u8]) -> u32 {
+    mask_crc(crc32c::crc32c(bytes))
+}
+
+/// The framed size of a record with a payload of `payload_len` bytes.
+pub fn framed_len(payload_len: u64) -> u64 {
+    payload_len.saturating_add(FRAMING_LEN)
+}
+
+/// Whether `payload` is a filler record's payload.
+pub fn is_filler(payload: &[u8]) -> bool {
+    payload.starts_with(FILLER_MAGIC)
+}
+
+/// Why a record's bytes are not a valid record. Positions are added by the caller,
+/// which knows the file and offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// The stored CRC of the length field does not match the length bytes.
+    LengthCrc {
+        /// CRC stored in the record.
+        stored: u32,
+        /// CRC of the bytes read.
+        computed: u32,
+    },
+    /// The stored payload CRC does not match the payload.
+    PayloadCrc {
+        /// CRC stored in the record.
+        stored: u32,
+        /// CRC of the bytes read.
+        computed: u32,
+    },
+    /// Fewer bytes are available than the record needs.
+    Truncated {
+        /// Bytes the record needs from its start.
+        needed: u64,
+        /// Bytes there are.
+        available: u64,
+    },
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::LengthCrc { stored, computed } => write!(
+                f,
+                "length CRC mismatch (stored {stored:#010x}, computed {computed:#010x}): not a record start, or a damaged length"
+            ),
+            FrameError::PayloadCrc { stored, computed } => write!(
+                f,
+                "payload CRC mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            ),
+            FrameError::Truncated { needed, available } => write!(
+                f,
+                "truncated record: needs {needed} bytes, only {available} available"
+            ),
+        }
+    }
+}
+
+/// Encodes the 12-byte header (length and its masked CRC) for a payload of `payload_len` bytes.
+pub fn encode_header(payload_len: u64) -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    LittleEndian::write_u64(&mut header[..8], payload_len);
+    let crc = masked_crc32c(&header[..8]);
+    LittleEndian::write_u32(&mut header[8..], crc);
+    header
+}
+
+/// Encodes the 4-byte footer (masked payload CRC).
+pub fn encode_footer(payload: &[u8]) -> [u8; FOOTER_LEN] {
+    masked_crc32c(payload).to_le_bytes()
+}
+
+/// Appends one framed record holding `payload` to `out`.
+///
+/// ```
+/// let mut out = Vec::new();
+/// tfrecord_lirs::format::encode_record(b"abc", &mut out);
+/// assert_eq!(out.len(), 3 + 16);
+/// let (len, _) = (tfrecord_lirs::format::decode_header(out[..12].try_into().unwrap()).unwrap(), ());
+/// assert_eq!(len, 3);
+/// ```
+pub fn encode_record(payload: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&encode_header(payload.len() as u64));
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&encode_footer(payload));
+}
+
+/// Checks a 12-byte header and returns the payload length it declares.
+///
+/// The length is *not* trusted for anything yet: callers bound it by the bytes
+/// they know to be available before allocating.
+pub fn decode_header(header: &[u8; HEADER_LEN]) -> Result<u64, FrameError> {
+    let len = LittleEndian::read_u64(&header[..8]);
+    let stored = LittleEndian::read_u32(&header[8..]);
+    let computed = masked_crc32c(&header[..8]);
+    if stored != computed {
+        return Err(FrameError::LengthCrc { stored, computed });
+    }
+    Ok(len)
+}
+
+/// Checks a payload against its 4-byte footer.
+pub fn check_payload(payload: &[u8], footer: &[u8; FOOTER_LEN]) -> Result<(), FrameError> {
+    let stored = LittleEndian::read_u32(footer);
+    let computed = masked_crc32c(payload);
+    if stored != computed {
+        return Err(FrameError::PayloadCrc { stored, computed });
+    }
+    Ok(())
+}
+
+/// A record parsed from the front of a byte slice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The payload bytes.
+    pub payload: &'a [u8],
+    /// The framed size (payload + 16).
+    pub framed_len: u64,
+}
+
+/// Parses the record at the front of `bytes`, checking the length CRC and (if
+/// `check_payload_crc`) the payload CRC. Bytes after the record are ignored.
+///
+/// ```
+/// use tfrecord_lirs::format::{encode_record, decode_record};
+/// let mut buf = Vec::new();
+/// encode_record(b"payload", &mut buf);
+/// let frame = decode_record(&buf, true).unwrap();
+/// assert_eq!(frame.payload, b"payload");
+/// ```
+pub fn decode_record(bytes: &[u8], check_payload_crc: bool) -> Result<Frame<'_>, FrameError> {
+    let available = bytes.len() as u64;
+    let header: &[u8; HEADER_LEN] = bytes
+        .get(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or(FrameError::Truncated {
+            needed: HEADER_LEN as u64,
+            available,
+        })?;
+    let len = decode_header(header)?;
+    let needed = framed_len(len);
+    if needed > available {
+        return Err(FrameError::Truncated { needed, available });
+    }
+    // `needed <= available <= usize::MAX`, so these casts are exact.
+    let end = HEADER_LEN + len as usize;
+    let payload = &bytes[HEADER_LEN..end];
+    if check_payload_crc {
+        let footer: &[u8; FOOTER_LEN] = bytes[end..end + FOOTER_LEN].try_into().expect("4 bytes");
+        check_payload(payload, footer)?;
+    }
+    Ok(Frame {
+        payload,
+        framed_len: needed,
+    })
+}
+
+/// Appends one filler record of exactly `framed_len` bytes (at least [`MIN_FILLER_LEN`]).
+///
+/// # Panics
+/// Never for `framed_len >= MIN_FILLER_LEN`; callers check with [`filler_fits`].
+pub fn encode_filler(framed_len: u64, out: &mut Vec<u8>) {
+    debug_assert!(filler_fits(framed_len));
+    let payload_len = (framed_len - FRAMING_LEN) as usize;
+    let start = out.len();
+    out.extend_from_slice(&encode_header(payload_len as u64));
+    out.extend_from_slice(FILLER_MAGIC);
+    out.resize(start + HEADER_LEN + payload_len, 0);
+    let footer = encode_footer(&out[start + HEADER_LEN..]);
+    out.extend_from_slice(&footer);
+}
+
+/// Whether a gap of `gap` bytes can be filled with filler records (0, or at least 24).
+pub fn filler_fits(gap: u64) -> bool {
+    gap == 0 || gap >= MIN_FILLER_LEN
+}
+
+/// Names the compression if `head` (a file's first bytes) starts like a GZIP or ZLIB
+/// stream. Only consulted after the first record failed to parse, so a valid TFRecord
+/// whose length happens to look like a ZLIB header is never misreported.
+pub fn compression_magic(head: &[u8]) -> Option<&'static str> {
+    match head {
+        [0x1f, 0x8b, ..] => Some("GZIP"),
+        [a, b, ..] if a & 0x0f == 8 && (u16::from(*a) << 8 | u16::from(*b)) % 31 == 0 => {
+            Some("ZLIB")
+        }
+        _ => None,
+    }
+}
+
+/// A validated page size: a power of two from 512 bytes to 16 MiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PageSize(u64);
+
+impl PageSize {
+    /// Validates `bytes` as a page size.
+    pub fn new(bytes: u64) -> Option<PageSize> {
+        (bytes.is_power_of_two() && (MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&bytes))
+            .then_some(PageSize(bytes))
+    }
+
+    /// The page size in bytes.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The page that byte `offset` lies in.
+    pub fn page_of(self, offset: u64) -> u64 {
+        offset >> self.0.trailing_zeros()
+    }
+
+    /// Whether a record of `framed_len` bytes is *small*: it must lie inside one page
+    /// with its whole span (invariant b). Larger records start on a page boundary (invariant c).
+    pub fn is_small(self, framed_len: u64) -> bool {
+        framed_len <= self.0 - MIN_FILLER_LEN
+    }
+
+    /// How many pages the byte range `[start, start + len)` touches (0 for an empty range).
+    pub fn pages_touched(self, start: u64, len: u64) -> u64 {
+        if len == 0 {
+            return 0;
+        }
+        self.page_of(start + len - 1) - self.page_of(start) + 1
+    }
+}
+
+impl Default for PageSize {
+    fn default() -> Self {
+        PageSize(DEFAULT_PAGE_SIZE)
+    }
+}
+
+/// The padding placement rule: how many filler bytes must go at file position `pos`
+/// before an instance of `framed_len` bytes so that the padded-file invariants hold.
+///
+/// The result is 0 or at least [`MIN_FILLER_LEN`] (a filler record can be written).
+///
+/// * A small instance (framed ≤ P − 24) is placed at `pos` when it exactly fills the
+///   rest of the page or leaves room for at least a minimal filler; otherwise the
+///   padding runs to the next page boundary. So the instance and the filler that may
+///   follow it (its span) stay inside one page.
+/// * A large instance starts on a page boundary.
+/// * Only after a large instance can the rest of a page be 1..23 bytes (too small for a
+///   filler); then the smallest legal filler is chosen.
+///
+/// ```
+/// use tfrecord_lirs::format::{padding_before, PageSize};
+/// let p = PageSize::new(4096).unwrap();
+/// assert_eq!(padding_before(0, 100, p), 0);
+/// assert_eq!(padding_before(4000, 100, p), 96); // 96 left: pad to the boundary
+/// assert_eq!(padding_before(3900, 100, p), 0);  // fits, leaves 96 bytes
+/// assert_eq!(padding_before(4096 + 10, 5000, p), 4086); // large: to the boundary
+/// ```
+pub fn padding_before(pos: u64, framed_len: u64, page: PageSize) -> u64 {
+    let p = page.get();
+    let rest = p - pos % p; // 1..=p bytes left in the current page
+    if !page.is_small(framed_len) {
+        return match rest {
+            r if r == p => 0,
+            r if r >= MIN_FILLER_LEN => r,
+            r => r + p,
+        };
+    }
+    if framed_len == rest || framed_len + MIN_FILLER_LEN <= rest {
+        return 0;
+    }
+    if rest >= MIN_FILLER_LEN {
+        return rest;
+    }
+    // 1..23 bytes left (after a large instance). A minimal filler crosses into the next
+    // page by `MIN_FILLER_LEN - rest` bytes; if the instance does not fit behind it,
+    // grow the filler so the instance ends exactly on the following boundary.
+    let into_next = MIN_FILLER_LEN - rest;
+    if framed_len + MIN_FILLER_LEN <= p - into_next {
+        MIN_FILLER_LEN
+    } else {
+        rest + p - framed_len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_matches_tensorflow_reference_values() {
+        // From TensorFlow's crc32c_test.cc: crc32c("a") == 0xc1d04330, and the
+        // header TF writes for an empty record.
+        assert_eq!(crc32c::crc32c(b"a"), 0xc1d0_4330);
+        let header = encode_header(0);
+        assert_eq!(&header[..8], &[0u8; 8]);
+        assert_eq!(
+            LittleEndian::read_u32(&header[8..]),
+            mask_crc(crc32c::crc32c(&[0u8; 8]))
+        );
+        for c in [0u32, 1, 0xdead_beef, u32::MAX] {
+            assert_eq!(unmask_crc(mask_crc(c)), c);
+            assert_eq!(
+                mask_crc(c),
+                ((c >> 15) | (c << 17)).wrapping_add(0xa282_ead8)
+            );
+        }
+    }
+
+    #[test]
+    fn record_round_trip_and_each_field_breaks() {
+        let mut buf = Vec::new();
+        encode_record(b"hello world", &mut buf);
+        assert_eq!(decode_record(&buf, true).unwrap().payload, b"hello world");
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x10;
+            let err = decode_record(&bad, true).unwrap_err();
+            match i {
+                0..=11 => assert!(
+                    matches!(err, FrameError::LengthCrc { .. }),
+                    "byte {i}: {err:?}"
+                ),
+                _ => assert!(matches!(err, FrameError::PayloadCrc { .. }), "byte {i}"),
+            }
+            if i >= 12 {
+                assert!(decode_record(&bad, false).is_ok());
+            }
+        }
+        for cut in 0..buf.len() {
+            assert!(matches!(
+                decode_record(&buf[..cut], true),
+                Err(FrameError::Truncated { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn huge_length_is_truncation_not_allocation() {
+        let header = encode_header(1 << 62);
+        assert_eq!(
+            decode_record(&header, true),
+            Err(FrameError::Truncated {
+                needed: (1 << 62) + 16,
+                available: 12
+            })
+        );
+        let header = encode_header(u64::MAX);
+        assert!(matches!(
+            decode_record(&header, true),
+            Err(FrameError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn fillers_are_valid_records_of_exact_size() {
+        for n in [24u64, 25, 100, 4095, 70000] {
+            let mut out = vec![1, 2, 3];
+            encode_filler(n, &mut out);
+            assert_eq!(out.len() as u64, n + 3);
+            let frame = decode_record(&out[3..], true).unwrap();
+            assert!(is_filler(frame.payload));
+            assert_eq!(frame.framed_len, n);
+        }
+        assert!(!filler_fits(23) && filler_fits(0) && filler_fits(24));
+    }
+
+    #[test]
+    fn page_size_bounds() {
+        assert!(PageSize::new(256).is_none());
+        assert!(PageSize::new(4095).is_none());
+        assert!(PageSize::new(32 << 20).is_none());
+        assert_eq!(PageSize::new(512).unwrap().get(), 512);
+        assert_eq!(PageSize::new(16 << 20).unwrap().get(), 16 << 20);
+        let p = PageSize::new(4096).unwrap();
+        assert_eq!(p.pages_touched(4095, 2), 2);
+        assert_eq!(p.pages_touched(4096, 4096), 1);
+        assert_eq!(p.pages_touched(7, 0), 0);
+    }
+
+    /// Walks the placement rule over every position in a page and many sizes and checks
+    /// the invariants it exists for.
+    #[test]
+    fn placement_rule_keeps_invariants() {
+        for p in [512u64, 4096] {
+            let page = PageSize::new(p).unwrap();
+            for base in [0u64, 7 * p] {
+                for off in 0..p {
+                    let pos = base + off;
+                    let mut sizes: Vec<u64> = (16..80).collect();
+                    sizes.extend([p - 48, p - 25, p - 24, p - 23, p - 1, p, p + 1, 3 * p - 5]);
+                    for framed in sizes {
+                        let pad = padding_before(pos, framed, page);
+                        assert!(filler_fits(pad), "pos {pos} framed {framed} pad {pad}");
+                        let start = pos + pad;
+                        if page.is_small(framed) {
+                            assert_eq!(
+                                page.pages_touched(start, framed),
+                                1,
+                                "pos {pos} framed {framed}"
+                            );
+                            let left = p - (start + framed) % p;
+                            assert!(left == p || left >= MIN_FILLER_LEN);
+                        } else {
+                            assert_eq!(start % p, 0);
+                        }
+                        // A minimal choice: no smaller legal padding would do.
+                        if pad > 0 && (pos % p == 0 || p - pos % p >= MIN_FILLER_LEN) {
+                            assert!(pad <= p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,577 @@
+//! Random access through offset tables (spec §1 `TFRecordLIRS.read(instance id)`) and
+//! the spec's stateful `shuffle_order` / `next` API.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{self, FrameError, PageSize, HEADER_LEN};
+use crate::io::{self, Backend, ReadAt};
+use crate::order::{self, EpochOrder, OrderSpec};
+use crate::table::{default_table_path, read_table};
+
+/// Options of a [`Reader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Page size for page-aware units and I/O statistics (default 4096).
+    pub page_size: u64,
+    /// Check each payload's CRC on read (default true; the length CRC is always checked).
+    pub verify_payload_crc: bool,
+    /// The I/O backend (default `pread`).
+    pub backend: Backend,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            page_size: format::DEFAULT_PAGE_SIZE,
+            verify_payload_crc: true,
+            backend: Backend::Pread,
+        }
+    }
+}
+
+/// Where every instance of every file is: offsets, file sizes, global id ranges.
+#[derive(Debug)]
+pub struct Layout {
+    files: Vec<FileLayout>,
+    page: PageSize,
+    len: u64,
+}
+
+#[derive(Debug)]
+struct FileLayout {
+    offsets: Vec<u64>,
+    size: u64,
+    first_id: u64,
+}
+
+impl FileLayout {
+    fn span(&self, i: usize) -> (u64, u64) {
+        let end = self.offsets.get(i + 1).copied().unwrap_or(self.size);
+        (self.offsets[i], end)
+    }
+
+    fn span_len(&self, i: usize) -> u64 {
+        let (s, e) = self.span(i);
+        e - s
+    }
+
+    fn starts_unit(&self, i: usize, page: PageSize) -> bool {
+        i == 0
+            || page.page_of(self.offsets[i]) != page.page_of(self.offsets[i - 1])
+            || self.span_len(i - 1) > page.get()
+            || self.span_len(i) > page.get()
+    }
+}
+
+impl Layout {
+    /// Instances across all files.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether there are no instances.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The page size units are computed for.
+    pub fn page_size(&self) -> PageSize {
+        self.page
+    }
+
+    /// (file index, index within the file) of global `id`, which must be `< len`.
+    fn locate(&self, id: u64) -> (usize, usize) {
+        let f = self.files.partition_point(|file| file.first_id <= id) - 1;
+        (f, (id - self.files[f].first_id) as usize)
+    }
+
+    /// Calls `visit(first_id, len)` for every page-aware unit, in file order.
+    pub(crate) fn for_each_unit(&self, mut visit: impl FnMut(u64, u64)) {
+        for file in &self.files {
+            let mut start = 0usize;
+            for i in 1..=file.offsets.len() {
+                if i == file.offsets.len() || file.starts_unit(i, self.page) {
+                    visit(file.first_id + start as u64, (i - start) as u64);
+                    start = i;
+                }
+            }
+        }
+    }
+
+    /// Length of the unit that starts at `start`.
+    pub(crate) fn unit_len(&self, start: u64) -> u64 {
+        let (f, i) = self.locate(start);
+        let file = &self.files[f];
+        let mut end = i + 1;
+        while end < file.offsets.len() && !file.starts_unit(end, self.page) {
+            end += 1;
+        }
+        (end - i) as u64
+    }
+}
+
+/// Counters of what a reader read (for benchmarks and page tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoStats {
+    /// Positioned reads issued.
+    pub reads: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Pages touched, summed over reads (a read spanning 2 pages counts 2).
+    pub page_reads: u64,
+    /// Distinct pages touched since the last reset.
+    pub distinct_pages: u64,
+    /// Pages the data files span.
+    pub data_pages: u64,
+}
+
+struct OpenFile {
+    data_path: PathBuf,
+    table_path: PathBuf,
+    src: Box<dyn ReadAt>,
+    /// One bit per page: touched since the last reset.
+    touched: Vec<AtomicU64>,
+}
+
+/// A set of TFRecord files with offset tables, one global id space, read at random.
+/// `Send + Sync`: share it between threads with an `Arc`.
+///
+/// ```
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("d.tfrecord");
+/// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
+/// # for i in 0..10u8 { w.write(&[i; 30])?; }
+/// # w.finish()?;
+/// let reader = tfrecord_lirs::Reader::open_one(&path, None, &Default::default())?;
+/// assert_eq!(reader.len(), 10);
+/// assert_eq!(reader.read(3)?, vec![3u8; 30]);
+/// # Ok(()) }
+/// ```
+pub struct Reader {
+    layout: Arc<Layout>,
+    files: Vec<OpenFile>,
+    verify_payload_crc: bool,
+    reads: AtomicU64,
+    bytes_read: AtomicU64,
+    page_reads: AtomicU64,
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Reader>();
+};
+
+impl Reader {
+    /// Opens one data file with its table (`<data>.offsets` when `table` is `None`).
+    pub fn open_one(data: &Path, table: Option<&Path>, options: &ReaderOptions) -> Result<Reader> {
+        let table = table.map_or_else(|| default_table_path(data), Path::to_path_buf);
+        Reader::open(&[(data.to_path_buf(), table)], options)
+    }
+
+    /// Opens `(data, table)` pairs; ids run through the files in list order.
+    ///
+    /// Validates each table: a multiple of 8 bytes, strictly increasing offsets below the
+    /// file size, and a valid record header at the first and the last offset.
+    pub fn open(files: &[(PathBuf, PathBuf)], options: &ReaderOptions) -> Result<Reader> {
+        let page = PageSize::new(options.page_size).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "page size {} is not a power of two from {} to {} bytes",
+                options.page_size,
+                format::MIN_PAGE_SIZE,
+                format::MAX_PAGE_SIZE
+            ))
+        })?;
+        let mut layouts = Vec::with_capacity(files.len());
+        let mut open = Vec::with_capacity(files.len());
+        let mut first_id = 0u64;
+        for (data, table_path) in files {
+            let src = io::open(data, options.backend)?;
+            let size = src.size();
+            let offsets = read_table(table_path)?;
+            let layout = FileLayout {
+                offsets,
+                size,
+                first_id,
+            };
+            check_table(data, table_path, &layout, &*src)?;
+            first_id += layout.offsets.len() as u64;
+            let pages = size.div_ceil(page.get());
+            open.push(OpenFile {
+                data_path: data.clone(),
+                table_path: table_path.clone(),
+                src,
+                touched: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            });
+            layouts.push(layout);
+        }
+        Ok(Reader {
+            layout: Arc::new(Layout {
+                files: layouts,
+                page,
+                len: first_id,
+            }),
+            files: open,
+            verify_payload_crc: options.verify_payload_crc,
+            reads: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+            page_reads: AtomicU64::new(0),
+        })
+    }
+
+    /// Instances across all files.
+    pub fn len(&self) -> u64 {
+        self.layout.len
+    }
+
+    /// Whether there are no instances.
+    pub fn is_empty(&self) -> bool {
+        self.layout.len == 0
+    }
+
+    /// The layout (offsets and units).
+    pub fn layout(&self) -> &Arc<Layout> {
+        &self.layout
+    }
+
+    /// The data file holding global `id`, and the id's byte offset in it.
+    pub fn location(&self, id: u64) -> Result<(&Path, u64)> {
+        self.check_id(id)?;
+        let (f, i) = self.layout.locate(id);
+        Ok((&self.files[f].data_path, self.layout.files[f].offsets[i]))
+    }
+
+    fn check_id(&self, id: u64) -> Result<()> {
+        if id >= self.layout.len {
+            return Err(Error::InvalidArgument(format!(
+                "instance id {id} out of range: the dataset has {} instances{}",
+                self.layout.len,
+                match self.files.as_slice() {
+                    [one] => format!(" ({})", one.data_path.display()),
+                    _ => String::new(),
+                }
+            )));
+        }
+        Ok(())
+    }
+
+    /// The payload of instance `id` (spec §1: span from eq. 1, one positioned read).
+    pub fn read(&self, id: u64) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let payload = self.read_span_into(id, &mut buf)?;
+        buf.truncate(payload.end);
+        buf.drain(..payload.start);
+        Ok(buf)
+    }
+
+    /// Reads instance `id`'s whole span into `buf` (replacing its contents) and returns
+    /// the range of the payload inside it. Avoids a copy on hot paths.
+    pub fn read_span_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<std::ops::Range<usize>> {
+        self.check_id(id)?;
+        let (f, i) = self.layout.locate(id);
+        let (file, layout) = (&self.files[f], &self.layout.files[f]);
+        let (start, end) = layout.span(i);
+        let span = end - start;
+        let span_usize = usize::try_from(span).map_err(|_| {
+            Error::layout(
+                &file.data_path,
+                Some(id),
+                start,
+                format!("span of {span} bytes does not fit in memory"),
+            )
+        })?;
+        buf.clear();
+        buf.resize(span_usize, 0);
+        io::read_exact_at(&*file.src, buf, start).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::frame(
+                    &file.data_path,
+                    Some(id),
+                    start,
+                    FrameError::Truncated {
+                        needed: span,
+                        available: file.src.size().saturating_sub(start),
+                    },
+                )
+            } else {
+                Error::io(&file.data_path, e)
+            }
+        })?;
+        self.count(f, start, span);
+        let frame = format::decode_record(buf, self.verify_payload_crc)
+            .map_err(|e| Error::frame(&file.data_path, Some(id), start, e))?;
+        if format::is_filler(frame.payload) {
+            return Err(Error::table(
+                &file.table_path,
+                Some(id),
+                Some(start),
+                format!(
+                    "points at a filler record in {}: the table does not match the data file",
+                    file.data_path.display()
+                ),
+            ));
+        }
+        Ok(HEADER_LEN..HEADER_LEN + frame.payload.len())
+    }
+
+    fn count(&self, f: usize, start: u64, len: u64) {
+        let page = self.layout.page;
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.bytes_read.fetch_add(len, Ordering::Relaxed);
+        self.page_reads
+            .fetch_add(page.pages_touched(start, len), Ordering::Relaxed);
+        if len > 0 {
+            let touched = &self.files[f].touched;
+            for p in page.page_of(start)..=page.page_of(start + len - 1) {
+                touched[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// What was read since the last [`reset_io_stats`](Reader::reset_io_stats).
+    pub fn io_stats(&self) -> IoStats {
+        let page = self.layout.page.get();
+        IoStats {
+            reads: self.reads.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            page_reads: self.page_reads.load(Ordering::Relaxed),
+            distinct_pages: self
+                .files
+                .iter()
+                .flat_map(|f| &f.touched)
+                .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+                .sum(),
+            data_pages: self
+                .layout
+                .files
+                .iter()
+                .map(|f| f.size.div_ceil(page))
+                .sum(),
+        }
+    }
+
+    /// Zeroes the I/O counters (e.g. at the start of an epoch).
+    pub fn reset_io_stats(&self) {
+        self.reads.store(0, Ordering::Relaxed);
+        self.bytes_read.store(0, Ordering::Relaxed);
+        self.page_reads.store(0, Ordering::Relaxed);
+        for w in self.files.iter().flat_map(|f| &f.touched) {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The order of one epoch for one shard.
+    pub fn epoch_order(&self, spec: &OrderSpec) -> Result<EpochOrder> {
+        EpochOrder::new(Arc::clone(&self.layout), spec)
+    }
+
+    /// Instances of shard `shard_index` of `num_shards` in every epoch.
+    pub fn shard_len(&self, page_aware: bool, num_shards: u64, shard_index: u64) -> Result<u64> {
+        order::shard_len(&self.layout, page_aware, num_shards, shard_index)
+    }
+}
+
+/// Validates a table against its data file without reading the whole file.
+fn check_table(data: &Path, table: &Path, layout: &FileLayout, src: &dyn ReadAt) -> Result<()> {
+    let n = layout.offsets.len();
+    if n == 0 {
+        if layout.size > 0 {
+            return Err(Error::table(
+                table,
+                None,
+                None,
+                format!(
+                    "the table is empty but {} holds {} bytes: build the table with `tfrecord-lirs index`",
+                    data.display(),
+                    layout.size
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(i) = layout.offsets.iter().position(|&o| o >= layout.size) {
+        return Err(Error::table(
+            table,
+            Some(i as u64),
+            Some(layout.offsets[i]),
+            format!(
+                "offset {} lies at or past the end of {} ({} bytes): the table does not match the data file",
+                layout.offsets[i],
+                data.display(),
+                layout.size
+            ),
+        ));
+    }
+    for i in [0, n - 1] {
+        let (start, end) = layout.span(i);
+        let mut header = [0u8; HEADER_LEN];
+        let checked = io::read_exact_at(src, &mut header, start)
+            .map_err(|_| FrameError::Truncated {
+                needed: HEADER_LEN as u64,
+                available: end - start,
+            })
+            .and_then(|_| format::decode_header(&header))
+            .and_then(|len| {
+                let framed = format::framed_len(len);
+                if framed > end - start {
+                    Err(FrameError::Truncated {
+                        needed: framed,
+                        available: end - start,
+                    })
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = checked {
+            if start == 0 {
+                if let Some(kind) = format::compression_magic(&header) {
+                    return Err(Error::Compressed {
+                        at: crate::error::Location::new(data, None, Some(0)),
+                        format: kind,
+                    });
+                }
+            }
+            return Err(Error::table(
+                table,
+                Some(layout.first_id + i as u64),
+                Some(start),
+                format!(
+                    "does not match {}: no valid record of that instance's span starts at byte {start} ({e})",
+                    data.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
+///
+/// ```
+/// use tfrecord_lirs::TFRecordLIRS;
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("train.tfrecord");
+/// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
+/// # for i in 0..64u8 { w.write(&[i; 100])?; }
+/// # w.finish()?;
+/// let mut train_dataset = TFRecordLIRS::open(&path, None)?.with_seed(1234);
+/// for _epoch in 0..2 {
+///     train_dataset.shuffle_order(true)?; // page-aware
+///     let mut batch = Vec::new();
+///     for instance in train_dataset.by_ref().take(32) {
+///         batch.push(instance?);
+///     }
+///     assert_eq!(batch.len(), 32);
+/// }
+/// # Ok(()) }
+/// ```
+pub struct TFRecordLIRS {
+    reader: Arc<Reader>,
+    seed: u64,
+    next_epoch: u64,
+    num_shards: u64,
+    shard_index: u64,
+    order: Option<EpochOrder>,
+    /// `next()` before `shuffle_order` errs once, then ends (never an endless error stream).
+    misuse_reported: bool,
+}
+
+impl TFRecordLIRS {
+    /// Opens a data file and its table (`<data>.offsets` when `None`).
+    pub fn open(data: &Path, table: Option<&Path>) -> Result<TFRecordLIRS> {
+        Ok(TFRecordLIRS::from_reader(Arc::new(Reader::open_one(
+            data,
+            table,
+            &ReaderOptions::default(),
+        )?)))
+    }
+
+    /// Wraps a shared reader (seed 0, one shard).
+    pub fn from_reader(reader: Arc<Reader>) -> TFRecordLIRS {
+        TFRecordLIRS {
+            reader,
+            seed: 0,
+            next_epoch: 0,
+            num_shards: 1,
+            shard_index: 0,
+            order: None,
+            misuse_reported: false,
+        }
+    }
+
+    /// Sets the shuffle seed.
+    pub fn with_seed(mut self, seed: u64) -> TFRecordLIRS {
+        self.seed = seed;
+        self
+    }
+
+    /// Reads only shard `shard_index` of `num_shards` of every epoch.
+    pub fn with_shard(mut self, num_shards: u64, shard_index: u64) -> Result<TFRecordLIRS> {
+        OrderSpec::check_shards(num_shards, shard_index)?;
+        self.num_shards = num_shards;
+        self.shard_index = shard_index;
+        Ok(self)
+    }
+
+    /// The shared reader.
+    pub fn reader(&self) -> &Arc<Reader> {
+        &self.reader
+    }
+
+    /// Instances in the files.
+    pub fn len(&self) -> u64 {
+        self.reader.len()
+    }
+
+    /// Whether there are no instances.
+    pub fn is_empty(&self) -> bool {
+        self.reader.is_empty()
+    }
+
+    /// Spec §1: the payload of instance `id`.
+    pub fn read(&self, id: u64) -> Result<Vec<u8>> {
+        self.reader.read(id)
+    }
+
+    /// Spec §5: shuffles the next epoch's order (page-aware or instance-based); the
+    /// following `next()` calls walk it.
+    pub fn shuffle_order(&mut self, page_aware: bool) -> Result<()> {
+        let spec = OrderSpec {
+            seed: self.seed,
+            epoch: self.next_epoch,
+            page_aware,
+            num_shards: self.num_shards,
+            shard_index: self.shard_index,
+        };
+        self.order = Some(self.reader.epoch_order(&spec)?);
+        self.next_epoch += 1;
+        Ok(())
+    }
+
+    /// The order being walked, if `shuffle_order` was called.
+    pub fn order(&self) -> Option<&EpochOrder> {
+        self.order.as_ref()
+    }
+}
+
+/// Spec §2: `next()` returns the next instance of the shuffled order, `None` at the end
+/// of the epoch, and one error (then `None`) if `shuffle_order` was never called.
+impl Iterator for TFRecordLIRS {
+    type Item = Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Result<Vec<u8>>> {
+        let Some(order) = self.order.as_mut() else {
+            if std::mem::replace(&mut self.misuse_reported, true) {
+                return None;
+            }
+            return Some(Err(Error::InvalidArgument(
+                "TFRecordLIRS::next called before shuffle_order".into(),
+            )));
+        };
+        order.next().map(|id| self.reader.read(id))
+    }
+}

@@ -1,0 +1,254 @@
+//! The offset table file (spec eq. 3): exactly N little-endian `u64` record starts.
+//!
+//! Value `i` is the byte offset of instance `i`'s record (its length field). Offsets
+//! strictly increase; instance `i`'s span is `[offset[i], offset[i+1])` with
+//! `offset[N]` = the data file's size (spec eq. 1).
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use byteorder::{ByteOrder, LittleEndian};
+
+use crate::error::{Error, Result};
+use crate::format::{self, PageSize};
+
+/// The table path used when none is given: `<data>.offsets`.
+///
+/// ```
+/// use std::path::Path;
+/// assert_eq!(
+///     tfrecord_lirs::default_table_path(Path::new("/d/train.tfrecord")),
+///     Path::new("/d/train.tfrecord.offsets")
+/// );
+/// ```
+pub fn default_table_path(data: &Path) -> PathBuf {
+    let mut s = data.as_os_str().to_owned();
+    s.push(".offsets");
+    PathBuf::from(s)
+}
+
+/// Parses table bytes: a multiple of 8 bytes, strictly increasing offsets.
+/// `path` only names the table in errors.
+pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
+    if bytes.len() % 8 != 0 {
+        return Err(Error::table(
+            path,
+            None,
+            Some((bytes.len() - bytes.len() % 8) as u64),
+            format!(
+                "table is {} bytes, not a multiple of 8 (a partial last entry?)",
+                bytes.len()
+            ),
+        ));
+    }
+    let mut offsets = vec![0u64; bytes.len() / 8];
+    LittleEndian::read_u64_into(bytes, &mut offsets);
+    for (i, pair) in offsets.windows(2).enumerate() {
+        if pair[1] <= pair[0] {
+            return Err(Error::table(
+                path,
+                Some(i as u64 + 1),
+                Some(pair[1]),
+                format!(
+                    "offsets must strictly increase, but instance {} is at byte {} and instance {} at byte {}",
+                    i,
+                    pair[0],
+                    i + 1,
+                    pair[1]
+                ),
+            ));
+        }
+    }
+    Ok(offsets)
+}
+
+/// Reads and parses the table at `path`.
+pub fn read_table(path: &Path) -> Result<Vec<u64>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    parse_table(path, &bytes)
+}
+
+/// Serializes offsets as the table format.
+pub fn encode_table(offsets: &[u64]) -> Vec<u8> {
+    let mut bytes = vec![0u8; offsets.len() * 8];
+    LittleEndian::write_u64_into(offsets, &mut bytes);
+    bytes
+}
+
+/// Writes a file atomically: a temporary file in the same directory, renamed over
+/// `path` only once complete, so a crash never leaves a partial file under `path`.
+/// With `sync`, the data is fsynced before the rename.
+pub(crate) fn write_atomically(
+    path: &Path,
+    sync: bool,
+    fill: impl FnOnce(&mut BufWriter<&std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".lirs-tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(path, e))?;
+    {
+        let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
+        fill(&mut w)
+            .and_then(|_| w.flush())
+            .map_err(|e| Error::io(path, e))?;
+    }
+    if sync {
+        tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
+    }
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
+}
+
+/// Writes `offsets` as a table file at `path`, atomically.
+pub fn write_table(path: &Path, offsets: &[u64], sync: bool) -> Result<()> {
+    write_atomically(path, sync, |w| w.write_all(&encode_table(offsets)))
+}
+
+/// Builds an offset table while a file is written (spec §3 and §4).
+///
+/// Without padding, `calc_offset` follows spec eq. 2 (this offset = previous offset +
+/// previous length). With a page size, the padding rule decides where each instance
+/// goes and [`padding_before`](OffsetTableBuilder::padding_before) says how many filler
+/// bytes the writer must put first.
+///
+/// The spec's example, in Rust:
+///
+/// ```
+/// use tfrecord_lirs::{OffsetTableBuilder, TFRecordWriter, PageSize};
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let data_path = dir.path().join("train.tfrecord");
+/// # let instances: Vec<Vec<u8>> = (0..100).map(|i| vec![i as u8; 300 + i]).collect();
+/// let whether_to_use_padding = true;
+/// let mut offset_table = OffsetTableBuilder::new(whether_to_use_padding.then(PageSize::default));
+/// let mut writer = TFRecordWriter::create(&data_path)?;
+/// for instance in &instances {
+///     // ... preprocess the instance ...
+///     if whether_to_use_padding {
+///         // write the padding to the TFRecord file
+///         writer.write_padding(offset_table.padding_before(instance.len() as u64))?;
+///     }
+///     // calculate the offset of this instance, then write it
+///     let offset = offset_table.calc_offset(instance.len() as u64);
+///     assert_eq!(offset, writer.position());
+///     writer.write_instance(instance)?;
+/// }
+/// writer.finish()?;
+/// offset_table.write(&tfrecord_lirs::default_table_path(&data_path))?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct OffsetTableBuilder {
+    offsets: Vec<u64>,
+    /// End of the last instance written (where the next padding or instance goes).
+    end: u64,
+    padding: Option<PageSize>,
+}
+
+impl OffsetTableBuilder {
+    /// A builder for a file written from byte 0, padded for `padding` if given.
+    pub fn new(padding: Option<PageSize>) -> OffsetTableBuilder {
+        OffsetTableBuilder {
+            offsets: Vec::new(),
+            end: 0,
+            padding,
+        }
+    }
+
+    /// Filler bytes the writer must write before the next instance of `payload_len`
+    /// bytes: 0 without padding, else 0 or at least 24 (one filler record).
+    pub fn padding_before(&self, payload_len: u64) -> u64 {
+        match self.padding {
+            Some(page) => format::padding_before(self.end, format::framed_len(payload_len), page),
+            None => 0,
+        }
+    }
+
+    /// Records the next instance (spec: `calc_offset(instance)`) and returns its offset.
+    pub fn calc_offset(&mut self, payload_len: u64) -> u64 {
+        let offset = self.end + self.padding_before(payload_len);
+        self.offsets.push(offset);
+        self.end = offset + format::framed_len(payload_len);
+        offset
+    }
+
+    /// The offsets so far.
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    /// Where the next byte goes (the data file's size so far, padding excluded).
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Writes the table file atomically (spec: `write(offset_table_filename)`).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        write_table(path, &self.offsets, false)
+    }
+
+    /// Consumes the builder, returning the offsets.
+    pub fn into_offsets(self) -> Vec<u64> {
+        self.offsets
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_round_trip_is_exactly_n_le_u64() {
+        let offsets = [0u64, 17, 4096, 1 << 40];
+        let bytes = encode_table(&offsets);
+        assert_eq!(bytes.len(), 32);
+        assert_eq!(&bytes[8..16], &17u64.to_le_bytes());
+        let p = Path::new("t");
+        assert_eq!(parse_table(p, &bytes).unwrap(), offsets);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.offsets");
+        write_table(&path, &offsets, true).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        assert_eq!(read_table(&path).unwrap(), offsets);
+        // Nothing but the table is left in the directory.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn malformed_tables_are_named() {
+        let p = Path::new("bad.offsets");
+        let mut bytes = encode_table(&[0, 10, 20]);
+        bytes.pop();
+        let err = parse_table(p, &bytes).unwrap_err().to_string();
+        assert!(
+            err.contains("bad.offsets") && err.contains("multiple of 8"),
+            "{err}"
+        );
+        let err = parse_table(p, &encode_table(&[0, 20, 10]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("instance 2") && err.contains("byte 10"),
+            "{err}"
+        );
+        let err = parse_table(p, &encode_table(&[0, 20, 20]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("strictly increase"), "{err}");
+    }
+
+    #[test]
+    fn builder_follows_equation_2_without_padding() {
+        let mut b = OffsetTableBuilder::new(None);
+        assert_eq!(b.calc_offset(10), 0);
+        assert_eq!(b.calc_offset(0), 26);
+        assert_eq!(b.padding_before(5000), 0);
+        assert_eq!(b.calc_offset(5), 42);
+        assert_eq!(b.end(), 63);
+    }
+}

@@ -1,0 +1,454 @@
+//! Writing TFRecord files: the plain record writer (spec: `TFRecordWriter.write(instance
+//! or padding)`) and the [`PaddedWriter`], which places instances so that no small
+//! instance straddles a page, with next-fit or best-fit placement.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::format::{self, PageSize, FILLER_MAGIC};
+use crate::table::{default_table_path, write_table, OffsetTableBuilder};
+
+/// One thing to write (spec: "instance or padding").
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    /// An instance payload.
+    Instance(&'a [u8]),
+    /// `n` bytes of filler records (0, or at least 24).
+    Padding(u64),
+}
+
+/// Writes framed records; for the same payloads its output is byte-identical to
+/// TensorFlow's `tf.io.TFRecordWriter` (uncompressed).
+///
+/// ```
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// let mut w = tfrecord_lirs::TFRecordWriter::new(Vec::new(), "memory");
+/// w.write_instance(b"hello")?;
+/// w.write_padding(24)?;
+/// assert_eq!(w.position(), 5 + 16 + 24);
+/// # Ok(()) }
+/// ```
+pub struct TFRecordWriter<W: Write> {
+    inner: W,
+    name: PathBuf,
+    position: u64,
+    scratch: Vec<u8>,
+}
+
+impl TFRecordWriter<BufWriter<File>> {
+    /// Creates (truncates) `path` for writing.
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = File::create(path).map_err(|e| Error::io(path, e))?;
+        Ok(TFRecordWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            path,
+        ))
+    }
+
+    /// Flushes and closes the file; with `sync`, fsyncs it too.
+    pub fn finish_synced(self, sync: bool) -> Result<()> {
+        let name = self.name.clone();
+        let file = self
+            .inner
+            .into_inner()
+            .map_err(|e| Error::io(&name, e.into_error()))?;
+        if sync {
+            file.sync_all().map_err(|e| Error::io(&name, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> TFRecordWriter<W> {
+    /// Wraps `inner`; `name` labels errors.
+    pub fn new(inner: W, name: impl AsRef<Path>) -> Self {
+        TFRecordWriter {
+            inner,
+            name: name.as_ref().to_path_buf(),
+            position: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Bytes written so far: the offset of the next record.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Writes an instance or padding (spec §6).
+    pub fn write(&mut self, record: Record<'_>) -> Result<()> {
+        match record {
+            Record::Instance(payload) => self.write_instance(payload).map(|_| ()),
+            Record::Padding(n) => self.write_padding(n),
+        }
+    }
+
+    /// Writes one instance record and returns its offset. Refuses a payload that starts
+    /// with the filler magic, since readers would take it for padding.
+    pub fn write_instance(&mut self, payload: &[u8]) -> Result<u64> {
+        if format::is_filler(payload) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: refusing to write an instance whose payload starts with the filler magic {:?} (readers would skip it as padding)",
+                self.name.display(),
+                String::from_utf8_lossy(FILLER_MAGIC)
+            )));
+        }
+        let offset = self.position;
+        let header = format::encode_header(payload.len() as u64);
+        let footer = format::encode_footer(payload);
+        for part in [&header[..], payload, &footer[..]] {
+            self.inner
+                .write_all(part)
+                .map_err(|e| Error::io(&self.name, e))?;
+        }
+        self.position += format::framed_len(payload.len() as u64);
+        Ok(offset)
+    }
+
+    /// Writes `n` bytes of padding as one filler record (`n` = 0 writes nothing).
+    pub fn write_padding(&mut self, n: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        if !format::filler_fits(n) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: padding of {n} bytes is impossible: a filler record takes at least {} bytes",
+                self.name.display(),
+                format::MIN_FILLER_LEN
+            )));
+        }
+        self.scratch.clear();
+        format::encode_filler(n, &mut self.scratch);
+        self.inner
+            .write_all(&self.scratch)
+            .map_err(|e| Error::io(&self.name, e))?;
+        self.position += n;
+        Ok(())
+    }
+
+    /// Flushes buffered bytes.
+    pub fn flush(&mut self) -> Result<()> {
+        self.inner.flush().map_err(|e| Error::io(&self.name, e))
+    }
+
+    /// Flushes and returns the inner writer.
+    pub fn finish(mut self) -> Result<W> {
+        self.flush()?;
+        Ok(self.inner)
+    }
+}
+
+/// How the [`PaddedWriter`] places instances into pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// Streaming: instances keep their input order; a page is closed as soon as the next
+    /// instance does not fit.
+    Next,
+    /// Look ahead over up to `window` pending instances: each page opens with the oldest
+    /// pending instance (so none waits more than `window` pages) and the rest of the page
+    /// is filled with the pending instance that leaves the least room. May reorder.
+    Best {
+        /// Pending instances held back (memory: their payloads).
+        window: usize,
+    },
+}
+
+impl Fit {
+    /// Best-fit with the default 1024-record window.
+    pub const BEST: Fit = Fit::Best { window: 1024 };
+}
+
+/// Options of the [`PaddedWriter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PadOptions {
+    /// Page size in bytes (power of two, 512 B to 16 MiB). Default 4096.
+    pub page_size: u64,
+    /// Placement policy. Default next-fit.
+    pub fit: Fit,
+    /// fsync the data and table before they are renamed into place. Default off.
+    pub sync: bool,
+}
+
+impl Default for PadOptions {
+    fn default() -> Self {
+        PadOptions {
+            page_size: format::DEFAULT_PAGE_SIZE,
+            fit: Fit::Next,
+            sync: false,
+        }
+    }
+}
+
+/// What a padded write produced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PadSummary {
+    /// Instances written.
+    pub instances: u64,
+    /// Pages the data file spans (file size / page size, rounded up).
+    pub pages: u64,
+    /// Bytes of filler records.
+    pub filler_bytes: u64,
+    /// Size of the data file.
+    pub data_bytes: u64,
+    /// For each input (in the order given to `write`), the instance id it received.
+    /// Empty for next-fit, where input `i` is instance `i`.
+    pub instance_of_input: Vec<u64>,
+}
+
+impl PadSummary {
+    /// Filler bytes as a percentage of the instance bytes (framed).
+    pub fn overhead_percent(&self) -> f64 {
+        let instance_bytes = self.data_bytes - self.filler_bytes;
+        if instance_bytes == 0 {
+            0.0
+        } else {
+            100.0 * self.filler_bytes as f64 / instance_bytes as f64
+        }
+    }
+}
+
+/// Pending instances of best-fit placement.
+#[derive(Default)]
+struct Window {
+    by_input: BTreeMap<u64, Vec<u8>>,
+    /// (framed size, input index reversed): the last entry at or below a size is the
+    /// largest that fits, and among equals the oldest.
+    by_size: BTreeSet<(u64, Reverse<u64>)>,
+}
+
+impl Window {
+    fn push(&mut self, input: u64, payload: Vec<u8>) {
+        self.by_size
+            .insert((format::framed_len(payload.len() as u64), Reverse(input)));
+        self.by_input.insert(input, payload);
+    }
+
+    fn take(&mut self, input: u64) -> Vec<u8> {
+        let payload = self.by_input.remove(&input).expect("pending input");
+        self.by_size
+            .remove(&(format::framed_len(payload.len() as u64), Reverse(input)));
+        payload
+    }
+
+    /// The input to place next at file position `pos`.
+    fn choose(&self, pos: u64, page: PageSize) -> Option<u64> {
+        let oldest = *self.by_input.keys().next()?;
+        let rest = page.get() - pos % page.get();
+        if rest == page.get() {
+            return Some(oldest);
+        }
+        // An exact fit leaves nothing; otherwise the largest that leaves room for a filler.
+        let exact = self
+            .by_size
+            .range((rest, Reverse(u64::MAX))..=(rest, Reverse(0)))
+            .next_back()
+            .filter(|(framed, _)| page.is_small(*framed));
+        let best = exact.or_else(|| {
+            let limit = rest.checked_sub(format::MIN_FILLER_LEN)?;
+            self.by_size.range(..=(limit, Reverse(0))).next_back()
+        });
+        Some(best.map_or(oldest, |(_, Reverse(input))| *input))
+    }
+}
+
+/// Writes a padded TFRecord file and its offset table.
+///
+/// Invariants of the result (page size P): (a) every byte belongs to a valid record, so
+/// stock TFRecord readers read it whole; (b) every instance of at most P − 24 framed
+/// bytes lies inside one page with its whole span; (c) every larger instance starts on
+/// a page boundary. Data and table are written to temporary files and renamed into
+/// place by [`finish`](PaddedWriter::finish) (the old table is removed first), so a
+/// crash never leaves a table that disagrees with its data file.
+///
+/// ```
+/// use tfrecord_lirs::{PaddedWriter, PadOptions, Fit};
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("train.tfrecord");
+/// let mut writer = PaddedWriter::create(&path, &PadOptions { fit: Fit::BEST, ..Default::default() })?;
+/// for i in 0..1000u32 {
+///     writer.write(&vec![i as u8; 200 + (i % 300) as usize])?;
+/// }
+/// let summary = writer.finish()?;
+/// assert_eq!(summary.instances, 1000);
+/// assert!(summary.overhead_percent() < 5.0);
+/// # Ok(()) }
+/// ```
+pub struct PaddedWriter {
+    path: PathBuf,
+    page: PageSize,
+    fit: Fit,
+    sync: bool,
+    temp: tempfile::TempPath,
+    writer: TFRecordWriter<BufWriter<File>>,
+    table: OffsetTableBuilder,
+    window: Window,
+    inputs: u64,
+    filler_bytes: u64,
+    instance_of_input: Vec<u64>,
+}
+
+impl PaddedWriter {
+    /// Starts writing `path` (and `<path>.offsets` on finish).
+    pub fn create(path: &Path, options: &PadOptions) -> Result<PaddedWriter> {
+        let page = PageSize::new(options.page_size).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "page size {} is not a power of two from {} to {} bytes",
+                options.page_size,
+                format::MIN_PAGE_SIZE,
+                format::MAX_PAGE_SIZE
+            ))
+        })?;
+        if let Fit::Best { window: 0 } = options.fit {
+            return Err(Error::InvalidArgument(
+                "best-fit window must hold at least 1 record".into(),
+            ));
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let temp = tempfile::Builder::new()
+            .prefix(".lirs-tmp-")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(path, e))?;
+        let (file, temp) = temp.into_parts();
+        Ok(PaddedWriter {
+            path: path.to_path_buf(),
+            page,
+            fit: options.fit,
+            sync: options.sync,
+            writer: TFRecordWriter::new(BufWriter::with_capacity(1 << 20, file), path),
+            temp,
+            table: OffsetTableBuilder::new(Some(page)),
+            window: Window::default(),
+            inputs: 0,
+            filler_bytes: 0,
+            instance_of_input: Vec::new(),
+        })
+    }
+
+    /// Adds an instance; returns its input index (for next-fit also its instance id; for
+    /// best-fit see [`PadSummary::instance_of_input`]).
+    pub fn write(&mut self, payload: &[u8]) -> Result<u64> {
+        if format::is_filler(payload) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: input {} starts with the filler magic \\x00LIRSPAD and cannot be an instance",
+                self.path.display(),
+                self.inputs
+            )));
+        }
+        let input = self.inputs;
+        self.inputs += 1;
+        match self.fit {
+            Fit::Next => self.place(payload)?,
+            Fit::Best { window } => {
+                self.instance_of_input.push(u64::MAX);
+                self.window.push(input, payload.to_vec());
+                while self.window.by_input.len() >= window {
+                    self.place_one_pending()?;
+                }
+            }
+        }
+        Ok(input)
+    }
+
+    fn place_one_pending(&mut self) -> Result<()> {
+        if let Some(input) = self.window.choose(self.table.end(), self.page) {
+            let payload = self.window.take(input);
+            self.instance_of_input[input as usize] = self.table.offsets().len() as u64;
+            self.place(&payload)?;
+        }
+        Ok(())
+    }
+
+    fn place(&mut self, payload: &[u8]) -> Result<()> {
+        let pad = self.table.padding_before(payload.len() as u64);
+        self.writer.write_padding(pad)?;
+        self.filler_bytes += pad;
+        let offset = self.table.calc_offset(payload.len() as u64);
+        debug_assert_eq!(offset, self.writer.position());
+        self.writer.write_instance(payload)?;
+        Ok(())
+    }
+
+    /// Instances placed so far.
+    pub fn instances_written(&self) -> u64 {
+        self.table.offsets().len() as u64
+    }
+
+    /// Places what is pending, then renames the data file and its table into place.
+    pub fn finish(mut self) -> Result<PadSummary> {
+        while !self.window.by_input.is_empty() {
+            self.place_one_pending()?;
+        }
+        let data_bytes = self.writer.position();
+        self.writer.finish_synced(self.sync)?;
+        let table_path = default_table_path(&self.path);
+        // Old table first: between the two renames there is no table rather than a wrong one.
+        match std::fs::remove_file(&table_path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io(&table_path, e))
+            }
+            _ => {}
+        }
+        self.temp
+            .persist(&self.path)
+            .map_err(|e| Error::io(&self.path, e.error))?;
+        write_table(&table_path, self.table.offsets(), self.sync)?;
+        Ok(PadSummary {
+            instances: self.table.offsets().len() as u64,
+            pages: data_bytes.div_ceil(self.page.get()),
+            filler_bytes: self.filler_bytes,
+            data_bytes,
+            instance_of_input: self.instance_of_input,
+        })
+    }
+}
+
+/// Rewrites any TFRecord file `src` (padded or not; its fillers are dropped) as a padded
+/// file `dst` plus `dst.offsets`. `progress` gets the bytes of `src` read so far.
+pub fn pad_file_with_progress(
+    src: &Path,
+    dst: &Path,
+    options: &PadOptions,
+    mut progress: impl FnMut(u64),
+) -> Result<PadSummary> {
+    if src == dst {
+        return Err(Error::InvalidArgument(format!(
+            "{}: input and output must be different files",
+            src.display()
+        )));
+    }
+    let mut scanner = crate::scan::RecordScanner::open(src)?;
+    let mut writer = PaddedWriter::create(dst, options)?;
+    let mut last = 0;
+    while let Some(record) = scanner.next_record()? {
+        if !record.is_filler() {
+            writer.write(record.payload)?;
+        }
+        if record.offset - last >= 64 << 20 {
+            last = record.offset;
+            progress(last);
+        }
+    }
+    progress(scanner.file_size());
+    writer.finish()
+}
+
+/// [`pad_file_with_progress`] without progress reports.
+pub fn pad_file(src: &Path, dst: &Path, options: &PadOptions) -> Result<PadSummary> {
+    pad_file_with_progress(src, dst, options, |_| {})
+}
+
+/// Scans `data` (CRC-checked, fillers skipped) and writes its offset table to `table`
+/// atomically; returns the instance count. The paper's location generator.
+pub fn build_offset_table(data: &Path, table: &Path) -> Result<u64> {
+    let offsets = crate::scan::scan_offsets(data, |_| {})?;
+    write_table(table, &offsets, false)?;
+    Ok(offsets.len() as u64)
+}
