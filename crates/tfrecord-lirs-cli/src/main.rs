@@ -1,1 +1,357 @@
-fn main() {}
+//! `tfrecord-lirs`: index, pad, verify, inspect and read TFRecord files at random.
+//!
+//! Exit status: 0 success; 1 a data or validation error (one `error: …` line on stderr
+//! naming the file and, where relevant, the instance id and byte offset); 2 a usage error.
+
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use tfrecord_lirs::{
+    default_table_path, Fit, OrderSpec, PadOptions, PageSize, Reader, ReaderOptions,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "tfrecord-lirs",
+    version,
+    about = "Random access and full-range shuffling for TFRecord files (LIRS)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FitArg {
+    /// Streaming, keeps input order.
+    Next,
+    /// Bounded look-ahead window; may reorder.
+    Best,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Scan DATA (CRC-checked, fillers skipped), write its offset table, print the instance count.
+    Index {
+        /// The TFRecord file.
+        data: PathBuf,
+        /// Where to write the table [default: DATA.offsets].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Rewrite any TFRecord file as a padded (page-aligned) file OUT plus OUT.offsets.
+    Pad {
+        /// Input TFRecord file (padded or not; its fillers are dropped).
+        input: PathBuf,
+        /// Output data file.
+        output: PathBuf,
+        /// Page size in bytes: a power of two from 512 to 16777216.
+        #[arg(long, default_value_t = 4096)]
+        page_size: u64,
+        /// Placement policy.
+        #[arg(long, value_enum, default_value = "next")]
+        fit: FitArg,
+        /// Best-fit look-ahead window, in records.
+        #[arg(long, default_value_t = 1024)]
+        window: usize,
+    },
+    /// Check every record's CRCs, the table against the file, and padded-file invariants.
+    Verify {
+        /// The TFRecord file.
+        data: PathBuf,
+        /// The offset table [default: DATA.offsets].
+        #[arg(long)]
+        offsets: Option<PathBuf>,
+        /// Check the padded-file invariants for this page size [default: the detected one].
+        #[arg(long)]
+        page_size: Option<u64>,
+    },
+    /// Instance count, sizes, pages, fillers, padding.
+    Info {
+        /// The TFRecord file.
+        data: PathBuf,
+        /// The offset table [default: DATA.offsets, if it exists].
+        #[arg(long)]
+        offsets: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write exactly the payload bytes of instance ID to stdout.
+    Get {
+        /// The TFRecord file.
+        data: PathBuf,
+        /// The instance id (0-based, file order).
+        id: u64,
+        /// The offset table [default: DATA.offsets].
+        #[arg(long)]
+        offsets: Option<PathBuf>,
+    },
+    /// Print one epoch's shuffled instance ids, one per line.
+    Order {
+        /// The TFRecord file.
+        data: PathBuf,
+        /// The offset table [default: DATA.offsets].
+        #[arg(long)]
+        offsets: Option<PathBuf>,
+        /// Shuffle seed.
+        #[arg(long)]
+        seed: u64,
+        /// Epoch number.
+        #[arg(long, default_value_t = 0)]
+        epoch: u64,
+        /// Shuffle whole pages (units of instances starting in the same page).
+        #[arg(long)]
+        page_aware: bool,
+        /// Number of shards (workers).
+        #[arg(long, default_value_t = 1, requires = "shard_index")]
+        num_shards: u64,
+        /// This shard's index, below --num-shards.
+        #[arg(long, default_value_t = 0)]
+        shard_index: u64,
+        /// Page size for page-aware units.
+        #[arg(long, default_value_t = 4096)]
+        page_size: u64,
+    },
+}
+
+/// A command's failure: printed as one `error:` line, exit status 1.
+struct Failure(String);
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Failure {
+        Failure(e.to_string())
+    }
+}
+
+type Outcome = Result<(), Failure>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse(); // usage errors exit 2
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("error: {}", msg.replace('\n', " "));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn table_for(data: &Path, table: Option<PathBuf>) -> PathBuf {
+    table.unwrap_or_else(|| default_table_path(data))
+}
+
+/// A byte-count progress bar on stderr, shown only when stderr is a terminal.
+fn progress(total: u64, what: &str) -> ProgressBar {
+    if !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn file_size(path: &Path) -> Result<u64, Failure> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|e| Failure(format!("{}: {e}", path.display())))
+}
+
+fn page_size(bytes: u64) -> Result<PageSize, Failure> {
+    PageSize::new(bytes).ok_or_else(|| {
+        Failure(format!(
+            "--page-size {bytes} is not a power of two from 512 to 16777216"
+        ))
+    })
+}
+
+/// Writes to stdout, treating a closed pipe (`| head`) as a normal end.
+fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Outcome {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match f(&mut out).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(|e| Failure(format!("stdout: {e}"))),
+    }
+}
+
+fn run(command: Command) -> Outcome {
+    match command {
+        Command::Index { data, out } => {
+            let table = table_for(&data, out);
+            let bar = progress(file_size(&data)?, "index");
+            let offsets = tfrecord_lirs::scan_offsets(&data, |done| bar.set_position(done))?;
+            bar.finish_and_clear();
+            tfrecord_lirs::write_table(&table, &offsets, false)?;
+            println!("{}", offsets.len());
+            Ok(())
+        }
+        Command::Pad {
+            input,
+            output,
+            page_size: p,
+            fit,
+            window,
+        } => {
+            page_size(p)?;
+            let options = PadOptions {
+                page_size: p,
+                fit: match fit {
+                    FitArg::Next => Fit::Next,
+                    FitArg::Best => Fit::Best { window },
+                },
+                sync: false,
+            };
+            let bar = progress(file_size(&input)?, "pad");
+            let summary =
+                tfrecord_lirs::pad_file_with_progress(&input, &output, &options, |done| {
+                    bar.set_position(done)
+                })?;
+            bar.finish_and_clear();
+            println!("instances: {}", summary.instances);
+            println!("pages: {}", summary.pages);
+            println!("filler bytes: {}", summary.filler_bytes);
+            println!("overhead: {:.2}%", summary.overhead_percent());
+            Ok(())
+        }
+        Command::Verify {
+            data,
+            offsets,
+            page_size: p,
+        } => {
+            let table_path = table_for(&data, offsets);
+            let table = tfrecord_lirs::read_table(&table_path)?;
+            let page = p.map(page_size).transpose()?;
+            let found = tfrecord_lirs::inspect(&data, Some((&table_path, &table)), page)?;
+            let padded = match (page, found.padded_for()) {
+                (Some(p), _) => format!("padded for page size {}", p.get()),
+                (None, Some(p)) => format!("padded for page size {p}"),
+                (None, None) => "not padded".to_string(),
+            };
+            println!(
+                "ok: {} instances, {} fillers, {} bytes, table matches, {padded}",
+                found.instances, found.fillers, found.file_size
+            );
+            Ok(())
+        }
+        Command::Info {
+            data,
+            offsets,
+            json,
+        } => info(&data, offsets, json),
+        Command::Get { data, id, offsets } => {
+            let table = table_for(&data, offsets);
+            let reader = Reader::open_one(&data, Some(&table), &ReaderOptions::default())?;
+            let payload = reader.read(id)?;
+            write_stdout(|out| out.write_all(&payload))
+        }
+        Command::Order {
+            data,
+            offsets,
+            seed,
+            epoch,
+            page_aware,
+            num_shards,
+            shard_index,
+            page_size: p,
+        } => {
+            page_size(p)?;
+            let table = table_for(&data, offsets);
+            let options = ReaderOptions {
+                page_size: p,
+                ..ReaderOptions::default()
+            };
+            let reader = Reader::open_one(&data, Some(&table), &options)?;
+            let order = reader.epoch_order(&OrderSpec {
+                seed,
+                epoch,
+                page_aware,
+                num_shards,
+                shard_index,
+            })?;
+            write_stdout(|out| {
+                for id in order {
+                    writeln!(out, "{id}")?;
+                }
+                Ok(())
+            })
+        }
+    }
+}
+
+fn info(data: &Path, offsets: Option<PathBuf>, json: bool) -> Outcome {
+    let explicit = offsets.is_some();
+    let table_path = table_for(data, offsets);
+    let table = match tfrecord_lirs::read_table(&table_path) {
+        Ok(t) => Some(t),
+        Err(_) if !explicit && !table_path.exists() => None,
+        Err(e) => return Err(e.into()),
+    };
+    let found = tfrecord_lirs::inspect(
+        data,
+        table.as_deref().map(|t| (table_path.as_path(), t)),
+        None,
+    )?;
+    let page = found
+        .padded_for()
+        .unwrap_or(tfrecord_lirs::format::DEFAULT_PAGE_SIZE);
+    let pages = found.file_size.div_ceil(page);
+    let table_json = match &table {
+        Some(_) => serde_json::json!(table_path.display().to_string()),
+        None => serde_json::Value::Null,
+    };
+    if json {
+        let value = serde_json::json!({
+            "file": data.display().to_string(),
+            "file_size": found.file_size,
+            "instances": found.instances,
+            "fillers": found.fillers,
+            "filler_bytes": found.filler_bytes,
+            "payload_min": found.min_payload,
+            "payload_mean": found.mean_payload(),
+            "payload_max": found.max_payload,
+            "page_size": page,
+            "pages": pages,
+            "padded": found.padded_for().is_some(),
+            "padded_page_size": found.padded_for(),
+            "table": table_json,
+        });
+        return write_stdout(|out| writeln!(out, "{value:#}"));
+    }
+    write_stdout(|out| {
+        writeln!(out, "file: {}", data.display())?;
+        writeln!(out, "file size: {} bytes", found.file_size)?;
+        writeln!(out, "instances: {}", found.instances)?;
+        writeln!(
+            out,
+            "payload bytes: min {} / mean {:.1} / max {}",
+            found.min_payload,
+            found.mean_payload(),
+            found.max_payload
+        )?;
+        writeln!(out, "pages: {pages} of {page} bytes")?;
+        writeln!(
+            out,
+            "fillers: {} ({} bytes)",
+            found.fillers, found.filler_bytes
+        )?;
+        match found.padded_for() {
+            Some(p) => writeln!(out, "padded: yes, for page size {p}")?,
+            None => writeln!(out, "padded: no")?,
+        }
+        match &table {
+            Some(_) => writeln!(out, "table: {} (matches)", table_path.display()),
+            None => writeln!(out, "table: none"),
+        }
+    })
+}

@@ -25,12 +25,14 @@ use tfrecord_lirs as core;
 #[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
 mod ffi {
     /// Mirror of `tfrecord_lirs::PadSummary`.
-    #[derive(Debug, Clone, Copy, Default)]
+    #[derive(Debug, Clone, Default)]
     struct PadSummary {
         instances: u64,
         pages: u64,
         filler_bytes: u64,
         data_bytes: u64,
+        /// Instance id of each input (best fit); empty for next fit.
+        instance_of_input: Vec<u64>,
     }
 
     extern "Rust" {
@@ -344,7 +346,7 @@ fn pad_options(page_size: u64, best_fit_window: u64) -> FfiResult<core::PadOptio
             .map_err(|_| FfiError::invalid(format!("best-fit window {best_fit_window} is too large")))?;
         core::Fit::Best { window }
     };
-    Ok(core::PadOptions { page_size, fit })
+    Ok(core::PadOptions { page_size, fit, ..Default::default() })
 }
 
 fn summary(s: core::PadSummary) -> PadSummary {
@@ -353,6 +355,7 @@ fn summary(s: core::PadSummary) -> PadSummary {
         pages: s.pages,
         filler_bytes: s.filler_bytes,
         data_bytes: s.data_bytes,
+        instance_of_input: s.instance_of_input,
     }
 }
 
@@ -401,7 +404,7 @@ impl LirsWriter {
 }
 
 fn is_filler(record: &[u8]) -> FfiResult<bool> {
-    guard(|| Ok(core::is_filler(record)))
+    guard(|| Ok(core::format::is_filler(record)))
 }
 
 /// Mapping from TensorFlow seeds onto the core's single u64 seed: the two

@@ -224,9 +224,11 @@ pub struct Inspection {
 }
 
 impl Inspection {
-    /// The largest page size the file is padded for, if any.
+    /// The page size the file is padded for: the smallest one the invariants hold for
+    /// (any page larger than a small file trivially holds it whole, so larger ones say
+    /// nothing).
     pub fn padded_for(&self) -> Option<u64> {
-        self.padded_page_sizes.last().copied()
+        self.padded_page_sizes.first().copied()
     }
 
     /// Mean instance payload size.
@@ -315,16 +317,16 @@ pub fn inspect(
         if let Some((table_path, offsets)) = table {
             let expected = offsets.get(next_entry).copied();
             match expected {
-                Some(e) if e < offset => {
-                    let prev = open_instance.map(|(_, o, _)| o).unwrap_or(0);
+                // Entries are visited in order, so one that is not this record's start
+                // but lies before its end points into the middle of this record.
+                Some(e) if e != offset && e < offset + framed => {
                     return Err(Error::table(
                         table_path,
                         Some(next_entry as u64),
                         Some(e),
                         format!(
-                            "offset {e} is not a record start in {} (the record around it starts at byte {}): the table does not match the data file",
+                            "offset {e} is not a record start in {} (it lies inside the record at byte {offset}): the table does not match the data file",
                             data.display(),
-                            prev.max(e.min(offset))
                         ),
                     ));
                 }

@@ -1,0 +1,262 @@
+//! One test per way a file or table can break: every case is a clear error naming the
+//! file, instance and byte offset; never a panic or a wrong payload.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{payload, write_padded, write_plain};
+use tfrecord_lirs::{
+    default_table_path, encode_table, inspect, read_table, ErrorKind, Fit, Reader, ReaderOptions,
+};
+
+fn setup(padded: bool) -> (tempfile::TempDir, PathBuf, Vec<Vec<u8>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let payloads: Vec<Vec<u8>> = (0..40).map(|i| payload(i, 30 + i * 37)).collect();
+    let path = if padded {
+        write_padded(dir.path(), "d.tfrecord", &payloads, 4096, Fit::Next).0
+    } else {
+        write_plain(dir.path(), "d.tfrecord", &payloads)
+    };
+    (dir, path, payloads)
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at as usize] ^= 0x20;
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn open(path: &Path) -> tfrecord_lirs::Result<Reader> {
+    Reader::open_one(path, None, &ReaderOptions::default())
+}
+
+/// Reading every instance fails at `id` with `kind`, message naming file, id and offset.
+fn assert_read_fails(path: &Path, id: u64, offset: u64, kind: ErrorKind, what: &str) {
+    let reader = open(path).unwrap();
+    let err = reader.read(id).unwrap_err();
+    let msg = err.to_string();
+    assert_eq!(err.kind(), kind, "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains(&format!("instance {id}")), "{msg}");
+    assert!(msg.contains(&format!("byte {offset}")), "{msg}");
+    assert!(msg.contains(what), "{msg}");
+}
+
+#[test]
+fn every_framing_field_is_checked() {
+    for padded in [false, true] {
+        for (field, delta, what) in [
+            ("length", 2u64, "length CRC"),
+            ("length crc", 9, "length CRC"),
+            ("payload", 12 + 5, "payload CRC"),
+            ("payload crc", u64::MAX, "payload CRC"),
+        ] {
+            let (_dir, path, payloads) = setup(padded);
+            let table = read_table(&default_table_path(&path)).unwrap();
+            let id = 17u64;
+            let off = table[id as usize];
+            let at = if delta == u64::MAX {
+                off + 12 + payloads[id as usize].len() as u64 + 1
+            } else {
+                off + delta
+            };
+            flip(&path, at);
+            assert_read_fails(&path, id, off, ErrorKind::DataLoss, what);
+            // Neighbours still read correctly.
+            let reader = open(&path).unwrap();
+            assert_eq!(
+                reader.read(id + 1).unwrap(),
+                payloads[id as usize + 1],
+                "{field}"
+            );
+            // The full scan finds it too.
+            let table_path = default_table_path(&path);
+            let err = inspect(&path, Some((&table_path, &table)), None).unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("byte {off}")),
+                "{field}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn payload_crc_check_can_be_skipped() {
+    let (_dir, path, payloads) = setup(false);
+    let off = read_table(&default_table_path(&path)).unwrap()[3];
+    flip(&path, off + 12);
+    let opts = ReaderOptions {
+        verify_payload_crc: false,
+        ..Default::default()
+    };
+    let reader = Reader::open_one(&path, None, &opts).unwrap();
+    let got = reader.read(3).unwrap();
+    assert_ne!(got, payloads[3]);
+    assert_eq!(got.len(), payloads[3].len());
+}
+
+#[test]
+fn truncation_at_many_points() {
+    for padded in [false, true] {
+        let (_dir, path, _) = setup(padded);
+        let full = std::fs::read(&path).unwrap();
+        let table = read_table(&default_table_path(&path)).unwrap();
+        let last = *table.last().unwrap();
+        for cut in [
+            full.len() - 1,
+            full.len() - 4,
+            last as usize + 13,
+            last as usize + 5,
+            last as usize + 1,
+        ] {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            // The table's last span no longer holds a whole record: caught at open.
+            let err = open(&path).err().expect("open must fail");
+            assert!(
+                err.to_string().contains(&format!("byte {last}")),
+                "cut {cut}: {err}"
+            );
+            let table_path = default_table_path(&path);
+            assert!(inspect(&path, Some((&table_path, &table)), None).is_err());
+        }
+        // Cut inside an earlier record: the table points past the end.
+        std::fs::write(&path, &full[..table[20] as usize + 3]).unwrap();
+        let err = open(&path).err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("past the end"), "{err}");
+    }
+}
+
+#[test]
+fn file_truncated_while_open_is_an_error_not_a_crash() {
+    let (_dir, path, _) = setup(false);
+    let reader = open(&path).unwrap();
+    let table = read_table(&default_table_path(&path)).unwrap();
+    let full = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &full[..table[30] as usize]).unwrap();
+    let err = reader.read(35).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::DataLoss);
+    assert!(err.to_string().contains("instance 35"), "{err}");
+}
+
+#[test]
+fn damaged_tables() {
+    let (dir, path, _) = setup(true);
+    let table_path = default_table_path(&path);
+    let good = read_table(&table_path).unwrap();
+    let check = |offsets_bytes: Vec<u8>, needle: &str| {
+        std::fs::write(&table_path, &offsets_bytes).unwrap();
+        let err = open(&path)
+            .err()
+            .unwrap_or_else(|| panic!("expected an error for {needle}"));
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains(needle), "{needle}: {err}");
+        assert!(
+            err.to_string().contains("offsets"),
+            "names the table: {err}"
+        );
+    };
+    let mut partial = encode_table(&good);
+    partial.truncate(partial.len() - 4);
+    check(partial, "multiple of 8");
+    let mut swapped = good.clone();
+    swapped.swap(5, 6);
+    check(encode_table(&swapped), "strictly increase");
+    let mut past = good.clone();
+    past.push(std::fs::metadata(&path).unwrap().len() + 10);
+    check(encode_table(&past), "past the end");
+    check(Vec::new(), "table is empty");
+
+    // An offset moved by a few bytes: not a record start. Caught when that instance is
+    // read (and by verify), with the instance and offset named.
+    for (i, delta) in [(0usize, 3i64), (7, 3), (7, -2), (good.len() - 1, 5)] {
+        let mut moved = good.clone();
+        moved[i] = (moved[i] as i64 + delta) as u64;
+        std::fs::write(&table_path, encode_table(&moved)).unwrap();
+        let at = format!("byte {}", moved[i]);
+        match open(&path) {
+            Err(e) => assert!(e.to_string().contains(&at), "{e}"),
+            Ok(reader) => {
+                let err = reader.read(i as u64).unwrap_err();
+                assert!(
+                    err.to_string().contains(&at)
+                        && err.to_string().contains(&format!("instance {i}")),
+                    "{err}"
+                );
+            }
+        }
+        let err = inspect(&path, Some((&table_path, &moved)), None).unwrap_err();
+        assert!(err.to_string().contains(&format!("instance {i}")), "{err}");
+    }
+
+    // A table of another file paired with this data file.
+    let other: Vec<Vec<u8>> = (0..40).map(|i| payload(i, 100 + i)).collect();
+    let other_path = write_plain(dir.path(), "other.tfrecord", &other);
+    let other_table = std::fs::read(default_table_path(&other_path)).unwrap();
+    std::fs::write(&table_path, &other_table).unwrap();
+    let failed = match open(&path) {
+        Err(_) => true,
+        Ok(reader) => (0..reader.len()).any(|id| reader.read(id).is_err()),
+    };
+    assert!(failed, "another file's table must not read silently");
+    let other_offsets = read_table(&table_path).unwrap();
+    assert!(inspect(&path, Some((&table_path, &other_offsets)), None).is_err());
+}
+
+#[test]
+fn empty_garbage_and_compressed_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    tfrecord_lirs::build_offset_table(&empty, &default_table_path(&empty)).unwrap();
+    assert!(open(&empty).unwrap().is_empty());
+    assert!(open(&empty).unwrap().read(0).is_err());
+
+    let garbage = dir.path().join("garbage");
+    std::fs::write(
+        &garbage,
+        (0..5000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let err =
+        tfrecord_lirs::build_offset_table(&garbage, &default_table_path(&garbage)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::DataLoss);
+    assert!(err.to_string().contains("byte 0"), "{err}");
+    assert!(
+        !default_table_path(&garbage).exists(),
+        "no table for a failed scan"
+    );
+
+    let zlib = dir.path().join("z");
+    std::fs::write(&zlib, [0x78, 0x9c, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]).unwrap();
+    let err = tfrecord_lirs::build_offset_table(&zlib, &default_table_path(&zlib)).unwrap_err();
+    assert!(err.to_string().contains("ZLIB"), "{err}");
+}
+
+#[test]
+fn filler_where_an_instance_should_be() {
+    let (_dir, path, _) = setup(true);
+    let table_path = default_table_path(&path);
+    // Find a filler's offset by scanning, and point instance 0's successor at it.
+    let mut scanner = tfrecord_lirs::RecordScanner::open(&path).unwrap();
+    let mut filler_at = None;
+    while let Some(r) = scanner.next_record().unwrap() {
+        if r.is_filler() {
+            filler_at = Some(r.offset);
+            break;
+        }
+    }
+    let filler_at = filler_at.expect("a padded file of these sizes has fillers");
+    let mut table = read_table(&table_path).unwrap();
+    let i = table.iter().position(|&o| o > filler_at).unwrap() - 1;
+    table[i + 1] = filler_at.max(table[i] + 1);
+    if table[i + 1] == filler_at && (i + 2 >= table.len() || table[i + 1] < table[i + 2]) {
+        std::fs::write(&table_path, encode_table(&table)).unwrap();
+        let reader = open(&path).unwrap();
+        let err = reader.read(i as u64 + 1).unwrap_err();
+        assert!(err.to_string().contains("filler"), "{err}");
+    }
+}

@@ -1,0 +1,295 @@
+//! Epoch orders: permutations, page-aware contiguity, shards, determinism, seeking,
+//! several files, and one reader shared by many threads.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use common::{kdd_sizes, payload, write_padded, write_plain};
+use tfrecord_lirs::{default_table_path, Fit, OrderSpec, Reader, ReaderOptions, TFRecordLIRS};
+
+fn padded_reader(n: usize) -> (tempfile::TempDir, Reader) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut payloads: Vec<Vec<u8>> = kdd_sizes(n, 3)
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| payload(i, s))
+        .collect();
+    for i in (0..n).step_by(97) {
+        payloads[i] = payload(i, 9000); // larger than a page: units of their own
+    }
+    let (path, _) = write_padded(dir.path(), "p", &payloads, 4096, Fit::Next);
+    let reader = Reader::open_one(&path, None, &ReaderOptions::default()).unwrap();
+    (dir, reader)
+}
+
+fn spec(seed: u64, epoch: u64, page_aware: bool, k: u64, i: u64) -> OrderSpec {
+    OrderSpec {
+        seed,
+        epoch,
+        page_aware,
+        num_shards: k,
+        shard_index: i,
+    }
+}
+
+#[test]
+fn orders_are_permutations_and_deterministic() {
+    let (_d, reader) = padded_reader(3000);
+    for page_aware in [false, true] {
+        let a: Vec<u64> = reader
+            .epoch_order(&spec(5, 0, page_aware, 1, 0))
+            .unwrap()
+            .collect();
+        let b: Vec<u64> = reader
+            .epoch_order(&spec(5, 0, page_aware, 1, 0))
+            .unwrap()
+            .collect();
+        let c: Vec<u64> = reader
+            .epoch_order(&spec(5, 1, page_aware, 1, 0))
+            .unwrap()
+            .collect();
+        let d: Vec<u64> = reader
+            .epoch_order(&spec(6, 0, page_aware, 1, 0))
+            .unwrap()
+            .collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a, d);
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..3000).collect::<Vec<_>>());
+        // A real shuffle: far from the identity.
+        let fixed = a
+            .iter()
+            .enumerate()
+            .filter(|(i, &id)| *i as u64 == id)
+            .count();
+        assert!(fixed < 50, "{fixed} fixed points");
+    }
+}
+
+#[test]
+fn page_aware_keeps_each_page_together() {
+    let (_d, reader) = padded_reader(3000);
+    let page = |id: u64| reader.location(id).unwrap().1 / 4096;
+    let order: Vec<u64> = reader
+        .epoch_order(&spec(1, 0, true, 1, 0))
+        .unwrap()
+        .collect();
+    // Each page's instances form one contiguous run of the order.
+    let mut seen_pages = BTreeSet::new();
+    let mut runs = 0;
+    for (i, &id) in order.iter().enumerate() {
+        if i == 0 || page(order[i - 1]) != page(id) {
+            assert!(
+                seen_pages.insert(page(id)),
+                "page {} appears in two runs",
+                page(id)
+            );
+            runs += 1;
+        }
+    }
+    assert!(runs > 200);
+    // Instances inside a unit are shuffled too (not always ascending).
+    let ascending = order
+        .windows(2)
+        .filter(|w| page(w[0]) == page(w[1]) && w[0] < w[1])
+        .count();
+    let same_page = order
+        .windows(2)
+        .filter(|w| page(w[0]) == page(w[1]))
+        .count();
+    assert!(ascending < same_page * 3 / 4, "{ascending} of {same_page}");
+}
+
+#[test]
+fn shards_are_disjoint_complete_and_sized_exactly() {
+    let (_d, reader) = padded_reader(2500);
+    for page_aware in [false, true] {
+        for k in [1u64, 2, 3, 7] {
+            for epoch in 0..3 {
+                let mut all = Vec::new();
+                for i in 0..k {
+                    let order = reader
+                        .epoch_order(&spec(11, epoch, page_aware, k, i))
+                        .unwrap();
+                    assert_eq!(order.len(), reader.shard_len(page_aware, k, i).unwrap());
+                    let ids: Vec<u64> = order.collect();
+                    if page_aware {
+                        // Whole units: no page is split between shards.
+                        let pages: BTreeSet<u64> = ids
+                            .iter()
+                            .map(|&id| reader.location(id).unwrap().1 / 4096)
+                            .collect();
+                        all.push((ids, pages));
+                    } else {
+                        all.push((ids, BTreeSet::new()));
+                    }
+                }
+                let mut union: Vec<u64> = all.iter().flat_map(|(ids, _)| ids.clone()).collect();
+                union.sort_unstable();
+                assert_eq!(
+                    union,
+                    (0..2500).collect::<Vec<_>>(),
+                    "k={k} page_aware={page_aware}"
+                );
+                if page_aware {
+                    for a in 0..all.len() {
+                        for b in a + 1..all.len() {
+                            assert!(
+                                all[a].1.is_disjoint(&all[b].1),
+                                "shards {a} and {b} share a page"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Instance-based shards are consecutive slices of the same epoch permutation.
+    let whole: Vec<u64> = reader
+        .epoch_order(&spec(3, 2, false, 1, 0))
+        .unwrap()
+        .collect();
+    let parts: Vec<u64> = (0..4)
+        .flat_map(|i| reader.epoch_order(&spec(3, 2, false, 4, i)).unwrap())
+        .collect();
+    assert_eq!(whole, parts);
+    assert!(reader.epoch_order(&spec(3, 2, false, 4, 4)).is_err());
+    assert!(reader.epoch_order(&spec(3, 2, false, 0, 0)).is_err());
+}
+
+#[test]
+fn seek_continues_the_same_sequence() {
+    let (_d, reader) = padded_reader(1500);
+    for page_aware in [false, true] {
+        let s = spec(8, 4, page_aware, 2, 1);
+        let full: Vec<u64> = reader.epoch_order(&s).unwrap().collect();
+        for pos in [0, 1, 2, 17, full.len() / 2, full.len() - 1, full.len()] {
+            let mut order = reader.epoch_order(&s).unwrap();
+            order.seek(pos as u64).unwrap();
+            assert_eq!(order.position(), pos as u64);
+            assert_eq!(order.collect::<Vec<_>>(), full[pos..], "pos {pos}");
+        }
+        let mut order = reader.epoch_order(&s).unwrap();
+        assert!(order.seek(full.len() as u64 + 1).is_err());
+    }
+}
+
+#[test]
+fn several_files_share_one_id_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut all = Vec::new();
+    for f in 0..3 {
+        let payloads: Vec<Vec<u8>> = (0..(50 + f * 10))
+            .map(|i| payload(1000 * f + i, 200 + i))
+            .collect();
+        let path = write_plain(dir.path(), &format!("f{f}"), &payloads);
+        files.push((path.clone(), default_table_path(&path)));
+        all.extend(payloads);
+    }
+    let reader = Reader::open(&files, &ReaderOptions::default()).unwrap();
+    assert_eq!(reader.len(), all.len() as u64);
+    for (id, p) in all.iter().enumerate() {
+        assert_eq!(&reader.read(id as u64).unwrap(), p);
+    }
+    for page_aware in [false, true] {
+        let order: Vec<u64> = reader
+            .epoch_order(&spec(1, 0, page_aware, 1, 0))
+            .unwrap()
+            .collect();
+        // Shuffled across files: the order switches between files many times (each
+        // file spans several pages, so even page-aware units interleave).
+        let file_of = |id: u64| {
+            if id < 50 {
+                0
+            } else if id < 110 {
+                1
+            } else {
+                2
+            }
+        };
+        let switches = order
+            .windows(2)
+            .filter(|w| file_of(w[0]) != file_of(w[1]))
+            .count();
+        assert!(switches > 5, "page_aware={page_aware}: {switches} switches");
+        let mut sorted = order;
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..all.len() as u64).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn spec_api_walks_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let payloads: Vec<Vec<u8>> = (0..200).map(|i| payload(i, 100)).collect();
+    let (path, _) = write_padded(dir.path(), "p", &payloads, 4096, Fit::Next);
+    let mut lirs = TFRecordLIRS::open(&path, None).unwrap().with_seed(99);
+    assert!(
+        lirs.next().unwrap().is_err(),
+        "next before shuffle_order is an error"
+    );
+    assert!(lirs.next().is_none(), "...once, not forever");
+    let mut epochs = Vec::new();
+    for _ in 0..2 {
+        lirs.shuffle_order(true).unwrap();
+        let got: Vec<Vec<u8>> = lirs.by_ref().map(|r| r.unwrap()).collect();
+        let mut sorted = got.clone();
+        sorted.sort();
+        let mut expected = payloads.clone();
+        expected.sort();
+        assert_eq!(sorted, expected);
+        epochs.push(got);
+    }
+    assert_ne!(epochs[0], epochs[1]);
+}
+
+#[test]
+fn one_reader_many_threads_many_epochs() {
+    let (_d, reader) = padded_reader(2000);
+    let reader = Arc::new(reader);
+    let expected: HashMap<u64, Vec<u8>> =
+        (0..2000).map(|id| (id, reader.read(id).unwrap())).collect();
+    let expected = Arc::new(expected);
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let reader = Arc::clone(&reader);
+            let expected = Arc::clone(&expected);
+            std::thread::spawn(move || {
+                for epoch in 0..3 {
+                    let order = reader
+                        .epoch_order(&spec(t, epoch, t % 2 == 0, 1, 0))
+                        .unwrap();
+                    let mut n = 0;
+                    for id in order {
+                        assert_eq!(reader.read(id).unwrap(), expected[&id]);
+                        n += 1;
+                    }
+                    assert_eq!(n, 2000);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn page_aware_reads_each_padded_page_once_per_epoch() {
+    let (_d, reader) = padded_reader(3000);
+    reader.reset_io_stats();
+    for id in reader.epoch_order(&spec(2, 0, true, 1, 0)).unwrap() {
+        reader.read(id).unwrap();
+    }
+    let stats = reader.io_stats();
+    // Every small instance's read stays in one page, so page reads == reads for those;
+    // every data page is touched.
+    assert_eq!(stats.distinct_pages, stats.data_pages);
+    assert_eq!(stats.reads, 3000);
+}
