@@ -1,0 +1,419 @@
+// LIRSDataset: full-range shuffled reading of TFRecord files through offset
+// tables, backed by the Rust core crate (via crates/tfrecord-lirs-ffi).
+//
+// Layout follows TensorFlow's source datasets: an OpKernel that validates its
+// inputs and builds a Dataset, whose Iterator keeps its state under a mutex.
+//
+// Seeds. The (seed, seed2) inputs and the seed generator resource follow the
+// ShuffleDatasetV3 protocol, so `reshuffle_each_iteration` and
+// `tf.random.set_seed` behave as with Dataset.shuffle:
+//   * reshuffle_each_iteration=True  -> RandomSeedGenerator: every new iterator
+//     (every epoch of `for x in ds`, every pass of ds.repeat()) draws a fresh
+//     (s1, s2) pair from a Philox stream keyed by (seed, seed2);
+//   * reshuffle_each_iteration=False -> FixedSeedGenerator: every iterator gets
+//     the same pair;
+//   * seed == seed2 == 0 -> random seeds (TF convention).
+// The pair an iterator draws is folded into the core's single u64 order seed
+// with ffi::mix_seeds (SplitMix64 of both halves); the core's `epoch` input is
+// kept at 0 because the generator already yields a new pair per iteration.
+//
+// Checkpoints hold O(1) state: the drawn (s1, s2), the position in the epoch
+// order and the generator's sample count (so later epochs continue exactly).
+// The order itself is recomputed from the seed on restore, never stored.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lirs_status.h"
+#include "tensorflow/core/data/name_utils.h"
+#include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/kernels/data/random_seed_ops.h"
+#include "tensorflow/core/platform/mutex.h"
+
+namespace tensorflow {
+namespace data {
+namespace {
+
+using ::tfrecord_lirs::ffi::LirsReader;
+using ::tfrecord_lirs::ffi::OrderCursor;
+
+constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
+
+absl::Status ReadStringList(OpKernelContext* ctx, const char* name,
+                            std::vector<std::string>* out) {
+  const Tensor* t;
+  TF_RETURN_IF_ERROR(ctx->input(name, &t));
+  if (t->dims() > 1) {
+    return errors::InvalidArgument("`", name,
+                                   "` must be a scalar or a vector, got shape ",
+                                   t->shape().DebugString());
+  }
+  out->clear();
+  out->reserve(t->NumElements());
+  for (int64_t i = 0; i < t->NumElements(); ++i) {
+    out->push_back(std::string(t->flat<tstring>()(i)));
+  }
+  return absl::OkStatus();
+}
+
+// Opens the shared reader over (files, tables); tables may be empty.
+absl::Status OpenReader(const std::vector<std::string>& files,
+                        const std::vector<std::string>& tables,
+                        std::unique_ptr<rust::Box<LirsReader>>* out) {
+  LIRS_RETURN_IF_RUST_ERROR("", {
+    // cxx takes CxxVector<CxxString> == std::vector<std::string>.
+    *out = std::make_unique<rust::Box<LirsReader>>(tfrecord_lirs::ffi::open_reader(
+        files, tables, /*page_size=*/4096, /*verify_payload_crc=*/true,
+        /*use_mmap=*/false));
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+class LIRSDatasetOp : public DatasetOpKernel {
+ public:
+  static constexpr const char* const kDatasetType = "LIRS";
+  static constexpr const char* const kFileNames = "filenames";
+  static constexpr const char* const kOffsetTables = "offset_tables";
+  static constexpr const char* const kPageAware = "page_aware";
+  static constexpr const char* const kSeed = "seed";
+  static constexpr const char* const kSeed2 = "seed2";
+  static constexpr const char* const kSeedGenerator = "seed_generator";
+  static constexpr const char* const kNumShards = "num_shards";
+  static constexpr const char* const kShardIndex = "shard_index";
+  static constexpr const char* const kReshuffleEachIteration =
+      "reshuffle_each_iteration";
+
+  explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx,
+                   ctx->GetAttr(kReshuffleEachIteration, &reshuffle_));
+  }
+
+ protected:
+  void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override;
+
+ private:
+  class Dataset;
+  bool reshuffle_ = true;
+};
+
+class LIRSDatasetOp::Dataset : public DatasetBase {
+ public:
+  Dataset(OpKernelContext* ctx, std::vector<std::string> filenames,
+          std::vector<std::string> offset_tables, bool page_aware,
+          RandomSeeds&& seeds, bool reshuffle, int64_t num_shards,
+          int64_t shard_index, std::unique_ptr<rust::Box<LirsReader>> reader,
+          int64_t cardinality, SeedGeneratorManager* manager,
+          ResourceHandle&& resource_handle, bool owns_resource)
+      : DatasetBase(DatasetContext(ctx)),
+        filenames_(std::move(filenames)),
+        offset_tables_(std::move(offset_tables)),
+        page_aware_(page_aware),
+        seeds_(std::move(seeds)),
+        reshuffle_(reshuffle),
+        num_shards_(num_shards),
+        shard_index_(shard_index),
+        reader_(std::move(reader)),
+        cardinality_(cardinality),
+        manager_(manager),
+        resource_handle_(std::move(resource_handle)),
+        resource_mgr_(ctx->resource_manager()),
+        owns_resource_(owns_resource) {}
+
+  ~Dataset() override {
+    manager_->Unref();
+    if (owns_resource_) {
+      absl::Status s = resource_mgr_->Delete<SeedGeneratorManager>(
+          resource_handle_.container(), resource_handle_.name());
+      if (!s.ok()) {
+        LOG(WARNING) << "LIRSDataset: failed to delete seed generator: " << s;
+      }
+    }
+  }
+
+  std::unique_ptr<IteratorBase> MakeIteratorInternal(
+      const std::string& prefix) const override {
+    return std::make_unique<Iterator>(Iterator::Params{
+        this, name_utils::IteratorPrefix(kDatasetType, prefix)});
+  }
+
+  const DataTypeVector& output_dtypes() const override {
+    static DataTypeVector* dtypes = new DataTypeVector({DT_STRING});
+    return *dtypes;
+  }
+
+  const std::vector<PartialTensorShape>& output_shapes() const override {
+    static std::vector<PartialTensorShape>* shapes =
+        new std::vector<PartialTensorShape>({{}});
+    return *shapes;
+  }
+
+  std::string DebugString() const override {
+    return name_utils::DatasetDebugString(kDatasetType);
+  }
+
+  int64_t CardinalityInternal(CardinalityOptions options) const override {
+    return cardinality_;
+  }
+
+  absl::Status InputDatasets(
+      std::vector<const DatasetBase*>* inputs) const override {
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckExternalState() const override { return absl::OkStatus(); }
+
+  const LirsReader& reader() const { return **reader_; }
+
+ protected:
+  absl::Status AsGraphDefInternal(SerializationContext* ctx,
+                                  DatasetGraphDefBuilder* b,
+                                  Node** output) const override {
+    Node* filenames = nullptr;
+    TF_RETURN_IF_ERROR(b->AddVector(filenames_, &filenames));
+    Node* offset_tables = nullptr;
+    TF_RETURN_IF_ERROR(b->AddVector(offset_tables_, &offset_tables));
+    Node* page_aware = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(page_aware_, &page_aware));
+    Node* seed = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(seeds_.input_seed(), &seed));
+    Node* seed2 = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(seeds_.input_seed2(), &seed2));
+    // The handle of the generator this dataset uses, so a dataset rebuilt from
+    // this graph (tf.data rewrites) shares it and keeps reshuffling.
+    Node* seed_generator = nullptr;
+    Tensor handle(DT_RESOURCE, TensorShape({}));
+    handle.scalar<ResourceHandle>()() = resource_handle_;
+    TF_RETURN_IF_ERROR(b->AddTensor(handle, &seed_generator));
+    Node* num_shards = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(num_shards_, &num_shards));
+    Node* shard_index = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(shard_index_, &shard_index));
+    AttrValue reshuffle;
+    b->BuildAttrValue(reshuffle_, &reshuffle);
+    return b->AddDataset(
+        this,
+        {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
+         num_shards, shard_index},
+        {{kReshuffleEachIteration, reshuffle}}, output);
+  }
+
+ private:
+  class Iterator : public DatasetIterator<Dataset> {
+   public:
+    static constexpr const char* const kSeedKey = "seed";
+    static constexpr const char* const kSeed2Key = "seed2";
+    static constexpr const char* const kPositionKey = "position";
+    static constexpr const char* const kNumRandomSamples = "num_random_samples";
+
+    explicit Iterator(const Params& params)
+        : DatasetIterator<Dataset>(params),
+          seed_generator_(dataset()->manager_->get()) {}
+
+    bool SymbolicCheckpointCompatible() const override { return true; }
+
+    absl::Status Initialize(IteratorContext* ctx) override {
+      mutex_lock l(mu_);
+      seed_generator_->GenerateSeeds(&seed_, &seed2_);
+      return ResetCursorLocked(0);
+    }
+
+    absl::Status GetNextInternal(IteratorContext* ctx,
+                                 std::vector<Tensor>* out_tensors,
+                                 bool* end_of_sequence) override {
+      mutex_lock l(mu_);
+      if (cursor_ == nullptr || (*cursor_)->position() >= (*cursor_)->len()) {
+        *end_of_sequence = true;
+        return absl::OkStatus();
+      }
+      const uint64_t position = (*cursor_)->position();
+      uint64_t id = 0;
+      LIRS_RETURN_IF_RUST_ERROR(
+          absl::StrCat("LIRSDataset: epoch position ", position, ": "),
+          id = (*cursor_)->next_id());
+      rust::Vec<uint8_t> payload;
+      // The position has advanced past `id` already, so a caller that skips
+      // errors (ignore_errors) continues with the next instance.
+      LIRS_RETURN_IF_RUST_ERROR(
+          absl::StrCat("LIRSDataset: reading instance ", id, ": "),
+          payload = dataset()->reader().read(id));
+      Tensor record(ctx->allocator({}), DT_STRING, {});
+      record.scalar<tstring>()().assign(
+          reinterpret_cast<const char*>(payload.data()), payload.size());
+      out_tensors->push_back(std::move(record));
+      *end_of_sequence = false;
+      return absl::OkStatus();
+    }
+
+   protected:
+    std::shared_ptr<model::Node> CreateNode(
+        IteratorContext* ctx, model::Node::Args args) const override {
+      return model::MakeSourceNode(std::move(args));
+    }
+
+    absl::Status SaveInternal(SerializationContext* ctx,
+                              IteratorStateWriter* writer) override {
+      mutex_lock l(mu_);
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kSeedKey, seed_));
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kSeed2Key, seed2_));
+      const int64_t position =
+          cursor_ == nullptr ? 0 : static_cast<int64_t>((*cursor_)->position());
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kPositionKey, position));
+      TF_RETURN_IF_ERROR(writer->WriteScalar(
+          prefix(), kNumRandomSamples, seed_generator_->num_random_samples()));
+      return absl::OkStatus();
+    }
+
+    absl::Status RestoreInternal(IteratorContext* ctx,
+                                 IteratorStateReader* reader) override {
+      mutex_lock l(mu_);
+      int64_t num_random_samples = 0;
+      TF_RETURN_IF_ERROR(
+          reader->ReadScalar(prefix(), kNumRandomSamples, &num_random_samples));
+      seed_generator_->set_num_random_samples(num_random_samples);
+      seed_generator_->Reset();
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kSeedKey, &seed_));
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kSeed2Key, &seed2_));
+      int64_t position = 0;
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kPositionKey, &position));
+      if (position < 0) {
+        return errors::DataLoss("LIRSDataset checkpoint: negative position ",
+                                position);
+      }
+      return ResetCursorLocked(static_cast<uint64_t>(position));
+    }
+
+   private:
+    // Recomputes this iteration's order from (seed_, seed2_) and seeks to
+    // `position`.
+    absl::Status ResetCursorLocked(uint64_t position)
+        TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      const Dataset* d = dataset();
+      LIRS_RETURN_IF_RUST_ERROR("LIRSDataset: ", {
+        const uint64_t order_seed = tfrecord_lirs::ffi::mix_seeds(seed_, seed2_);
+        auto cursor = d->reader().order(
+            order_seed, /*epoch=*/0, d->page_aware_,
+            static_cast<uint64_t>(d->num_shards_),
+            static_cast<uint64_t>(d->shard_index_));
+        cursor->seek(position);
+        cursor_ = std::make_unique<rust::Box<OrderCursor>>(std::move(cursor));
+      });
+      return absl::OkStatus();
+    }
+
+    mutex mu_;
+    std::shared_ptr<SeedGenerator> seed_generator_;
+    int64_t seed_ TF_GUARDED_BY(mu_) = 0;
+    int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
+    std::unique_ptr<rust::Box<OrderCursor>> cursor_ TF_GUARDED_BY(mu_);
+  };
+
+  const std::vector<std::string> filenames_;
+  const std::vector<std::string> offset_tables_;
+  const bool page_aware_;
+  const RandomSeeds seeds_;
+  const bool reshuffle_;
+  const int64_t num_shards_;
+  const int64_t shard_index_;
+  const std::unique_ptr<rust::Box<LirsReader>> reader_;
+  const int64_t cardinality_;
+  SeedGeneratorManager* const manager_;  // Owns one reference.
+  const ResourceHandle resource_handle_;
+  ResourceMgr* const resource_mgr_;  // Not owned.
+  const bool owns_resource_;
+};
+
+void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
+  std::vector<std::string> filenames;
+  OP_REQUIRES_OK(ctx, ReadStringList(ctx, kFileNames, &filenames));
+  OP_REQUIRES(ctx, !filenames.empty(),
+              errors::InvalidArgument("`filenames` must not be empty"));
+  std::vector<std::string> offset_tables;
+  OP_REQUIRES_OK(ctx, ReadStringList(ctx, kOffsetTables, &offset_tables));
+  OP_REQUIRES(
+      ctx, offset_tables.empty() || offset_tables.size() == filenames.size(),
+      errors::InvalidArgument("got ", offset_tables.size(),
+                              " offset tables for ", filenames.size(),
+                              " files: give one per file, or none"));
+
+  bool page_aware = false;
+  OP_REQUIRES_OK(ctx, ParseScalarArgument<bool>(ctx, kPageAware, &page_aware));
+  int64_t seed = 0, seed2 = 0;
+  OP_REQUIRES_OK(ctx, ParseScalarArgument<int64_t>(ctx, kSeed, &seed));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument<int64_t>(ctx, kSeed2, &seed2));
+  int64_t num_shards = 1, shard_index = 0;
+  OP_REQUIRES_OK(ctx,
+                 ParseScalarArgument<int64_t>(ctx, kNumShards, &num_shards));
+  OP_REQUIRES_OK(ctx,
+                 ParseScalarArgument<int64_t>(ctx, kShardIndex, &shard_index));
+  OP_REQUIRES(ctx, num_shards >= 1,
+              errors::InvalidArgument("`num_shards` must be >= 1, got ",
+                                      num_shards));
+  OP_REQUIRES(ctx, shard_index >= 0 && shard_index < num_shards,
+              errors::InvalidArgument("`shard_index` must be in [0, ",
+                                      num_shards, "), got ", shard_index));
+
+  std::unique_ptr<rust::Box<LirsReader>> reader;
+  OP_REQUIRES_OK(ctx, OpenReader(filenames, offset_tables, &reader));
+  uint64_t shard_len = 0;
+  OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
+    LIRS_RETURN_IF_RUST_ERROR("", shard_len = (*reader)->shard_len(
+                                      page_aware, num_shards, shard_index));
+    return absl::OkStatus();
+  }());
+
+  // Seed generator: the ShuffleDatasetV3 protocol. Python passes a dummy
+  // handle; if nothing is registered under it, this dataset creates (and owns)
+  // a generator under a fresh name, and serializes that name so rebuilt copies
+  // of the dataset share it.
+  RandomSeeds seeds(seed, seed2);
+  ResourceHandle handle = HandleFromInput(ctx, 5);
+  SeedGeneratorManager* manager = nullptr;
+  absl::Status s = ctx->resource_manager()->Lookup<SeedGeneratorManager>(
+      handle.container(), handle.name(), &manager);
+  bool owns_resource = false;
+  if (absl::IsNotFound(s)) {
+    static std::atomic<int64_t> resource_counter(0);
+    const std::string name = absl::StrCat(
+        ctx->op_kernel().name(), "/seed_generator_", resource_counter++);
+    const bool reshuffle = reshuffle_;
+    OP_REQUIRES_OK(
+        ctx, ctx->resource_manager()->LookupOrCreate<SeedGeneratorManager>(
+                 kLirsResourceContainer, name, &manager,
+                 [reshuffle, &seeds](SeedGeneratorManager** m) {
+                   if (reshuffle) {
+                     *m = new SeedGeneratorManager(
+                         new RandomSeedGenerator(seeds));
+                   } else {
+                     *m = new SeedGeneratorManager(
+                         new FixedSeedGenerator(seeds));
+                   }
+                   return absl::OkStatus();
+                 }));
+    handle = MakeResourceHandle<SeedGeneratorManager>(
+        ctx, kLirsResourceContainer, name);
+    owns_resource = true;
+  } else {
+    OP_REQUIRES_OK(ctx, s);
+  }
+
+  *output = new Dataset(ctx, std::move(filenames), std::move(offset_tables),
+                        page_aware, std::move(seeds), reshuffle_, num_shards,
+                        shard_index, std::move(reader),
+                        static_cast<int64_t>(shard_len), manager,
+                        std::move(handle), owns_resource);
+}
+
+namespace {
+REGISTER_KERNEL_BUILDER(Name("LIRSDataset").Device(DEVICE_CPU), LIRSDatasetOp);
+}  // namespace
+
+}  // namespace data
+}  // namespace tensorflow

@@ -1,0 +1,66 @@
+// Op registrations of the tfrecord-lirs TensorFlow library.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tensorflow {
+
+// A full-range shuffled (or sequential-per-seed) dataset of the instances of
+// one or more TFRecord files with offset tables. Elements are scalar strings.
+// `seed`, `seed2`, `seed_generator` and `reshuffle_each_iteration` follow the
+// protocol of ShuffleDatasetV3.
+REGISTER_OP("LIRSDataset")
+    .Input("filenames: string")
+    .Input("offset_tables: string")
+    .Input("page_aware: bool")
+    .Input("seed: int64")
+    .Input("seed2: int64")
+    .Input("seed_generator: resource")
+    .Input("num_shards: int64")
+    .Input("shard_index: int64")
+    .Output("handle: variant")
+    .Attr("reshuffle_each_iteration: bool = true")
+    .Attr("metadata: string = ''")
+    .SetIsStateful()  // Owns/shares a seed generator; reads files.
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle unused;
+      // filenames / offset_tables: scalar or vector.
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(0), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(1), 1, &unused));
+      for (int i = 2; i < 8; ++i) {
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
+      }
+      return shape_inference::ScalarShape(c);
+    });
+
+// Random access: payloads of instances `ids` (global ids across `filenames`,
+// in list order). `offset_tables` empty means "<file>.offsets" for each file.
+REGISTER_OP("LIRSRead")
+    .Input("filenames: string")
+    .Input("offset_tables: string")
+    .Input("ids: int64")
+    .Output("payloads: string")
+    .SetIsStateful()  // Reads files: never constant-fold.
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(0), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(1), 1, &unused));
+      shape_inference::ShapeHandle ids;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &ids));
+      c->set_output(0, ids);
+      return absl::OkStatus();
+    });
+
+// Elementwise: is this record payload a LIRS filler record?
+REGISTER_OP("LIRSIsFiller")
+    .Input("records: string")
+    .Output("is_filler: bool")
+    .SetShapeFn(shape_inference::UnchangedShape);
+
+// TEST ONLY: panics inside Rust; must surface as an Internal error.
+REGISTER_OP("LIRSTestOnlyPanic")
+    .Input("message: string")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::NoOutputs);
+
+}  // namespace tensorflow
