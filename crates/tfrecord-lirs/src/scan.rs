@@ -48,6 +48,8 @@ pub struct RecordScanner {
     end: usize,
     buf_offset: u64,
     eof: bool,
+    /// Instances (non-filler records) returned so far: the id of the next one.
+    instances: u64,
 }
 
 impl RecordScanner {
@@ -64,6 +66,7 @@ impl RecordScanner {
             end: 0,
             buf_offset: 0,
             eof: false,
+            instances: 0,
         })
     }
 
@@ -119,7 +122,7 @@ impl RecordScanner {
             None => {
                 return Err(Error::frame(
                     &self.path,
-                    None,
+                    Some(self.instances),
                     offset,
                     FrameError::Truncated {
                         needed: HEADER_LEN as u64,
@@ -138,7 +141,7 @@ impl RecordScanner {
         if framed > left_in_file {
             return Err(Error::frame(
                 &self.path,
-                None,
+                Some(self.instances),
                 offset,
                 FrameError::Truncated {
                     needed: framed,
@@ -157,9 +160,14 @@ impl RecordScanner {
                 },
                 other => other,
             };
-            Error::frame(&self.path, None, offset, e)
+            // A damaged filler is not an instance; anything else is the next instance.
+            let filler = format::is_filler(&bytes[HEADER_LEN..(framed as usize).min(bytes.len())]);
+            Error::frame(&self.path, (!filler).then_some(self.instances), offset, e)
         })?;
         self.start += framed as usize;
+        if !format::is_filler(frame.payload) {
+            self.instances += 1;
+        }
         Ok(Some(ScannedRecord {
             offset,
             payload: &self.buf
@@ -178,7 +186,7 @@ impl RecordScanner {
                 };
             }
         }
-        Error::frame(&self.path, None, offset, e)
+        Error::frame(&self.path, Some(self.instances), offset, e)
     }
 }
 
