@@ -1,0 +1,64 @@
+"""Loads the op library (`_lirs_ops.so`) twice over: as TensorFlow ops and,
+for the file-writing helpers, as plain C functions through ctypes.
+
+Both views share one copy of the Rust core (format implemented once).
+"""
+
+import ctypes
+import os
+
+import tensorflow as tf
+
+LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lirs_ops.so")
+
+if not os.path.exists(LIB_PATH):
+    raise ImportError(
+        f"tfrecord_lirs: op library {LIB_PATH} is missing; build it with `make -C tf_op`"
+    )
+
+ops = tf.load_op_library(LIB_PATH)
+lib = ctypes.CDLL(LIB_PATH)
+
+_u64 = ctypes.c_uint64
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+_err_args = [ctypes.c_char_p, ctypes.c_size_t]
+
+lib.lirs_build_offset_table.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _u64p] + _err_args
+lib.lirs_build_offset_table.restype = ctypes.c_int
+lib.lirs_pad_file.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _u64, _u64, _u64p] + _err_args
+lib.lirs_pad_file.restype = ctypes.c_int
+lib.lirs_writer_create.argtypes = [
+    ctypes.c_char_p, _u64, _u64, ctypes.POINTER(ctypes.c_void_p)] + _err_args
+lib.lirs_writer_create.restype = ctypes.c_int
+lib.lirs_writer_write.argtypes = [
+    ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, _u64p] + _err_args
+lib.lirs_writer_write.restype = ctypes.c_int
+lib.lirs_writer_finish.argtypes = [ctypes.c_void_p, _u64p] + _err_args
+lib.lirs_writer_finish.restype = ctypes.c_int
+lib.lirs_writer_instance_of_input.argtypes = [ctypes.c_void_p, _u64p, ctypes.c_size_t]
+lib.lirs_writer_instance_of_input.restype = ctypes.c_size_t
+lib.lirs_writer_free.argtypes = [ctypes.c_void_p]
+lib.lirs_writer_free.restype = None
+
+# Codes of tf_op/lirs_status.h (LirsCode).
+_ERRORS = {
+    1: tf.errors.DataLossError,
+    2: tf.errors.InvalidArgumentError,
+    3: tf.errors.NotFoundError,
+    4: tf.errors.InternalError,
+}
+_ERR_LEN = 4096
+
+
+def call(fn, *args):
+    """Calls a `lirs_*` C function whose last two arguments are (err, err_len);
+    raises the matching tf.errors.OpError subclass on a non-zero code."""
+    err = ctypes.create_string_buffer(_ERR_LEN)
+    code = fn(*args, err, _ERR_LEN)
+    if code != 0:
+        message = err.value.decode("utf-8", errors="replace")
+        raise _ERRORS.get(code, tf.errors.InternalError)(None, None, message)
+
+
+def path_bytes(path):
+    return os.fsencode(os.fspath(path))

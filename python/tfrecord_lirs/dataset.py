@@ -1,0 +1,82 @@
+"""LIRSDataset: a tf.data source of full-range shuffled TFRecord instances."""
+
+import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops
+from tensorflow.python.data.util import random_seed
+from tensorflow.python.ops import gen_dataset_ops
+
+from tfrecord_lirs import _native
+from tfrecord_lirs.io import _string_vector
+
+
+def _static_int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(tf.get_static_value(value))
+    except (TypeError, ValueError):
+        return None
+
+
+class LIRSDataset(dataset_ops.DatasetSource):
+    """Every instance of `filenames` once per iteration, in a fresh random order.
+
+    Args:
+      filenames: a path, a list of paths, or a tf.string scalar/vector.
+      offset_tables: one offset table per file; None -> `<file>.offsets`.
+      page_aware: shuffle pages, then instances within a page (each page's
+        instances are read back to back).
+      seed: op seed, combined with `tf.random.set_seed` as Dataset.shuffle does.
+      reshuffle_each_iteration: a new order for each iteration (epoch).
+      num_shards, shard_index: read only shard `shard_index` of `num_shards`
+        (disjoint, together complete; e.g. from a tf.distribute.InputContext).
+      name: optional name of the tf.data operation.
+    Elements are scalar tf.string payloads; filler records never appear.
+    """
+
+    def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
+                 reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None):
+        n, i = _static_int(num_shards), _static_int(shard_index)
+        if n is not None and n < 1:
+            raise ValueError(f"num_shards must be >= 1, got {n}")
+        if i is not None and i < 0:
+            raise ValueError(f"shard_index must be >= 0, got {i}")
+        if n is not None and i is not None and i >= n:
+            raise ValueError(f"shard_index ({i}) must be < num_shards ({n})")
+        if isinstance(filenames, (list, tuple)) and not filenames:
+            raise ValueError("filenames must not be empty")
+        if (offset_tables is not None and isinstance(filenames, (list, tuple))
+                and isinstance(offset_tables, (list, tuple))
+                and len(offset_tables) != len(filenames)):
+            raise ValueError(
+                f"got {len(offset_tables)} offset tables for {len(filenames)} files")
+
+        self._filenames = _string_vector(filenames, "filenames")
+        self._offset_tables = (tf.constant([], dtype=tf.string, name="offset_tables")
+                               if offset_tables is None
+                               else _string_vector(offset_tables, "offset_tables"))
+        self._page_aware = tf.convert_to_tensor(page_aware, dtype=tf.bool, name="page_aware")
+        self._num_shards = tf.convert_to_tensor(num_shards, dtype=tf.int64, name="num_shards")
+        self._shard_index = tf.convert_to_tensor(shard_index, dtype=tf.int64,
+                                                 name="shard_index")
+        self._seed, self._seed2 = random_seed.get_seed(seed)
+        self._reshuffle_each_iteration = bool(reshuffle_each_iteration)
+        self._name = name
+        variant_tensor = _native.ops.lirs_dataset(
+            filenames=self._filenames,
+            offset_tables=self._offset_tables,
+            page_aware=self._page_aware,
+            seed=self._seed,
+            seed2=self._seed2,
+            seed_generator=gen_dataset_ops.dummy_seed_generator(),
+            num_shards=self._num_shards,
+            shard_index=self._shard_index,
+            reshuffle_each_iteration=self._reshuffle_each_iteration,
+            metadata=self._metadata.SerializeToString())
+        super().__init__(variant_tensor)
+
+    @property
+    def element_spec(self):
+        return tf.TensorSpec([], tf.string)

@@ -1,0 +1,191 @@
+"""Writing and indexing LIRS files, and random access, via the Rust core."""
+
+import collections
+import ctypes
+import os
+
+import tensorflow as tf
+
+from tfrecord_lirs import _native
+
+PadSummary = collections.namedtuple(
+    "PadSummary", ["instances", "pages", "filler_bytes", "data_bytes"])
+
+_MIN_PAGE = 512
+_MAX_PAGE = 16 << 20
+_DEFAULT_BEST_FIT_WINDOW = 1024
+
+
+def default_table_path(path):
+    """`<path>.offsets`, the offset table used when none is given."""
+    return os.fspath(path) + ".offsets"
+
+
+def _check_page_size(page_size):
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise ValueError(f"page_size must be an int, got {page_size!r}")
+    if page_size < _MIN_PAGE or page_size > _MAX_PAGE or page_size & (page_size - 1):
+        raise ValueError(
+            f"page_size must be a power of two between {_MIN_PAGE} and {_MAX_PAGE} bytes, "
+            f"got {page_size}")
+    return page_size
+
+
+def _fit_window(fit):
+    """'next' -> 0; 'best' -> default window; 'best:N' -> N (pending instances)."""
+    if fit == "next":
+        return 0
+    if fit == "best":
+        return _DEFAULT_BEST_FIT_WINDOW
+    if isinstance(fit, str) and fit.startswith("best:"):
+        try:
+            window = int(fit[len("best:"):])
+        except ValueError:
+            window = 0
+        if window > 0:
+            return window
+    raise ValueError(f"fit must be 'next', 'best' or 'best:<window>', got {fit!r}")
+
+
+def build_offset_table(path, table=None):
+    """Scans the TFRecord file `path` and writes its offset table (default
+    `<path>.offsets`). Returns the table path."""
+    table = default_table_path(path) if table is None else os.fspath(table)
+    count = ctypes.c_uint64()
+    _native.call(_native.lib.lirs_build_offset_table, _native.path_bytes(path),
+                 _native.path_bytes(table), ctypes.byref(count))
+    return table
+
+
+def pad(src, dst, page_size=4096, fit="next"):
+    """Rewrites TFRecord `src` as page-aligned `dst` (+ `dst.offsets`).
+    Returns a PadSummary."""
+    _check_page_size(page_size)
+    window = _fit_window(fit)
+    out = (ctypes.c_uint64 * 4)()
+    _native.call(_native.lib.lirs_pad_file, _native.path_bytes(src), _native.path_bytes(dst),
+                 page_size, window, out)
+    return PadSummary(*out)
+
+
+class PaddedWriter:
+    """Writes page-aligned TFRecord `path` and its offset table `path.offsets`.
+
+    `write(payload)` returns the instance id of the record (for fit='best'
+    the id is known only after `close()`: then `write` returns the input index
+    and `instance_ids` maps input index -> instance id). Files appear
+    atomically on `close()`; leaving a `with` block by an exception discards
+    them.
+    """
+
+    def __init__(self, path, page_size=4096, fit="next"):
+        _check_page_size(page_size)
+        window = _fit_window(fit)
+        self._path = os.fspath(path)
+        self._handle = ctypes.c_void_p()
+        self._summary = None
+        self._instance_ids = None
+        _native.call(_native.lib.lirs_writer_create, _native.path_bytes(path), page_size,
+                     window, ctypes.byref(self._handle))
+
+    @property
+    def path(self):
+        return self._path
+
+    def write(self, record):
+        if self._handle is None or not self._handle.value:
+            raise ValueError("write() on a closed PaddedWriter")
+        if isinstance(record, str):
+            record = record.encode("utf-8")
+        record = bytes(record)
+        index = ctypes.c_uint64()
+        _native.call(_native.lib.lirs_writer_write, self._handle, record, len(record),
+                     ctypes.byref(index))
+        return index.value
+
+    def close(self):
+        """Finishes the file and table; returns a PadSummary (idempotent)."""
+        if self._summary is not None:
+            return self._summary
+        if self._handle is None or not self._handle.value:
+            raise ValueError("PaddedWriter was discarded")
+        out = (ctypes.c_uint64 * 5)()
+        try:
+            _native.call(_native.lib.lirs_writer_finish, self._handle, out)
+            n = out[4]
+            ids = (ctypes.c_uint64 * max(n, 1))()
+            _native.lib.lirs_writer_instance_of_input(self._handle, ids, n)
+            self._instance_ids = list(ids[:n])
+        finally:
+            self._free()
+        self._summary = PadSummary(*out[:4])
+        return self._summary
+
+    @property
+    def instance_ids(self):
+        """After close(): instance id of each written record, in write order."""
+        if self._summary is None:
+            raise ValueError("instance_ids is known only after close()")
+        if not self._instance_ids:
+            return list(range(self._summary.instances))
+        return list(self._instance_ids)
+
+    def _free(self):
+        if self._handle is not None and self._handle.value:
+            _native.lib.lirs_writer_free(self._handle)
+        self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self._free()
+        return False
+
+    def __del__(self):
+        try:
+            self._free()
+        except Exception:  # pylint: disable=broad-except
+            pass
+
+
+def _string_vector(value, what):
+    if isinstance(value, (str, bytes, os.PathLike)):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+        return tf.constant(value, dtype=tf.string, shape=[len(value)], name=what)
+    t = tf.convert_to_tensor(value, dtype=tf.string, name=what)
+    if t.shape.rank == 0:
+        t = tf.reshape(t, [1])
+    return t
+
+
+def read(filenames, ids, offset_tables=None):
+    """Payloads of instances `ids` (global ids across `filenames` in order) as
+    a 1-D tf.string tensor."""
+    files = _string_vector(filenames, "filenames")
+    tables = (tf.constant([], dtype=tf.string) if offset_tables is None
+              else _string_vector(offset_tables, "offset_tables"))
+    ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
+    return _native.ops.lirs_read(filenames=files, offset_tables=tables, ids=ids)
+
+
+def is_filler(record):
+    """tf.bool (same shape as `record`): is the payload a LIRS filler record?"""
+    return _native.ops.lirs_is_filler(tf.convert_to_tensor(record, dtype=tf.string))
+
+
+def stock_dataset(filenames):
+    """A plain TFRecordDataset of `filenames` with LIRS filler records removed:
+    the instances of padded files, in file order, without offset tables."""
+    return tf.data.TFRecordDataset(filenames).filter(
+        lambda record: tf.logical_not(is_filler(record)))
+
+
+def _test_only_panic(message="deliberate panic"):
+    """TEST ONLY: panics inside Rust; raises tf.errors.InternalError."""
+    _native.ops.lirs_test_only_panic(message)
