@@ -36,6 +36,7 @@
 
 mod error;
 pub mod example;
+mod fetch;
 pub mod format;
 pub mod io;
 mod order;
@@ -45,10 +46,11 @@ mod table;
 mod writer;
 
 pub use error::{Error, ErrorKind, Location, Result};
+pub use fetch::{FetchOptions, Fetcher};
 pub use format::PageSize;
-pub use io::Backend;
+pub use io::{cached_pages, drop_from_page_cache, Backend};
 pub use order::{EpochOrder, OrderSpec};
-pub use reader::{IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS};
+pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
 pub use scan::{inspect, scan_offsets, Inspection, RecordScanner, ScannedRecord};
 pub use table::{
     default_table_path, encode_table, parse_table, read_table, write_table, OffsetTableBuilder,

@@ -330,6 +330,44 @@ impl EpochOrder {
         *current_pos = 0;
     }
 
+    /// The position of `id` in this order (a linear search from the start; for tests and
+    /// tools, not hot paths). `len()` if the id is not in this shard.
+    pub fn position_of(&self, id: u64) -> u64 {
+        let mut fresh = EpochOrder {
+            layout: Arc::clone(&self.layout),
+            spec: self.spec,
+            plan: match &self.plan {
+                Plan::Instances(ids) => Plan::Instances(ids.clone()),
+                Plan::Units { starts, .. } => Plan::Units {
+                    starts: starts.clone(),
+                    next_unit: 0,
+                    current: Vec::new(),
+                    current_pos: 0,
+                },
+            },
+            len: self.len,
+            position: 0,
+        };
+        Iterator::position(&mut fresh, |x| x == id).map_or(self.len, |p| p as u64)
+    }
+
+    /// Appends at least `min` next ids to `out` (fewer only at the end of the epoch) and,
+    /// when page-aware, the rest of the unit the last one belongs to, so that a fetch
+    /// window never splits a page between two reads. Returns how many were appended.
+    pub fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+        let mut taken = self.next_batch(min, out);
+        if let Plan::Units {
+            current,
+            current_pos,
+            ..
+        } = &self.plan
+        {
+            let rest = current.len() - *current_pos;
+            taken += self.next_batch(rest, out);
+        }
+        taken
+    }
+
     /// Appends up to `max` next ids to `out`; returns how many.
     pub fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
         let before = out.len();

@@ -113,6 +113,54 @@ impl Layout {
     }
 }
 
+/// Joined spans bigger than this are read separately by [`Reader::read_batch`].
+pub const MAX_COALESCED_READ: u64 = 1 << 20;
+
+/// Payloads of a batch, stored back to back: payload `i` is `data[ends[i-1]..ends[i]]`.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    /// The instance ids, in batch order.
+    pub ids: Vec<u64>,
+    /// The payloads, concatenated.
+    pub data: Vec<u8>,
+    /// End of each payload in `data`.
+    pub ends: Vec<usize>,
+    scratch: Vec<u8>,
+}
+
+impl Batch {
+    /// Number of payloads.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Payload `i`.
+    pub fn payload(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.data[start..self.ends[i]]
+    }
+
+    /// Empties the batch, keeping its allocations.
+    pub fn clear(&mut self) {
+        self.ids.clear();
+        self.data.clear();
+        self.ends.clear();
+    }
+
+    /// Appends `other`'s payloads.
+    pub fn extend_from(&mut self, other: &Batch) {
+        let base = self.data.len();
+        self.data.extend_from_slice(&other.data);
+        self.ends.extend(other.ends.iter().map(|e| e + base));
+        self.ids.extend_from_slice(&other.ids);
+    }
+}
+
 /// Counters of what a reader read (for benchmarks and page tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IoStats {
@@ -272,27 +320,101 @@ impl Reader {
     pub fn read_span_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<std::ops::Range<usize>> {
         self.check_id(id)?;
         let (f, i) = self.layout.locate(id);
-        let (file, layout) = (&self.files[f], &self.layout.files[f]);
-        let (start, end) = layout.span(i);
-        let span = end - start;
-        let span_usize = usize::try_from(span).map_err(|_| {
+        let (start, end) = self.layout.files[f].span(i);
+        buf.clear();
+        self.read_range(f, id, start, end, buf)?;
+        self.decode_span(f, id, start, buf)
+    }
+
+    /// Reads the payloads of `ids` into `out` (replacing its contents), in the order of
+    /// `ids`. Runs of consecutive ids in one file are fetched with one read of their
+    /// joined spans (at most [`MAX_COALESCED_READ`] bytes), so a page-aware unit of a
+    /// padded file costs one page read.
+    pub fn read_batch(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
+        out.clear();
+        let mut by_id: Vec<usize> = (0..ids.len()).collect();
+        by_id.sort_unstable_by_key(|&i| ids[i]);
+        // (start in scratch, payload length) of each position of `ids`.
+        let mut located = vec![(0usize, 0usize); ids.len()];
+        let mut scratch = std::mem::take(&mut out.scratch);
+        scratch.clear();
+        let mut k = 0;
+        while k < by_id.len() {
+            let first = ids[by_id[k]];
+            self.check_id(first)?;
+            let (f, i) = self.layout.locate(first);
+            let layout = &self.layout.files[f];
+            // Extend the run while ids are consecutive, in this file, and within the cap.
+            let mut end = k + 1;
+            while end < by_id.len() {
+                let next = ids[by_id[end]];
+                let prev = ids[by_id[end - 1]];
+                let local = i + (next - first) as usize;
+                if next == prev {
+                    end += 1; // the same id twice: read once, served twice
+                    continue;
+                }
+                if next != prev + 1
+                    || local >= layout.offsets.len()
+                    || layout.span(local).1 - layout.offsets[i] > MAX_COALESCED_READ
+                {
+                    break;
+                }
+                end += 1;
+            }
+            let last_local = i + (ids[by_id[end - 1]] - first) as usize;
+            let (start, stop) = (layout.offsets[i], layout.span(last_local).1);
+            let base = scratch.len();
+            self.read_range(f, first, start, stop, &mut scratch)?;
+            for &pos in &by_id[k..end] {
+                let id = ids[pos];
+                let local = i + (id - first) as usize;
+                let (s, e) = layout.span(local);
+                let at = base + (s - start) as usize;
+                let payload =
+                    self.decode_span(f, id, s, &scratch[at..base + (e - start) as usize])?;
+                located[pos] = (at + payload.start, payload.len());
+            }
+            k = end;
+        }
+        for (pos, &(at, len)) in located.iter().enumerate() {
+            out.data.extend_from_slice(&scratch[at..at + len]);
+            out.ends.push(out.data.len());
+            out.ids.push(ids[pos]);
+        }
+        out.scratch = scratch;
+        Ok(())
+    }
+
+    /// Appends the bytes `[start, stop)` of file `f` to `buf`; `id` names errors.
+    fn read_range(
+        &self,
+        f: usize,
+        id: u64,
+        start: u64,
+        stop: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        let file = &self.files[f];
+        let len = stop - start;
+        let len_usize = usize::try_from(len).map_err(|_| {
             Error::layout(
                 &file.data_path,
                 Some(id),
                 start,
-                format!("span of {span} bytes does not fit in memory"),
+                format!("span of {len} bytes does not fit in memory"),
             )
         })?;
-        buf.clear();
-        buf.resize(span_usize, 0);
-        io::read_exact_at(&*file.src, buf, start).map_err(|e| {
+        let base = buf.len();
+        buf.resize(base + len_usize, 0);
+        io::read_exact_at(&*file.src, &mut buf[base..], start).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 Error::frame(
                     &file.data_path,
                     Some(id),
                     start,
                     FrameError::Truncated {
-                        needed: span,
+                        needed: len,
                         available: file.src.size().saturating_sub(start),
                     },
                 )
@@ -300,8 +422,21 @@ impl Reader {
                 Error::io(&file.data_path, e)
             }
         })?;
-        self.count(f, start, span);
-        let frame = format::decode_record(buf, self.verify_payload_crc)
+        self.count(f, start, len);
+        Ok(())
+    }
+
+    /// Checks the record at the front of `span` (instance `id` at byte `start` of file `f`)
+    /// and returns the payload's range within `span`.
+    fn decode_span(
+        &self,
+        f: usize,
+        id: u64,
+        start: u64,
+        span: &[u8],
+    ) -> Result<std::ops::Range<usize>> {
+        let file = &self.files[f];
+        let frame = format::decode_record(span, self.verify_payload_crc)
             .map_err(|e| Error::frame(&file.data_path, Some(id), start, e))?;
         if format::is_filler(frame.payload) {
             return Err(Error::table(
