@@ -65,11 +65,12 @@ absl::Status ReadStringList(OpKernelContext* ctx, const char* name,
 // Opens the shared reader over (files, tables); tables may be empty.
 absl::Status OpenReader(const std::vector<std::string>& files,
                         const std::vector<std::string>& tables,
+                        int64_t page_size,
                         std::unique_ptr<rust::Box<LirsReader>>* out) {
   LIRS_RETURN_IF_RUST_ERROR("", {
     // cxx takes CxxVector<CxxString> == std::vector<std::string>.
     *out = std::make_unique<rust::Box<LirsReader>>(tfrecord_lirs::ffi::open_reader(
-        files, tables, /*page_size=*/4096, /*verify_payload_crc=*/true,
+        files, tables, static_cast<uint64_t>(page_size), /*verify_payload_crc=*/true,
         /*use_mmap=*/false));
   });
   return absl::OkStatus();
@@ -90,10 +91,15 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kShardIndex = "shard_index";
   static constexpr const char* const kReshuffleEachIteration =
       "reshuffle_each_iteration";
+  static constexpr const char* const kPageSize = "page_size";
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
                    ctx->GetAttr(kReshuffleEachIteration, &reshuffle_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kPageSize, &page_size_));
+    OP_REQUIRES(ctx, page_size_ > 0,
+                errors::InvalidArgument("`page_size` must be positive, got ",
+                                        page_size_));
   }
 
  protected:
@@ -102,13 +108,15 @@ class LIRSDatasetOp : public DatasetOpKernel {
  private:
   class Dataset;
   bool reshuffle_ = true;
+  int64_t page_size_ = 4096;
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, std::vector<std::string> filenames,
           std::vector<std::string> offset_tables, bool page_aware,
-          RandomSeeds&& seeds, bool reshuffle, int64_t num_shards,
+          RandomSeeds&& seeds, bool reshuffle, int64_t page_size,
+          int64_t num_shards,
           int64_t shard_index, std::unique_ptr<rust::Box<LirsReader>> reader,
           int64_t cardinality, SeedGeneratorManager* manager,
           ResourceHandle&& resource_handle, bool owns_resource)
@@ -118,6 +126,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         page_aware_(page_aware),
         seeds_(std::move(seeds)),
         reshuffle_(reshuffle),
+        page_size_(page_size),
         num_shards_(num_shards),
         shard_index_(shard_index),
         reader_(std::move(reader)),
@@ -198,11 +207,14 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     TF_RETURN_IF_ERROR(b->AddScalar(shard_index_, &shard_index));
     AttrValue reshuffle;
     b->BuildAttrValue(reshuffle_, &reshuffle);
+    AttrValue page_size;
+    b->BuildAttrValue(page_size_, &page_size);
     return b->AddDataset(
         this,
         {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
          num_shards, shard_index},
-        {{kReshuffleEachIteration, reshuffle}}, output);
+        {{kReshuffleEachIteration, reshuffle}, {kPageSize, page_size}},
+        output);
   }
 
  private:
@@ -320,6 +332,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const bool page_aware_;
   const RandomSeeds seeds_;
   const bool reshuffle_;
+  const int64_t page_size_;
   const int64_t num_shards_;
   const int64_t shard_index_;
   const std::unique_ptr<rust::Box<LirsReader>> reader_;
@@ -361,7 +374,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
                                       num_shards, "), got ", shard_index));
 
   std::unique_ptr<rust::Box<LirsReader>> reader;
-  OP_REQUIRES_OK(ctx, OpenReader(filenames, offset_tables, &reader));
+  OP_REQUIRES_OK(ctx, OpenReader(filenames, offset_tables, page_size_, &reader));
   uint64_t shard_len = 0;
   OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
     LIRS_RETURN_IF_RUST_ERROR("", shard_len = (*reader)->shard_len(
@@ -405,7 +418,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   }
 
   *output = new Dataset(ctx, std::move(filenames), std::move(offset_tables),
-                        page_aware, std::move(seeds), reshuffle_, num_shards,
+                        page_aware, std::move(seeds), reshuffle_, page_size_,
+                        num_shards,
                         shard_index, std::move(reader),
                         static_cast<int64_t>(shard_len), manager,
                         std::move(handle), owns_resource);

@@ -20,6 +20,7 @@ REGISTER_OP("LIRSDataset")
     .Input("shard_index: int64")
     .Output("handle: variant")
     .Attr("reshuffle_each_iteration: bool = true")
+    .Attr("page_size: int = 4096")  // Page size the files were padded to.
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {

@@ -1,12 +1,14 @@
 """LIRSDataset: a tf.data source of full-range shuffled TFRecord instances."""
 
+import os
+
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.data.util import random_seed
 from tensorflow.python.ops import gen_dataset_ops
 
 from tfrecord_lirs import _native
-from tfrecord_lirs.io import _string_vector
+from tfrecord_lirs.io import _check_page_size, _string_vector
 
 
 def _static_int(value):
@@ -33,11 +35,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
       num_shards, shard_index: read only shard `shard_index` of `num_shards`
         (disjoint, together complete; e.g. from a tf.distribute.InputContext).
       name: optional name of the tf.data operation.
+      page_size: (keyword only) the page size the files were padded with;
+        defines the pages of `page_aware` shuffling. Default 4096.
     Elements are scalar tf.string payloads; filler records never appear.
     """
 
     def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
-                 reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None):
+                 reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
+                 *, page_size=4096):
         n, i = _static_int(num_shards), _static_int(shard_index)
         if n is not None and n < 1:
             raise ValueError(f"num_shards must be >= 1, got {n}")
@@ -45,6 +50,11 @@ class LIRSDataset(dataset_ops.DatasetSource):
             raise ValueError(f"shard_index must be >= 0, got {i}")
         if n is not None and i is not None and i >= n:
             raise ValueError(f"shard_index ({i}) must be < num_shards ({n})")
+        _check_page_size(page_size)
+        if isinstance(filenames, (str, bytes, os.PathLike)):
+            filenames = [filenames]
+        if isinstance(offset_tables, (str, bytes, os.PathLike)):
+            offset_tables = [offset_tables]
         if isinstance(filenames, (list, tuple)) and not filenames:
             raise ValueError("filenames must not be empty")
         if (offset_tables is not None and isinstance(filenames, (list, tuple))
@@ -74,6 +84,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             num_shards=self._num_shards,
             shard_index=self._shard_index,
             reshuffle_each_iteration=self._reshuffle_each_iteration,
+            page_size=page_size,
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
 
