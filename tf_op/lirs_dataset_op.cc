@@ -241,24 +241,34 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                  std::vector<Tensor>* out_tensors,
                                  bool* end_of_sequence) override {
       mutex_lock l(mu_);
-      if (cursor_ == nullptr || (*cursor_)->position() >= (*cursor_)->len()) {
-        *end_of_sequence = true;
-        return absl::OkStatus();
+      if (block_pos_ >= block_ids_.size()) {
+        TF_RETURN_IF_ERROR(RefillLocked());
+        if (block_ids_.empty()) {
+          *end_of_sequence = true;
+          return absl::OkStatus();
+        }
       }
-      const uint64_t position = (*cursor_)->position();
-      uint64_t id = 0;
-      LIRS_RETURN_IF_RUST_ERROR(
-          absl::StrCat("LIRSDataset: epoch position ", position, ": "),
-          id = (*cursor_)->next_id());
-      rust::Vec<uint8_t> payload;
-      // The position has advanced past `id` already, so a caller that skips
-      // errors (ignore_errors) continues with the next instance.
-      LIRS_RETURN_IF_RUST_ERROR(
-          absl::StrCat("LIRSDataset: reading instance ", id, ": "),
-          payload = dataset()->reader().read(id));
+      const size_t i = block_pos_++;
+      const uint64_t id = block_ids_[i];
+      // Counted before reading: a caller that skips errors (ignore_errors)
+      // continues with the next instance, and checkpoints agree.
+      ++emitted_;
       Tensor record(ctx->allocator({}), DT_STRING, {});
-      record.scalar<tstring>()().assign(
-          reinterpret_cast<const char*>(payload.data()), payload.size());
+      tstring& out = record.scalar<tstring>()();
+      if (block_ok_) {
+        const uint64_t begin = i == 0 ? 0 : block_ends_[i - 1];
+        out.assign(reinterpret_cast<const char*>(block_data_.data()) + begin,
+                   block_ends_[i] - begin);
+      } else {
+        // The batched read failed: read one by one so the error names the
+        // exact instance and the others are still delivered.
+        rust::Vec<uint8_t> payload;
+        LIRS_RETURN_IF_RUST_ERROR(
+            absl::StrCat("LIRSDataset: reading instance ", id, ": "),
+            payload = dataset()->reader().read(id));
+        out.assign(reinterpret_cast<const char*>(payload.data()),
+                   payload.size());
+      }
       out_tensors->push_back(std::move(record));
       *end_of_sequence = false;
       return absl::OkStatus();
@@ -275,9 +285,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       mutex_lock l(mu_);
       TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kSeedKey, seed_));
       TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kSeed2Key, seed2_));
-      const int64_t position =
-          cursor_ == nullptr ? 0 : static_cast<int64_t>((*cursor_)->position());
-      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kPositionKey, position));
+      // Instances handed out so far; read-ahead is not part of the state.
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kPositionKey,
+                                             static_cast<int64_t>(emitted_)));
       TF_RETURN_IF_ERROR(writer->WriteScalar(
           prefix(), kNumRandomSamples, seed_generator_->num_random_samples()));
       return absl::OkStatus();
@@ -303,6 +313,27 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     }
 
    private:
+    // Reads the payloads of the next (up to kReadAhead) ids of the order in
+    // one batched call; runs of consecutive ids (page-aware units) cost one
+    // read each.
+    absl::Status RefillLocked() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      block_pos_ = 0;
+      block_ok_ = false;
+      LIRS_RETURN_IF_RUST_ERROR("LIRSDataset: ", {
+        (*cursor_)->next_ids(kReadAhead, block_ids_);
+      });
+      if (block_ids_.empty()) return absl::OkStatus();
+      try {
+        dataset()->reader().read_batch(
+            rust::Slice<const uint64_t>(block_ids_.data(), block_ids_.size()),
+            block_data_, block_ends_);
+        block_ok_ = block_ends_.size() == block_ids_.size();
+      } catch (const std::exception&) {
+        block_ok_ = false;  // GetNext re-reads singly and reports the error.
+      }
+      return absl::OkStatus();
+    }
+
     // Recomputes this iteration's order from (seed_, seed2_) and seeks to
     // `position`.
     absl::Status ResetCursorLocked(uint64_t position)
@@ -317,6 +348,12 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         cursor->seek(position);
         cursor_ = std::make_unique<rust::Box<OrderCursor>>(std::move(cursor));
       });
+      emitted_ = position;
+      block_ids_.clear();
+      block_data_.clear();
+      block_ends_.clear();
+      block_pos_ = 0;
+      block_ok_ = false;
       return absl::OkStatus();
     }
 
@@ -324,7 +361,15 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     std::shared_ptr<SeedGenerator> seed_generator_;
     int64_t seed_ TF_GUARDED_BY(mu_) = 0;
     int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
+    static constexpr size_t kReadAhead = 32;
+
     std::unique_ptr<rust::Box<OrderCursor>> cursor_ TF_GUARDED_BY(mu_);
+    uint64_t emitted_ TF_GUARDED_BY(mu_) = 0;  // Position in the epoch order.
+    rust::Vec<uint64_t> block_ids_ TF_GUARDED_BY(mu_);
+    rust::Vec<uint8_t> block_data_ TF_GUARDED_BY(mu_);
+    rust::Vec<uint64_t> block_ends_ TF_GUARDED_BY(mu_);
+    size_t block_pos_ TF_GUARDED_BY(mu_) = 0;
+    bool block_ok_ TF_GUARDED_BY(mu_) = false;
   };
 
   const std::vector<std::string> filenames_;

@@ -58,6 +58,7 @@ mod ffi {
         fn read(self: &LirsReader, id: u64) -> Result<Vec<u8>>;
         /// Payloads of `ids`, concatenated into `data`; `ends[i]` is the end
         /// offset of payload i in `data` (both vectors are cleared first).
+        /// Runs of consecutive ids are fetched with one read (page-aware units).
         fn read_batch(
             self: &LirsReader,
             ids: &[u64],
@@ -86,6 +87,8 @@ mod ffi {
         /// Instance id at the current position, then advances. Errors (does
         /// not signal end of sequence) when `position() == len()`.
         fn next_id(self: &mut OrderCursor) -> Result<u64>;
+        /// Clears `out`, then appends up to `max` next ids; returns how many.
+        fn next_ids(self: &mut OrderCursor, max: usize, out: &mut Vec<u64>) -> Result<usize>;
 
         fn build_offset_table(data: &[u8], table: &[u8]) -> Result<u64>;
         /// `best_fit_window == 0` → `Fit::Next`, else `Fit::Best { window }`.
@@ -258,12 +261,10 @@ impl LirsReader {
         guard(|| {
             data.clear();
             ends.clear();
-            ends.reserve(ids.len());
-            for &id in ids {
-                let payload = self.inner.read(id)?;
-                data.extend_from_slice(&payload);
-                ends.push(data.len() as u64);
-            }
+            let mut batch = core::Batch::default();
+            self.inner.read_batch(ids, &mut batch)?;
+            *data = std::mem::take(&mut batch.data);
+            ends.extend(batch.ends.iter().map(|&e| e as u64));
             Ok(())
         })
     }
@@ -309,6 +310,13 @@ pub struct OrderCursor {
 }
 
 impl OrderCursor {
+    fn next_ids(&mut self, max: usize, out: &mut Vec<u64>) -> FfiResult<usize> {
+        guard(|| {
+            out.clear();
+            Ok(self.order.next_batch(max, out))
+        })
+    }
+
     fn len(&self) -> u64 {
         self.order.len()
     }
