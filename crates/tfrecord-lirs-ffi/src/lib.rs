@@ -98,8 +98,11 @@ mod ffi {
             page_size: u64,
             best_fit_window: u64,
         ) -> Result<PadSummary>;
-        fn create_writer(path: &[u8], page_size: u64, best_fit_window: u64)
-            -> Result<Box<LirsWriter>>;
+        fn create_writer(
+            path: &[u8],
+            page_size: u64,
+            best_fit_window: u64,
+        ) -> Result<Box<LirsWriter>>;
         fn write(self: &mut LirsWriter, payload: &[u8]) -> Result<u64>;
         fn finish(self: &mut LirsWriter) -> Result<PadSummary>;
 
@@ -128,7 +131,10 @@ pub struct FfiError {
 
 impl FfiError {
     fn new(kind: core::ErrorKind, message: impl Into<String>) -> Self {
-        FfiError { kind, message: message.into() }
+        FfiError {
+            kind,
+            message: message.into(),
+        }
     }
     fn invalid(message: impl Into<String>) -> Self {
         Self::new(core::ErrorKind::InvalidArgument, message)
@@ -232,10 +238,16 @@ fn open_reader(
         let options = core::ReaderOptions {
             page_size,
             verify_payload_crc,
-            backend: if use_mmap { core::Backend::Mmap } else { core::Backend::Pread },
+            backend: if use_mmap {
+                core::Backend::Mmap
+            } else {
+                core::Backend::Pread
+            },
         };
         let reader = core::Reader::open(&pairs, &options)?;
-        Ok(Box::new(LirsReader { inner: Arc::new(reader) }))
+        Ok(Box::new(LirsReader {
+            inner: Arc::new(reader),
+        }))
     })
 }
 
@@ -246,7 +258,9 @@ impl LirsReader {
     }
 
     fn clone_handle(&self) -> Box<LirsReader> {
-        Box::new(LirsReader { inner: Arc::clone(&self.inner) })
+        Box::new(LirsReader {
+            inner: Arc::clone(&self.inner),
+        })
     }
 
     fn len(&self) -> u64 {
@@ -286,7 +300,13 @@ impl LirsReader {
     ) -> FfiResult<Box<OrderCursor>> {
         guard(|| {
             check_shard(num_shards, shard_index)?;
-            let spec = core::OrderSpec { seed, epoch, page_aware, num_shards, shard_index };
+            let spec = core::OrderSpec {
+                seed,
+                epoch,
+                page_aware,
+                num_shards,
+                shard_index,
+            };
             let order = self.inner.epoch_order(&spec)?;
             Ok(Box::new(OrderCursor { order }))
         })
@@ -340,7 +360,10 @@ impl OrderCursor {
     fn next_id(&mut self) -> FfiResult<u64> {
         guard(|| {
             self.order.next().ok_or_else(|| {
-                FfiError::new(core::ErrorKind::Internal, "next_id called at the end of the epoch")
+                FfiError::new(
+                    core::ErrorKind::Internal,
+                    "next_id called at the end of the epoch",
+                )
             })
         })
     }
@@ -350,11 +373,16 @@ fn pad_options(page_size: u64, best_fit_window: u64) -> FfiResult<core::PadOptio
     let fit = if best_fit_window == 0 {
         core::Fit::Next
     } else {
-        let window = usize::try_from(best_fit_window)
-            .map_err(|_| FfiError::invalid(format!("best-fit window {best_fit_window} is too large")))?;
+        let window = usize::try_from(best_fit_window).map_err(|_| {
+            FfiError::invalid(format!("best-fit window {best_fit_window} is too large"))
+        })?;
         core::Fit::Best { window }
     };
-    Ok(core::PadOptions { page_size, fit, ..Default::default() })
+    Ok(core::PadOptions {
+        page_size,
+        fit,
+        ..Default::default()
+    })
 }
 
 fn summary(s: core::PadSummary) -> PadSummary {
@@ -370,8 +398,11 @@ fn summary(s: core::PadSummary) -> PadSummary {
 fn build_offset_table(data: &[u8], table: &[u8]) -> FfiResult<u64> {
     guard(|| {
         let data = path_of(data);
-        let table =
-            if table.is_empty() { core::default_table_path(&data) } else { path_of(table) };
+        let table = if table.is_empty() {
+            core::default_table_path(&data)
+        } else {
+            path_of(table)
+        };
         Ok(core::build_offset_table(&data, &table)?)
     })
 }
@@ -379,7 +410,11 @@ fn build_offset_table(data: &[u8], table: &[u8]) -> FfiResult<u64> {
 fn pad_file(src: &[u8], dst: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult<PadSummary> {
     guard(|| {
         let options = pad_options(page_size, best_fit_window)?;
-        Ok(summary(core::pad_file(&path_of(src), &path_of(dst), &options)?))
+        Ok(summary(core::pad_file(
+            &path_of(src),
+            &path_of(dst),
+            &options,
+        )?))
     })
 }
 
@@ -442,7 +477,9 @@ mod tests {
     fn panic_becomes_internal_error() {
         let err = debug_panic("boom").unwrap_err();
         assert_eq!(err.kind, core::ErrorKind::Internal);
-        assert!(err.to_string().starts_with("INTERNAL: panic in tfrecord-lirs (Rust): boom"));
+        assert!(err
+            .to_string()
+            .starts_with("INTERNAL: panic in tfrecord-lirs (Rust): boom"));
     }
 
     #[test]
