@@ -519,7 +519,7 @@ fn check_table(data: &Path, table: &Path, layout: &FileLayout, src: &dyn ReadAt)
                 None,
                 None,
                 format!(
-                    "the table is empty but {} holds {} bytes: build the table with `tfrecord-lirs index`",
+                    "the table is empty but {} holds {} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`",
                     data.display(),
                     layout.size
                 ),
