@@ -222,8 +222,8 @@ impl Reader {
 
     /// Opens `(data, table)` pairs; ids run through the files in list order.
     ///
-    /// Validates each table: a multiple of 8 bytes, strictly increasing offsets below the
-    /// file size, and a valid record header at the first and the last offset.
+    /// Validates each table: a multiple of 8 bytes, strictly increasing offsets from 0 and
+    /// below the file size, and a valid record header at the first and the last offset.
     pub fn open(files: &[(PathBuf, PathBuf)], options: &ReaderOptions) -> Result<Reader> {
         let page = PageSize::new(options.page_size).ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -526,6 +526,20 @@ fn check_table(data: &Path, table: &Path, layout: &FileLayout, src: &dyn ReadAt)
             ));
         }
         return Ok(());
+    }
+    // Spans tile the file from byte 0. A table whose first entry is elsewhere (entries
+    // missing at the front, another file's table) would silently shift every id.
+    if layout.offsets[0] != 0 {
+        return Err(Error::table(
+            table,
+            Some(layout.first_id),
+            Some(layout.offsets[0]),
+            format!(
+                "instance 0 of {} must start at byte 0, but the table puts it at byte {}: the table does not match the data file (entries missing at the front?)",
+                data.display(),
+                layout.offsets[0]
+            ),
+        ));
     }
     if let Some(i) = layout.offsets.iter().position(|&o| o >= layout.size) {
         return Err(Error::table(
