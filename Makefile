@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest demo bench clean
+.PHONY: all test venv build lint cargo-test pytest demo bench clean tf-op python-install
 
 all: build
 
@@ -28,11 +28,24 @@ lint:
 cargo-test:
 	cargo test --workspace
 
-pytest: venv build
+# python/tfrecord_lirs/_lirs_ops.so: the Rust staticlib (crates/tfrecord-lirs-ffi) and the
+# C++ kernels (tf_op/), compiled against the venv's TensorFlow (the .so only loads there).
+TF_OP_SO := python/tfrecord_lirs/_lirs_ops.so
+tf-op: venv
+	$(MAKE) -C tf_op PYTHON=$(abspath $(PY)) CARGO_TARGET_DIR=$(abspath target)
+
+# The `tfrecord_lirs` package, installed editable into the venv.
+python-install: $(VENV)/.tfrecord_lirs-installed
+$(VENV)/.tfrecord_lirs-installed: python/pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install --quiet -e python
+	touch $@
+
+pytest: venv build tf-op python-install
 	TFRECORD_LIRS_CLI=$(abspath $(CLI)) $(PY) -m pytest -q tests
 
 test: venv build lint cargo-test pytest
 
 clean:
 	cargo clean
+	rm -f $(TF_OP_SO)
 	rm -rf $(VENV) bench_out demo_out
