@@ -1,0 +1,570 @@
+"""`make bench` (issue #4): LIRS vs stock tf.data, every contender in the same run.
+
+Generates its own data in bench_out/ (Rust example binary + the CLI), runs each
+benchmark, prints one table of figures, ratios and targets, and writes it with a
+description of the machine into BENCHMARKS.md.
+
+    .venv/bin/python benchmarks/run_bench.py [--out bench_out] [--report BENCHMARKS.md]
+
+Environment:
+  BENCH_SCALE   multiplies every record count (default 1.0 = the issue's sizes:
+                2M kdd-like records, 10K x 100 KB, 10M ids). Use e.g. 0.02 to develop.
+  CARGO_TARGET_DIR  where the release binaries are (default target/).
+
+Needs (built by the Makefile recipe): target/release/tfrecord-lirs,
+target/release/examples/lirs_bench, python/tfrecord_lirs/_lirs_ops.so, fio.
+"""
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCALE = float(os.environ.get("BENCH_SCALE", "1"))
+TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+CLI = os.path.join(TARGET_DIR, "release", "tfrecord-lirs")
+RUST = os.path.join(TARGET_DIR, "release", "examples", "lirs_bench")
+CONTENDER = os.path.join(ROOT, "benchmarks", "tf_contender.py")
+PROFILE_NOTES = os.path.join(ROOT, "benchmarks", "PROFILE_NOTES.md")
+
+N_MIX = max(2_000, round(2_000_000 * SCALE))     # kdd-like mix, ~755 MB at full scale
+N_BIG = max(200, round(10_000 * SCALE))          # 100 KB records
+BIG_SIZE = 100 * 1024
+N_TINY = max(10_000, round(10_000_000 * SCALE))  # ids for the order micro-benchmarks
+BATCH = 256
+# Per-element contenders are bound by TF's per-element cost; each timed rep reads this
+# many elements (a prefix of the epoch; the full epoch if smaller).
+PER_ELEMENT_LIMIT = max(5_000, round(300_000 * SCALE))
+REPS = 3
+DEPTH = 32                                       # cold-cache parallelism (threads = depth)
+FIO_SECS = 10 if SCALE >= 0.5 else 3
+COLD_MAX_SECS = 20 if SCALE >= 0.5 else 5
+MICRO_SECS = 2 if SCALE >= 0.5 else 1
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    """Runs `cmd`, returns stdout; raises with stderr on failure."""
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-4000:]}")
+    return p.stdout
+
+
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def timed(cmd, **kw):
+    t = time.perf_counter()
+    out = run(cmd, **kw)
+    return time.perf_counter() - t, out
+
+
+def cat_to_null(path):
+    """Reads `path` the way `cat FILE > /dev/null` does (it is exactly that)."""
+    t = time.perf_counter()
+    subprocess.run(f"cat '{path}' > /dev/null", shell=True, check=True)
+    return time.perf_counter() - t
+
+
+# --- the machine -------------------------------------------------------------------------
+
+def read_first(path, default="?"):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def machine(out_dir):
+    cpu = "?"
+    for line in read_first("/proc/cpuinfo", "").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = 0
+    for line in read_first("/proc/meminfo", "").splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    df = run(["df", "-T", "-P", out_dir]).splitlines()[-1].split()
+    device, fstype = df[0], df[1]
+    dev = os.path.basename(device)
+    block = dev if os.path.exists(f"/sys/block/{dev}") else re.sub(r"p?\d+$", "", dev)
+    rot = read_first(f"/sys/block/{block}/queue/rotational")
+    sched = read_first(f"/sys/block/{block}/queue/scheduler")
+    size_gb = int(read_first(f"/sys/block/{block}/size", "0") or 0) * 512 / 1e9
+    virtio = os.path.exists(f"/sys/block/{block}/device/driver") and "virtio" in os.path.realpath(
+        f"/sys/block/{block}/device/driver")
+    try:
+        tf_version = importlib.metadata.version("tensorflow-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        tf_version = importlib.metadata.version("tensorflow")
+    rustc = run(["rustc", "-V"]).strip() if shutil.which("rustc") else "?"
+    fio = run(["fio", "--version"]).strip() if shutil.which("fio") else "not installed"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gb": mem_kb / 1024 / 1024,
+        "disk": (f"{device} ({'virtio ' if virtio else ''}block device, {size_gb:.0f} GB, "
+                 f"rotational={rot}, scheduler {sched})"),
+        "filesystem": f"{fstype} on {device}",
+        "kernel": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "tensorflow": tf_version,
+        "rustc": rustc,
+        "fio": fio,
+    }
+
+
+def loadavg():
+    return read_first("/proc/loadavg").split()[:3]
+
+
+# --- data --------------------------------------------------------------------------------
+
+def generate(out):
+    d = {}
+    d["mix"] = os.path.join(out, "kdd.tfrecord")
+    d["next"] = os.path.join(out, "kdd.next.tfrecord")
+    d["best"] = os.path.join(out, "kdd.best.tfrecord")
+    d["big"] = os.path.join(out, "big100k.tfrecord")
+    d["tiny"] = os.path.join(out, "tiny.tfrecord")
+    log(f"generating {N_MIX} kdd-like records")
+    d["mix_gen"] = json_lines(run([RUST, "gen-mix", d["mix"], str(N_MIX), "42"]))[0]
+    run([CLI, "index", d["mix"]])
+    pads = {}
+    for fit in ("next", "best"):
+        log(f"padding ({fit}-fit)")
+        secs, text = timed([CLI, "pad", d["mix"], d[fit], "--fit", fit])
+        m = re.search(r"overhead: ([0-9.]+)%", text)
+        f = re.search(r"filler bytes: (\d+)", text)
+        pads[fit] = {"secs": secs, "overhead_percent": float(m.group(1)),
+                     "filler_bytes": int(f.group(1)), "size": os.path.getsize(d[fit])}
+    d["pads"] = pads
+    log(f"generating {N_BIG} x {BIG_SIZE} B records and {N_TINY} tiny records")
+    run([RUST, "gen-fixed", d["big"], str(N_BIG), str(BIG_SIZE)])
+    run([CLI, "index", d["big"]])
+    run([RUST, "gen-fixed", d["tiny"], str(N_TINY), "4"])
+    run([CLI, "index", d["tiny"]])
+    subprocess.run(["sync"], check=True)  # no writeback during the measurements
+    return d
+
+
+# --- tf.data contenders (each in its own process) ------------------------------------------
+
+def contender(name, data, expect, limit=None, reps=REPS, cold=False, source_bound=False):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TF_CPP_MIN_LOG_LEVEL="3")
+    cmd = [sys.executable, CONTENDER, "--contender", name, "--data", data,
+           "--batch", str(BATCH), "--reps", str(reps), "--expect", str(expect),
+           "--warmup", str(min(expect, 20_000))]
+    if limit is not None:
+        cmd += ["--limit", str(limit)]
+    if cold:
+        cmd.append("--cold")
+    if source_bound:
+        cmd.append("--source-bound")
+    r = json_lines(run(cmd, env=env))[-1]
+    if r["secs"]:
+        r["best_secs"] = min(r["secs"])
+        r["median_secs"] = statistics.median(r["secs"])
+        r["rate"] = r["records"] / r["median_secs"]
+    log(f"  {name}{' (cold)' if cold else ''}{' (source-bound)' if source_bound else ''}: "
+        f"{r.get('rate', 0):,.0f} rec/s, peak RSS {r['peak_rss_mb']:.0f} MB")
+    return r
+
+
+# --- the table -----------------------------------------------------------------------------
+
+class Table:
+    def __init__(self):
+        self.rows = []
+        self.targets = []
+
+    def add(self, section, what, figure, ratio="", target="", met=None):
+        self.rows.append([section, what, figure, ratio, target,
+                          "" if met is None else ("met" if met else "**missed**")])
+
+    def target(self, name, value, goal, met, how_much):
+        self.targets.append((name, value, goal, met, how_much))
+
+    def markdown(self):
+        head = ["#", "benchmark / contender", "figure", "ratio", "target", "met?"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in self.rows:
+            lines.append("| " + " | ".join(str(c) for c in r) + " |")
+        return "\n".join(lines)
+
+
+def fmt_rate(x, unit="rec/s"):
+    return f"{x:,.0f} {unit}"
+
+
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def missed_by(value, goal, higher_is_better=True):
+    """How far `value` is from `goal`, as a sentence fragment."""
+    if higher_is_better:
+        return f"{value:.2f}x vs >= {goal:.2f}x: short by {(1 - value / goal) * 100:.0f} %"
+    return f"{value:.3f} vs <= {goal:.3f}: over by {(value / goal - 1) * 100:.0f} %"
+
+
+def check(table, name, value, goal, higher_is_better=True, exact=False):
+    if exact:
+        met = abs(value - goal) < 0.005
+    elif higher_is_better:
+        met = value >= goal
+    else:
+        met = value <= goal
+    table.target(name, value, goal, met,
+                 "" if met else (f"{value:.3f} vs exactly {goal:.2f}" if exact
+                                 else missed_by(value, goal, higher_is_better)))
+    return met
+
+
+# --- the benchmarks ------------------------------------------------------------------------
+
+def bench_hot_small(t, d):
+    """Row 1: hot cache, kdd-like mix."""
+    log("row 1: hot cache, kdd-like mix")
+    cat_to_null(d["mix"])
+    cat_to_null(d["next"])
+    per = {}
+    for name, data in [("tfrecord", d["mix"]), ("tfrecord_shuffle", d["mix"]),
+                       ("lirs", d["mix"]), ("lirs_page_aware", d["next"])]:
+        per[name] = contender(name, data, N_MIX, limit=min(N_MIX, PER_ELEMENT_LIMIT))
+    bat = {}
+    for name in ["lirs_batched", "tfrecord_batch", "tfrecord_shuffle_batch"]:
+        bat[name] = contender(name, d["mix"], N_MIX)
+    src = {}
+    for name, data in [("tfrecord", d["mix"]), ("tfrecord_shuffle", d["mix"]),
+                       ("lirs", d["mix"]), ("lirs_page_aware", d["next"])]:
+        src[name] = contender(name, data, N_MIX, reps=2, source_bound=True)
+
+    sec = "1 hot, 2M x 362 B" if SCALE == 1 else f"1 hot, {N_MIX:,} x 362 B"
+    shuf = per["tfrecord_shuffle"]["rate"]
+    plain = per["tfrecord"]["rate"]
+    n_elems = per["lirs"]["records"]
+    t.add(sec, f"TFRecordDataset, per element ({n_elems:,} elements/rep)", fmt_rate(plain),
+          f"{ratio(plain, shuf):.2f}x shuffle")
+    t.add(sec, "TFRecordDataset.shuffle(10000), per element", fmt_rate(shuf), "1.00x shuffle")
+    r = per["lirs"]["rate"]
+    m1 = check(t, "1: LIRSDataset per-element vs shuffle(10000)", ratio(r, shuf), 1.5)
+    m2 = check(t, "1: LIRSDataset per-element vs TFRecordDataset", ratio(r, plain), 1.0)
+    t.add(sec, "**LIRSDataset**, per element (full shuffle)", fmt_rate(r),
+          f"{ratio(r, shuf):.2f}x shuffle; {ratio(r, plain):.2f}x plain",
+          ">= 1.5x shuffle; >= 1.0x plain",
+          m1 and m2)
+    r = per["lirs_page_aware"]["rate"]
+    t.add(sec, "LIRSDataset(page_aware) on the padded file, per element", fmt_rate(r),
+          f"{ratio(r, shuf):.2f}x shuffle; {ratio(r, plain):.2f}x plain")
+    lb = bat["lirs_batched"]
+    label = ("**LIRSDataset(batch_size=256)**" if lb["note"] == "in-kernel" else
+             "**LIRSDataset(...).batch(256)** (batched via .batch() - in-kernel batching pending)")
+    r = lb["rate"]
+    m = check(t, "1: LIRSDataset batched vs shuffle(10000) per element", ratio(r, shuf), 10.0)
+    t.add(sec, label, fmt_rate(r), f"{ratio(r, shuf):.2f}x shuffle", ">= 10x shuffle", m)
+    for name, label in [("tfrecord_batch", "TFRecordDataset.batch(256)"),
+                        ("tfrecord_shuffle_batch", "TFRecordDataset.shuffle(10000).batch(256)")]:
+        r = bat[name]["rate"]
+        t.add(sec, label, fmt_rate(r), f"{ratio(r, shuf):.2f}x shuffle; LIRS batched is "
+              f"{ratio(lb['rate'], r):.2f}x this")
+    s_shuf = src["tfrecord_shuffle"]["rate"]
+    s_plain = src["tfrecord"]["rate"]
+    for name, label in [("tfrecord", "TFRecordDataset"),
+                        ("tfrecord_shuffle", "TFRecordDataset.shuffle(10000)"),
+                        ("lirs", "LIRSDataset"),
+                        ("lirs_page_aware", "LIRSDataset(page_aware), padded file")]:
+        r = src[name]["rate"]
+        t.add(sec, f"source-bound: {label}, consumed via .batch(1024) (full epoch)",
+              fmt_rate(r), f"{ratio(r, s_shuf):.2f}x shuffle; {ratio(r, s_plain):.2f}x plain")
+    return {"per_element": per, "batched": bat, "source_bound": src}
+
+
+def bench_hot_large(t, d):
+    """Row 2: hot cache, 100 KB records, with peak RSS."""
+    log("row 2: hot cache, 100 KB records")
+    cat_to_null(d["big"])
+    res = {}
+    for name in ["baseline", "tfrecord", "tfrecord_shuffle", "lirs", "lirs_batched"]:
+        res[name] = contender(name, d["big"], N_BIG)
+    sec = f"2 hot, {N_BIG:,} x 100 KB"
+    base = res["baseline"]["peak_rss_mb"]
+    shuf_rss = res["tfrecord_shuffle"]["peak_rss_mb"]
+    plain = res["tfrecord"]["rate"]
+    t.add(sec, "baseline process (TF + tfrecord_lirs imported, empty pipeline)",
+          f"peak RSS {base:,.0f} MB")
+    for name, label in [("tfrecord", "TFRecordDataset"),
+                        ("tfrecord_shuffle", "TFRecordDataset.shuffle(10000)"),
+                        ("lirs", "**LIRSDataset**, per element"),
+                        ("lirs_batched", "LIRSDataset batched (256)" +
+                         ("" if res["lirs_batched"]["note"] == "in-kernel"
+                          else " via .batch() - in-kernel batching pending"))]:
+        r = res[name]
+        rss = r["peak_rss_mb"]
+        fig = f"{fmt_rate(r['rate'])}; peak RSS {rss:,.0f} MB ({rss - base:+,.0f} MB over baseline)"
+        rat = (f"{ratio(r['rate'], plain):.2f}x plain; RSS {ratio(rss, shuf_rss):.3f}x shuffle's"
+               f" ({ratio(rss - base, shuf_rss - base):.3f}x over baseline)")
+        if name == "lirs":
+            m1 = check(t, "2: LIRSDataset 100 KB vs TFRecordDataset", ratio(r["rate"], plain), 1.0)
+            m2 = check(t, "2: LIRSDataset peak RSS vs shuffle(10000)'s", ratio(rss, shuf_rss),
+                       0.1, higher_is_better=False)
+            t.add(sec, label, fig, rat, ">= 1.0x plain; RSS <= 0.1x shuffle's", m1 and m2)
+        else:
+            t.add(sec, label, fig, rat)
+    return res
+
+
+def bench_pages(t, d):
+    """Row 4: page reads per data page per epoch."""
+    log("row 4: page reads per data page")
+    res = json_lines(run([RUST, "pages", d["mix"], d["next"]]))
+    sec = "4 page reads / data page / epoch"
+    for r in res:
+        kind = "page-aware (Fetcher)" if r["page_aware"] else "instance-based (read per id)"
+        v = r["page_reads_per_data_page"]
+        label = f"{r['file']} (next-fit) file, {kind}" if r["file"] == "padded" else \
+            f"{r['file']} file, {kind}"
+        extra = (f"{r['page_reads']:,} page reads / {r['data_pages']:,} pages; "
+                 f"{r['reads']:,} reads")
+        if r["file"] == "padded" and r["page_aware"]:
+            m = check(t, "4: padded + page-aware page reads per data page", v, 1.0, exact=True)
+            t.add(sec, f"**{label}**", f"{v:.3f}", extra, "exactly 1.00", m)
+        else:
+            t.add(sec, label, f"{v:.3f}", extra)
+    return res
+
+
+def bench_cold(t, d, hot):
+    """Row 3: cold cache, padded + page-aware, parallel O_DIRECT vs fio vs stock."""
+    log("row 3: cold cache")
+    padded = d["next"]
+    rust = json_lines(run([RUST, "cold", padded, str(DEPTH), str(BATCH * 4), "4",
+                           str(COLD_MAX_SECS)]))[0]
+    fio = {}
+    for engine in ("psync", "libaio"):
+        run([RUST, "cache", "drop", padded])
+        cmd = ["fio", "--name=r", f"--filename={padded}", "--rw=randread", "--bs=4k",
+               "--direct=1", "--readonly", "--group_reporting", "--time_based",
+               f"--runtime={FIO_SECS}", "--output-format=json"]
+        if engine == "psync":
+            cmd += ["--ioengine=psync", f"--numjobs={DEPTH}", "--thread"]
+        else:
+            cmd += ["--ioengine=libaio", f"--iodepth={DEPTH}", "--numjobs=1"]
+        text = run(cmd)
+        j = json.loads(text[text.index("{"):])
+        fio[engine] = j["jobs"][0]["read"]["iops"]
+        log(f"  fio {engine} depth {DEPTH}: {fio[engine]:,.0f} IOPS")
+    stock = contender("tfrecord", d["mix"], N_MIX, cold=True, source_bound=True, reps=1)
+    stock_pe = contender("tfrecord", d["mix"], N_MIX, cold=True, reps=1,
+                         limit=min(N_MIX, PER_ELEMENT_LIMIT))
+    sec = "3 cold"
+    pps = rust["pages_per_sec"]
+    t.add(sec, f"fio randread 4 KiB, O_DIRECT, psync x {DEPTH} threads",
+          fmt_rate(fio["psync"], "IOPS"))
+    t.add(sec, f"fio randread 4 KiB, O_DIRECT, libaio iodepth {DEPTH}",
+          fmt_rate(fio["libaio"], "IOPS"), f"{ratio(fio['libaio'], fio['psync']):.2f}x psync")
+    m = check(t, "3: cold parallel O_DIRECT pages/s vs fio IOPS", ratio(pps, fio["psync"]), 0.8)
+    t.add(sec, f"**padded + page-aware, Fetcher, O_DIRECT, {DEPTH} threads** "
+          f"(cached before: {rust['cached_pages_before']} of {rust['pages']} pages; "
+          f"{rust['records']:,} records in {rust['secs']:.1f} s)",
+          f"{fmt_rate(pps, 'pages/s')}; {fmt_rate(rust['records_per_sec'])}",
+          f"{ratio(pps, fio['psync']):.2f}x fio psync; "
+          f"{ratio(pps, fio['libaio']):.2f}x fio libaio", ">= 0.8x fio IOPS", m)
+    mb = os.path.getsize(d["mix"]) / 1e6
+    t.add(sec, "stock sequential TFRecordDataset, unpadded file, consumed via .batch(1024) "
+          f"(cached before: {stock['cached_pages_before']} of {stock['pages']} pages)",
+          f"{fmt_rate(stock['rate'])}; {mb / stock['median_secs']:,.0f} MB/s",
+          f"LIRS cold is {ratio(rust['records_per_sec'], stock['rate']):.2f}x this")
+    t.add(sec, "stock sequential TFRecordDataset, per element "
+          f"(cached before: {stock_pe['cached_pages_before']} of {stock_pe['pages']} pages)",
+          fmt_rate(stock_pe["rate"]),
+          f"LIRS cold is {ratio(rust['records_per_sec'], stock_pe['rate']):.2f}x this")
+    return {"rust": rust, "fio": fio, "stock": stock, "stock_per_element": stock_pe}
+
+
+def bench_index(t, d):
+    """Row 5: offset table build vs cat."""
+    log("row 5: index vs cat")
+    f = d["mix"]
+    size = os.path.getsize(f)
+    out = os.path.join(os.path.dirname(f), "index-bench.offsets")
+    cat_to_null(f)
+    cats = [cat_to_null(f) for _ in range(3)]
+    idx = [timed([CLI, "index", f, "--out", out])[0] for _ in range(3)]
+    cat_gbs = size / min(cats) / 1e9
+    idx_gbs = size / min(idx) / 1e9
+    sec = "5 offset table build (hot)"
+    t.add(sec, f"`cat FILE > /dev/null` ({size / 1e6:,.0f} MB, best of 3)", f"{cat_gbs:.2f} GB/s")
+    m = check(t, "5: index build vs cat bandwidth", ratio(idx_gbs, cat_gbs), 0.8)
+    t.add(sec, "**`tfrecord-lirs index FILE`** (CRC-checked scan + table write, best of 3)",
+          f"{idx_gbs:.2f} GB/s", f"{ratio(idx_gbs, cat_gbs):.2f}x cat", ">= 0.8x cat", m)
+    return {"cat_secs": cats, "index_secs": idx, "bytes": size}
+
+
+def bench_filler(t, d):
+    """Row 6: filler overhead, next-fit vs best-fit."""
+    sec = "6 filler overhead (kdd-like mix, P=4096)"
+    for fit in ("next", "best"):
+        p = d["pads"][fit]
+        t.add(sec, f"`tfrecord-lirs pad --fit {fit}`",
+              f"{p['overhead_percent']:.2f} % filler",
+              f"{p['filler_bytes']:,} filler bytes; pad took {p['secs']:.1f} s")
+
+
+def bench_micro(t, d):
+    """Row 7: Rust micro-benchmarks."""
+    log("row 7: micro-benchmarks")
+    res = json_lines(run([RUST, "micro", d["mix"], d["tiny"], str(MICRO_SECS)]))
+    sec = "7 Rust micro"
+    for r in res:
+        ns = r["ns_per_op"]
+        if "gb_per_sec" in r:
+            fig = f"{r['gb_per_sec']:.2f} GB/s"
+            extra = f"{ns:,.0f} ns per {r['bytes_per_op']:,} B"
+        elif r["ops"] == 1:
+            fig = f"{ns / 1e6:,.1f} ms"
+            extra = f"{r['n']:,} ids"
+        else:
+            fig = f"{ns:,.1f} ns/op"
+            extra = f"{1e9 / ns:,.0f} ops/s; {r['n']:,} ids"
+        t.add(sec, r["name"], fig, extra)
+    return res
+
+
+# --- the report ----------------------------------------------------------------------------
+
+def report(path, t, m, meta, results):
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated by `make bench` (`{meta['command']}`) on {meta['date']}; "
+        f"the whole run took {meta['minutes']:.1f} minutes. Scale: BENCH_SCALE={SCALE:g}. "
+        "Every contender ran in this same run; raw figures are in "
+        "`bench_out/results.json`.",
+        "",
+        "## Machine",
+        "",
+        f"* CPU: {m['cpu']}, {m['cores']} cores",
+        f"* RAM: {m['ram_gb']:.1f} GiB",
+        f"* Disk: {m['disk']}",
+        f"* Filesystem: {m['filesystem']}",
+        f"* Kernel: {m['kernel']}",
+        f"* TensorFlow {m['tensorflow']} (tensorflow-cpu), Python {m['python']}, {m['rustc']}, "
+        f"{m['fio']}",
+        f"* Load average at start / end: {' '.join(meta['load_start'])} / "
+        f"{' '.join(meta['load_end'])} (the machine is shared; figures are the median of "
+        f"{REPS} timed epochs unless noted)",
+        "",
+        "## Results",
+        "",
+        t.markdown(),
+        "",
+        "## Targets",
+        "",
+    ]
+    for name, value, goal, met, how in t.targets:
+        lines.append(f"* {'met' if met else '**missed**'}: {name}: {value:.3f}"
+                     + ("" if met else f" ({how})"))
+    lines += [
+        "",
+        "## How it is measured",
+        "",
+        "* Data: `lirs_bench gen-mix` writes the kdd-like file (payload sizes normal, mean "
+        "362 B, sd 30 %, deterministic) with the crate's `TFRecordWriter`; "
+        "`tfrecord-lirs pad --fit next|best` makes the padded copies, `tfrecord-lirs index` "
+        "the tables. Everything lives in `bench_out/`.",
+        "* tf.data contenders each run in a fresh process (`benchmarks/tf_contender.py`) and "
+        "are consumed identically: one `Dataset.reduce` counting elements inside a "
+        "`tf.function` traced before timing, after a warm-up of 20 000 elements. "
+        f"Per-element rows time a prefix of {min(N_MIX, PER_ELEMENT_LIMIT):,} elements of "
+        "the epoch per rep (the LIRS order is still a permutation of the whole file); "
+        "batched rows time the full epoch. Peak RSS is `ru_maxrss` of that process.",
+        "* \"source-bound\" rows append `.batch(1024)` before the same reduce, so TF's "
+        "per-element function call is paid once per 1024 elements and the figure is the "
+        "source's own rate (info only; no target).",
+        "* Cold: the file is dropped with `posix_fadvise(DONTNEED)` after `fsync` and "
+        "`mincore` confirms it is out (pages still cached are printed in the row). The LIRS "
+        f"cold row is `lirs_bench cold`: a page-aware epoch order, `Fetcher` with "
+        f"{DEPTH} threads over a `Backend::Direct` reader, run for up to {COLD_MAX_SECS} s; "
+        "pages/s = the reader's `page_reads` / time. fio reads the same padded file.",
+        "* Page reads per data page: `Reader::io_stats()` `page_reads / data_pages` over "
+        "one epoch; instance-based reads each id alone, page-aware goes through `Fetcher` "
+        "(one coalesced read per unit).",
+        "* Rust micro-benchmarks: best of repeated runs of `lirs_bench micro`.",
+        "",
+    ]
+    if os.path.exists(PROFILE_NOTES):
+        with open(PROFILE_NOTES) as f:
+            lines += [f.read().rstrip(), ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench_out"))
+    ap.add_argument("--report", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    args = ap.parse_args()
+    for tool in (CLI, RUST):
+        if not os.path.exists(tool):
+            raise SystemExit(f"{tool} is missing: build it first (see the Makefile's bench)")
+    if not shutil.which("fio"):
+        raise SystemExit("fio is not installed (apt-get install -y fio)")
+    start = time.time()
+    load_start = loadavg()
+    if os.path.isdir(args.out):
+        shutil.rmtree(args.out)
+    os.makedirs(args.out)
+    m = machine(args.out)
+    log(f"scale {SCALE:g}: {N_MIX:,} kdd-like, {N_BIG:,} x 100 KB, {N_TINY:,} tiny records")
+    d = generate(args.out)
+    t = Table()
+    results = {"scale": SCALE, "machine": m, "data": {k: v for k, v in d.items()}}
+    results["index"] = bench_index(t, d)
+    bench_filler(t, d)
+    results["hot_small"] = bench_hot_small(t, d)
+    results["hot_large"] = bench_hot_large(t, d)
+    results["pages"] = bench_pages(t, d)
+    results["micro"] = bench_micro(t, d)
+    results["cold"] = bench_cold(t, d, results)
+    # Table order: rows 1..7.
+    t.rows.sort(key=lambda r: int(r[0].split()[0]))
+    meta = {
+        "command": os.environ.get("BENCH_COMMAND", "make bench"),
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M %Z").strip(),
+        "minutes": (time.time() - start) / 60,
+        "load_start": load_start,
+        "load_end": loadavg(),
+    }
+    results["meta"] = meta
+    results["targets"] = t.targets
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    print(t.markdown())
+    print()
+    for name, value, goal, met, how in t.targets:
+        print(f"{'met   ' if met else 'MISSED'} {name}: {value:.3f}" + ("" if met else f" ({how})"))
+    report(args.report, t, m, meta, results)
+    log(f"wrote {args.report} ({meta['minutes']:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
