@@ -20,6 +20,7 @@
 // Checkpoints hold O(1) state: the drawn (s1, s2), the position in the epoch
 // order and the generator's sample count (so later epochs continue exactly).
 // The order itself is recomputed from the seed on restore, never stored.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -41,7 +42,7 @@ namespace data {
 namespace {
 
 using ::tfrecord_lirs::ffi::LirsReader;
-using ::tfrecord_lirs::ffi::OrderCursor;
+using ::tfrecord_lirs::ffi::FetchCursor;
 
 constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
 
@@ -92,6 +93,9 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kReshuffleEachIteration =
       "reshuffle_each_iteration";
   static constexpr const char* const kPageSize = "page_size";
+  static constexpr const char* const kBatchSize = "batch_size";
+  static constexpr const char* const kDropRemainder = "drop_remainder";
+  static constexpr const char* const kNumParallelReads = "num_parallel_reads";
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
@@ -100,6 +104,16 @@ class LIRSDatasetOp : public DatasetOpKernel {
     OP_REQUIRES(ctx, page_size_ > 0,
                 errors::InvalidArgument("`page_size` must be positive, got ",
                                         page_size_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kBatchSize, &batch_size_));
+    OP_REQUIRES(ctx, batch_size_ >= 0,
+                errors::InvalidArgument("`batch_size` must be >= 0, got ",
+                                        batch_size_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kDropRemainder, &drop_remainder_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kNumParallelReads, &num_parallel_reads_));
+    OP_REQUIRES(ctx, num_parallel_reads_ == -1 || num_parallel_reads_ >= 1,
+                errors::InvalidArgument(
+                    "`num_parallel_reads` must be >= 1 or -1 (automatic), got ",
+                    num_parallel_reads_));
   }
 
  protected:
@@ -109,6 +123,9 @@ class LIRSDatasetOp : public DatasetOpKernel {
   class Dataset;
   bool reshuffle_ = true;
   int64_t page_size_ = 4096;
+  int64_t batch_size_ = 0;
+  bool drop_remainder_ = false;
+  int64_t num_parallel_reads_ = -1;
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
@@ -116,6 +133,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   Dataset(OpKernelContext* ctx, std::vector<std::string> filenames,
           std::vector<std::string> offset_tables, bool page_aware,
           RandomSeeds&& seeds, bool reshuffle, int64_t page_size,
+          int64_t batch_size, bool drop_remainder, int64_t num_parallel_reads,
           int64_t num_shards,
           int64_t shard_index, std::unique_ptr<rust::Box<LirsReader>> reader,
           int64_t cardinality, SeedGeneratorManager* manager,
@@ -127,6 +145,12 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         seeds_(std::move(seeds)),
         reshuffle_(reshuffle),
         page_size_(page_size),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder),
+        num_parallel_reads_(num_parallel_reads),
+        output_shapes_({batch_size == 0 ? PartialTensorShape({})
+                        : drop_remainder ? PartialTensorShape({batch_size})
+                                         : PartialTensorShape({-1})}),
         num_shards_(num_shards),
         shard_index_(shard_index),
         reader_(std::move(reader)),
@@ -159,17 +183,18 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   }
 
   const std::vector<PartialTensorShape>& output_shapes() const override {
-    static std::vector<PartialTensorShape>* shapes =
-        new std::vector<PartialTensorShape>({{}});
-    return *shapes;
+    return output_shapes_;
   }
 
   std::string DebugString() const override {
     return name_utils::DatasetDebugString(kDatasetType);
   }
 
+  // Instances in this shard, or batches of them.
   int64_t CardinalityInternal(CardinalityOptions options) const override {
-    return cardinality_;
+    if (batch_size_ == 0) return cardinality_;
+    return drop_remainder_ ? cardinality_ / batch_size_
+                           : (cardinality_ + batch_size_ - 1) / batch_size_;
   }
 
   absl::Status InputDatasets(
@@ -209,11 +234,21 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     b->BuildAttrValue(reshuffle_, &reshuffle);
     AttrValue page_size;
     b->BuildAttrValue(page_size_, &page_size);
+    AttrValue batch_size;
+    b->BuildAttrValue(batch_size_, &batch_size);
+    AttrValue drop_remainder;
+    b->BuildAttrValue(drop_remainder_, &drop_remainder);
+    AttrValue num_parallel_reads;
+    b->BuildAttrValue(num_parallel_reads_, &num_parallel_reads);
     return b->AddDataset(
         this,
         {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
          num_shards, shard_index},
-        {{kReshuffleEachIteration, reshuffle}, {kPageSize, page_size}},
+        {{kReshuffleEachIteration, reshuffle},
+         {kPageSize, page_size},
+         {kBatchSize, batch_size},
+         {kDropRemainder, drop_remainder},
+         {kNumParallelReads, num_parallel_reads}},
         output);
   }
 
@@ -241,35 +276,41 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                  std::vector<Tensor>* out_tensors,
                                  bool* end_of_sequence) override {
       mutex_lock l(mu_);
-      if (block_pos_ >= block_ids_.size()) {
-        TF_RETURN_IF_ERROR(RefillLocked());
-        if (block_ids_.empty()) {
-          *end_of_sequence = true;
-          return absl::OkStatus();
+      const Dataset* d = dataset();
+      if (d->batch_size_ == 0) {
+        tstring payload;
+        bool got = false;
+        TF_RETURN_IF_ERROR(NextPayloadLocked(&payload, &got));
+        *end_of_sequence = !got;
+        if (got) {
+          Tensor record(ctx->allocator({}), DT_STRING, {});
+          record.scalar<tstring>()() = std::move(payload);
+          out_tensors->push_back(std::move(record));
         }
+        return absl::OkStatus();
       }
-      const size_t i = block_pos_++;
-      const uint64_t id = block_ids_[i];
-      // Counted before reading: a caller that skips errors (ignore_errors)
-      // continues with the next instance, and checkpoints agree.
-      ++emitted_;
-      Tensor record(ctx->allocator({}), DT_STRING, {});
-      tstring& out = record.scalar<tstring>()();
-      if (block_ok_) {
-        const uint64_t begin = i == 0 ? 0 : block_ends_[i - 1];
-        out.assign(reinterpret_cast<const char*>(block_data_.data()) + begin,
-                   block_ends_[i] - begin);
-      } else {
-        // The batched read failed: read one by one so the error names the
-        // exact instance and the others are still delivered.
-        rust::Vec<uint8_t> payload;
-        LIRS_RETURN_IF_RUST_ERROR(
-            absl::StrCat("LIRSDataset: reading instance ", id, ": "),
-            payload = dataset()->reader().read(id));
-        out.assign(reinterpret_cast<const char*>(payload.data()),
-                   payload.size());
+      // A batch formed in the kernel (the paper's random assignment table ->
+      // batches): no per-element tf.data overhead.
+      std::vector<tstring> batch;
+      batch.reserve(d->batch_size_);
+      while (static_cast<int64_t>(batch.size()) < d->batch_size_) {
+        tstring payload;
+        bool got = false;
+        TF_RETURN_IF_ERROR(NextPayloadLocked(&payload, &got));
+        if (!got) break;
+        batch.push_back(std::move(payload));
       }
-      out_tensors->push_back(std::move(record));
+      if (batch.empty() ||
+          (d->drop_remainder_ &&
+           static_cast<int64_t>(batch.size()) < d->batch_size_)) {
+        *end_of_sequence = true;
+        return absl::OkStatus();
+      }
+      Tensor records(ctx->allocator({}), DT_STRING,
+                     {static_cast<int64_t>(batch.size())});
+      auto flat = records.flat<tstring>();
+      for (size_t i = 0; i < batch.size(); ++i) flat(i) = std::move(batch[i]);
+      out_tensors->push_back(std::move(records));
       *end_of_sequence = false;
       return absl::OkStatus();
     }
@@ -313,40 +354,77 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     }
 
    private:
-    // Reads the payloads of the next (up to kReadAhead) ids of the order in
-    // one batched call; runs of consecutive ids (page-aware units) cost one
-    // read each.
+    // The next payload of the order into `*out` (`*got` false at the end).
+    absl::Status NextPayloadLocked(tstring* out, bool* got)
+        TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      *got = false;
+      if (block_pos_ >= block_ids_.size()) {
+        TF_RETURN_IF_ERROR(RefillLocked());
+        if (block_ids_.empty()) return absl::OkStatus();
+      }
+      const size_t i = block_pos_++;
+      const uint64_t id = block_ids_[i];
+      // Counted before reading: a caller that skips errors (ignore_errors)
+      // continues with the next instance, and checkpoints agree.
+      ++emitted_;
+      if (block_ok_) {
+        const uint64_t begin = i == 0 ? 0 : block_ends_[i - 1];
+        out->assign(reinterpret_cast<const char*>(block_data_.data()) + begin,
+                    block_ends_[i] - begin);
+      } else {
+        // The window's read failed: read one by one so the error names the
+        // exact instance and the others are still delivered.
+        rust::Vec<uint8_t> payload;
+        LIRS_RETURN_IF_RUST_ERROR(
+            absl::StrCat("LIRSDataset: reading instance ", id, ": "),
+            payload = dataset()->reader().read(id));
+        out->assign(reinterpret_cast<const char*>(payload.data()),
+                    payload.size());
+      }
+      *got = true;
+      return absl::OkStatus();
+    }
+
+    // Takes the next window of the order from the fetch pool (which reads
+    // windows ahead in parallel; runs of consecutive ids, i.e. page-aware
+    // units, cost one read each).
     absl::Status RefillLocked() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       block_pos_ = 0;
       block_ok_ = false;
-      LIRS_RETURN_IF_RUST_ERROR("LIRSDataset: ", {
-        (*cursor_)->next_ids(kReadAhead, block_ids_);
-      });
-      if (block_ids_.empty()) return absl::OkStatus();
       try {
-        dataset()->reader().read_batch(
-            rust::Slice<const uint64_t>(block_ids_.data(), block_ids_.size()),
-            block_data_, block_ends_);
-        block_ok_ = block_ends_.size() == block_ids_.size();
+        block_ok_ = (*fetch_)->next_window(block_ids_, block_data_, block_ends_);
       } catch (const std::exception&) {
-        block_ok_ = false;  // GetNext re-reads singly and reports the error.
+        // `block_ids_` holds the failed window; NextPayloadLocked re-reads
+        // its ids singly and reports the exact error.
+        block_ok_ = false;
+        if (block_ids_.empty()) {
+          // No ids to retry (the failure was not a read): rethrow the current
+          // exception inside the macro, which turns it into a Status.
+          LIRS_RETURN_IF_RUST_ERROR("LIRSDataset: ", throw);
+        }
       }
       return absl::OkStatus();
     }
 
-    // Recomputes this iteration's order from (seed_, seed2_) and seeks to
-    // `position`.
+    // Recomputes this iteration's order from (seed_, seed2_), positioned at
+    // `position`, with a fresh fetch pool.
     absl::Status ResetCursorLocked(uint64_t position)
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const Dataset* d = dataset();
+      fetch_.reset();  // joins the previous pool's threads first
       LIRS_RETURN_IF_RUST_ERROR("LIRSDataset: ", {
         const uint64_t order_seed = tfrecord_lirs::ffi::mix_seeds(seed_, seed2_);
-        auto cursor = d->reader().order(
+        const size_t threads = d->num_parallel_reads_ > 0
+                                   ? static_cast<size_t>(d->num_parallel_reads_)
+                                   : kAutoParallelReads;
+        const size_t window =
+            std::max<size_t>(kMinWindow, static_cast<size_t>(d->batch_size_));
+        auto fetch = d->reader().fetch(
             order_seed, /*epoch=*/0, d->page_aware_,
             static_cast<uint64_t>(d->num_shards_),
-            static_cast<uint64_t>(d->shard_index_));
-        cursor->seek(position);
-        cursor_ = std::make_unique<rust::Box<OrderCursor>>(std::move(cursor));
+            static_cast<uint64_t>(d->shard_index_), position, threads, window,
+            kWindowsAhead);
+        fetch_ = std::make_unique<rust::Box<FetchCursor>>(std::move(fetch));
       });
       emitted_ = position;
       block_ids_.clear();
@@ -361,9 +439,13 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     std::shared_ptr<SeedGenerator> seed_generator_;
     int64_t seed_ TF_GUARDED_BY(mu_) = 0;
     int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
-    static constexpr size_t kReadAhead = 32;
+    // Fetch pool defaults: threads when num_parallel_reads is automatic, the
+    // smallest window of ids, and windows read ahead of the consumer.
+    static constexpr size_t kAutoParallelReads = 4;
+    static constexpr size_t kMinWindow = 64;
+    static constexpr size_t kWindowsAhead = 4;
 
-    std::unique_ptr<rust::Box<OrderCursor>> cursor_ TF_GUARDED_BY(mu_);
+    std::unique_ptr<rust::Box<FetchCursor>> fetch_ TF_GUARDED_BY(mu_);
     uint64_t emitted_ TF_GUARDED_BY(mu_) = 0;  // Position in the epoch order.
     rust::Vec<uint64_t> block_ids_ TF_GUARDED_BY(mu_);
     rust::Vec<uint8_t> block_data_ TF_GUARDED_BY(mu_);
@@ -378,6 +460,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const RandomSeeds seeds_;
   const bool reshuffle_;
   const int64_t page_size_;
+  const int64_t batch_size_;
+  const bool drop_remainder_;
+  const int64_t num_parallel_reads_;
+  const std::vector<PartialTensorShape> output_shapes_;
   const int64_t num_shards_;
   const int64_t shard_index_;
   const std::unique_ptr<rust::Box<LirsReader>> reader_;
@@ -464,8 +550,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
 
   *output = new Dataset(ctx, std::move(filenames), std::move(offset_tables),
                         page_aware, std::move(seeds), reshuffle_, page_size_,
-                        num_shards,
-                        shard_index, std::move(reader),
+                        batch_size_, drop_remainder_, num_parallel_reads_,
+                        num_shards, shard_index, std::move(reader),
                         static_cast<int64_t>(shard_len), manager,
                         std::move(handle), owns_resource);
 }

@@ -6,7 +6,8 @@
 namespace tensorflow {
 
 // A full-range shuffled (or sequential-per-seed) dataset of the instances of
-// one or more TFRecord files with offset tables. Elements are scalar strings.
+// one or more TFRecord files with offset tables. Elements are scalar strings,
+// or 1-D string batches when `batch_size` > 0.
 // `seed`, `seed2`, `seed_generator` and `reshuffle_each_iteration` follow the
 // protocol of ShuffleDatasetV3.
 REGISTER_OP("LIRSDataset")
@@ -21,6 +22,11 @@ REGISTER_OP("LIRSDataset")
     .Output("handle: variant")
     .Attr("reshuffle_each_iteration: bool = true")
     .Attr("page_size: int = 4096")  // Page size the files were padded to.
+    // 0: scalar elements; B > 0: 1-D batches of B payloads formed in the kernel.
+    .Attr("batch_size: int = 0")
+    .Attr("drop_remainder: bool = false")
+    // I/O threads fetching the order ahead of the consumer; -1 = automatic.
+    .Attr("num_parallel_reads: int = -1")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {

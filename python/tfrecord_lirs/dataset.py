@@ -37,12 +37,21 @@ class LIRSDataset(dataset_ops.DatasetSource):
       name: optional name of the tf.data operation.
       page_size: (keyword only) the page size the files were padded with;
         defines the pages of `page_aware` shuffling. Default 4096.
-    Elements are scalar tf.string payloads; filler records never appear.
+      batch_size: (keyword only) if set, elements are 1-D tf.string tensors of
+        `batch_size` payloads formed inside the kernel (no per-element tf.data
+        overhead); the last batch may be smaller unless `drop_remainder`.
+      drop_remainder: (keyword only) drop a last batch smaller than batch_size.
+      num_parallel_reads: (keyword only) I/O threads reading the order ahead of
+        the consumer; None or tf.data.AUTOTUNE chooses automatically. The
+        sequence is the same for every value.
+    Elements are scalar tf.string payloads (or batches of them); filler
+    records never appear.
     """
 
     def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
                  reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
-                 *, page_size=4096):
+                 *, page_size=4096, batch_size=None, drop_remainder=False,
+                 num_parallel_reads=None):
         n, i = _static_int(num_shards), _static_int(shard_index)
         if n is not None and n < 1:
             raise ValueError(f"num_shards must be >= 1, got {n}")
@@ -51,6 +60,17 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if n is not None and i is not None and i >= n:
             raise ValueError(f"shard_index ({i}) must be < num_shards ({n})")
         _check_page_size(page_size)
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+        if num_parallel_reads is None or num_parallel_reads == tf.data.AUTOTUNE:
+            num_parallel_reads = -1
+        elif (isinstance(num_parallel_reads, bool) or not isinstance(num_parallel_reads, int)
+              or num_parallel_reads < 1):
+            raise ValueError("num_parallel_reads must be a positive int, None or "
+                             f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
+        self._batch_size = batch_size
+        self._drop_remainder = bool(drop_remainder)
         if isinstance(filenames, (str, bytes, os.PathLike)):
             filenames = [filenames]
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
@@ -85,9 +105,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
             shard_index=self._shard_index,
             reshuffle_each_iteration=self._reshuffle_each_iteration,
             page_size=page_size,
+            batch_size=batch_size or 0,
+            drop_remainder=self._drop_remainder,
+            num_parallel_reads=num_parallel_reads,
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
 
     @property
     def element_spec(self):
-        return tf.TensorSpec([], tf.string)
+        if self._batch_size is None:
+            return tf.TensorSpec([], tf.string)
+        return tf.TensorSpec([self._batch_size if self._drop_remainder else None], tf.string)

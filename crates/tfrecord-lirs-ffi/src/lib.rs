@@ -38,8 +38,9 @@ mod ffi {
     extern "Rust" {
         /// Shared, immutable reader over (data, offset table) pairs.
         type LirsReader;
-        /// Owning epoch order of one shard; not thread-safe (callers lock).
-        type OrderCursor;
+        /// One iterator's epoch order with its I/O thread pool; not
+        /// thread-safe (callers lock). Dropping it joins the threads.
+        type FetchCursor;
         /// Page-aligned writer; `finish` consumes the inner writer.
         type LirsWriter;
 
@@ -71,24 +72,36 @@ mod ffi {
             num_shards: u64,
             shard_index: u64,
         ) -> Result<u64>;
-        fn order(
+        /// This shard's order for (`seed`, `epoch`), from `position`, fetched
+        /// by `threads` I/O threads, `window` ids (at least) at a time, up to
+        /// `depth` windows ahead of the consumer.
+        #[allow(clippy::too_many_arguments)]
+        fn fetch(
             self: &LirsReader,
             seed: u64,
             epoch: u64,
             page_aware: bool,
             num_shards: u64,
             shard_index: u64,
-        ) -> Result<Box<OrderCursor>>;
+            position: u64,
+            threads: usize,
+            window: usize,
+            depth: usize,
+        ) -> Result<Box<FetchCursor>>;
 
-        fn len(self: &OrderCursor) -> u64;
-        fn position(self: &OrderCursor) -> u64;
-        /// Moves to absolute `position` (0..=len) of this epoch's order.
-        fn seek(self: &mut OrderCursor, position: u64) -> Result<()>;
-        /// Instance id at the current position, then advances. Errors (does
-        /// not signal end of sequence) when `position() == len()`.
-        fn next_id(self: &mut OrderCursor) -> Result<u64>;
-        /// Clears `out`, then appends up to `max` next ids; returns how many.
-        fn next_ids(self: &mut OrderCursor, max: usize, out: &mut Vec<u64>) -> Result<usize>;
+        fn len(self: &FetchCursor) -> u64;
+        /// Ids handed out so far in this epoch.
+        fn position(self: &FetchCursor) -> u64;
+        /// The next window: its ids into `ids` and payloads into
+        /// `data`/`ends` (`ends[i]` = end of payload i). Returns false at the
+        /// end of the epoch. On a read error `ids` still holds the window's
+        /// ids (so the caller can retry them singly) and the error is thrown.
+        fn next_window(
+            self: &mut FetchCursor,
+            ids: &mut Vec<u64>,
+            data: &mut Vec<u8>,
+            ends: &mut Vec<u64>,
+        ) -> Result<bool>;
 
         fn build_offset_table(data: &[u8], table: &[u8]) -> Result<u64>;
         /// `best_fit_window == 0` → `Fit::Next`, else `Fit::Best { window }`.
@@ -204,7 +217,7 @@ const _: () = {
 // Cursors move between TF threads (always under the iterator's mutex).
 const _: () = {
     const fn assert_send<T: Send>() {}
-    assert_send::<OrderCursor>();
+    assert_send::<FetchCursor>();
     assert_send::<LirsWriter>();
 };
 
@@ -290,14 +303,19 @@ impl LirsReader {
         })
     }
 
-    fn order(
+    #[allow(clippy::too_many_arguments)]
+    fn fetch(
         &self,
         seed: u64,
         epoch: u64,
         page_aware: bool,
         num_shards: u64,
         shard_index: u64,
-    ) -> FfiResult<Box<OrderCursor>> {
+        position: u64,
+        threads: usize,
+        window: usize,
+        depth: usize,
+    ) -> FfiResult<Box<FetchCursor>> {
         guard(|| {
             check_shard(num_shards, shard_index)?;
             let spec = core::OrderSpec {
@@ -307,8 +325,21 @@ impl LirsReader {
                 num_shards,
                 shard_index,
             };
-            let order = self.inner.epoch_order(&spec)?;
-            Ok(Box::new(OrderCursor { order }))
+            let mut order = self.inner.epoch_order(&spec)?;
+            if position > order.len() {
+                return Err(FfiError::invalid(format!(
+                    "position {position} is past the end of this epoch ({} instances)",
+                    order.len()
+                )));
+            }
+            order.seek(position)?;
+            let options = core::FetchOptions {
+                threads,
+                window,
+                depth,
+            };
+            let fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?;
+            Ok(Box::new(FetchCursor { fetcher }))
         })
     }
 }
@@ -325,46 +356,37 @@ fn check_shard(num_shards: u64, shard_index: u64) -> FfiResult<()> {
     Ok(())
 }
 
-pub struct OrderCursor {
-    order: core::EpochOrder,
+pub struct FetchCursor {
+    fetcher: core::Fetcher,
 }
 
-impl OrderCursor {
-    fn next_ids(&mut self, max: usize, out: &mut Vec<u64>) -> FfiResult<usize> {
-        guard(|| {
-            out.clear();
-            Ok(self.order.next_batch(max, out))
-        })
-    }
-
+impl FetchCursor {
     fn len(&self) -> u64 {
-        self.order.len()
+        self.fetcher.len()
     }
 
     fn position(&self) -> u64 {
-        self.order.position()
+        self.fetcher.position()
     }
 
-    fn seek(&mut self, position: u64) -> FfiResult<()> {
+    fn next_window(
+        &mut self,
+        ids: &mut Vec<u64>,
+        data: &mut Vec<u8>,
+        ends: &mut Vec<u64>,
+    ) -> FfiResult<bool> {
         guard(|| {
-            if position > self.order.len() {
-                return Err(FfiError::invalid(format!(
-                    "position {position} is past the end of this epoch ({} instances)",
-                    self.order.len()
-                )));
-            }
-            Ok(self.order.seek(position)?)
-        })
-    }
-
-    fn next_id(&mut self) -> FfiResult<u64> {
-        guard(|| {
-            self.order.next().ok_or_else(|| {
-                FfiError::new(
-                    core::ErrorKind::Internal,
-                    "next_id called at the end of the epoch",
-                )
-            })
+            ids.clear();
+            data.clear();
+            ends.clear();
+            let Some(window) = self.fetcher.next_window() else {
+                return Ok(false);
+            };
+            *ids = window.ids;
+            let batch = window.result?;
+            *data = batch.data;
+            ends.extend(batch.ends.iter().map(|&e| e as u64));
+            Ok(true)
         })
     }
 }

@@ -141,7 +141,7 @@ impl Fetcher {
         })
     }
 
-    /// Ids delivered so far in this epoch (the position a checkpoint should record).
+    /// Ids handed out so far in this epoch (failed windows included).
     pub fn position(&self) -> u64 {
         self.delivered
     }
@@ -188,8 +188,9 @@ impl Fetcher {
         }
     }
 
-    /// The next window's payloads, in order; `None` at the end of the epoch.
-    pub fn next_batch(&mut self) -> Option<Result<Batch>> {
+    /// The next window: its ids, and its payloads or the first read error among them
+    /// (so a caller can retry the ids one by one). `None` at the end of the epoch.
+    pub fn next_window(&mut self) -> Option<Window> {
         self.submit();
         let head = self.next_deliver;
         loop {
@@ -199,9 +200,17 @@ impl Fetcher {
                 Some(_) => {}
             }
             let Ok(done) = self.done.recv() else {
-                return Some(Err(Error::InvalidArgument(
-                    "fetch threads stopped unexpectedly".into(),
-                )));
+                let ids = self
+                    .pending
+                    .remove(&head)
+                    .map(|p| p.ids)
+                    .unwrap_or_default();
+                return Some(Window {
+                    ids,
+                    result: Err(Error::InvalidArgument(
+                        "fetch threads stopped unexpectedly".into(),
+                    )),
+                });
             };
             if let Some(p) = self.pending.get_mut(&done.window) {
                 p.missing -= 1;
@@ -215,14 +224,34 @@ impl Fetcher {
         }
         let window = self.pending.remove(&head).expect("present");
         self.next_deliver += 1;
-        if let Some(e) = window.error {
-            return Some(Err(e));
-        }
-        let batch = assemble(&window.ids, window.parts.into_iter().flatten().collect());
-        self.delivered += batch.len() as u64;
+        self.delivered += window.ids.len() as u64;
+        let result = match window.error {
+            Some(e) => Err(e),
+            None => Ok(assemble(
+                &window.ids,
+                window.parts.into_iter().flatten().collect(),
+            )),
+        };
         self.submit();
-        Some(Ok(batch))
+        Some(Window {
+            ids: window.ids,
+            result,
+        })
     }
+
+    /// The next window's payloads, in order; `None` at the end of the epoch.
+    pub fn next_batch(&mut self) -> Option<Result<Batch>> {
+        self.next_window().map(|w| w.result)
+    }
+}
+
+/// One window of an epoch order, as fetched.
+#[derive(Debug)]
+pub struct Window {
+    /// The ids of the window, in order.
+    pub ids: Vec<u64>,
+    /// Their payloads, or the first error reading them.
+    pub result: Result<Batch>,
 }
 
 impl Drop for Fetcher {

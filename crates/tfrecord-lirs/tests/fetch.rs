@@ -138,6 +138,23 @@ fn fetch_errors_arrive_in_order_and_nothing_hangs() {
         }
     }
     assert_eq!(ok_ids as u64, position_of_250 / 50 * 50);
+    // The failed window hands back its ids, so a caller can retry them one by one.
+    let spec = OrderSpec::default();
+    let mut fetcher = Fetcher::new(
+        Arc::clone(&reader),
+        reader.epoch_order(&spec).unwrap(),
+        FetchOptions {
+            threads: 2,
+            window: 50,
+            depth: 2,
+        },
+    )
+    .unwrap();
+    let failed = std::iter::from_fn(|| fetcher.next_window())
+        .find(|w| w.result.is_err())
+        .unwrap();
+    assert!(failed.ids.contains(&250));
+    assert_eq!(failed.ids.len(), 50);
 }
 
 fn page_reads_per_epoch(reader: &Arc<Reader>, spec: OrderSpec) -> tfrecord_lirs::IoStats {
