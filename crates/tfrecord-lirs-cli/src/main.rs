@@ -232,7 +232,14 @@ fn run(command: Command) -> Outcome {
             let table_path = table_for(&data, offsets);
             let table = tfrecord_lirs::read_table(&table_path)?;
             let page = p.map(page_size).transpose()?;
-            let found = tfrecord_lirs::inspect(&data, Some((&table_path, &table)), page)?;
+            let bar = progress(file_size(&data)?, "verify");
+            let found = tfrecord_lirs::inspect_with_progress(
+                &data,
+                Some((&table_path, &table)),
+                page,
+                |done| bar.set_position(done),
+            )?;
+            bar.finish_and_clear();
             let padded = match (page, found.padded_for()) {
                 (Some(p), _) => format!("padded for page size {}", p.get()),
                 (None, Some(p)) => format!("padded for page size {p}"),
@@ -297,11 +304,14 @@ fn info(data: &Path, offsets: Option<PathBuf>, json: bool) -> Outcome {
         Err(_) if !explicit && !table_path.exists() => None,
         Err(e) => return Err(e.into()),
     };
-    let found = tfrecord_lirs::inspect(
+    let bar = progress(file_size(data)?, "info");
+    let found = tfrecord_lirs::inspect_with_progress(
         data,
         table.as_deref().map(|t| (table_path.as_path(), t)),
         None,
+        |done| bar.set_position(done),
     )?;
+    bar.finish_and_clear();
     let page = found
         .padded_for()
         .unwrap_or(tfrecord_lirs::format::DEFAULT_PAGE_SIZE);

@@ -51,7 +51,9 @@ pub use format::PageSize;
 pub use io::{cached_pages, drop_from_page_cache, Backend};
 pub use order::{EpochOrder, OrderSpec};
 pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
-pub use scan::{inspect, scan_offsets, Inspection, RecordScanner, ScannedRecord};
+pub use scan::{
+    inspect, inspect_with_progress, scan_offsets, Inspection, RecordScanner, ScannedRecord,
+};
 pub use table::{
     default_table_path, encode_table, parse_table, read_table, write_table, OffsetTableBuilder,
 };

@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 use crate::format::{self, FrameError, PageSize, HEADER_LEN, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 
 const READ_CHUNK: usize = 4 << 20;
+/// Bytes between progress reports of whole-file scans.
+pub(crate) const PROGRESS_EVERY: u64 = 64 << 20;
 
 /// One record found by a [`RecordScanner`].
 #[derive(Debug)]
@@ -200,7 +202,7 @@ pub fn scan_offsets(data: &Path, mut progress: impl FnMut(u64)) -> Result<Vec<u6
         if !record.is_filler() {
             offsets.push(record.offset);
         }
-        if record.offset - last_report >= 64 << 20 {
+        if record.offset - last_report >= PROGRESS_EVERY {
             last_report = record.offset;
             progress(last_report);
         }
@@ -273,7 +275,18 @@ pub fn inspect(
     table: Option<(&Path, &[u64])>,
     page: Option<PageSize>,
 ) -> Result<Inspection> {
+    inspect_with_progress(data, table, page, |_| {})
+}
+
+/// [`inspect`], calling `progress` with the bytes scanned so far now and then.
+pub fn inspect_with_progress(
+    data: &Path,
+    table: Option<(&Path, &[u64])>,
+    page: Option<PageSize>,
+    mut progress: impl FnMut(u64),
+) -> Result<Inspection> {
     let mut scanner = RecordScanner::open(data)?;
+    let mut last_report = 0u64;
     let file_size = scanner.file_size();
     let mut out = Inspection {
         instances: 0,
@@ -313,6 +326,10 @@ pub fn inspect(
     while let Some(record) = scanner.next_record()? {
         let (offset, framed) = (record.offset, record.framed_len);
         let filler = record.is_filler();
+        if offset - last_report >= PROGRESS_EVERY {
+            last_report = offset;
+            progress(offset);
+        }
         if filler {
             out.fillers += 1;
             out.filler_bytes += framed;
@@ -386,6 +403,7 @@ pub fn inspect(
         }
     }
     close(open_instance, file_size, &mut still_padded)?;
+    progress(file_size);
     if let Some((table_path, offsets)) = table {
         if next_entry < offsets.len() {
             return Err(Error::table(

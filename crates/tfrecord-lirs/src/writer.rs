@@ -431,7 +431,7 @@ pub fn pad_file_with_progress(
         if !record.is_filler() {
             writer.write(record.payload)?;
         }
-        if record.offset - last >= 64 << 20 {
+        if record.offset - last >= crate::scan::PROGRESS_EVERY {
             last = record.offset;
             progress(last);
         }
