@@ -113,6 +113,10 @@ impl Layout {
     }
 }
 
+/// [`Reader::read_span_into`] reads spans up to this long whole, in one positioned read;
+/// of a longer span it reads only the record (a large instance, or a damaged table).
+const MAX_WHOLE_SPAN_READ: u64 = 1 << 20;
+
 /// Joined spans bigger than this are read separately by [`Reader::read_batch`].
 pub const MAX_COALESCED_READ: u64 = 1 << 20;
 
@@ -315,14 +319,31 @@ impl Reader {
         Ok(buf)
     }
 
-    /// Reads instance `id`'s whole span into `buf` (replacing its contents) and returns
-    /// the range of the payload inside it. Avoids a copy on hot paths.
+    /// Reads instance `id`'s whole span (of a span over 1 MiB, only its record) into `buf`
+    /// (replacing its contents) and returns the range of the payload inside it. Avoids a
+    /// copy on hot paths.
     pub fn read_span_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<std::ops::Range<usize>> {
         self.check_id(id)?;
         let (f, i) = self.layout.locate(id);
         let (start, end) = self.layout.files[f].span(i);
         buf.clear();
-        self.read_range(f, id, start, end, buf)?;
+        if end - start <= MAX_WHOLE_SPAN_READ {
+            self.read_range(f, id, start, end, buf)?;
+        } else {
+            // A long span is bounded only by the table, and a damaged table can make it
+            // as long as the file: read the record's first part, then only as much as its
+            // header says (at most the span), never the whole span.
+            let first = start + MAX_WHOLE_SPAN_READ;
+            self.read_range(f, id, start, first, buf)?;
+            let header: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("12 bytes");
+            // A bad header is reported by decode_span.
+            if let Ok(len) = format::decode_header(header) {
+                let stop = start.saturating_add(format::framed_len(len)).min(end);
+                if stop > first {
+                    self.read_range(f, id, first, stop, buf)?;
+                }
+            }
+        }
         self.decode_span(f, id, start, buf)
     }
 

@@ -37,3 +37,49 @@ fn empty_table_error_names_a_byte_offset() {
         .unwrap();
     assert!(err.to_string().contains("at byte 0"), "{err}");
 }
+
+/// A span is bounded only by the table. With a damaged table (here: one entry for a
+/// 6 GiB file), `read` used to allocate and read the whole span, 6 GiB, for a 116-byte
+/// record; on a larger file that aborts the process. It now reads the record only.
+#[test]
+fn a_huge_span_does_not_allocate_the_span() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.tfrecord");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut bytes = Vec::new();
+    tfrecord_lirs::format::encode_record(&payload(0, 100), &mut bytes);
+    file.write_all_at(&bytes, 0).unwrap();
+    file.set_len(6 << 30).unwrap(); // sparse
+    std::fs::write(default_table_path(&path), encode_table(&[0])).unwrap();
+    for backend in [tfrecord_lirs::Backend::Pread, tfrecord_lirs::Backend::Mmap] {
+        let options = ReaderOptions {
+            backend,
+            ..ReaderOptions::default()
+        };
+        let reader = Reader::open_one(&path, None, &options).unwrap();
+        assert_eq!(reader.read(0).unwrap(), payload(0, 100));
+        let read = reader.io_stats().bytes_read;
+        assert!(
+            read <= 1 << 20,
+            "{backend:?}: read {read} bytes for a 116-byte record"
+        );
+    }
+    // A long span whose record is longer than the first read is read up to its end.
+    let big = payload(1, 3 << 20);
+    let mut bytes = Vec::new();
+    tfrecord_lirs::format::encode_record(&big, &mut bytes);
+    file.write_all_at(&bytes, 0).unwrap();
+    let reader = Reader::open_one(&path, None, &ReaderOptions::default()).unwrap();
+    assert_eq!(reader.read(0).unwrap(), big);
+    assert_eq!(reader.io_stats().bytes_read, bytes.len() as u64);
+    // A damaged header in a long span is still reported, at the record's offset.
+    file.write_all_at(&[0xff], 3).unwrap();
+    let err = reader.read(0).unwrap_err().to_string();
+    assert!(
+        err.contains("length CRC") && err.contains("byte 0"),
+        "{err}"
+    );
+    drop(file);
+    std::fs::remove_file(&path).unwrap();
+}
