@@ -1,0 +1,200 @@
+//! An offset table and a data file, either arbitrary bytes or a valid padded/plain file
+//! with damage, through `Reader::open` + `read` of every id and through `inspect`.
+//!
+//! Oracles: nothing panics; every error names the data or table file; an `Ok` read
+//! returns exactly the CRC-valid, non-filler record that starts at the instance's
+//! offset; and when `inspect` accepts the pair, the reader must open it and read every
+//! instance (the full check never passes something the reader rejects).
+#![no_main]
+
+mod common;
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use tfrecord_lirs::format;
+use tfrecord_lirs::{encode_table, inspect, parse_table, Backend, PageSize, Reader, ReaderOptions};
+
+#[derive(Arbitrary, Debug)]
+enum Piece {
+    Instance { len: u16, fill: u8 },
+    Filler { len: u16 },
+    Garbage(Vec<u8>),
+}
+
+#[derive(Arbitrary, Debug)]
+enum Data {
+    Raw(Vec<u8>),
+    Built {
+        pieces: Vec<Piece>,
+        flips: Vec<(u16, u8)>,
+        truncate: Option<u16>,
+    },
+}
+
+#[derive(Arbitrary, Debug)]
+enum Table {
+    Raw(Vec<u8>),
+    /// The offsets of the built file's instances, then edited.
+    Derived {
+        drop: Option<u8>,
+        moves: Vec<(u8, i16)>,
+        extra: Option<u64>,
+        cut_bytes: u8,
+    },
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    data: Data,
+    table: Table,
+    mmap: bool,
+    page_shift: u8,
+    verify_payload_crc: bool,
+}
+
+fn build(pieces: &[Piece], out: &mut Vec<u8>, offsets: &mut Vec<u64>) {
+    for piece in pieces {
+        match piece {
+            Piece::Instance { len, fill } => {
+                let len = usize::from(*len % 2048);
+                let mut payload = vec![*fill | 1; len];
+                if let Some(b) = payload.first_mut() {
+                    *b = 1 + (offsets.len() % 200) as u8;
+                }
+                offsets.push(out.len() as u64);
+                format::encode_record(&payload, out);
+            }
+            Piece::Filler { len } => {
+                format::encode_filler(format::MIN_FILLER_LEN + u64::from(*len % 4096), out)
+            }
+            Piece::Garbage(bytes) => out.extend_from_slice(bytes),
+        }
+    }
+}
+
+fuzz_target!(|input: Input| {
+    let mut data = Vec::new();
+    let mut offsets = Vec::new();
+    match &input.data {
+        Data::Raw(bytes) => data.extend_from_slice(bytes),
+        Data::Built {
+            pieces,
+            flips,
+            truncate,
+        } => {
+            build(pieces, &mut data, &mut offsets);
+            for &(at, xor) in flips {
+                if !data.is_empty() {
+                    let i = usize::from(at) % data.len();
+                    data[i] ^= xor;
+                }
+            }
+            if let Some(t) = truncate {
+                data.truncate(usize::from(*t));
+            }
+        }
+    }
+    let table = match &input.table {
+        Table::Raw(bytes) => bytes.clone(),
+        Table::Derived {
+            drop,
+            moves,
+            extra,
+            cut_bytes,
+        } => {
+            if let Some(d) = drop {
+                if !offsets.is_empty() {
+                    offsets.remove(usize::from(*d) % offsets.len());
+                }
+            }
+            for &(i, delta) in moves {
+                if !offsets.is_empty() {
+                    let i = usize::from(i) % offsets.len();
+                    offsets[i] = offsets[i].wrapping_add_signed(i64::from(delta));
+                }
+            }
+            offsets.extend(extra);
+            let mut t = encode_table(&offsets);
+            t.truncate(t.len().saturating_sub(usize::from(*cut_bytes % 9)));
+            t
+        }
+    };
+
+    let data_path = common::scratch_file("d.tfrecord");
+    let table_path = common::scratch_file("d.tfrecord.offsets");
+    std::fs::write(&data_path, &data).unwrap();
+    std::fs::write(&table_path, &table).unwrap();
+
+    let page = 1u64 << (9 + input.page_shift % 15);
+    assert!(PageSize::new(page).is_some());
+    let options = ReaderOptions {
+        page_size: page,
+        verify_payload_crc: input.verify_payload_crc,
+        backend: if input.mmap {
+            Backend::Mmap
+        } else {
+            Backend::Pread
+        },
+    };
+
+    // The full check.
+    let parsed = parse_table(&table_path, &table);
+    let verdict = match &parsed {
+        Ok(t) => match inspect(&data_path, Some((&table_path, t)), None) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                common::assert_names(&e, &data_path);
+                None
+            }
+        },
+        Err(e) => {
+            common::assert_names(e, &table_path);
+            None
+        }
+    };
+
+    // Random access.
+    let reader = match Reader::open_one(&data_path, Some(&table_path), &options) {
+        Ok(r) => r,
+        Err(e) => {
+            common::assert_names(&e, &data_path);
+            assert!(
+                verdict.is_none(),
+                "inspect accepts what Reader::open rejects: {e}"
+            );
+            return;
+        }
+    };
+    let t = parsed.expect("the reader opened a table that does not parse");
+    assert_eq!(reader.len(), t.len() as u64);
+    for id in 0..reader.len() {
+        match reader.read(id) {
+            Ok(payload) => {
+                let off = t[id as usize];
+                let rest = &data[off as usize..];
+                let frame = format::decode_record(rest, input.verify_payload_crc)
+                    .expect("Ok read of a record that does not decode");
+                assert_eq!(frame.payload, payload.as_slice(), "wrong payload for {id}");
+                assert!(
+                    !format::is_filler(&payload),
+                    "a filler was returned as instance {id}"
+                );
+                let end = t.get(id as usize + 1).copied().unwrap_or(data.len() as u64);
+                assert!(
+                    off + frame.framed_len <= end,
+                    "record of {id} overruns its span"
+                );
+            }
+            Err(e) => {
+                common::assert_names(&e, &data_path);
+                assert!(
+                    verdict.is_none(),
+                    "inspect accepts what read({id}) rejects: {e}"
+                );
+            }
+        }
+    }
+    if let Some(found) = verdict {
+        assert_eq!(found.instances, reader.len());
+    }
+});
