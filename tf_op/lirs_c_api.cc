@@ -146,3 +146,13 @@ LIRS_EXPORT int lirs_is_filler(const uint8_t* record, size_t len) {
     return -1;
   }
 }
+
+// TEST ONLY: makes every call of the bridged Rust entry point `point` panic
+// (inside its catch_unwind guard) until called again with "".
+LIRS_EXPORT int lirs_test_set_panic_point(const char* point, char* err,
+                                          size_t err_len) {
+  return Call(err, err_len, [&] {
+    tfrecord_lirs::ffi::set_test_panic_point(
+        rust::Str(point == nullptr ? "" : point));
+  });
+}

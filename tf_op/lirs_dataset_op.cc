@@ -391,6 +391,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     absl::Status RefillLocked() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       block_pos_ = 0;
       block_ok_ = false;
+      // Cleared here, not only in Rust: a failure before Rust clears them must
+      // not leave the previous window's ids to be retried (and repeated).
+      block_ids_.clear();
       try {
         block_ok_ = (*fetch_)->next_window(block_ids_, block_data_, block_ends_);
       } catch (const std::exception&) {

@@ -39,6 +39,8 @@ lib.lirs_writer_instance_of_input.argtypes = [ctypes.c_void_p, _u64p, ctypes.c_s
 lib.lirs_writer_instance_of_input.restype = ctypes.c_size_t
 lib.lirs_writer_free.argtypes = [ctypes.c_void_p]
 lib.lirs_writer_free.restype = None
+lib.lirs_test_set_panic_point.argtypes = [ctypes.c_char_p] + _err_args
+lib.lirs_test_set_panic_point.restype = ctypes.c_int
 
 # Codes of tf_op/lirs_status.h (LirsCode).
 _ERRORS = {
@@ -58,6 +60,13 @@ def call(fn, *args):
     if code != 0:
         message = err.value.decode("utf-8", errors="replace")
         raise _ERRORS.get(code, tf.errors.InternalError)(None, None, message)
+
+
+def _test_set_panic_point(point):
+    """TEST ONLY: every call of the bridged Rust entry point `point` panics
+    (inside its guard, so it must surface as tf.errors.InternalError) until
+    called again with ""."""
+    call(lib.lirs_test_set_panic_point, point.encode())
 
 
 def path_bytes(path):

@@ -126,6 +126,10 @@ mod ffi {
         /// TEST ONLY: panics with `message` inside a guarded entry point, so
         /// tests can prove a panic surfaces as an INTERNAL error.
         fn debug_panic(message: &str) -> Result<()>;
+        /// TEST ONLY: every call of the entry point named `point` (the Rust
+        /// function name, e.g. "read" or "next_window") panics inside its
+        /// guard until disarmed with "".
+        fn set_test_panic_point(point: &str) -> Result<()>;
     }
 }
 
@@ -179,10 +183,26 @@ impl From<core::Error> for FfiError {
 
 type FfiResult<T> = Result<T, FfiError>;
 
-/// Runs `f`, turning a panic into an `INTERNAL` error instead of unwinding
-/// into C++.
-pub fn guard<T>(f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+/// Name of the entry point that panics on purpose (tests only; empty = none).
+static TEST_PANIC_POINT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+/// Fast path: whether any test panic point is armed.
+static TEST_PANIC_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Runs `f` (the body of entry point `point`), turning a panic into an
+/// `INTERNAL` error instead of unwinding into C++.
+pub fn guard<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
+    match catch_unwind(AssertUnwindSafe(|| {
+        if TEST_PANIC_ARMED.load(std::sync::atomic::Ordering::Relaxed) {
+            let armed = TEST_PANIC_POINT
+                .lock()
+                .map(|p| p.clone())
+                .unwrap_or_default();
+            if armed == point {
+                panic!("test panic injected into entry point `{point}`");
+            }
+        }
+        f()
+    })) {
         Ok(r) => r,
         Err(payload) => {
             let what = if let Some(s) = payload.downcast_ref::<&str>() {
@@ -198,6 +218,16 @@ pub fn guard<T>(f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
             ))
         }
     }
+}
+
+/// TEST ONLY: makes entry point `point` panic on every call ("" disarms).
+fn set_test_panic_point(point: &str) -> FfiResult<()> {
+    let mut armed = TEST_PANIC_POINT
+        .lock()
+        .map_err(|_| FfiError::new(core::ErrorKind::Internal, "panic point lock poisoned"))?;
+    *armed = point.to_string();
+    TEST_PANIC_ARMED.store(!point.is_empty(), std::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
 
 fn path_of(bytes: &[u8]) -> PathBuf {
@@ -228,7 +258,7 @@ fn open_reader(
     verify_payload_crc: bool,
     use_mmap: bool,
 ) -> FfiResult<Box<LirsReader>> {
-    guard(|| {
+    guard("open_reader", || {
         if files.is_empty() {
             return Err(FfiError::invalid("no data files given"));
         }
@@ -281,11 +311,11 @@ impl LirsReader {
     }
 
     fn read(&self, id: u64) -> FfiResult<Vec<u8>> {
-        guard(|| Ok(self.inner.read(id)?))
+        guard("read", || Ok(self.inner.read(id)?))
     }
 
     fn read_batch(&self, ids: &[u64], data: &mut Vec<u8>, ends: &mut Vec<u64>) -> FfiResult<()> {
-        guard(|| {
+        guard("read_batch", || {
             data.clear();
             ends.clear();
             let mut batch = core::Batch::default();
@@ -297,7 +327,7 @@ impl LirsReader {
     }
 
     fn shard_len(&self, page_aware: bool, num_shards: u64, shard_index: u64) -> FfiResult<u64> {
-        guard(|| {
+        guard("shard_len", || {
             check_shard(num_shards, shard_index)?;
             Ok(self.inner.shard_len(page_aware, num_shards, shard_index)?)
         })
@@ -316,7 +346,7 @@ impl LirsReader {
         window: usize,
         depth: usize,
     ) -> FfiResult<Box<FetchCursor>> {
-        guard(|| {
+        guard("fetch", || {
             check_shard(num_shards, shard_index)?;
             let spec = core::OrderSpec {
                 seed,
@@ -375,7 +405,7 @@ impl FetchCursor {
         data: &mut Vec<u8>,
         ends: &mut Vec<u64>,
     ) -> FfiResult<bool> {
-        guard(|| {
+        guard("next_window", || {
             ids.clear();
             data.clear();
             ends.clear();
@@ -418,7 +448,7 @@ fn summary(s: core::PadSummary) -> PadSummary {
 }
 
 fn build_offset_table(data: &[u8], table: &[u8]) -> FfiResult<u64> {
-    guard(|| {
+    guard("build_offset_table", || {
         let data = path_of(data);
         let table = if table.is_empty() {
             core::default_table_path(&data)
@@ -430,7 +460,7 @@ fn build_offset_table(data: &[u8], table: &[u8]) -> FfiResult<u64> {
 }
 
 fn pad_file(src: &[u8], dst: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult<PadSummary> {
-    guard(|| {
+    guard("pad_file", || {
         let options = pad_options(page_size, best_fit_window)?;
         Ok(summary(core::pad_file(
             &path_of(src),
@@ -445,7 +475,7 @@ pub struct LirsWriter {
 }
 
 fn create_writer(path: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult<Box<LirsWriter>> {
-    guard(|| {
+    guard("create_writer", || {
         let options = pad_options(page_size, best_fit_window)?;
         let w = core::PaddedWriter::create(&path_of(path), &options)?;
         Ok(Box::new(LirsWriter { inner: Some(w) }))
@@ -454,14 +484,14 @@ fn create_writer(path: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult
 
 impl LirsWriter {
     fn write(&mut self, payload: &[u8]) -> FfiResult<u64> {
-        guard(|| match self.inner.as_mut() {
+        guard("write", || match self.inner.as_mut() {
             Some(w) => Ok(w.write(payload)?),
             None => Err(FfiError::invalid("write() on a closed PaddedWriter")),
         })
     }
 
     fn finish(&mut self) -> FfiResult<PadSummary> {
-        guard(|| match self.inner.take() {
+        guard("finish", || match self.inner.take() {
             Some(w) => Ok(summary(w.finish()?)),
             None => Err(FfiError::invalid("PaddedWriter is already closed")),
         })
@@ -469,7 +499,7 @@ impl LirsWriter {
 }
 
 fn is_filler(record: &[u8]) -> FfiResult<bool> {
-    guard(|| Ok(core::format::is_filler(record)))
+    guard("is_filler", || Ok(core::format::is_filler(record)))
 }
 
 /// Mapping from TensorFlow seeds onto the core's single u64 seed: the two
@@ -488,7 +518,7 @@ fn mix_seeds(seed: i64, seed2: i64) -> u64 {
 }
 
 fn debug_panic(message: &str) -> FfiResult<()> {
-    guard(|| panic!("{}", message))
+    guard("debug_panic", || panic!("{}", message))
 }
 
 #[cfg(test)]

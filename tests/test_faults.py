@@ -1,0 +1,228 @@
+"""Faults and resumption (issue #5), real TensorFlow:
+
+* a Rust panic inside each bridged entry point becomes tf.errors.InternalError and
+  the process goes on (and the entry point works again once the fault is gone);
+* iterator checkpoints saved at random positions across epochs (reshuffling,
+  page-aware, sharded, batched) restore in a *new process* to the identical rest;
+* a data file truncated underneath an open dataset is a DataLossError, not a crash.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+PYTHON_DIR = str(Path(__file__).resolve().parents[1] / "python")
+sys.path.insert(0, PYTHON_DIR)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tfrecord_lirs  # noqa: E402
+from tfrecord_lirs import LIRSDataset, _native  # noqa: E402
+
+
+def _records(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [b"%05d:" % i + bytes(rng.integers(97, 123, size=int(rng.integers(0, 300)), dtype=np.uint8))
+            for i in range(n)]
+
+
+def _write(path, recs):
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for r in recs:
+            w.write(r)
+    return str(path)
+
+
+@pytest.fixture
+def data(tmp_path):
+    recs = _records(300)
+    path = _write(tmp_path / "d.tfrecord", recs)
+    tfrecord_lirs.build_offset_table(path)
+    return path, recs
+
+
+@pytest.fixture(autouse=True)
+def disarm():
+    yield
+    _native._test_set_panic_point("")
+
+
+def _corrupt_payload(path, index):
+    table = np.fromfile(path + ".offsets", dtype="<u8")
+    raw = bytearray(Path(path).read_bytes())
+    raw[int(table[index]) + 12 + 2] ^= 0x08
+    Path(path).write_bytes(bytes(raw))
+
+
+# Each bridged entry point, and a call that reaches it.
+def _open_reader(path, tmp):
+    list(LIRSDataset(path, seed=1))
+
+
+def _shard_len(path, tmp):
+    LIRSDataset(path, seed=1, num_shards=2, shard_index=1)
+
+
+def _iterate(path, tmp):
+    list(LIRSDataset(path, seed=1, num_parallel_reads=2))
+
+
+def _read_batch(path, tmp):
+    tfrecord_lirs.read(path, [3, 4, 5])
+
+
+def _build_offset_table(path, tmp):
+    tfrecord_lirs.build_offset_table(path, str(tmp / "t.offsets"))
+
+
+def _pad_file(path, tmp):
+    tfrecord_lirs.pad(path, str(tmp / "p.tfrecord"))
+
+
+def _writer(path, tmp):
+    with tfrecord_lirs.PaddedWriter(str(tmp / "w.tfrecord")) as w:
+        w.write(b"hello")
+
+
+def _is_filler(path, tmp):
+    tfrecord_lirs.is_filler(tf.constant([b"abc", b"\x00LIRSPAD"])).numpy()
+
+
+ENTRY_POINTS = {
+    "open_reader": _open_reader,
+    "shard_len": _shard_len,
+    "fetch": _iterate,
+    "next_window": _iterate,
+    "read_batch": _read_batch,
+    "build_offset_table": _build_offset_table,
+    "pad_file": _pad_file,
+    "create_writer": _writer,
+    "write": _writer,
+    "finish": _writer,
+    "is_filler": _is_filler,
+}
+
+
+@pytest.mark.parametrize("point", sorted(ENTRY_POINTS))
+def test_panic_in_each_entry_point_is_internal_error(data, tmp_path, point):
+    path, _ = data
+    call = ENTRY_POINTS[point]
+    call(path, tmp_path)  # works before
+    _native._test_set_panic_point(point)
+    with pytest.raises(tf.errors.InternalError, match=f"panic.*`{point}`"):
+        call(path, tmp_path)
+    _native._test_set_panic_point("")
+    call(path, tmp_path)  # and again after: the process and the library are fine
+
+
+def test_panic_in_the_single_read_fallback(data):
+    # `read` is reached when a window fails and the kernel retries its ids singly.
+    path, _ = data
+    _corrupt_payload(path, 10)
+    _native._test_set_panic_point("read")
+    with pytest.raises(tf.errors.InternalError, match="`read`"):
+        list(LIRSDataset(path, seed=1))
+    _native._test_set_panic_point("")
+    with pytest.raises(tf.errors.DataLossError, match="instance 10"):
+        list(LIRSDataset(path, seed=1))
+
+
+def test_truncated_underneath_is_data_loss(tmp_path):
+    recs = _records(2000, 3)
+    path = _write(tmp_path / "t.tfrecord", recs)
+    tfrecord_lirs.build_offset_table(path)
+    it = iter(LIRSDataset(path, seed=2, num_parallel_reads=2))
+    for _ in range(5):
+        next(it)
+    size = os.path.getsize(path)
+    os.truncate(path, size // 2)
+    got = 5
+    with pytest.raises(tf.errors.DataLossError, match="t.tfrecord: instance"):
+        for _ in it:
+            got += 1
+    assert got < 2000
+
+
+# ---------------------------------------------------------------- resumption
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    sys.path.insert(0, {python_dir!r})
+    import tensorflow as tf
+    from tfrecord_lirs import LIRSDataset
+
+    cfg = json.loads(sys.argv[1])
+    def build():
+        ds = LIRSDataset(cfg["path"], seed=cfg["seed"], page_aware=cfg["page_aware"],
+                         num_shards=cfg["num_shards"], shard_index=cfg["shard_index"],
+                         batch_size=cfg["batch_size"], num_parallel_reads=cfg["threads"])
+        return ds.repeat(cfg["epochs"])
+    def key(x):
+        x = x.numpy()
+        return x.decode("latin-1") if isinstance(x, bytes) else [v.decode("latin-1") for v in x]
+    if cfg["mode"] == "save":
+        # One pass over all epochs, writing a checkpoint at each chosen position.
+        it = iter(build())
+        ckpt = tf.train.Checkpoint(iterator=it)
+        full, pos = [], 0
+        stops = set(cfg["positions"])
+        while True:
+            if pos in stops:
+                ckpt.write(cfg["prefix"] + str(pos))
+            try:
+                full.append(key(next(it)))
+            except StopIteration:
+                break
+            pos += 1
+        print(json.dumps(full))
+    else:
+        # A new process: restore each checkpoint into a fresh iterator.
+        rests = {{}}
+        for pos in cfg["positions"]:
+            it = iter(build())
+            tf.train.Checkpoint(iterator=it).read(cfg["prefix"] + str(pos)).assert_consumed()
+            rests[pos] = [key(x) for x in it]
+        print(json.dumps(rests))
+    """
+)
+
+
+def _child(tmp_path, cfg):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(python_dir=PYTHON_DIR))
+    out = subprocess.run([sys.executable, str(script), json.dumps(cfg)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("page_aware,num_shards,batch_size", [
+    (False, 1, None), (True, 1, None), (True, 2, None), (False, 3, 16)])
+def test_checkpoint_restores_in_a_new_process(tmp_path, page_aware, num_shards, batch_size):
+    recs = _records(400, 4)
+    src = _write(tmp_path / "src.tfrecord", recs)
+    path = str(tmp_path / "p.tfrecord")
+    tfrecord_lirs.pad(src, path, page_size=4096)
+    cfg = dict(path=path, seed=77, page_aware=page_aware, num_shards=num_shards,
+               shard_index=num_shards - 1, batch_size=batch_size, threads=3, epochs=3,
+               prefix=str(tmp_path / "ckpt"))
+    # Elements per epoch of this shard (batches when batched), from the dataset itself.
+    per_epoch = len(LIRSDataset(path, page_aware=page_aware, num_shards=num_shards,
+                                shard_index=num_shards - 1, batch_size=batch_size))
+    rng = random.Random(f"{page_aware}{num_shards}{batch_size}")
+    # Random positions across all three epochs, plus the epoch boundaries.
+    positions = sorted({0, 1, per_epoch - 1, per_epoch, per_epoch + 1, 3 * per_epoch - 1,
+                        *(rng.randrange(3 * per_epoch) for _ in range(4))})
+    full = _child(tmp_path, dict(cfg, mode="save", positions=positions))
+    assert len(full) == 3 * per_epoch
+    rests = _child(tmp_path, dict(cfg, mode="restore", positions=positions))
+    for pos in positions:
+        assert rests[str(pos)] == full[pos:], f"restored at {pos}"
