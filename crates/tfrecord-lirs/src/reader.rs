@@ -457,8 +457,26 @@ impl Reader {
         span: &[u8],
     ) -> Result<std::ops::Range<usize>> {
         let file = &self.files[f];
-        let frame = format::decode_record(span, self.verify_payload_crc)
-            .map_err(|e| Error::frame(&file.data_path, Some(id), start, e))?;
+        let span_end = start + span.len() as u64;
+        let frame = format::decode_record(span, self.verify_payload_crc).map_err(|e| match e {
+            // A record overrunning a span that ends before the end of the file: the
+            // table's next offset is wrong, not the data.
+            FrameError::Truncated { needed, .. }
+                if span_end < self.layout.files[f].size && needed > HEADER_LEN as u64 =>
+            {
+                Error::table(
+                    &file.table_path,
+                    Some(id),
+                    Some(start),
+                    format!(
+                        "the record at byte {start} of {} needs {needed} bytes but the table gives its span as {} bytes (the next entry is byte {span_end}): the table does not match the data file",
+                        file.data_path.display(),
+                        span.len()
+                    ),
+                )
+            }
+            e => Error::frame(&file.data_path, Some(id), start, e),
+        })?;
         if format::is_filler(frame.payload) {
             return Err(Error::table(
                 &file.table_path,
@@ -532,6 +550,18 @@ impl Reader {
 
 /// Validates a table against its data file without reading the whole file.
 fn check_table(data: &Path, table: &Path, layout: &FileLayout, src: &dyn ReadAt) -> Result<()> {
+    // A compressed file is named as such before its table is judged against it.
+    let mut head = [0u8; HEADER_LEN];
+    let head_len = (layout.size as usize).min(HEADER_LEN);
+    if io::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
+        let parses = head_len == HEADER_LEN && format::decode_header(&head).is_ok();
+        if let (false, Some(kind)) = (parses, format::compression_magic(&head[..head_len])) {
+            return Err(Error::Compressed {
+                at: crate::error::Location::new(data, None, Some(0)),
+                format: kind,
+            });
+        }
+    }
     let n = layout.offsets.len();
     if n == 0 {
         if layout.size > 0 {
