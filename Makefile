@@ -45,6 +45,15 @@ pytest: venv build tf-op python-install
 
 test: venv build lint cargo-test pytest
 
+# `make demo`: label-sorted data, the same model trained with stock shuffle(10000) and
+# LIRS; prints a table and writes demo_out/results.json and demo_out/convergence.png.
+demo: venv tf-op python-install $(VENV)/.demo-installed
+	$(PY) demo/lirs_demo.py --out demo_out
+
+$(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
+	$(VENV)/bin/pip install --quiet -r requirements-demo.txt
+	touch $@
+
 # `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
 bench: venv build tf-op python-install
