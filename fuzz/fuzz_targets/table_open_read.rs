@@ -4,7 +4,8 @@
 //! Oracles: nothing panics; every error names the data or table file; an `Ok` read
 //! returns exactly the CRC-valid, non-filler record that starts at the instance's
 //! offset; and when `inspect` accepts the pair, the reader must open it and read every
-//! instance (the full check never passes something the reader rejects).
+//! instance (the full check never passes something the reader rejects); `read_batch`
+//! succeeds exactly when every single read of its ids does, with the same payloads.
 #![no_main]
 
 mod common;
@@ -12,7 +13,9 @@ mod common;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tfrecord_lirs::format;
-use tfrecord_lirs::{encode_table, inspect, parse_table, Backend, PageSize, Reader, ReaderOptions};
+use tfrecord_lirs::{
+    encode_table, inspect, parse_table, Backend, Batch, PageSize, Reader, ReaderOptions,
+};
 
 #[derive(Arbitrary, Debug)]
 enum Piece {
@@ -50,6 +53,8 @@ struct Input {
     mmap: bool,
     page_shift: u8,
     verify_payload_crc: bool,
+    /// Ids for `read_batch` (taken modulo the instance count + 1, so some are out of range).
+    batch: Vec<u16>,
 }
 
 fn build(pieces: &[Piece], out: &mut Vec<u8>, offsets: &mut Vec<u64>) {
@@ -192,6 +197,37 @@ fuzz_target!(|input: Input| {
                     "inspect accepts what read({id}) rejects: {e}"
                 );
             }
+        }
+    }
+    // Batched reads agree with single reads.
+    let ids: Vec<u64> = input
+        .batch
+        .iter()
+        .map(|&i| u64::from(i) % (reader.len() + 1))
+        .collect();
+    let singles: Vec<_> = ids.iter().map(|&id| reader.read(id)).collect();
+    let mut batch = Batch::default();
+    match reader.read_batch(&ids, &mut batch) {
+        Ok(()) => {
+            assert_eq!(batch.len(), ids.len());
+            assert_eq!(batch.ids, ids);
+            for (pos, single) in singles.iter().enumerate() {
+                let single = single
+                    .as_ref()
+                    .expect("read_batch Ok but a single read fails");
+                assert_eq!(
+                    batch.payload(pos),
+                    single.as_slice(),
+                    "batch position {pos}"
+                );
+            }
+        }
+        Err(e) => {
+            common::assert_names(&e, &data_path);
+            assert!(
+                singles.iter().any(|r| r.is_err()),
+                "read_batch fails where every single read succeeds: {e}"
+            );
         }
     }
     if let Some(found) = verdict {
