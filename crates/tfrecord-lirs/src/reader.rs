@@ -365,6 +365,19 @@ impl Reader {
             self.check_id(first)?;
             let (f, i) = self.layout.locate(first);
             let layout = &self.layout.files[f];
+            if layout.span_len(i) > MAX_WHOLE_SPAN_READ {
+                // A long span is read only as far as its record goes (see read_span_into),
+                // on its own; the same id repeated is served from that one read.
+                let mut one = Vec::new();
+                let payload = self.read_span_into(first, &mut one)?;
+                let at = scratch.len();
+                scratch.extend_from_slice(&one[payload.clone()]);
+                while k < by_id.len() && ids[by_id[k]] == first {
+                    located[by_id[k]] = (at, payload.len());
+                    k += 1;
+                }
+                continue;
+            }
             // Extend the run while ids are consecutive, in this file, and within the cap.
             let mut end = k + 1;
             while end < by_id.len() {

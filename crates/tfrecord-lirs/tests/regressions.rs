@@ -64,6 +64,14 @@ fn a_huge_span_does_not_allocate_the_span() {
             read <= 1 << 20,
             "{backend:?}: read {read} bytes for a 116-byte record"
         );
+        // The batched path (Fetcher, TensorFlow op) keeps the same bound.
+        reader.reset_io_stats();
+        let mut batch = tfrecord_lirs::Batch::default();
+        reader.read_batch(&[0, 0], &mut batch).unwrap();
+        assert_eq!(batch.payload(0), payload(0, 100).as_slice());
+        assert_eq!(batch.payload(1), payload(0, 100).as_slice());
+        let read = reader.io_stats().bytes_read;
+        assert!(read <= 1 << 20, "{backend:?}: read_batch read {read} bytes");
     }
     // A long span whose record is longer than the first read is read up to its end.
     let big = payload(1, 3 << 20);
