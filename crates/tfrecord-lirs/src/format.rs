@@ -259,6 +259,15 @@ impl PageSize {
             .then_some(PageSize(bytes))
     }
 
+    /// Validates `bytes` as a page size, with an error that says what is allowed.
+    pub fn checked(bytes: u64) -> crate::Result<PageSize> {
+        PageSize::new(bytes).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "page size {bytes} is not a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE} bytes"
+            ))
+        })
+    }
+
     /// The page size in bytes.
     pub fn get(self) -> u64 {
         self.0

@@ -229,14 +229,7 @@ impl Reader {
     /// Validates each table: a multiple of 8 bytes, strictly increasing offsets from 0 and
     /// below the file size, and a valid record header at the first and the last offset.
     pub fn open(files: &[(PathBuf, PathBuf)], options: &ReaderOptions) -> Result<Reader> {
-        let page = PageSize::new(options.page_size).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "page size {} is not a power of two from {} to {} bytes",
-                options.page_size,
-                format::MIN_PAGE_SIZE,
-                format::MAX_PAGE_SIZE
-            ))
-        })?;
+        let page = PageSize::checked(options.page_size)?;
         let mut layouts = Vec::with_capacity(files.len());
         let mut open = Vec::with_capacity(files.len());
         let mut first_id = 0u64;

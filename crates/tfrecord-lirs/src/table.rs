@@ -75,6 +75,19 @@ pub fn encode_table(offsets: &[u64]) -> Vec<u8> {
     bytes
 }
 
+/// A temporary file in `path`'s directory (so it can be renamed over `path`),
+/// deleted if dropped.
+pub(crate) fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    tempfile::Builder::new()
+        .prefix(".lirs-tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(path, e))
+}
+
 /// Writes a file atomically: a temporary file in the same directory, renamed over
 /// `path` only once complete, so a crash never leaves a partial file under `path`.
 /// With `sync`, the data is fsynced before the rename.
@@ -83,14 +96,7 @@ pub(crate) fn write_atomically(
     sync: bool,
     fill: impl FnOnce(&mut BufWriter<&std::fs::File>) -> std::io::Result<()>,
 ) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(".lirs-tmp-")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(path, e))?;
+    let tmp = temp_file_beside(path)?;
     {
         let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
         fill(&mut w)

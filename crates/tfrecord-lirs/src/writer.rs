@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::format::{self, PageSize, FILLER_MAGIC};
-use crate::table::{default_table_path, write_table, OffsetTableBuilder};
+use crate::table::{default_table_path, temp_file_beside, write_table, OffsetTableBuilder};
 
 /// One thing to write (spec: "instance or padding").
 #[derive(Debug, Clone, Copy)]
@@ -295,28 +295,13 @@ pub struct PaddedWriter {
 impl PaddedWriter {
     /// Starts writing `path` (and `<path>.offsets` on finish).
     pub fn create(path: &Path, options: &PadOptions) -> Result<PaddedWriter> {
-        let page = PageSize::new(options.page_size).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "page size {} is not a power of two from {} to {} bytes",
-                options.page_size,
-                format::MIN_PAGE_SIZE,
-                format::MAX_PAGE_SIZE
-            ))
-        })?;
+        let page = PageSize::checked(options.page_size)?;
         if let Fit::Best { window: 0 } = options.fit {
             return Err(Error::InvalidArgument(
                 "best-fit window must hold at least 1 record".into(),
             ));
         }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let temp = tempfile::Builder::new()
-            .prefix(".lirs-tmp-")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(path, e))?;
-        let (file, temp) = temp.into_parts();
+        let (file, temp) = temp_file_beside(path)?.into_parts();
         Ok(PaddedWriter {
             path: path.to_path_buf(),
             page,
