@@ -24,6 +24,12 @@ pub trait ReadAt: Send + Sync {
 
     /// The file size when it was opened.
     fn size(&self) -> u64;
+
+    /// The whole file as memory, if this backend maps it: readers then decode records
+    /// in place instead of copying them out first.
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Fills `buf` from `offset`, retrying short and interrupted reads.
@@ -126,6 +132,10 @@ impl ReadAt for MmapFile {
 
     fn size(&self) -> u64 {
         self.bytes().len() as u64
+    }
+
+    fn mapped(&self) -> Option<&[u8]> {
+        Some(self.bytes())
     }
 }
 

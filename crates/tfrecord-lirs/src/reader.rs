@@ -130,6 +130,8 @@ pub struct Batch {
     /// End of each payload in `data`.
     pub ends: Vec<usize>,
     scratch: Vec<u8>,
+    /// (file, span start, span end) of each id, for the memory-mapped path.
+    spans: Vec<(usize, u64, u64)>,
 }
 
 impl Batch {
@@ -143,7 +145,17 @@ impl Batch {
         self.ends.is_empty()
     }
 
+    /// Payload `i`, or `None` past the end.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.data.get(start..end)
+    }
+
     /// Payload `i`.
+    ///
+    /// # Panics
+    /// If `i >= self.len()`; see [`get`](Batch::get).
     pub fn payload(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.data[start..self.ends[i]]
@@ -165,7 +177,17 @@ impl Batch {
     }
 }
 
-/// Counters of what a reader read (for benchmarks and page tests).
+/// A thread's not yet published [`IoStats`] counts.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    reads: u64,
+    bytes: u64,
+    pages: u64,
+}
+
+/// Counters of what a reader read (for benchmarks and page tests). With the mmap
+/// backend there are no read calls: a "read" is one record decoded from the map, and
+/// its bytes and pages are those of the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IoStats {
     /// Positioned reads issued.
@@ -207,6 +229,8 @@ pub struct Reader {
     layout: Arc<Layout>,
     files: Vec<OpenFile>,
     verify_payload_crc: bool,
+    /// Every file is memory-mapped (the mmap backend).
+    mapped: bool,
     reads: AtomicU64,
     bytes_read: AtomicU64,
     page_reads: AtomicU64,
@@ -259,6 +283,7 @@ impl Reader {
                 page,
                 len: first_id,
             }),
+            mapped: open.iter().all(|f| f.src.mapped().is_some()),
             files: open,
             verify_payload_crc: options.verify_payload_crc,
             reads: AtomicU64::new(0),
@@ -320,24 +345,41 @@ impl Reader {
         let (f, i) = self.layout.locate(id);
         let (start, end) = self.layout.files[f].span(i);
         buf.clear();
+        let mut tally = Tally::default();
+        let read = self.read_span_range(f, id, start, end, buf, &mut tally);
+        self.add(tally);
+        read?;
+        self.decode_span(f, id, start, buf)
+    }
+
+    /// The reads of [`read_span_into`](Reader::read_span_into).
+    fn read_span_range(
+        &self,
+        f: usize,
+        id: u64,
+        start: u64,
+        end: u64,
+        buf: &mut Vec<u8>,
+        tally: &mut Tally,
+    ) -> Result<()> {
         if end - start <= MAX_WHOLE_SPAN_READ {
-            self.read_range(f, id, start, end, buf)?;
+            self.read_range(f, id, start, end, buf, tally)?;
         } else {
             // A long span is bounded only by the table, and a damaged table can make it
             // as long as the file: read the record's first part, then only as much as its
             // header says (at most the span), never the whole span.
             let first = start + MAX_WHOLE_SPAN_READ;
-            self.read_range(f, id, start, first, buf)?;
+            self.read_range(f, id, start, first, buf, tally)?;
             let header: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("12 bytes");
             // A bad header is reported by decode_span.
             if let Ok(len) = format::decode_header(header) {
                 let stop = start.saturating_add(format::framed_len(len)).min(end);
                 if stop > first {
-                    self.read_range(f, id, first, stop, buf)?;
+                    self.read_range(f, id, first, stop, buf, tally)?;
                 }
             }
         }
-        self.decode_span(f, id, start, buf)
+        Ok(())
     }
 
     /// Reads the payloads of `ids` into `out` (replacing its contents), in the order of
@@ -346,6 +388,61 @@ impl Reader {
     /// padded file costs one page read.
     pub fn read_batch(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
         out.clear();
+        let mut tally = Tally::default();
+        let result = if self.mapped {
+            self.read_batch_mapped(ids, out, &mut tally)
+        } else {
+            self.read_batch_copied(ids, out, &mut tally)
+        };
+        self.add(tally);
+        result
+    }
+
+    /// [`read_batch`](Reader::read_batch) from memory-mapped files: each record is
+    /// decoded in place and its payload copied once, into `out`.
+    fn read_batch_mapped(&self, ids: &[u64], out: &mut Batch, tally: &mut Tally) -> Result<()> {
+        // Locate every span first: in a large table each lookup is a cache miss, and
+        // independent lookups in one loop overlap instead of waiting one by one.
+        let mut spans = std::mem::take(&mut out.spans);
+        spans.clear();
+        for &id in ids {
+            self.check_id(id)?;
+            let (f, i) = self.layout.locate(id);
+            let (start, end) = self.layout.files[f].span(i);
+            spans.push((f, start, end));
+        }
+        // The same for each record's first bytes (a load the decoder needs anyway).
+        let mut touch = 0u8;
+        for &(f, start, _) in &spans {
+            let map = self.files[f].src.mapped().unwrap_or(&[]);
+            touch ^= map.get(start as usize).copied().unwrap_or(0);
+        }
+        std::hint::black_box(touch);
+        for (&id, &(f, start, end)) in ids.iter().zip(&spans) {
+            let map = self.files[f].src.mapped().unwrap_or(&[]);
+            // The table was checked against the file size at open, so the span is in
+            // the map; `get` keeps a broken invariant an error, not a panic.
+            let span = map.get(start as usize..end as usize).ok_or_else(|| {
+                Error::table(
+                    &self.files[f].table_path,
+                    Some(id),
+                    Some(start),
+                    format!("span [{start}, {end}) is outside the mapped file"),
+                )
+            })?;
+            let payload = self.decode_span(f, id, start, span)?;
+            // Only the record is touched, not the filler after it.
+            self.note(tally, f, start, (payload.end + format::FOOTER_LEN) as u64);
+            out.data.extend_from_slice(&span[payload]);
+            out.ends.push(out.data.len());
+            out.ids.push(id);
+        }
+        out.spans = spans;
+        Ok(())
+    }
+
+    /// [`read_batch`](Reader::read_batch) through positioned reads, one per run.
+    fn read_batch_copied(&self, ids: &[u64], out: &mut Batch, tally: &mut Tally) -> Result<()> {
         let mut by_id: Vec<usize> = (0..ids.len()).collect();
         by_id.sort_unstable_by_key(|&i| ids[i]);
         // (start in scratch, payload length) of each position of `ids`.
@@ -362,7 +459,15 @@ impl Reader {
                 // A long span is read only as far as its record goes (see read_span_into),
                 // on its own; the same id repeated is served from that one read.
                 let mut one = Vec::new();
-                let payload = self.read_span_into(first, &mut one)?;
+                self.read_span_range(
+                    f,
+                    first,
+                    layout.offsets[i],
+                    layout.span(i).1,
+                    &mut one,
+                    tally,
+                )?;
+                let payload = self.decode_span(f, first, layout.offsets[i], &one)?;
                 let at = scratch.len();
                 scratch.extend_from_slice(&one[payload.clone()]);
                 while k < by_id.len() && ids[by_id[k]] == first {
@@ -392,7 +497,7 @@ impl Reader {
             let last_local = i + (ids[by_id[end - 1]] - first) as usize;
             let (start, stop) = (layout.offsets[i], layout.span(last_local).1);
             let base = scratch.len();
-            self.read_range(f, first, start, stop, &mut scratch)?;
+            self.read_range(f, first, start, stop, &mut scratch, tally)?;
             for &pos in &by_id[k..end] {
                 let id = ids[pos];
                 let local = i + (id - first) as usize;
@@ -421,6 +526,7 @@ impl Reader {
         start: u64,
         stop: u64,
         buf: &mut Vec<u8>,
+        tally: &mut Tally,
     ) -> Result<()> {
         let file = &self.files[f];
         let len = stop - start;
@@ -449,7 +555,7 @@ impl Reader {
                 Error::io(&file.data_path, e)
             }
         })?;
-        self.count(f, start, len);
+        self.note(tally, f, start, len);
         Ok(())
     }
 
@@ -497,17 +603,27 @@ impl Reader {
         Ok(HEADER_LEN..HEADER_LEN + frame.payload.len())
     }
 
-    fn count(&self, f: usize, start: u64, len: u64) {
+    /// Counts one read of `len` bytes at `start` of file `f`: pages in the shared
+    /// bitmap, totals in `tally` (added to the shared counters once per call of a
+    /// public read method, so threads do not contend on them per record).
+    fn note(&self, tally: &mut Tally, f: usize, start: u64, len: u64) {
         let page = self.layout.page;
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.bytes_read.fetch_add(len, Ordering::Relaxed);
-        self.page_reads
-            .fetch_add(page.pages_touched(start, len), Ordering::Relaxed);
+        tally.reads += 1;
+        tally.bytes += len;
+        tally.pages += page.pages_touched(start, len);
         if len > 0 {
             let touched = &self.files[f].touched;
             for p in page.page_of(start)..=page.page_of(start + len - 1) {
                 touched[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::Relaxed);
             }
+        }
+    }
+
+    fn add(&self, tally: Tally) {
+        if tally.reads > 0 {
+            self.reads.fetch_add(tally.reads, Ordering::Relaxed);
+            self.bytes_read.fetch_add(tally.bytes, Ordering::Relaxed);
+            self.page_reads.fetch_add(tally.pages, Ordering::Relaxed);
         }
     }
 

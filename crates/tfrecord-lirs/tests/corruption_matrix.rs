@@ -1,6 +1,7 @@
 //! The corruption matrix: damaged inputs generated systematically per category, for a
 //! plain (TensorFlow-framed) file and for a padded file. Every case must end in an error
-//! (from `Reader::open`, `Reader::read` of every id, or `inspect` with the table) whose
+//! (from `Reader::open`, `Reader::read` of every id, the memory-mapped `read_batch` of
+//! every id, or `inspect` with the table) whose
 //! message names the file and a byte offset; nothing may panic, and an `Ok` read must
 //! return the original payload of that id.
 //!
@@ -16,7 +17,8 @@ use std::path::Path;
 use common::payload;
 use tfrecord_lirs::format::{self, HEADER_LEN};
 use tfrecord_lirs::{
-    encode_table, inspect, parse_table, Fit, PadOptions, PaddedWriter, Reader, ReaderOptions,
+    encode_table, inspect, parse_table, Backend, Batch, Fit, PadOptions, PaddedWriter, Reader,
+    ReaderOptions,
 };
 
 /// One good file: its bytes, its table, and the payload of every id.
@@ -130,6 +132,29 @@ fn run_case(dir: &Path, data: &[u8], table: &[u8], original: &[Vec<u8>]) -> Outc
                         Err(e) => errors.push(e.to_string()),
                         Ok(p) => {
                             if original.get(id as usize) != Some(&p) {
+                                return Err(Outcome::WrongPayload(id));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The memory-mapped batch path decodes in place: it must agree, id by id.
+        let mapped = ReaderOptions {
+            backend: Backend::Mmap,
+            ..ReaderOptions::default()
+        };
+        match Reader::open_one(&data_path, Some(&table_path), &mapped) {
+            Err(e) => errors.push(e.to_string()),
+            Ok(reader) => {
+                let mut batch = Batch::default();
+                for id in 0..reader.len() {
+                    match reader.read_batch(&[id], &mut batch) {
+                        Err(e) => errors.push(e.to_string()),
+                        Ok(()) => {
+                            if original.get(id as usize).map(Vec::as_slice)
+                                != Some(batch.payload(0))
+                            {
                                 return Err(Outcome::WrongPayload(id));
                             }
                         }
