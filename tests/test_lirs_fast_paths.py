@@ -100,8 +100,25 @@ def test_batched_checkpoint_restores_the_exact_sequence(padded, tmp_path, consum
     assert len(expected) == 20 - consumed
 
 
+@pytest.mark.parametrize("page_aware,batch_size", [(False, None), (True, None), (True, 64)])
+def test_every_backend_yields_the_same_sequence(padded, page_aware, batch_size):
+    path, recs = padded
+    seqs = {}
+    for backend in ["pread", "mmap", "direct"]:
+        ds = LIRSDataset(path, seed=3, page_aware=page_aware, batch_size=batch_size,
+                         backend=backend)
+        seqs[backend] = _seq(ds) if batch_size is None else [b.numpy().tolist() for b in ds]
+    assert seqs["mmap"] == seqs["pread"]
+    assert seqs["direct"] == seqs["pread"]
+    flat = seqs["pread"] if batch_size is None else sum(seqs["pread"], [])
+    assert sorted(flat) == sorted(recs)
+
+
 def test_bad_fast_path_arguments(padded):
     path, _ = padded
+    for bad in ["", "MMAP", "io_uring", None]:
+        with pytest.raises(ValueError, match="backend"):
+            LIRSDataset(path, backend=bad)
     for bad in [0, -3, 2.5, True]:
         with pytest.raises(ValueError):
             LIRSDataset(path, batch_size=bad)
@@ -110,7 +127,8 @@ def test_bad_fast_path_arguments(padded):
             LIRSDataset(path, num_parallel_reads=bad)
 
 
-def test_damaged_instance_in_a_parallel_window_names_it(tmp_path):
+@pytest.mark.parametrize("backend", ["pread", "mmap"])
+def test_damaged_instance_in_a_parallel_window_names_it(tmp_path, backend):
     recs = _records(400, 9)
     src = str(tmp_path / "d.tfrecord")
     with tf.io.TFRecordWriter(src) as w:
@@ -121,7 +139,7 @@ def test_damaged_instance_in_a_parallel_window_names_it(tmp_path):
     data = bytearray(Path(src).read_bytes())
     data[int(table[123]) + 12 + 3] ^= 0x40
     Path(src).write_bytes(bytes(data))
-    ds = LIRSDataset(src, seed=1, num_parallel_reads=8)
+    ds = LIRSDataset(src, seed=1, num_parallel_reads=8, backend=backend)
     with pytest.raises(tf.errors.DataLossError, match="instance 123"):
         _seq(ds)
     # Skipping the bad one delivers every other instance exactly once.

@@ -66,13 +66,13 @@ absl::Status ReadStringList(OpKernelContext* ctx, const char* name,
 // Opens the shared reader over (files, tables); tables may be empty.
 absl::Status OpenReader(const std::vector<std::string>& files,
                         const std::vector<std::string>& tables,
-                        int64_t page_size,
+                        int64_t page_size, const std::string& backend,
                         std::unique_ptr<rust::Box<LirsReader>>* out) {
   LIRS_RETURN_IF_RUST_ERROR("", {
     // cxx takes CxxVector<CxxString> == std::vector<std::string>.
     *out = std::make_unique<rust::Box<LirsReader>>(tfrecord_lirs::ffi::open_reader(
         files, tables, static_cast<uint64_t>(page_size), /*verify_payload_crc=*/true,
-        /*use_mmap=*/false));
+        rust::Str(backend)));
   });
   return absl::OkStatus();
 }
@@ -96,6 +96,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kBatchSize = "batch_size";
   static constexpr const char* const kDropRemainder = "drop_remainder";
   static constexpr const char* const kNumParallelReads = "num_parallel_reads";
+  static constexpr const char* const kBackend = "backend";
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
@@ -114,6 +115,12 @@ class LIRSDatasetOp : public DatasetOpKernel {
                 errors::InvalidArgument(
                     "`num_parallel_reads` must be >= 1 or -1 (automatic), got ",
                     num_parallel_reads_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
+    OP_REQUIRES(ctx,
+                backend_ == "pread" || backend_ == "mmap" || backend_ == "direct",
+                errors::InvalidArgument(
+                    "`backend` must be \"pread\", \"mmap\" or \"direct\", got \"",
+                    backend_, "\""));
   }
 
  protected:
@@ -126,6 +133,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   int64_t batch_size_ = 0;
   bool drop_remainder_ = false;
   int64_t num_parallel_reads_ = -1;
+  std::string backend_ = "pread";
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
@@ -134,7 +142,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           std::vector<std::string> offset_tables, bool page_aware,
           RandomSeeds&& seeds, bool reshuffle, int64_t page_size,
           int64_t batch_size, bool drop_remainder, int64_t num_parallel_reads,
-          int64_t num_shards,
+          std::string backend, int64_t num_shards,
           int64_t shard_index, std::unique_ptr<rust::Box<LirsReader>> reader,
           int64_t cardinality, SeedGeneratorManager* manager,
           ResourceHandle&& resource_handle, bool owns_resource)
@@ -148,6 +156,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         batch_size_(batch_size),
         drop_remainder_(drop_remainder),
         num_parallel_reads_(num_parallel_reads),
+        backend_(std::move(backend)),
         output_shapes_({batch_size == 0 ? PartialTensorShape({})
                         : drop_remainder ? PartialTensorShape({batch_size})
                                          : PartialTensorShape({-1})}),
@@ -240,6 +249,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     b->BuildAttrValue(drop_remainder_, &drop_remainder);
     AttrValue num_parallel_reads;
     b->BuildAttrValue(num_parallel_reads_, &num_parallel_reads);
+    AttrValue backend;
+    b->BuildAttrValue(backend_, &backend);
     return b->AddDataset(
         this,
         {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
@@ -248,7 +259,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
          {kPageSize, page_size},
          {kBatchSize, batch_size},
          {kDropRemainder, drop_remainder},
-         {kNumParallelReads, num_parallel_reads}},
+         {kNumParallelReads, num_parallel_reads},
+         {kBackend, backend}},
         output);
   }
 
@@ -368,9 +380,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       // continues with the next instance, and checkpoints agree.
       ++emitted_;
       if (block_ok_) {
-        const uint64_t begin = i == 0 ? 0 : block_ends_[i - 1];
-        out->assign(reinterpret_cast<const char*>(block_data_.data()) + begin,
-                    block_ends_[i] - begin);
+        const rust::Slice<const uint8_t> payload = (*fetch_)->payload(i);
+        out->assign(reinterpret_cast<const char*>(payload.data()),
+                    payload.size());
       } else {
         // The window's read failed: read one by one so the error names the
         // exact instance and the others are still delivered.
@@ -395,7 +407,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       // not leave the previous window's ids to be retried (and repeated).
       block_ids_.clear();
       try {
-        block_ok_ = (*fetch_)->next_window(block_ids_, block_data_, block_ends_);
+        block_ok_ = (*fetch_)->next_window(block_ids_);
       } catch (const std::exception&) {
         // `block_ids_` holds the failed window; NextPayloadLocked re-reads
         // its ids singly and reports the exact error.
@@ -431,8 +443,6 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       });
       emitted_ = position;
       block_ids_.clear();
-      block_data_.clear();
-      block_ends_.clear();
       block_pos_ = 0;
       block_ok_ = false;
       return absl::OkStatus();
@@ -450,9 +460,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
     std::unique_ptr<rust::Box<FetchCursor>> fetch_ TF_GUARDED_BY(mu_);
     uint64_t emitted_ TF_GUARDED_BY(mu_) = 0;  // Position in the epoch order.
+    // The current window's ids; its payloads are served by `fetch_` in place.
     rust::Vec<uint64_t> block_ids_ TF_GUARDED_BY(mu_);
-    rust::Vec<uint8_t> block_data_ TF_GUARDED_BY(mu_);
-    rust::Vec<uint64_t> block_ends_ TF_GUARDED_BY(mu_);
     size_t block_pos_ TF_GUARDED_BY(mu_) = 0;
     bool block_ok_ TF_GUARDED_BY(mu_) = false;
   };
@@ -466,6 +475,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const int64_t batch_size_;
   const bool drop_remainder_;
   const int64_t num_parallel_reads_;
+  const std::string backend_;
   const std::vector<PartialTensorShape> output_shapes_;
   const int64_t num_shards_;
   const int64_t shard_index_;
@@ -508,7 +518,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
                                       num_shards, "), got ", shard_index));
 
   std::unique_ptr<rust::Box<LirsReader>> reader;
-  OP_REQUIRES_OK(ctx, OpenReader(filenames, offset_tables, page_size_, &reader));
+  OP_REQUIRES_OK(
+      ctx, OpenReader(filenames, offset_tables, page_size_, backend_, &reader));
   uint64_t shard_len = 0;
   OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
     LIRS_RETURN_IF_RUST_ERROR("", shard_len = (*reader)->shard_len(
@@ -554,7 +565,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   *output = new Dataset(ctx, std::move(filenames), std::move(offset_tables),
                         page_aware, std::move(seeds), reshuffle_, page_size_,
                         batch_size_, drop_remainder_, num_parallel_reads_,
-                        num_shards, shard_index, std::move(reader),
+                        backend_, num_shards, shard_index, std::move(reader),
                         static_cast<int64_t>(shard_len), manager,
                         std::move(handle), owns_resource);
 }

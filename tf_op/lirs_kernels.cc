@@ -67,7 +67,7 @@ class LIRSReadOp : public OpKernel {
       LIRS_RETURN_IF_RUST_ERROR("LIRSRead: ", {
         auto reader = tfrecord_lirs::ffi::open_reader(
             filenames, tables, 4096, /*verify_payload_crc=*/true,
-            /*use_mmap=*/false);
+            /*backend=*/"pread");
         rust::Vec<uint8_t> data;
         rust::Vec<uint64_t> ends;
         reader->read_batch(rust::Slice<const uint64_t>(ids.data(), ids.size()),

@@ -27,6 +27,9 @@ REGISTER_OP("LIRSDataset")
     .Attr("drop_remainder: bool = false")
     // I/O threads fetching the order ahead of the consumer; -1 = automatic.
     .Attr("num_parallel_reads: int = -1")
+    // I/O backend: "pread" (default), "mmap" (hot, immutable files) or
+    // "direct" (O_DIRECT, bypasses the page cache).
+    .Attr("backend: string = 'pread'")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {

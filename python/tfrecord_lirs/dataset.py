@@ -44,6 +44,11 @@ class LIRSDataset(dataset_ops.DatasetSource):
       num_parallel_reads: (keyword only) I/O threads reading the order ahead of
         the consumer; None or tf.data.AUTOTUNE chooses automatically. The
         sequence is the same for every value.
+      backend: (keyword only) how records are read: "pread" (default; safe if
+        a file changes underneath), "mmap" (fastest on hot, page-cached data;
+        the files must not be truncated while read, or the process gets
+        SIGBUS), or "direct" (O_DIRECT: bypasses the page cache, for padded
+        files on SSDs that are larger than memory). Same elements either way.
     Elements are scalar tf.string payloads (or batches of them); filler
     records never appear.
     """
@@ -51,7 +56,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
     def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
                  reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
                  *, page_size=4096, batch_size=None, drop_remainder=False,
-                 num_parallel_reads=None):
+                 num_parallel_reads=None, backend="pread"):
         n, i = _static_int(num_shards), _static_int(shard_index)
         if n is not None and n < 1:
             raise ValueError(f"num_shards must be >= 1, got {n}")
@@ -69,6 +74,9 @@ class LIRSDataset(dataset_ops.DatasetSource):
               or num_parallel_reads < 1):
             raise ValueError("num_parallel_reads must be a positive int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
+        if backend not in ("pread", "mmap", "direct"):
+            raise ValueError(
+                f'backend must be "pread", "mmap" or "direct", got {backend!r}')
         self._batch_size = batch_size
         self._drop_remainder = bool(drop_remainder)
         if isinstance(filenames, (str, bytes, os.PathLike)):
@@ -108,6 +116,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             batch_size=batch_size or 0,
             drop_remainder=self._drop_remainder,
             num_parallel_reads=num_parallel_reads,
+            backend=backend,
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
 

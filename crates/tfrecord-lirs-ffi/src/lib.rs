@@ -51,7 +51,7 @@ mod ffi {
             tables: &CxxVector<CxxString>,
             page_size: u64,
             verify_payload_crc: bool,
-            use_mmap: bool,
+            backend: &str,
         ) -> Result<Box<LirsReader>>;
         /// Another handle on the same underlying reader (Arc clone).
         fn clone_handle(self: &LirsReader) -> Box<LirsReader>;
@@ -92,16 +92,15 @@ mod ffi {
         fn len(self: &FetchCursor) -> u64;
         /// Ids handed out so far in this epoch.
         fn position(self: &FetchCursor) -> u64;
-        /// The next window: its ids into `ids` and payloads into
-        /// `data`/`ends` (`ends[i]` = end of payload i). Returns false at the
-        /// end of the epoch. On a read error `ids` still holds the window's
-        /// ids (so the caller can retry them singly) and the error is thrown.
-        fn next_window(
-            self: &mut FetchCursor,
-            ids: &mut Vec<u64>,
-            data: &mut Vec<u8>,
-            ends: &mut Vec<u64>,
-        ) -> Result<bool>;
+        /// Moves to the next window and puts its ids into `ids`; its
+        /// payloads are then read with `payload`, in place (no copy into a
+        /// joined buffer). Returns false at the end of the epoch. On a read
+        /// error `ids` still holds the window's ids (so the caller can retry
+        /// them singly) and the error is thrown.
+        fn next_window(self: &mut FetchCursor, ids: &mut Vec<u64>) -> Result<bool>;
+        /// Payload `i` of the current window; empty past its end or when the
+        /// window failed. Valid until the next `next_window` call.
+        fn payload(self: &FetchCursor, i: usize) -> &[u8];
 
         fn build_offset_table(data: &[u8], table: &[u8]) -> Result<u64>;
         /// `best_fit_window == 0` → `Fit::Next`, else `Fit::Best { window }`.
@@ -256,7 +255,7 @@ fn open_reader(
     tables: &CxxVector<CxxString>,
     page_size: u64,
     verify_payload_crc: bool,
-    use_mmap: bool,
+    backend: &str,
 ) -> FfiResult<Box<LirsReader>> {
     guard("open_reader", || {
         if files.is_empty() {
@@ -278,14 +277,20 @@ fn open_reader(
             };
             pairs.push((data, table));
         }
+        let backend = match backend {
+            "" | "pread" => core::Backend::Pread,
+            "mmap" => core::Backend::Mmap,
+            "direct" => core::Backend::Direct,
+            other => {
+                return Err(FfiError::invalid(format!(
+                    "unknown I/O backend {other:?}: use \"pread\", \"mmap\" or \"direct\""
+                )))
+            }
+        };
         let options = core::ReaderOptions {
             page_size,
             verify_payload_crc,
-            backend: if use_mmap {
-                core::Backend::Mmap
-            } else {
-                core::Backend::Pread
-            },
+            backend,
         };
         let reader = core::Reader::open(&pairs, &options)?;
         Ok(Box::new(LirsReader {
@@ -369,7 +374,10 @@ impl LirsReader {
                 depth,
             };
             let fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?;
-            Ok(Box::new(FetchCursor { fetcher }))
+            Ok(Box::new(FetchCursor {
+                fetcher,
+                current: None,
+            }))
         })
     }
 }
@@ -388,6 +396,8 @@ fn check_shard(num_shards: u64, shard_index: u64) -> FfiResult<()> {
 
 pub struct FetchCursor {
     fetcher: core::Fetcher,
+    /// The payloads of the window last returned by `next_window`.
+    current: Option<core::Payloads>,
 }
 
 impl FetchCursor {
@@ -399,25 +409,23 @@ impl FetchCursor {
         self.fetcher.position()
     }
 
-    fn next_window(
-        &mut self,
-        ids: &mut Vec<u64>,
-        data: &mut Vec<u8>,
-        ends: &mut Vec<u64>,
-    ) -> FfiResult<bool> {
+    fn next_window(&mut self, ids: &mut Vec<u64>) -> FfiResult<bool> {
         guard("next_window", || {
             ids.clear();
-            data.clear();
-            ends.clear();
+            // Dropping the last window hands its buffers back to the fetch threads.
+            self.current = None;
             let Some(window) = self.fetcher.next_window() else {
                 return Ok(false);
             };
             *ids = window.ids;
-            let batch = window.result?;
-            *data = batch.data;
-            ends.extend(batch.ends.iter().map(|&e| e as u64));
+            self.current = Some(window.result?);
             Ok(true)
         })
+    }
+
+    fn payload(&self, i: usize) -> &[u8] {
+        // Not guarded: slicing by `Payloads::payload` cannot panic.
+        self.current.as_ref().map_or(&[], |p| p.payload(i))
     }
 }
 

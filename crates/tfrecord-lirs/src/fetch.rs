@@ -50,9 +50,44 @@ struct Done {
     result: Result<Batch>,
 }
 
-/// A window being fetched: its ids in order, and the parts that came back.
+/// A window is cut into parts of at least this many ids (when it has that many): a
+/// part is one hand-off to a thread and back, which costs about as much as reading a
+/// few hot records.
+const MIN_PART_IDS: usize = 16;
+
+/// Used batches, handed back by the consumer so the threads reuse their buffers.
+#[derive(Clone, Default)]
+struct Spares(Arc<Mutex<Vec<Batch>>>);
+
+impl Spares {
+    /// Spares kept at most; beyond it batches are freed.
+    const MAX: usize = 64;
+
+    fn take(&self) -> Batch {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn give(&self, batches: impl IntoIterator<Item = Batch>) {
+        if let Ok(mut v) = self.0.lock() {
+            for b in batches {
+                if v.len() >= Self::MAX {
+                    break;
+                }
+                v.push(b);
+            }
+        }
+    }
+}
+
+/// A window being fetched: its ids in order, where each payload will be, and the
+/// parts that came back.
 struct Pending {
     ids: Vec<u64>,
+    slots: Vec<(usize, usize)>,
     parts: Vec<Option<Batch>>,
     missing: usize,
     error: Option<Error>,
@@ -73,8 +108,12 @@ struct Pending {
 /// let order = reader.epoch_order(&OrderSpec { seed: 1, page_aware: true, ..Default::default() })?;
 /// let mut fetcher = Fetcher::new(Arc::clone(&reader), order, FetchOptions::default())?;
 /// let mut n = 0;
-/// while let Some(batch) = fetcher.next_batch() {
-///     n += batch?.len();
+/// while let Some(window) = fetcher.next_window() {
+///     let payloads = window.result?;
+///     for i in 0..payloads.len() {
+///         n += 1;
+///         assert_eq!(payloads.payload(i).len(), 4);
+///     }
 /// }
 /// assert_eq!(n, 500);
 /// # Ok(()) }
@@ -85,6 +124,7 @@ pub struct Fetcher {
     jobs: Option<mpsc::Sender<Job>>,
     done: mpsc::Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
+    spares: Spares,
     pending: BTreeMap<u64, Pending>,
     next_window: u64,
     next_deliver: u64,
@@ -92,7 +132,7 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
-    /// Starts the pool; fetching begins with the first `next_batch`.
+    /// Starts the pool; fetching begins with the first `next_window`.
     pub fn new(reader: Arc<Reader>, order: EpochOrder, options: FetchOptions) -> Result<Fetcher> {
         if options.threads == 0 || options.window == 0 || options.depth == 0 {
             return Err(Error::InvalidArgument(format!(
@@ -102,31 +142,36 @@ impl Fetcher {
         let (job_tx, job_rx) = mpsc::channel::<Job>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let spares = Spares::default();
         let workers = (0..options.threads)
             .map(|_| {
                 let jobs = Arc::clone(&job_rx);
                 let done = done_tx.clone();
                 let reader = Arc::clone(&reader);
-                std::thread::spawn(move || loop {
-                    // The lock is held only while taking a job, never while reading.
-                    let job = match jobs.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok(job) = job else { return };
-                    let mut batch = Batch::default();
-                    let result = reader.read_batch(&job.ids, &mut batch).map(|()| batch);
-                    let sent = done.send(Done {
-                        window: job.window,
-                        part: job.part,
-                        result,
-                    });
-                    if sent.is_err() {
-                        return;
-                    }
-                })
+                let spares = spares.clone();
+                std::thread::Builder::new()
+                    .name("lirs-fetch".into())
+                    .spawn(move || loop {
+                        // The lock is held only while taking a job, never while reading.
+                        let job = match jobs.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(job) = job else { return };
+                        let mut batch = spares.take();
+                        let result = reader.read_batch(&job.ids, &mut batch).map(|()| batch);
+                        let sent = done.send(Done {
+                            window: job.window,
+                            part: job.part,
+                            result,
+                        });
+                        if sent.is_err() {
+                            return;
+                        }
+                    })
             })
-            .collect();
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start fetch threads: {e}")))?;
         let delivered = order.position();
         Ok(Fetcher {
             order,
@@ -134,6 +179,7 @@ impl Fetcher {
             jobs: Some(job_tx),
             done: done_rx,
             workers,
+            spares,
             pending: BTreeMap::new(),
             next_window: 0,
             next_deliver: 0,
@@ -164,7 +210,8 @@ impl Fetcher {
             if self.order.next_window(self.options.window, &mut ids) == 0 {
                 return;
             }
-            let parts = split_runs(&ids, self.options.threads);
+            let most = self.options.threads.min(ids.len().div_ceil(MIN_PART_IDS));
+            let (parts, slots) = split_runs(&ids, most);
             let window = self.next_window;
             self.next_window += 1;
             let count = parts.len();
@@ -180,6 +227,7 @@ impl Fetcher {
                 window,
                 Pending {
                     ids,
+                    slots,
                     parts: (0..count).map(|_| None).collect(),
                     missing: count,
                     error: None,
@@ -225,12 +273,17 @@ impl Fetcher {
         let window = self.pending.remove(&head).expect("present");
         self.next_deliver += 1;
         self.delivered += window.ids.len() as u64;
+        let parts: Vec<Batch> = window.parts.into_iter().flatten().collect();
         let result = match window.error {
-            Some(e) => Err(e),
-            None => Ok(assemble(
-                &window.ids,
-                window.parts.into_iter().flatten().collect(),
-            )),
+            Some(e) => {
+                self.spares.give(parts);
+                Err(e)
+            }
+            None => Ok(Payloads {
+                parts,
+                slots: window.slots,
+                spares: self.spares.clone(),
+            }),
         };
         self.submit();
         Some(Window {
@@ -239,9 +292,11 @@ impl Fetcher {
         })
     }
 
-    /// The next window's payloads, in order; `None` at the end of the epoch.
+    /// The next window's payloads, in order, copied into one [`Batch`]; `None` at the
+    /// end of the epoch.
     pub fn next_batch(&mut self) -> Option<Result<Batch>> {
-        self.next_window().map(|w| w.result)
+        self.next_window()
+            .map(|w| w.result.map(|p| p.to_batch(&w.ids)))
     }
 }
 
@@ -251,7 +306,64 @@ pub struct Window {
     /// The ids of the window, in order.
     pub ids: Vec<u64>,
     /// Their payloads, or the first error reading them.
-    pub result: Result<Batch>,
+    pub result: Result<Payloads>,
+}
+
+/// The payloads of one window where the fetch threads put them (no copy into one
+/// buffer); payload `i` is that of the window's `i`-th id.
+pub struct Payloads {
+    parts: Vec<Batch>,
+    /// (part, index in part) of each payload.
+    slots: Vec<(usize, usize)>,
+    spares: Spares,
+}
+
+impl Payloads {
+    /// Number of payloads.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Payload `i` (empty if `i` is out of range).
+    pub fn payload(&self, i: usize) -> &[u8] {
+        self.slots
+            .get(i)
+            .and_then(|&(p, j)| self.parts.get(p)?.get(j))
+            .unwrap_or(&[])
+    }
+
+    /// The payloads copied into one [`Batch`] with `ids`, the window's ids.
+    pub fn to_batch(&self, ids: &[u64]) -> Batch {
+        let mut out = Batch::default();
+        out.data
+            .reserve(self.parts.iter().map(|p| p.data.len()).sum::<usize>());
+        for (i, &id) in ids.iter().enumerate().take(self.len()) {
+            out.data.extend_from_slice(self.payload(i));
+            out.ends.push(out.data.len());
+            out.ids.push(id);
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for Payloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Payloads")
+            .field("len", &self.len())
+            .field("parts", &self.parts.len())
+            .finish()
+    }
+}
+
+impl Drop for Payloads {
+    fn drop(&mut self) {
+        self.spares.give(self.parts.drain(..));
+    }
 }
 
 impl Drop for Fetcher {
@@ -264,46 +376,30 @@ impl Drop for Fetcher {
 }
 
 /// Cuts a window into at most `parts` id lists, each a set of whole runs of consecutive
-/// ids (sorted), balanced by count.
-fn split_runs(ids: &[u64], parts: usize) -> Vec<Vec<u64>> {
-    let mut sorted = ids.to_vec();
-    sorted.sort_unstable();
-    let target = sorted.len().div_ceil(parts.max(1));
+/// ids (sorted), balanced by count. Also returns where each position of `ids` lands:
+/// (list, index in the list).
+fn split_runs(ids: &[u64], parts: usize) -> (Vec<Vec<u64>>, Vec<(usize, usize)>) {
+    let mut by_id: Vec<usize> = (0..ids.len()).collect();
+    by_id.sort_unstable_by_key(|&k| ids[k]);
+    let target = ids.len().div_ceil(parts.max(1));
     let mut out: Vec<Vec<u64>> = Vec::new();
+    let mut slots = vec![(0, 0); ids.len()];
     let mut current = Vec::new();
-    for (k, &id) in sorted.iter().enumerate() {
-        let run_continues = k > 0 && (id == sorted[k - 1] || id == sorted[k - 1] + 1);
+    let mut prev: Option<u64> = None;
+    for &k in &by_id {
+        let id = ids[k];
+        let run_continues = prev.is_some_and(|p| id == p || id == p + 1);
         if !run_continues && current.len() >= target {
             out.push(std::mem::take(&mut current));
         }
+        slots[k] = (out.len(), current.len());
         current.push(id);
+        prev = Some(id);
     }
     if !current.is_empty() {
         out.push(current);
     }
-    out
-}
-
-/// Puts the parts' payloads back in window order.
-fn assemble(ids: &[u64], parts: Vec<Batch>) -> Batch {
-    // Each id (possibly repeated) → where its payload is.
-    let mut where_is: std::collections::HashMap<u64, (usize, usize)> =
-        std::collections::HashMap::with_capacity(ids.len());
-    for (p, part) in parts.iter().enumerate() {
-        for (j, &id) in part.ids.iter().enumerate() {
-            where_is.insert(id, (p, j));
-        }
-    }
-    let mut out = Batch::default();
-    out.data
-        .reserve(parts.iter().map(|p| p.data.len()).sum::<usize>());
-    for &id in ids {
-        let (p, j) = where_is[&id];
-        out.data.extend_from_slice(parts[p].payload(j));
-        out.ends.push(out.data.len());
-        out.ids.push(id);
-    }
-    out
+    (out, slots)
 }
 
 #[cfg(test)]
@@ -312,7 +408,8 @@ mod tests {
 
     #[test]
     fn split_keeps_runs_whole() {
-        let parts = split_runs(&[9, 3, 4, 5, 1, 10, 11, 20], 3);
+        let ids = [9, 3, 4, 5, 1, 10, 11, 20];
+        let (parts, slots) = split_runs(&ids, 3);
         let all: Vec<u64> = parts.iter().flatten().copied().collect();
         assert_eq!(all, vec![1, 3, 4, 5, 9, 10, 11, 20]);
         for p in &parts {
@@ -321,6 +418,15 @@ mod tests {
         // 3,4,5 stay together; so do 9,10,11.
         assert!(parts.iter().any(|p| p.windows(3).any(|w| w == [3, 4, 5])));
         assert!(parts.iter().any(|p| p.windows(3).any(|w| w == [9, 10, 11])));
-        assert!(split_runs(&[], 4).is_empty());
+        // Every position points at its own id.
+        for (k, &(p, j)) in slots.iter().enumerate() {
+            assert_eq!(parts[p][j], ids[k]);
+        }
+        let (parts, slots) = split_runs(&[], 4);
+        assert!(parts.is_empty() && slots.is_empty());
+        // A repeated id gets a slot of its own.
+        let (parts, slots) = split_runs(&[7, 7, 2], 2);
+        assert_eq!(parts.iter().flatten().filter(|&&i| i == 7).count(), 2);
+        assert_ne!(slots[0], slots[1]);
     }
 }

@@ -46,7 +46,7 @@ mod table;
 mod writer;
 
 pub use error::{Error, ErrorKind, Location, Result};
-pub use fetch::{FetchOptions, Fetcher, Window};
+pub use fetch::{FetchOptions, Fetcher, Payloads, Window};
 pub use format::PageSize;
 pub use io::{cached_pages, drop_from_page_cache, Backend};
 pub use order::{EpochOrder, OrderSpec};
