@@ -54,8 +54,8 @@ def lirs_has_batch_size():
     return "batch_size" in params
 
 
-def make_dataset(name, data, batch):
-    """(dataset, note) for contender `name`."""
+def make_dataset(name, data, batch, backend="pread"):
+    """(dataset, note) for contender `name`; `backend` is LIRSDataset's I/O backend."""
     if name == "baseline":
         return tf.data.Dataset.range(0).map(lambda x: tf.as_string(x)), ""
     if name == "tfrecord":
@@ -67,12 +67,13 @@ def make_dataset(name, data, batch):
     if name == "tfrecord_shuffle_batch":
         return tf.data.TFRecordDataset(data).shuffle(SHUFFLE_BUFFER, seed=1).batch(batch), ""
     if name == "lirs":
-        return tfrecord_lirs.LIRSDataset(data, seed=1), ""
+        return tfrecord_lirs.LIRSDataset(data, seed=1, backend=backend), ""
     if name == "lirs_page_aware":
-        return tfrecord_lirs.LIRSDataset(data, seed=1, page_aware=True), ""
+        return tfrecord_lirs.LIRSDataset(data, seed=1, page_aware=True, backend=backend), ""
     if name == "lirs_batched":
         if lirs_has_batch_size():
-            return tfrecord_lirs.LIRSDataset(data, seed=1, batch_size=batch), "in-kernel"
+            return (tfrecord_lirs.LIRSDataset(data, seed=1, batch_size=batch, backend=backend),
+                    "in-kernel")
         return (tfrecord_lirs.LIRSDataset(data, seed=1).batch(batch),
                 "via .batch() - in-kernel batching pending")
     raise ValueError(f"unknown contender {name!r}")
@@ -140,9 +141,11 @@ def main():
     ap.add_argument("--source-bound", action="store_true",
                     help="append .batch(1024) before consuming (per-element contenders)")
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--backend", default="pread", choices=["pread", "mmap", "direct"],
+                    help="LIRSDataset's I/O backend (lirs contenders only)")
     args = ap.parse_args()
 
-    ds, note = make_dataset(args.contender, args.data, args.batch)
+    ds, note = make_dataset(args.contender, args.data, args.batch, args.backend)
     batched = "batch" in args.contender
     expect = args.expect
     if args.source_bound:
@@ -162,6 +165,7 @@ def main():
         expect = None if expect is None else min(expect, cap)
     consume.get_concrete_function(ds)  # trace once, untimed
     out = {"contender": args.contender, "note": note, "batch": args.batch,
+           "backend": args.backend if args.contender.startswith("lirs") else None,
            "source_bound": args.source_bound, "cold": args.cold}
     if args.contender == "baseline":
         out.update(records=int(consume(ds)), secs=[])

@@ -325,8 +325,11 @@ impl LirsReader {
             ends.clear();
             let mut batch = core::Batch::default();
             self.inner.read_batch(ids, &mut batch)?;
-            *data = std::mem::take(&mut batch.data);
-            ends.extend(batch.ends.iter().map(|&e| e as u64));
+            data.reserve(batch.payload_bytes());
+            for payload in batch.payloads() {
+                data.extend_from_slice(payload);
+                ends.push(data.len() as u64);
+            }
             Ok(())
         })
     }

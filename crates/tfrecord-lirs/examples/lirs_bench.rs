@@ -249,7 +249,7 @@ fn cold(file: &Path, threads: usize, window: usize, depth: usize, max_secs: u64)
     while let Some(batch) = fetcher.next_batch() {
         let batch = batch?;
         records += batch.len() as u64;
-        bytes += batch.data.len() as u64;
+        bytes += batch.payload_bytes() as u64;
         if t.elapsed() >= limit {
             break;
         }

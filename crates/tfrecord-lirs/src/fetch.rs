@@ -55,14 +55,13 @@ struct Done {
 /// few hot records.
 const MIN_PART_IDS: usize = 16;
 
-/// Used batches, handed back by the consumer so the threads reuse their buffers.
-#[derive(Clone, Default)]
-struct Spares(Arc<Mutex<Vec<Batch>>>);
+/// Used batches, handed back by the consumer so the threads reuse their buffers; at
+/// most `.1` are kept (one per thread is what the steady state needs; more would only
+/// hold memory).
+#[derive(Clone)]
+struct Spares(Arc<Mutex<Vec<Batch>>>, usize);
 
 impl Spares {
-    /// Spares kept at most; beyond it batches are freed.
-    const MAX: usize = 64;
-
     fn take(&self) -> Batch {
         self.0
             .lock()
@@ -73,10 +72,11 @@ impl Spares {
 
     fn give(&self, batches: impl IntoIterator<Item = Batch>) {
         if let Ok(mut v) = self.0.lock() {
-            for b in batches {
-                if v.len() >= Self::MAX {
+            for mut b in batches {
+                if v.len() >= self.1 {
                     break;
                 }
+                b.clear();
                 v.push(b);
             }
         }
@@ -142,7 +142,7 @@ impl Fetcher {
         let (job_tx, job_rx) = mpsc::channel::<Job>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
-        let spares = Spares::default();
+        let spares = Spares(Arc::default(), options.threads);
         let workers = (0..options.threads)
             .map(|_| {
                 let jobs = Arc::clone(&job_rx);
@@ -340,12 +340,8 @@ impl Payloads {
     /// The payloads copied into one [`Batch`] with `ids`, the window's ids.
     pub fn to_batch(&self, ids: &[u64]) -> Batch {
         let mut out = Batch::default();
-        out.data
-            .reserve(self.parts.iter().map(|p| p.data.len()).sum::<usize>());
         for (i, &id) in ids.iter().enumerate().take(self.len()) {
-            out.data.extend_from_slice(self.payload(i));
-            out.ends.push(out.data.len());
-            out.ids.push(id);
+            out.push(id, self.payload(i));
         }
         out
     }

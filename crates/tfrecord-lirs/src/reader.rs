@@ -120,16 +120,19 @@ const MAX_WHOLE_SPAN_READ: u64 = 1 << 20;
 /// Joined spans bigger than this are read separately by [`Reader::read_batch`].
 pub const MAX_COALESCED_READ: u64 = 1 << 20;
 
-/// Payloads of a batch, stored back to back: payload `i` is `data[ends[i-1]..ends[i]]`.
+/// Payloads of a batch, left in place in the buffer they were read into (no copy out of
+/// the framing): read them with [`payload`](Batch::payload) or [`payloads`](Batch::payloads).
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
     /// The instance ids, in batch order.
     pub ids: Vec<u64>,
-    /// The payloads, concatenated.
-    pub data: Vec<u8>,
-    /// End of each payload in `data`.
-    pub ends: Vec<usize>,
-    scratch: Vec<u8>,
+    /// The bytes read, payloads in place among their framing (and filler); only
+    /// `buf[..used]` is this batch's, the rest is kept to be reused without zeroing.
+    buf: Vec<u8>,
+    used: usize,
+    /// Payload `i` is `buf[starts[i]..ends[i]]`.
+    starts: Vec<usize>,
+    ends: Vec<usize>,
     /// (file, span start, span end) of each id, for the memory-mapped path.
     spans: Vec<(usize, u64, u64)>,
 }
@@ -147,9 +150,7 @@ impl Batch {
 
     /// Payload `i`, or `None` past the end.
     pub fn get(&self, i: usize) -> Option<&[u8]> {
-        let end = *self.ends.get(i)?;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        self.data.get(start..end)
+        self.buf.get(*self.starts.get(i)?..*self.ends.get(i)?)
     }
 
     /// Payload `i`.
@@ -157,23 +158,47 @@ impl Batch {
     /// # Panics
     /// If `i >= self.len()`; see [`get`](Batch::get).
     pub fn payload(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.data[start..self.ends[i]]
+        &self.buf[self.starts[i]..self.ends[i]]
+    }
+
+    /// The payloads, in batch order.
+    pub fn payloads(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        self.starts
+            .iter()
+            .zip(&self.ends)
+            .map(|(&s, &e)| &self.buf[s..e])
+    }
+
+    /// Total bytes of the payloads.
+    pub fn payload_bytes(&self) -> usize {
+        self.starts.iter().zip(&self.ends).map(|(s, e)| e - s).sum()
     }
 
     /// Empties the batch, keeping its allocations.
     pub fn clear(&mut self) {
         self.ids.clear();
-        self.data.clear();
+        self.used = 0;
+        self.starts.clear();
         self.ends.clear();
     }
 
-    /// Appends `other`'s payloads.
-    pub fn extend_from(&mut self, other: &Batch) {
-        let base = self.data.len();
-        self.data.extend_from_slice(&other.data);
-        self.ends.extend(other.ends.iter().map(|e| e + base));
-        self.ids.extend_from_slice(&other.ids);
+    /// Appends payload `bytes` of instance `id`.
+    pub fn push(&mut self, id: u64, bytes: &[u8]) {
+        let at = self.used;
+        self.tail(bytes.len()).copy_from_slice(bytes);
+        self.used += bytes.len();
+        self.ids.push(id);
+        self.starts.push(at);
+        self.ends.push(at + bytes.len());
+    }
+
+    /// `len` writable bytes at `used` (zero-filled only where the buffer grows).
+    fn tail(&mut self, len: usize) -> &mut [u8] {
+        let end = self.used + len;
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        &mut self.buf[self.used..end]
     }
 }
 
@@ -363,19 +388,19 @@ impl Reader {
         tally: &mut Tally,
     ) -> Result<()> {
         if end - start <= MAX_WHOLE_SPAN_READ {
-            self.read_range(f, id, start, end, buf, tally)?;
+            self.append_range(f, id, start, end, buf, tally)?;
         } else {
             // A long span is bounded only by the table, and a damaged table can make it
             // as long as the file: read the record's first part, then only as much as its
             // header says (at most the span), never the whole span.
             let first = start + MAX_WHOLE_SPAN_READ;
-            self.read_range(f, id, start, first, buf, tally)?;
+            self.append_range(f, id, start, first, buf, tally)?;
             let header: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("12 bytes");
             // A bad header is reported by decode_span.
             if let Ok(len) = format::decode_header(header) {
                 let stop = start.saturating_add(format::framed_len(len)).min(end);
                 if stop > first {
-                    self.read_range(f, id, first, stop, buf, tally)?;
+                    self.append_range(f, id, first, stop, buf, tally)?;
                 }
             }
         }
@@ -395,6 +420,9 @@ impl Reader {
             self.read_batch_copied(ids, out, &mut tally)
         };
         self.add(tally);
+        if result.is_err() {
+            out.clear(); // no half-filled batch
+        }
         result
     }
 
@@ -433,22 +461,19 @@ impl Reader {
             let payload = self.decode_span(f, id, start, span)?;
             // Only the record is touched, not the filler after it.
             self.note(tally, f, start, (payload.end + format::FOOTER_LEN) as u64);
-            out.data.extend_from_slice(&span[payload]);
-            out.ends.push(out.data.len());
-            out.ids.push(id);
+            out.push(id, &span[payload]);
         }
         out.spans = spans;
         Ok(())
     }
 
-    /// [`read_batch`](Reader::read_batch) through positioned reads, one per run.
+    /// [`read_batch`](Reader::read_batch) through positioned reads, one per run, into
+    /// `out`'s buffer; payloads are served where they were read.
     fn read_batch_copied(&self, ids: &[u64], out: &mut Batch, tally: &mut Tally) -> Result<()> {
         let mut by_id: Vec<usize> = (0..ids.len()).collect();
         by_id.sort_unstable_by_key(|&i| ids[i]);
-        // (start in scratch, payload length) of each position of `ids`.
-        let mut located = vec![(0usize, 0usize); ids.len()];
-        let mut scratch = std::mem::take(&mut out.scratch);
-        scratch.clear();
+        out.starts.resize(ids.len(), 0);
+        out.ends.resize(ids.len(), 0);
         let mut k = 0;
         while k < by_id.len() {
             let first = ids[by_id[k]];
@@ -468,10 +493,13 @@ impl Reader {
                     tally,
                 )?;
                 let payload = self.decode_span(f, first, layout.offsets[i], &one)?;
-                let at = scratch.len();
-                scratch.extend_from_slice(&one[payload.clone()]);
+                let at = out.used;
+                out.tail(payload.len())
+                    .copy_from_slice(&one[payload.clone()]);
+                out.used += payload.len();
                 while k < by_id.len() && ids[by_id[k]] == first {
-                    located[by_id[k]] = (at, payload.len());
+                    out.starts[by_id[k]] = at;
+                    out.ends[by_id[k]] = at + payload.len();
                     k += 1;
                 }
                 continue;
@@ -496,30 +524,41 @@ impl Reader {
             }
             let last_local = i + (ids[by_id[end - 1]] - first) as usize;
             let (start, stop) = (layout.offsets[i], layout.span(last_local).1);
-            let base = scratch.len();
-            self.read_range(f, first, start, stop, &mut scratch, tally)?;
+            let base = out.used;
+            let len = self.span_len_usize(f, first, start, stop)?;
+            self.read_range(f, first, start, out.tail(len), tally)?;
+            out.used += len;
             for &pos in &by_id[k..end] {
                 let id = ids[pos];
                 let local = i + (id - first) as usize;
                 let (s, e) = layout.span(local);
                 let at = base + (s - start) as usize;
-                let payload =
-                    self.decode_span(f, id, s, &scratch[at..base + (e - start) as usize])?;
-                located[pos] = (at + payload.start, payload.len());
+                let span = &out.buf[at..base + (e - start) as usize];
+                let payload = self.decode_span(f, id, s, span)?;
+                out.starts[pos] = at + payload.start;
+                out.ends[pos] = at + payload.end;
             }
             k = end;
         }
-        for (pos, &(at, len)) in located.iter().enumerate() {
-            out.data.extend_from_slice(&scratch[at..at + len]);
-            out.ends.push(out.data.len());
-            out.ids.push(ids[pos]);
-        }
-        out.scratch = scratch;
+        out.ids.extend_from_slice(ids);
         Ok(())
     }
 
+    /// `stop - start` as a memory size; `id` names the error.
+    fn span_len_usize(&self, f: usize, id: u64, start: u64, stop: u64) -> Result<usize> {
+        let len = stop - start;
+        usize::try_from(len).map_err(|_| {
+            Error::layout(
+                &self.files[f].data_path,
+                Some(id),
+                start,
+                format!("span of {len} bytes does not fit in memory"),
+            )
+        })
+    }
+
     /// Appends the bytes `[start, stop)` of file `f` to `buf`; `id` names errors.
-    fn read_range(
+    fn append_range(
         &self,
         f: usize,
         id: u64,
@@ -528,19 +567,24 @@ impl Reader {
         buf: &mut Vec<u8>,
         tally: &mut Tally,
     ) -> Result<()> {
-        let file = &self.files[f];
-        let len = stop - start;
-        let len_usize = usize::try_from(len).map_err(|_| {
-            Error::layout(
-                &file.data_path,
-                Some(id),
-                start,
-                format!("span of {len} bytes does not fit in memory"),
-            )
-        })?;
+        let len = self.span_len_usize(f, id, start, stop)?;
         let base = buf.len();
-        buf.resize(base + len_usize, 0);
-        io::read_exact_at(&*file.src, &mut buf[base..], start).map_err(|e| {
+        buf.resize(base + len, 0);
+        self.read_range(f, id, start, &mut buf[base..], tally)
+    }
+
+    /// Fills `dst` with the bytes of file `f` from `start`; `id` names errors.
+    fn read_range(
+        &self,
+        f: usize,
+        id: u64,
+        start: u64,
+        dst: &mut [u8],
+        tally: &mut Tally,
+    ) -> Result<()> {
+        let file = &self.files[f];
+        let len = dst.len() as u64;
+        io::read_exact_at(&*file.src, dst, start).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 Error::frame(
                     &file.data_path,
