@@ -5,11 +5,13 @@
 #   benchmarks/profile_misses.sh [bench_out] [profile_out]
 #
 # Writes perf stat / perf report summaries to profile_out (default bench_out/profile):
-#   per_element_<contender>.{stat,report}  row 1: TF per-element consumer, 100K elements
-#   source_bound_<contender>.*, big100k_<contender>.*   rows 1 and 2
-#   index.{stat,report} + cat.stat          row 5: tfrecord-lirs index vs cat
-#   cold.{stat,report} + *.diskq            row 3: Fetcher O_DIRECT vs fio, with the
-#                                           device's average queue depth from /proc/diskstats
+#   batched_<contender>.{stat,report,threads}  row 1: in-kernel batches (mmap) vs stock
+#   source_bound_<contender>.*                  row 1: per-element sources (pread, mmap)
+#   big100k_<contender>.*                       row 2: 100 KB records, per element
+#   index.{stat,report} + cat.stat              row 5: tfrecord-lirs index vs cat
+#   cold.{stat,report} + *.diskq                row 3: Fetcher O_DIRECT vs fio, with the
+#                                               device's average queue depth from /proc/diskstats
+# *.threads splits the samples by thread name (lirs-fetch = LIRS's I/O threads).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/bench_out}
@@ -28,20 +30,25 @@ report() { # perf.data -> top symbols, self time
 
 prof_contender() { # label contender data extra-args...
   local label=$1 c=$2 data=$3; shift 3
-  local cmd=("$PY" "$ROOT/benchmarks/tf_contender.py" --contender "$c" --data "$data" --reps 1 "$@")
+  local cmd=("$PY" "$ROOT/benchmarks/tf_contender.py" --contender "$c" --data "$data" --reps 3 "$@")
   perf stat -e task-clock,context-switches,cpu-migrations -o "$PROF/$label.stat" -- \
     "${cmd[@]}" >"$PROF/$label.json"
   perf record -F 999 -g -o "$PROF/$label.data" -- "${cmd[@]}" >/dev/null 2>&1
   report "$PROF/$label.data" >"$PROF/$label.report"
+  perf report -i "$PROF/$label.data" --no-children --sort comm --stdio 2>/dev/null \
+    | grep -E '^ +[0-9.]+%' >"$PROF/$label.threads"
 }
 
-# Rows 1 and 2: the same reduce consumer over each contender.
-for c in tfrecord tfrecord_shuffle lirs; do
-  prof_contender "per_element_$c" $c "$OUT/kdd.tfrecord" --limit 100000 --warmup 1000
+# Row 1: in-kernel batches and per-element sources, the same reduce consumer.
+prof_contender batched_lirs_mmap lirs_batched "$OUT/kdd.tfrecord" --backend mmap
+prof_contender batched_tfrecord tfrecord_batch "$OUT/kdd.tfrecord"
+for b in pread mmap; do
+  prof_contender "source_bound_lirs_$b" lirs "$OUT/kdd.tfrecord" --source-bound --backend $b
 done
+prof_contender source_bound_tfrecord tfrecord "$OUT/kdd.tfrecord" --source-bound
+# Row 2: 100 KB records.
 for c in tfrecord lirs; do
-  prof_contender "source_bound_$c" $c "$OUT/kdd.tfrecord" --source-bound --warmup 1000
-  prof_contender "big100k_$c" $c "$OUT/big100k.tfrecord" --warmup 1000
+  prof_contender "big100k_$c" $c "$OUT/big100k.tfrecord"
 done
 
 # Row 5: index vs cat on the hot file.
