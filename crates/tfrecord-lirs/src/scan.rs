@@ -1,14 +1,29 @@
 //! Sequential, CRC-checked scanning of a whole TFRecord file: the paper's *location
 //! generator* for sparse data, and the engine of `index`, `verify`, `info` and `pad`.
+//!
+//! [`RecordScanner`] is a two-stage pipeline: a read-ahead thread copies the file into
+//! a small ring of recycled buffers while the calling thread parses the framing and
+//! checks both CRCs, in file order, so the first bad record is the one reported.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
+use std::thread::JoinHandle;
 
-use crate::error::{Error, Result};
-use crate::format::{self, FrameError, PageSize, HEADER_LEN, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+use crate::error::{Error, Location, Result};
+use crate::format::{
+    self, FrameError, PageSize, FOOTER_LEN, HEADER_LEN, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+};
 
-const READ_CHUNK: usize = 4 << 20;
+/// Bytes per read of a [`RecordScanner`]: few syscalls, and a ring of them still fits
+/// in cache.
+const READ_CHUNK: usize = 1 << 20;
+/// Buffers in the read-ahead ring: the reader may run this many chunks ahead.
+const READ_AHEAD: usize = 4;
+/// A record gathered across chunks keeps its buffer for the next one up to this size;
+/// a bigger one (a huge record) is freed so the scanner does not hold on to it.
+const CARRY_KEEP: usize = 2 * READ_CHUNK;
 /// Bytes between progress reports of whole-file scans.
 pub(crate) const PROGRESS_EVERY: u64 = 64 << 20;
 
@@ -30,7 +45,305 @@ impl ScannedRecord<'_> {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// The record checks, shared by both scans so that they fail alike.
+
+/// A bad record, found before the instance id it would have is known (the parallel
+/// scan learns it only when the chunks are put back in order).
+#[derive(Debug)]
+enum Bad {
+    /// Damaged framing at `offset`; `instance`: whether the error names the instance
+    /// id (a damaged filler is not an instance).
+    Frame {
+        offset: u64,
+        frame: FrameError,
+        instance: bool,
+    },
+    /// The file starts like a GZIP or ZLIB stream.
+    Compressed(&'static str),
+}
+
+impl Bad {
+    /// The error, given the number of instances before the bad record.
+    fn into_error(self, path: &Path, instances: u64) -> Error {
+        match self {
+            Bad::Frame {
+                offset,
+                frame,
+                instance,
+            } => Error::frame(path, instance.then_some(instances), offset, frame),
+            Bad::Compressed(format) => Error::Compressed {
+                at: Location::new(path, None, Some(0)),
+                format,
+            },
+        }
+    }
+}
+
+/// A record at `offset` cut short: it needs `needed` bytes, the file has `available`.
+fn truncated(offset: u64, needed: u64, available: u64, instance: bool) -> Bad {
+    Bad::Frame {
+        offset,
+        frame: FrameError::Truncated { needed, available },
+        instance,
+    }
+}
+
+/// A record's length field, copied to an 8-byte boundary: the `crc32c` crate then
+/// checks it with one CRC instruction instead of byte by byte (the length of every
+/// record is checked, so this is a tenth of a whole scan's CRC time).
+#[repr(align(8))]
+struct Aligned([u8; 8]);
+
+/// Checks the header of the record at `offset` and returns the record's framed size.
+/// `head` is what has been read from `offset` on (to recognise a compressed file at
+/// offset 0), `available` how many bytes that is, `file_size` the size at open.
+fn check_header(
+    offset: u64,
+    header: &[u8; HEADER_LEN],
+    head: &[u8],
+    available: u64,
+    file_size: u64,
+) -> std::result::Result<u64, Bad> {
+    let (len_bytes, stored) = header.split_at(8);
+    let len_bytes = Aligned(len_bytes.try_into().expect("8 bytes"));
+    let len = if format::masked_crc32c(&len_bytes.0).to_le_bytes() == stored {
+        u64::from_le_bytes(len_bytes.0)
+    } else {
+        // The slow path, for the error: the same check, by `format`.
+        format::decode_header(header).map_err(|frame| {
+            // A bad header at offset 0 may be a compressed file: say so instead of
+            // "CRC mismatch".
+            match format::compression_magic(head).filter(|_| offset == 0) {
+                Some(format) => Bad::Compressed(format),
+                None => Bad::Frame {
+                    offset,
+                    frame,
+                    instance: true,
+                },
+            }
+        })?
+    };
+    let framed = format::framed_len(len);
+    // Never trust the length for allocation: bound it by what the file holds (or
+    // what has been read, should the file have grown).
+    let left_in_file = file_size.saturating_sub(offset).max(available);
+    if framed > left_in_file {
+        return Err(truncated(offset, framed, left_in_file, true));
+    }
+    Ok(framed)
+}
+
+/// Checks the payload CRC of `record`, a whole record at `offset` whose header has
+/// been checked, and returns its payload.
+fn check_record(offset: u64, record: &[u8]) -> std::result::Result<&[u8], Bad> {
+    let (payload, footer) = match record.split_last_chunk::<FOOTER_LEN>() {
+        Some((body, footer)) if body.len() >= HEADER_LEN => (&body[HEADER_LEN..], footer),
+        _ => {
+            return Err(truncated(
+                offset,
+                format::FRAMING_LEN,
+                record.len() as u64,
+                true,
+            ))
+        }
+    };
+    // The CRC first, then the footer: the footer is the record's farthest cache line,
+    // and loading it first stalls on a miss that the CRC's front-to-back walk gets
+    // prefetched.
+    let computed = format::masked_crc32c(payload);
+    let stored = u32::from_le_bytes(*footer);
+    if computed != stored {
+        return Err(Bad::Frame {
+            offset,
+            frame: FrameError::PayloadCrc { stored, computed },
+            instance: !format::is_filler(payload),
+        });
+    }
+    Ok(payload)
+}
+
+/// Reads into `buf` until it is full or the file ends; returns the bytes read.
+fn read_full(src: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+// ---------------------------------------------------------------------------------
+// RecordScanner: records one by one, with a read-ahead thread.
+
+/// What the read-ahead thread hands the scanner, in file order.
+enum Filled {
+    /// A buffer whose first `.1` bytes (at least one) are the file's next bytes.
+    Data(Vec<u8>, usize),
+    /// The file ended.
+    Eof,
+    /// A read failed; nothing follows.
+    Failed(std::io::Error),
+}
+
+/// The reader stage: fills recycled buffers front to back until the file ends, a read
+/// fails or the scanner hangs up (its channels close, which also wakes a blocked send
+/// or receive, so the thread can always be joined).
+fn read_ahead(
+    mut src: File,
+    chunk: usize,
+    ring: usize,
+    filled: SyncSender<Filled>,
+    free: Receiver<Vec<u8>>,
+) {
+    let mut made = 0;
+    loop {
+        // Allocated once each (zeroed lazily by the OS), then only ever refilled.
+        let mut buf = match free.try_recv() {
+            Ok(buf) => buf,
+            Err(TryRecvError::Empty) if made < ring => {
+                made += 1;
+                vec![0; chunk]
+            }
+            Err(TryRecvError::Empty) => match free.recv() {
+                Ok(buf) => buf,
+                Err(_) => return,
+            },
+            Err(TryRecvError::Disconnected) => return,
+        };
+        match read_full(&mut src, &mut buf) {
+            Ok(0) => {
+                let _ = filled.send(Filled::Eof);
+                return;
+            }
+            Ok(n) => {
+                let ended = n < buf.len();
+                if filled.send(Filled::Data(buf, n)).is_err() {
+                    return;
+                }
+                if ended {
+                    let _ = filled.send(Filled::Eof);
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = filled.send(Filled::Failed(e));
+                return;
+            }
+        }
+    }
+}
+
+/// The running read-ahead thread and its two channels.
+struct ReadAhead {
+    filled: Receiver<Filled>,
+    free: Sender<Vec<u8>>,
+    thread: JoinHandle<()>,
+}
+
+/// Where a [`RecordScanner`]'s bytes come from.
+enum Source {
+    /// Plain reads on the calling thread: for a file that fits in one chunk (a thread
+    /// would cost more than it saves), or when no thread could be started.
+    Inline { src: File, chunk: usize, eof: bool },
+    /// The read-ahead thread (`None` only while being dropped).
+    Thread(Option<ReadAhead>),
+}
+
+impl Source {
+    fn new(src: File, file_size: u64, chunk: usize, ring: usize) -> Source {
+        if ring == 0 || file_size < chunk as u64 {
+            return Source::Inline {
+                src,
+                chunk: chunk.min(file_size as usize).max(64),
+                eof: false,
+            };
+        }
+        let (filled_tx, filled) = mpsc::sync_channel(ring);
+        let (free, free_rx) = mpsc::channel();
+        // A second handle, so that if the thread cannot start the file is still ours.
+        let spawned = src.try_clone().and_then(|reader_src| {
+            std::thread::Builder::new()
+                .name("lirs-scan-read".into())
+                .spawn(move || read_ahead(reader_src, chunk, ring, filled_tx, free_rx))
+        });
+        match spawned {
+            Ok(thread) => Source::Thread(Some(ReadAhead {
+                filled,
+                free,
+                thread,
+            })),
+            Err(_) => Source::Inline {
+                src,
+                chunk,
+                eof: false,
+            },
+        }
+    }
+
+    /// Hands back the used buffer `done` and returns the next bytes of the file
+    /// (`None` at its end) as a buffer and its valid length.
+    fn next(&mut self, done: Vec<u8>) -> std::io::Result<Option<(Vec<u8>, usize)>> {
+        match self {
+            Source::Inline { src, chunk, eof } => {
+                if *eof {
+                    return Ok(None);
+                }
+                let mut buf = done;
+                if buf.len() != *chunk {
+                    buf = vec![0; *chunk];
+                }
+                let n = read_full(src, &mut buf)?;
+                *eof = n < buf.len();
+                Ok((n > 0).then_some((buf, n)))
+            }
+            Source::Thread(ahead) => {
+                let Some(ahead) = ahead else {
+                    return Ok(None);
+                };
+                if !done.is_empty() {
+                    // Fails only if the reader has already stopped; then it needs none.
+                    let _ = ahead.free.send(done);
+                }
+                match ahead.filled.recv() {
+                    Ok(Filled::Data(buf, n)) => Ok(Some((buf, n))),
+                    Ok(Filled::Eof) => Ok(None),
+                    Ok(Filled::Failed(e)) => Err(e),
+                    // Only if the reader died without a word: never a silent short scan.
+                    Err(_) => Err(std::io::Error::other("the read-ahead thread stopped")),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        if let Source::Thread(ahead) = self {
+            if let Some(ReadAhead {
+                filled,
+                free,
+                thread,
+            }) = ahead.take()
+            {
+                // Hang up first so a reader blocked on either channel wakes and returns.
+                drop(filled);
+                drop(free);
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
 /// Reads a TFRecord file front to back, checking both CRCs of every record.
+///
+/// The file is read ahead, in large chunks, by a helper thread (joined when the
+/// scanner is dropped); parsing and CRC checks happen in the thread calling
+/// [`next_record`](RecordScanner::next_record).
 ///
 /// ```no_run
 /// # fn main() -> tfrecord_lirs::Result<()> {
@@ -41,15 +354,17 @@ impl ScannedRecord<'_> {
 /// # Ok(()) }
 /// ```
 pub struct RecordScanner {
-    src: File,
+    source: Source,
     path: PathBuf,
     file_size: u64,
-    buf: Vec<u8>,
-    /// Valid bytes are `buf[start..end]`; `buf[start]` is at file offset `buf_offset + start`.
-    start: usize,
-    end: usize,
-    buf_offset: u64,
-    eof: bool,
+    /// The current chunk: valid bytes are `chunk[..len]`, the next record starts at
+    /// `chunk[pos]`, and `chunk[0]` is at file offset `chunk_offset`.
+    chunk: Vec<u8>,
+    len: usize,
+    pos: usize,
+    chunk_offset: u64,
+    /// A record that runs past the end of a chunk, gathered whole.
+    carry: Vec<u8>,
     /// Instances (non-filler records) returned so far: the id of the next one.
     instances: u64,
 }
@@ -57,17 +372,24 @@ pub struct RecordScanner {
 impl RecordScanner {
     /// Opens `path` for scanning.
     pub fn open(path: &Path) -> Result<RecordScanner> {
+        RecordScanner::open_with(path, READ_CHUNK, READ_AHEAD)
+    }
+
+    /// [`open`](RecordScanner::open) with `chunk` bytes per read and a ring of `ring`
+    /// buffers (0: no read-ahead thread). Tests use tiny chunks to put chunk
+    /// boundaries everywhere.
+    fn open_with(path: &Path, chunk: usize, ring: usize) -> Result<RecordScanner> {
         let src = File::open(path).map_err(|e| Error::io(path, e))?;
         let file_size = src.metadata().map_err(|e| Error::io(path, e))?.len();
         Ok(RecordScanner {
-            src,
+            source: Source::new(src, file_size, chunk.max(1), ring),
             path: path.to_path_buf(),
             file_size,
-            buf: vec![0; READ_CHUNK.min(file_size as usize).max(64)],
-            start: 0,
-            end: 0,
-            buf_offset: 0,
-            eof: false,
+            chunk: Vec::new(),
+            len: 0,
+            pos: 0,
+            chunk_offset: 0,
+            carry: Vec::new(),
             instances: 0,
         })
     }
@@ -84,111 +406,119 @@ impl RecordScanner {
 
     /// File offset of the next unread record.
     pub fn position(&self) -> u64 {
-        self.buf_offset + self.start as u64
+        self.chunk_offset + self.pos as u64
     }
 
-    /// Makes at least `want` bytes available at `buf[start..]`, unless the file ends first.
-    fn fill(&mut self, want: usize) -> Result<()> {
-        if self.end - self.start >= want {
-            return Ok(());
-        }
-        // Slide the partial record to the front, grow the buffer if one record needs it.
-        self.buf.copy_within(self.start..self.end, 0);
-        self.buf_offset += self.start as u64;
-        self.end -= self.start;
-        self.start = 0;
-        if self.buf.len() < want {
-            self.buf.resize(want, 0);
-        }
-        while self.end < want && !self.eof {
-            match self.src.read(&mut self.buf[self.end..]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.end += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&self.path, e)),
+    fn fail(&self, bad: Bad) -> Error {
+        bad.into_error(&self.path, self.instances)
+    }
+
+    /// Moves on to the next chunk; `false` at the end of the file.
+    fn advance(&mut self) -> Result<bool> {
+        let done = std::mem::take(&mut self.chunk);
+        self.chunk_offset += self.len as u64;
+        self.len = 0;
+        self.pos = 0;
+        match self.source.next(done) {
+            Ok(Some((chunk, len))) => {
+                self.chunk = chunk;
+                self.len = len;
+                Ok(true)
             }
+            Ok(None) => Ok(false),
+            Err(e) => Err(Error::io(&self.path, e)),
         }
-        Ok(())
     }
 
     /// The next record, or `None` at a clean end of file.
     pub fn next_record(&mut self) -> Result<Option<ScannedRecord<'_>>> {
-        self.fill(HEADER_LEN)?;
-        let offset = self.position();
-        let available = (self.end - self.start) as u64;
-        if available == 0 {
-            return Ok(None);
-        }
-        let header: &[u8; HEADER_LEN] = match self.buf[self.start..self.end].get(..HEADER_LEN) {
-            Some(h) => h.try_into().expect("12 bytes"),
-            None => {
-                return Err(Error::frame(
-                    &self.path,
-                    Some(self.instances),
-                    offset,
-                    FrameError::Truncated {
-                        needed: HEADER_LEN as u64,
-                        available,
-                    },
-                ))
+        while self.pos == self.len {
+            if !self.advance()? {
+                return Ok(None);
             }
-        };
-        let payload_len = match format::decode_header(header) {
-            Ok(len) => len,
-            Err(e) => return Err(self.diagnose(offset, e)),
-        };
-        // Never trust the length for allocation: bound it by what the file holds.
-        let framed = format::framed_len(payload_len);
-        let left_in_file = self.file_size.saturating_sub(offset).max(available);
-        if framed > left_in_file {
-            return Err(Error::frame(
-                &self.path,
-                Some(self.instances),
-                offset,
-                FrameError::Truncated {
-                    needed: framed,
-                    available: left_in_file,
-                },
-            ));
         }
-        self.fill(framed as usize)?;
-        let have = (self.end - self.start) as u64;
-        let bytes = &self.buf[self.start..self.end];
-        let frame = format::decode_record(bytes, true).map_err(|e| {
-            let e = match e {
-                FrameError::Truncated { needed, .. } => FrameError::Truncated {
-                    needed,
-                    available: have,
-                },
-                other => other,
-            };
-            // A damaged filler is not an instance; anything else is the next instance.
-            let filler = format::is_filler(&bytes[HEADER_LEN..(framed as usize).min(bytes.len())]);
-            Error::frame(&self.path, (!filler).then_some(self.instances), offset, e)
-        })?;
-        self.start += framed as usize;
-        if !format::is_filler(frame.payload) {
-            self.instances += 1;
+        let offset = self.position();
+        let rest = &self.chunk[self.pos..self.len];
+        let Some(header) = rest.first_chunk::<HEADER_LEN>() else {
+            return self.gather(offset, None);
+        };
+        let available = rest.len() as u64;
+        let framed = check_header(offset, header, rest, available, self.file_size)
+            .map_err(|bad| self.fail(bad))?;
+        if framed > available {
+            return self.gather(offset, Some(framed));
         }
-        Ok(Some(ScannedRecord {
-            offset,
-            payload: &self.buf
-                [self.start - framed as usize + HEADER_LEN..self.start - format::FOOTER_LEN],
-            framed_len: frame.framed_len,
-        }))
+        // The common case: the whole record is in this chunk.
+        let start = self.pos;
+        self.pos += framed as usize;
+        match check_record(offset, &self.chunk[start..self.pos]) {
+            Ok(payload) => {
+                self.instances += u64::from(!format::is_filler(payload));
+                Ok(Some(ScannedRecord {
+                    offset,
+                    payload,
+                    framed_len: framed,
+                }))
+            }
+            Err(bad) => Err(bad.into_error(&self.path, self.instances)),
+        }
     }
 
-    /// A bad header at offset 0 may be a compressed file: say so instead of "CRC mismatch".
-    fn diagnose(&self, offset: u64, e: FrameError) -> Error {
-        if offset == 0 {
-            if let Some(format) = format::compression_magic(&self.buf[self.start..self.end]) {
-                return Error::Compressed {
-                    at: crate::error::Location::new(&self.path, None, Some(0)),
-                    format,
-                };
-            }
+    /// Gathers the record at `offset`, which runs past the end of the current chunk,
+    /// into `carry`. `framed` is its checked size, if its header was whole in the chunk.
+    fn gather(
+        &mut self,
+        offset: u64,
+        mut framed: Option<u64>,
+    ) -> Result<Option<ScannedRecord<'_>>> {
+        if self.carry.capacity() > CARRY_KEEP {
+            self.carry = Vec::new();
         }
-        Error::frame(&self.path, Some(self.instances), offset, e)
+        self.carry.clear();
+        self.carry
+            .extend_from_slice(&self.chunk[self.pos..self.len]);
+        self.pos = self.len;
+        if let Some(f) = framed {
+            // Bounded by the file size in `check_header`.
+            self.carry.reserve(f as usize - self.carry.len());
+        }
+        loop {
+            let want = framed.map_or(HEADER_LEN, |f| f as usize);
+            if self.carry.len() == want {
+                if framed.is_some() {
+                    break;
+                }
+                let header = self.carry.first_chunk::<HEADER_LEN>().expect("12 bytes");
+                let available = (self.carry.len() + self.len - self.pos) as u64;
+                let f = check_header(offset, header, &self.carry, available, self.file_size)
+                    .map_err(|bad| self.fail(bad))?;
+                self.carry.reserve(f as usize - self.carry.len());
+                framed = Some(f);
+                continue;
+            }
+            if self.pos == self.len && !self.advance()? {
+                // A truncated filler is not an instance.
+                let filler =
+                    framed.is_some() && self.carry.get(HEADER_LEN..).is_some_and(format::is_filler);
+                let bad = truncated(offset, want as u64, self.carry.len() as u64, !filler);
+                return Err(self.fail(bad));
+            }
+            let take = (want - self.carry.len()).min(self.len - self.pos);
+            self.carry
+                .extend_from_slice(&self.chunk[self.pos..self.pos + take]);
+            self.pos += take;
+        }
+        match check_record(offset, &self.carry) {
+            Ok(payload) => {
+                self.instances += u64::from(!format::is_filler(payload));
+                Ok(Some(ScannedRecord {
+                    offset,
+                    payload,
+                    framed_len: self.carry.len() as u64,
+                }))
+            }
+            Err(bad) => Err(bad.into_error(&self.path, self.instances)),
+        }
     }
 }
 
@@ -489,5 +819,210 @@ mod tests {
         std::fs::write(&path, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4]).unwrap();
         let err = scan_offsets(&path, |_| {}).unwrap_err();
         assert!(err.to_string().contains("GZIP"), "{err}");
+    }
+
+    /// The framing rules, checked the plain way over the whole file in memory: what
+    /// every scan must match, errors included (rendered as strings).
+    fn model_scan(path: &Path) -> std::result::Result<Vec<u64>, String> {
+        let bytes = std::fs::read(path).unwrap();
+        let (mut at, mut instances, mut offsets) = (0usize, 0u64, Vec::new());
+        let err = |id: Option<u64>, at: usize, e: FrameError| {
+            Err(Error::frame(path, id, at as u64, e).to_string())
+        };
+        while at < bytes.len() {
+            let rest = &bytes[at..];
+            let Some(header) = rest.first_chunk::<HEADER_LEN>() else {
+                let available = rest.len() as u64;
+                return err(
+                    Some(instances),
+                    at,
+                    FrameError::Truncated {
+                        needed: 12,
+                        available,
+                    },
+                );
+            };
+            if let Err(e) = format::decode_header(header) {
+                if let Some(format) = format::compression_magic(rest).filter(|_| at == 0) {
+                    let at = Location::new(path, None, Some(0));
+                    return Err(Error::Compressed { at, format }.to_string());
+                }
+                return err(Some(instances), at, e);
+            }
+            match format::decode_record(rest, true) {
+                Ok(frame) => {
+                    if !format::is_filler(frame.payload) {
+                        offsets.push(at as u64);
+                        instances += 1;
+                    }
+                    at += frame.framed_len as usize;
+                }
+                Err(e @ FrameError::PayloadCrc { .. }) => {
+                    let len = rest
+                        .len()
+                        .min(u64::from_le_bytes(header[..8].try_into().unwrap()) as usize);
+                    let filler = format::is_filler(&rest[HEADER_LEN..][..len]);
+                    return err((!filler).then_some(instances), at, e);
+                }
+                Err(e) => return err(Some(instances), at, e),
+            }
+        }
+        Ok(offsets)
+    }
+
+    /// Every way of scanning `path`, each with tiny chunks so records straddle them.
+    fn every_scan(path: &Path) -> Vec<(String, std::result::Result<Vec<u64>, String>)> {
+        let mut out = Vec::new();
+        let got = scan_offsets(path, |_| {});
+        out.push(("scan_offsets".to_string(), got.map_err(|e| e.to_string())));
+        for (chunk, ring) in [(1, 2), (7, 1), (64, 2), (64, 0), (READ_CHUNK, READ_AHEAD)] {
+            let got = (|| {
+                let mut scanner = RecordScanner::open_with(path, chunk, ring)?;
+                let mut offsets = Vec::new();
+                while let Some(record) = scanner.next_record()? {
+                    // Positions and payloads as they are in the file.
+                    let bytes = std::fs::read(path).unwrap();
+                    let at = record.offset as usize + HEADER_LEN;
+                    assert_eq!(record.payload, &bytes[at..at + record.payload.len()]);
+                    if !record.is_filler() {
+                        offsets.push(record.offset);
+                    }
+                }
+                Ok::<_, Error>(offsets)
+            })();
+            let name = format!("RecordScanner chunk {chunk} ring {ring}");
+            out.push((name, got.map_err(|e| e.to_string())));
+        }
+        out
+    }
+
+    fn assert_all_match_model(path: &Path) {
+        let expected = model_scan(path);
+        for (name, got) in every_scan(path) {
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    /// Records of many sizes (empty to several chunks long) and fillers.
+    fn varied_file(path: &Path) -> Vec<u64> {
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::new();
+        for i in 0..60usize {
+            if i % 7 == 3 {
+                format::encode_filler(24 + (i as u64 * 13) % 90, &mut bytes);
+            }
+            offsets.push(bytes.len() as u64);
+            let len = match i % 10 {
+                0 => 0,
+                9 => 700 + i * 11,
+                _ => (i * 37) % 150,
+            };
+            let payload: Vec<u8> = (0..len).map(|j| (i * 31 + j) as u8 | 1).collect();
+            format::encode_record(&payload, &mut bytes);
+        }
+        std::fs::write(path, &bytes).unwrap();
+        offsets
+    }
+
+    #[test]
+    fn records_straddling_chunk_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let expected = varied_file(&path);
+        assert_eq!(model_scan(&path), Ok(expected.clone()));
+        for (name, got) in every_scan(&path) {
+            assert_eq!(got, Ok(expected.clone()), "{name}");
+        }
+    }
+
+    #[test]
+    fn early_payload_crc_error_wins_over_a_later_framing_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let offsets = varied_file(&path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // A payload byte of instance 5, then the length of instance 40, then cut the
+        // last record short: three errors, and the first in the file must be the one.
+        bytes[offsets[5] as usize + HEADER_LEN] ^= 0x40;
+        bytes[offsets[40] as usize + 3] ^= 0x01;
+        bytes.truncate(bytes.len() - 3);
+        std::fs::write(&path, &bytes).unwrap();
+        let expected = model_scan(&path).unwrap_err();
+        assert!(expected.contains("payload CRC"), "{expected}");
+        assert!(expected.contains("instance 5"), "{expected}");
+        assert!(
+            expected.contains(&format!("byte {}", offsets[5])),
+            "{expected}"
+        );
+        assert_all_match_model(&path);
+        // With only the later errors, the length CRC is the first.
+        bytes[offsets[5] as usize + HEADER_LEN] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let expected = model_scan(&path).unwrap_err();
+        assert!(expected.contains("length CRC"), "{expected}");
+        assert!(
+            expected.contains(&format!("byte {}", offsets[40])),
+            "{expected}"
+        );
+        assert_all_match_model(&path);
+    }
+
+    #[test]
+    fn every_truncation_and_many_flips_fail_like_a_plain_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let mut bytes = Vec::new();
+        for (i, len) in [3usize, 0, 40, 200, 17].into_iter().enumerate() {
+            if i == 2 {
+                format::encode_filler(40, &mut bytes);
+            }
+            format::encode_record(&vec![i as u8 + 1; len], &mut bytes);
+        }
+        for cut in 0..bytes.len() {
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            assert_all_match_model(&path);
+        }
+        for at in (0..bytes.len()).step_by(3) {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            std::fs::write(&path, &flipped).unwrap();
+            assert_all_match_model(&path);
+        }
+    }
+
+    #[test]
+    fn huge_length_at_a_chunk_boundary_does_not_allocate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let mut bytes = Vec::new();
+        format::encode_record(&[1; 50], &mut bytes);
+        bytes.extend_from_slice(&format::encode_header(1 << 62));
+        bytes.extend_from_slice(&[0; 100]);
+        std::fs::write(&path, &bytes).unwrap();
+        let expected = model_scan(&path).unwrap_err();
+        assert!(expected.contains("truncated"), "{expected}");
+        assert_all_match_model(&path);
+    }
+
+    #[test]
+    fn compressed_files_are_named_with_tiny_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.z");
+        std::fs::write(&path, [0x78, 0x9c, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]).unwrap();
+        assert!(model_scan(&path).unwrap_err().contains("ZLIB"));
+        assert_all_match_model(&path);
+    }
+
+    #[test]
+    fn dropping_a_scanner_part_way_stops_its_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        varied_file(&path);
+        for _ in 0..20 {
+            // A reader far ahead, blocked on a full ring: dropping must still return.
+            let mut scanner = RecordScanner::open_with(&path, 16, 2).unwrap();
+            scanner.next_record().unwrap().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
