@@ -1,14 +1,27 @@
 //! Sequential, CRC-checked scanning of a whole TFRecord file: the paper's *location
 //! generator* for sparse data, and the engine of `index`, `verify`, `info` and `pad`.
 //!
-//! [`RecordScanner`] is a two-stage pipeline: a read-ahead thread copies the file into
-//! a small ring of recycled buffers while the calling thread parses the framing and
-//! checks both CRCs, in file order, so the first bad record is the one reported.
+//! Copying the file out of the page cache and checking CRCs cost about the same, so
+//! both scans use two cores:
+//!
+//! * [`scan_offsets`] (`index`) splits the file into chunks that worker threads read
+//!   and check in parallel, each chunk while it is still in its worker's cache. Only
+//!   the walk from record to record is ordered: a worker waits until the chunk before
+//!   its own has been walked (a few microseconds of work) to learn where its first
+//!   record starts. Chunks are put back in file order at the end, so the first bad
+//!   record in the file is the one reported, as in a one-thread scan.
+//! * [`RecordScanner`] (`verify`, `info`, `pad`) hands records out one by one, in
+//!   order, so it is a two-stage pipeline instead: a read-ahead thread copies the file
+//!   into a small ring of recycled buffers while the calling thread parses and checks.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Location, Result};
@@ -24,6 +37,14 @@ const READ_AHEAD: usize = 4;
 /// A record gathered across chunks keeps its buffer for the next one up to this size;
 /// a bigger one (a huge record) is freed so the scanner does not hold on to it.
 const CARRY_KEEP: usize = 2 * READ_CHUNK;
+/// Bytes per chunk of [`scan_offsets`]: small enough to stay in a core's L2 cache from
+/// the read to the CRC check (measured best at 128-256 KiB, with 1 MiB close).
+const SCAN_CHUNK: usize = 256 << 10;
+/// Spins a worker waits for the chunk before its own to be walked before it sleeps:
+/// some tens of microseconds, a few times what a walk takes.
+const SPIN_WAIT: u32 = 1000;
+/// Most threads [`scan_offsets`] uses: beyond a few, memory bandwidth is the limit.
+const MAX_SCAN_THREADS: usize = 4;
 /// Bytes between progress reports of whole-file scans.
 pub(crate) const PROGRESS_EVERY: u64 = 64 << 20;
 
@@ -61,6 +82,8 @@ enum Bad {
     },
     /// The file starts like a GZIP or ZLIB stream.
     Compressed(&'static str),
+    /// A read failed.
+    Io(std::io::Error),
 }
 
 impl Bad {
@@ -76,6 +99,7 @@ impl Bad {
                 at: Location::new(path, None, Some(0)),
                 format,
             },
+            Bad::Io(e) => Error::io(path, e),
         }
     }
 }
@@ -90,8 +114,8 @@ fn truncated(offset: u64, needed: u64, available: u64, instance: bool) -> Bad {
 }
 
 /// A record's length field, copied to an 8-byte boundary: the `crc32c` crate then
-/// checks it with one CRC instruction instead of byte by byte (the length of every
-/// record is checked, so this is a tenth of a whole scan's CRC time).
+/// checks it with one CRC instruction instead of byte by byte (measured: 8% off the
+/// wall time of `scan_offsets`, which checks one length per ~380 bytes).
 #[repr(align(8))]
 struct Aligned([u8; 8]);
 
@@ -148,9 +172,9 @@ fn check_record(offset: u64, record: &[u8]) -> std::result::Result<&[u8], Bad> {
             ))
         }
     };
-    // The CRC first, then the footer: the footer is the record's farthest cache line,
-    // and loading it first stalls on a miss that the CRC's front-to-back walk gets
-    // prefetched.
+    // The CRC first, then the footer: the footer is the record's farthest cache line;
+    // loading it first showed in perf as a stall on a cache miss (when another core
+    // had just read the chunk), which the CRC's front-to-back walk gets prefetched.
     let computed = format::masked_crc32c(payload);
     let stored = u32::from_le_bytes(*footer);
     if computed != stored {
@@ -168,6 +192,21 @@ fn read_full(src: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Reads into `buf` from file offset `at` until it is full or the file ends; returns
+/// the bytes read.
+fn read_full_at(src: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read_at(&mut buf[n..], at + n as u64) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -522,23 +561,418 @@ impl RecordScanner {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// scan_offsets: chunks checked in parallel.
+
 /// Offsets of every instance (non-filler record) of `data`, CRC-checked.
 /// `progress` is called with the bytes scanned so far, now and then.
-pub fn scan_offsets(data: &Path, mut progress: impl FnMut(u64)) -> Result<Vec<u64>> {
-    let mut scanner = RecordScanner::open(data)?;
-    let mut offsets = Vec::new();
-    let mut last_report = 0u64;
-    while let Some(record) = scanner.next_record()? {
-        if !record.is_filler() {
-            offsets.push(record.offset);
+///
+/// The file is read and checked in chunks by up to 4 threads (the calling one
+/// included, which is also the one calling `progress`); errors are the same as a
+/// front-to-back scan's, first bad record first. The file is taken to be as long as
+/// it was at open.
+pub fn scan_offsets(data: &Path, progress: impl FnMut(u64)) -> Result<Vec<u64>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_SCAN_THREADS);
+    scan_offsets_with(data, SCAN_CHUNK, threads, progress)
+}
+
+/// How far the walk from record to record has got: chunk `chunk` is the next to walk
+/// and its first record starts at file offset `start`. Chunks after `stop_after` will
+/// not be walked: an earlier chunk failed or the file ended early.
+struct Walk {
+    chunk: usize,
+    start: u64,
+    stop_after: usize,
+    /// Workers asleep on [`Scan::walked`].
+    sleepers: usize,
+}
+
+/// What the workers of one [`scan_offsets`] share.
+struct Scan<'a> {
+    src: &'a File,
+    file_size: u64,
+    chunk: usize,
+    chunks: usize,
+    /// The next chunk no worker has taken yet.
+    next_chunk: AtomicUsize,
+    walk: Mutex<Walk>,
+    walked: Condvar,
+    /// `walk.chunk`, readable without the lock, for waiters to spin on.
+    walked_chunk: AtomicUsize,
+}
+
+/// One chunk's result.
+struct ChunkDone {
+    chunk: usize,
+    /// Its instance offsets (those before `bad`, if set).
+    offsets: Vec<u64>,
+    /// The first bad record in the chunk.
+    bad: Option<Bad>,
+    /// The file ended in this chunk, before the size it had at open.
+    last: bool,
+}
+
+impl Scan<'_> {
+    fn walk(&self) -> MutexGuard<'_, Walk> {
+        // No code panics while holding the lock; if one did, the state is still sound.
+        self.walk.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The start of chunk `k`'s first record, once the chunk before has been walked;
+    /// `None` if chunk `k` will not be.
+    fn wait_for(&self, k: usize) -> Option<u64> {
+        // Workers tend to fall into step, each reading its chunk while the other does,
+        // so one often waits a few microseconds for the other's walk: spin that out
+        // rather than sleep and be woken (which costs more than the wait).
+        for _ in 0..SPIN_WAIT {
+            if self.walked_chunk.load(Ordering::Acquire) >= k {
+                break;
+            }
+            std::hint::spin_loop();
         }
-        if record.offset - last_report >= PROGRESS_EVERY {
-            last_report = record.offset;
-            progress(last_report);
+        let mut walk = self.walk();
+        loop {
+            if k > walk.stop_after {
+                return None;
+            }
+            if walk.chunk == k {
+                return Some(walk.start);
+            }
+            walk.sleepers += 1;
+            walk = self
+                .walked
+                .wait(walk)
+                .unwrap_or_else(PoisonError::into_inner);
+            walk.sleepers -= 1;
         }
     }
-    progress(scanner.file_size());
-    Ok(offsets)
+
+    /// Wakes the workers waiting for the walk, if any (waking costs a syscall).
+    fn wake(&self, walk: &Walk) {
+        if walk.sleepers > 0 {
+            self.walked.notify_all();
+        }
+    }
+
+    /// Chunk `k` has been walked: the next one starts at `start`.
+    fn walked_to(&self, k: usize, start: u64) {
+        let mut walk = self.walk();
+        walk.chunk = k + 1;
+        walk.start = start;
+        self.walked_chunk.store(k + 1, Ordering::Release);
+        self.wake(&walk);
+    }
+
+    /// No chunk after `k` needs checking.
+    fn stop_after(&self, k: usize) {
+        let mut walk = self.walk();
+        walk.stop_after = walk.stop_after.min(k);
+        self.wake(&walk);
+    }
+
+    fn is_moot(&self, k: usize) -> bool {
+        k > self.walk().stop_after
+    }
+
+    /// Takes and checks chunks until none are left, with buffers of its own, and hands
+    /// each chunk's result to `done`.
+    fn work(&self, mut done: impl FnMut(ChunkDone)) {
+        /// If the worker panics (a bug), the others must not wait for it forever.
+        struct StopOnPanic<'s, 'f>(&'s Scan<'f>);
+        impl Drop for StopOnPanic<'_, '_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.stop_after(0);
+                }
+            }
+        }
+        let _guard = StopOnPanic(self);
+        let mut buf = vec![0; self.chunk];
+        let mut records = Vec::new();
+        let mut carry = Vec::new();
+        let mut instances = 0;
+        loop {
+            let k = self.next_chunk.fetch_add(1, Ordering::Relaxed);
+            if k >= self.chunks || self.is_moot(k) {
+                break;
+            }
+            let base = (k * self.chunk) as u64;
+            let want = (self.file_size - base).min(self.chunk as u64) as usize;
+            // Sized like the last chunk's, so it seldom grows.
+            let mut offsets = Vec::with_capacity(instances + instances / 8 + 16);
+            let buf = &mut buf[..want];
+            let Some((bad, last)) =
+                self.check_chunk(k, buf, &mut records, &mut carry, &mut offsets)
+            else {
+                break;
+            };
+            if bad.is_some() || last {
+                self.stop_after(k);
+            }
+            instances = offsets.len();
+            done(ChunkDone {
+                chunk: k,
+                offsets,
+                bad,
+                last,
+            });
+        }
+    }
+
+    /// Reads chunk `k` into `buf`, walks its records once the chunk before has been
+    /// walked, then checks their payloads and appends the instances' offsets. Returns
+    /// the first bad record and whether the file ended in this chunk, or `None` if the
+    /// chunk will not be needed.
+    fn check_chunk(
+        &self,
+        k: usize,
+        buf: &mut [u8],
+        records: &mut Vec<(usize, usize)>,
+        carry: &mut Vec<u8>,
+        offsets: &mut Vec<u64>,
+    ) -> Option<(Option<Bad>, bool)> {
+        let base = (k * self.chunk) as u64;
+        let got = match read_full_at(self.src, buf, base) {
+            Ok(n) => n,
+            // Where this chunk's records end is unknown, so no later chunk can be walked.
+            Err(e) => return Some((Some(Bad::Io(e)), false)),
+        };
+        let data = &buf[..got];
+        // The file is shorter than at open: this chunk is its last.
+        let last = got < buf.len();
+        let start = self.wait_for(k)?;
+        let Some(mut pos) = start
+            .checked_sub(base)
+            .and_then(|rel| usize::try_from(rel).ok())
+        else {
+            let e = std::io::Error::other("internal error: the scan lost its place");
+            self.stop_after(k);
+            return Some((Some(Bad::Io(e)), false));
+        };
+
+        // Walk the headers; only this is ordered between chunks.
+        records.clear();
+        let mut straddler = None; // (offset, framed) of a record running past the chunk
+        let mut bad = None;
+        while pos < data.len() {
+            let offset = base + pos as u64;
+            let rest = &data[pos..];
+            let mut split = [0; HEADER_LEN];
+            let (header, head) = match rest.first_chunk::<HEADER_LEN>() {
+                Some(header) => (header, rest),
+                // The header itself runs past the chunk.
+                None => match read_full_at(self.src, &mut split, offset) {
+                    Ok(HEADER_LEN) => (&split, &split[..]),
+                    Ok(n) => {
+                        bad = Some(truncated(offset, HEADER_LEN as u64, n as u64, true));
+                        break;
+                    }
+                    Err(e) => {
+                        bad = Some(Bad::Io(e));
+                        break;
+                    }
+                },
+            };
+            let framed = match check_header(offset, header, head, rest.len() as u64, self.file_size)
+            {
+                Ok(framed) => framed,
+                Err(b) => {
+                    bad = Some(b);
+                    break;
+                }
+            };
+            if framed > rest.len() as u64 {
+                straddler = Some((offset, framed));
+                break;
+            }
+            records.push((pos, framed as usize));
+            pos += framed as usize;
+        }
+        if bad.is_some() || last {
+            self.stop_after(k);
+        } else {
+            let next = straddler.map_or(base + pos as u64, |(offset, framed)| offset + framed);
+            self.walked_to(k, next);
+        }
+
+        // Check the payloads, in order, while the chunk is still in this core's cache.
+        for &(pos, framed) in records.iter() {
+            let offset = base + pos as u64;
+            match check_record(offset, &data[pos..pos + framed]) {
+                Ok(payload) if format::is_filler(payload) => {}
+                Ok(_) => offsets.push(offset),
+                Err(b) => return Some((Some(b), last)),
+            }
+        }
+        if bad.is_some() {
+            return Some((bad, last));
+        }
+        let Some((offset, framed)) = straddler else {
+            return Some((None, last));
+        };
+        // The record running past the chunk: the part at hand, then the rest from the
+        // file. `framed` was bounded by the file size in `check_header`.
+        let framed = framed as usize;
+        if carry.len() < framed {
+            carry.resize(framed, 0);
+        }
+        let record = &mut carry[..framed];
+        let here = &data[pos..];
+        record[..here.len()].copy_from_slice(here);
+        let have = match read_full_at(self.src, &mut record[here.len()..], base + got as u64) {
+            Ok(n) => here.len() + n,
+            Err(e) => return Some((Some(Bad::Io(e)), last)),
+        };
+        if have < framed {
+            // A truncated filler is not an instance.
+            let filler = record.get(HEADER_LEN..have).is_some_and(format::is_filler);
+            let bad = truncated(offset, framed as u64, have as u64, !filler);
+            return Some((Some(bad), last));
+        }
+        match check_record(offset, record) {
+            Ok(payload) if format::is_filler(payload) => {}
+            Ok(_) => offsets.push(offset),
+            Err(b) => return Some((Some(b), last)),
+        }
+        Some((None, last))
+    }
+}
+
+/// [`scan_offsets`] with `chunk` bytes per chunk and at most `threads` threads (tests
+/// use tiny chunks to put chunk boundaries everywhere).
+fn scan_offsets_with(
+    data: &Path,
+    chunk: usize,
+    threads: usize,
+    mut progress: impl FnMut(u64),
+) -> Result<Vec<u64>> {
+    let src = File::open(data).map_err(|e| Error::io(data, e))?;
+    let file_size = src.metadata().map_err(|e| Error::io(data, e))?.len();
+    let chunk = chunk.max(1);
+    let chunks = usize::try_from(file_size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
+    let scan = Scan {
+        src: &src,
+        file_size,
+        chunk,
+        chunks,
+        next_chunk: AtomicUsize::new(0),
+        walk: Mutex::new(Walk {
+            chunk: 0,
+            start: 0,
+            stop_after: usize::MAX,
+            sleepers: 0,
+        }),
+        walked: Condvar::new(),
+        walked_chunk: AtomicUsize::new(0),
+    };
+    let mut merge = Merge {
+        path: data,
+        chunk: chunk as u64,
+        file_size,
+        offsets: Vec::new(),
+        waiting: BTreeMap::new(),
+        next: 0,
+        end: None,
+        reported: 0,
+    };
+    std::thread::scope(|s| {
+        let (done_tx, done_rx) = mpsc::channel();
+        // Chunks go to whichever worker is free, so if a thread cannot be started the
+        // others simply do its share; and the calling thread, which also puts the
+        // chunks back in order as they come, simply checks fewer of them.
+        let helpers: Vec<_> = (1..threads.min(chunks))
+            .filter_map(|i| {
+                let done_tx = done_tx.clone();
+                std::thread::Builder::new()
+                    .name(format!("lirs-scan-{i}"))
+                    .spawn_scoped(s, || {
+                        scan.work(move |done| {
+                            // Fails only once the caller has stopped merging.
+                            let _ = done_tx.send(done);
+                        })
+                    })
+                    .ok()
+            })
+            .collect();
+        drop(done_tx);
+        scan.work(|done| {
+            merge.add(done, &mut progress);
+            for done in done_rx.try_iter() {
+                merge.add(done, &mut progress);
+            }
+        });
+        // The helpers' last chunks; the channel closes when they are all done.
+        for done in done_rx.iter() {
+            merge.add(done, &mut progress);
+        }
+        for helper in helpers {
+            if let Err(panic) = helper.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    match merge.end {
+        Some(Ok(())) => {
+            progress(file_size);
+            Ok(merge.offsets)
+        }
+        Some(Err(e)) => Err(e),
+        // Every chunk up to the first bad one or the end comes back; anything else is
+        // a bug, reported rather than turned into a short table.
+        None if merge.next >= chunks => {
+            progress(file_size);
+            Ok(merge.offsets)
+        }
+        None => Err(Error::io(
+            data,
+            std::io::Error::other("internal error: a chunk of the scan is missing"),
+        )),
+    }
+}
+
+/// Puts chunk results back in file order as they come.
+struct Merge<'a> {
+    path: &'a Path,
+    chunk: u64,
+    file_size: u64,
+    offsets: Vec<u64>,
+    /// Results that came before an earlier chunk's.
+    waiting: BTreeMap<usize, ChunkDone>,
+    /// The next chunk in file order.
+    next: usize,
+    /// Set at the first bad record, or at an early end of the file.
+    end: Option<Result<()>>,
+    reported: u64,
+}
+
+impl Merge<'_> {
+    fn add(&mut self, done: ChunkDone, progress: &mut impl FnMut(u64)) {
+        if self.end.is_some() {
+            return;
+        }
+        self.waiting.insert(done.chunk, done);
+        while let Some(done) = self.waiting.remove(&self.next) {
+            self.offsets.extend_from_slice(&done.offsets);
+            self.next += 1;
+            if let Some(bad) = done.bad {
+                let e = bad.into_error(self.path, self.offsets.len() as u64);
+                self.end = Some(Err(e));
+            } else if done.last {
+                self.end = Some(Ok(()));
+            }
+            if self.end.is_some() {
+                self.waiting.clear();
+                return;
+            }
+        }
+        let scanned = (self.next as u64 * self.chunk).min(self.file_size);
+        if scanned - self.reported >= PROGRESS_EVERY {
+            self.reported = scanned;
+            progress(scanned);
+        }
+    }
 }
 
 /// What a full scan of a data file (and optionally its table) found.
@@ -873,8 +1307,13 @@ mod tests {
     /// Every way of scanning `path`, each with tiny chunks so records straddle them.
     fn every_scan(path: &Path) -> Vec<(String, std::result::Result<Vec<u64>, String>)> {
         let mut out = Vec::new();
-        let got = scan_offsets(path, |_| {});
-        out.push(("scan_offsets".to_string(), got.map_err(|e| e.to_string())));
+        for chunk in [1, 5, 13, 64, 100, 4096, SCAN_CHUNK] {
+            for threads in [1, 2, 3] {
+                let got = scan_offsets_with(path, chunk, threads, |_| {});
+                let name = format!("scan_offsets chunk {chunk} threads {threads}");
+                out.push((name, got.map_err(|e| e.to_string())));
+            }
+        }
         for (chunk, ring) in [(1, 2), (7, 1), (64, 2), (64, 0), (READ_CHUNK, READ_AHEAD)] {
             let got = (|| {
                 let mut scanner = RecordScanner::open_with(path, chunk, ring)?;
@@ -1024,5 +1463,23 @@ mod tests {
             scanner.next_record().unwrap().unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    #[test]
+    fn progress_is_reported_in_order_and_ends_at_the_file_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let payload = vec![5u8; 1 << 20];
+        let mut bytes = Vec::new();
+        for _ in 0..140 {
+            format::encode_record(&payload, &mut bytes);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let mut seen = Vec::new();
+        let offsets = scan_offsets_with(&path, 1 << 20, 2, |done| seen.push(done)).unwrap();
+        assert_eq!(offsets.len(), 140);
+        assert!(seen.len() >= 3, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+        assert_eq!(seen.last(), Some(&(bytes.len() as u64)));
     }
 }
