@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tfrecord_lirs::{
-    default_table_path, Error, Fit, Location, OrderSpec, PadOptions, PageSize, Reader,
+    default_table_path, Compression, Error, Fit, Location, OrderSpec, PadOptions, PageSize, Reader,
     ReaderOptions,
 };
 
@@ -52,6 +52,16 @@ enum FitArg {
     Best,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CompressionArg {
+    /// A plain TFRecord file.
+    None,
+    /// A gzip stream (TFRecordOptions(compression_type="GZIP")).
+    Gzip,
+    /// A zlib stream (TFRecordOptions(compression_type="ZLIB")).
+    Zlib,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Scan DATA (CRC-checked, fillers skipped), write its offset table, print the instance count.
@@ -65,7 +75,8 @@ enum Command {
         #[arg(long)]
         sync: bool,
     },
-    /// Rewrite any TFRecord file as a padded (page-aligned) file OUT plus OUT.offsets.
+    /// Rewrite any TFRecord file (plain, GZIP or ZLIB) as a padded (page-aligned) file
+    /// OUT plus OUT.offsets.
     Pad {
         /// Input TFRecord file (padded or not; its fillers are dropped).
         input: PathBuf,
@@ -84,6 +95,11 @@ enum Command {
         /// power loss).
         #[arg(long)]
         sync: bool,
+        /// How INPUT is compressed; GZIP and ZLIB input (as TensorFlow writes with
+        /// TFRecordOptions) is decompressed as it is read [default: detected from its
+        /// first bytes].
+        #[arg(long, value_enum)]
+        compression: Option<CompressionArg>,
     },
     /// Check every record's CRCs, the table against the file, and padded-file invariants.
     Verify {
@@ -96,6 +112,11 @@ enum Command {
         /// fillers end on, if the file has fillers].
         #[arg(long, value_parser = parse_page_size)]
         page_size: Option<u64>,
+        /// Trust the table: instance i is the record at its offset i, and any records
+        /// between (or before the first) are padding written by another tool (e.g. the
+        /// LIRS reference implementation). Padding must still be valid records.
+        #[arg(long)]
+        trust_table: bool,
     },
     /// Instance count, sizes, pages, fillers, padding.
     Info {
@@ -111,6 +132,11 @@ enum Command {
         /// fillers end on, if the file has fillers].
         #[arg(long, value_parser = parse_page_size)]
         page_size: Option<u64>,
+        /// Trust the table: instance i is the record at its offset i, and any records
+        /// between (or before the first) are padding written by another tool (e.g. the
+        /// LIRS reference implementation). Padding must still be valid records.
+        #[arg(long)]
+        trust_table: bool,
     },
     /// Write exactly the payload bytes of instance ID to stdout.
     Get {
@@ -121,6 +147,11 @@ enum Command {
         /// The offset table [default: DATA.offsets].
         #[arg(long)]
         offsets: Option<PathBuf>,
+        /// Trust the table: instance i is the record at its offset i, and any records
+        /// between (or before the first) are padding written by another tool (e.g. the
+        /// LIRS reference implementation). Padding must still be valid records.
+        #[arg(long)]
+        trust_table: bool,
     },
     /// Print one epoch's shuffled instance ids, one per line.
     Order {
@@ -152,6 +183,11 @@ enum Command {
         /// Page size for page-aware units.
         #[arg(long, default_value_t = 4096, value_parser = parse_page_size)]
         page_size: u64,
+        /// Trust the table: instance i is the record at its offset i, and any records
+        /// between (or before the first) are padding written by another tool (e.g. the
+        /// LIRS reference implementation). Padding must still be valid records.
+        #[arg(long)]
+        trust_table: bool,
     },
 }
 
@@ -297,6 +333,7 @@ fn run(command: Command) -> Outcome {
             fit,
             window,
             sync,
+            compression,
         } => {
             page_size(p)?;
             let options = PadOptions {
@@ -309,9 +346,15 @@ fn run(command: Command) -> Outcome {
                 },
                 sync,
             };
+            let compression = match compression {
+                None => Compression::Auto,
+                Some(CompressionArg::None) => Compression::None,
+                Some(CompressionArg::Gzip) => Compression::Gzip,
+                Some(CompressionArg::Zlib) => Compression::Zlib,
+            };
             let bar = progress(file_size(&input)?, "pad");
             let summary =
-                tfrecord_lirs::pad_file_with_progress(&input, &output, &options, |done| {
+                tfrecord_lirs::pad_file_with(&input, &output, &options, compression, |done| {
                     bar.set_position(done)
                 })?;
             bar.finish_and_clear();
@@ -325,16 +368,18 @@ fn run(command: Command) -> Outcome {
             data,
             offsets,
             page_size: p,
+            trust_table,
         } => {
             let table_path = table_for(&data, offsets);
             refuse_compressed(&data, &table_path)?;
-            let table = tfrecord_lirs::read_table(&table_path)?;
+            let table = tfrecord_lirs::read_table_for(&data, &table_path)?;
             let page = p.map(page_size).transpose()?;
             let bar = progress(file_size(&data)?, "verify");
-            let found = tfrecord_lirs::inspect_with_progress(
+            let found = tfrecord_lirs::inspect_with(
                 &data,
                 Some((&table_path, &table)),
                 page,
+                reader_options(trust_table).padding(),
                 |done| bar.set_position(done),
             )?;
             bar.finish_and_clear();
@@ -348,8 +393,13 @@ fn run(command: Command) -> Outcome {
                 Some(p) => format!("padded for page size {p}"),
                 None => "not padded".to_string(),
             };
+            let (fillers, table) = if trust_table {
+                ("padding records", "table trusted")
+            } else {
+                ("fillers", "table matches")
+            };
             println!(
-                "ok: {} instances, {} fillers, {} bytes, table matches, {padded}",
+                "ok: {} instances, {} {fillers}, {} bytes, {table}, {padded}",
                 found.instances, found.fillers, found.file_size
             );
             Ok(())
@@ -359,11 +409,23 @@ fn run(command: Command) -> Outcome {
             offsets,
             json,
             page_size: p,
-        } => info(&data, offsets, json, p.map(page_size).transpose()?),
-        Command::Get { data, id, offsets } => {
+            trust_table,
+        } => info(
+            &data,
+            offsets,
+            json,
+            p.map(page_size).transpose()?,
+            trust_table,
+        ),
+        Command::Get {
+            data,
+            id,
+            offsets,
+            trust_table,
+        } => {
             let table = table_for(&data, offsets);
             refuse_compressed(&data, &table)?;
-            let reader = Reader::open_one(&data, Some(&table), &ReaderOptions::default())?;
+            let reader = Reader::open_one(&data, Some(&table), &reader_options(trust_table))?;
             let payload = reader.read(id)?;
             write_stdout(|out| out.write_all(&payload))
         }
@@ -376,13 +438,14 @@ fn run(command: Command) -> Outcome {
             num_shards,
             shard_index,
             page_size: p,
+            trust_table,
         } => {
             page_size(p)?;
             let table = table_for(&data, offsets);
             refuse_compressed(&data, &table)?;
             let options = ReaderOptions {
                 page_size: p,
-                ..ReaderOptions::default()
+                ..reader_options(trust_table)
             };
             let reader = Reader::open_one(&data, Some(&table), &options)?;
             let order = reader.epoch_order(&OrderSpec {
@@ -402,19 +465,35 @@ fn run(command: Command) -> Outcome {
     }
 }
 
-fn info(data: &Path, offsets: Option<PathBuf>, json: bool, page: Option<PageSize>) -> Outcome {
-    let explicit = offsets.is_some();
+/// The reader options of `--trust-table`.
+fn reader_options(trust_table: bool) -> ReaderOptions {
+    ReaderOptions {
+        trust_table,
+        ..ReaderOptions::default()
+    }
+}
+
+fn info(
+    data: &Path,
+    offsets: Option<PathBuf>,
+    json: bool,
+    page: Option<PageSize>,
+    trust_table: bool,
+) -> Outcome {
+    // A trusted table is needed to tell instances from padding.
+    let required = offsets.is_some() || trust_table;
     let table_path = table_for(data, offsets);
-    let table = match tfrecord_lirs::read_table(&table_path) {
+    let table = match tfrecord_lirs::read_table_for(data, &table_path) {
         Ok(t) => Some(t),
-        Err(_) if !explicit && !table_path.exists() => None,
+        Err(_) if !required && !table_path.exists() => None,
         Err(e) => return Err(e.into()),
     };
     let bar = progress(file_size(data)?, "info");
-    let found = tfrecord_lirs::inspect_with_progress(
+    let found = tfrecord_lirs::inspect_with(
         data,
         table.as_deref().map(|t| (table_path.as_path(), t)),
         None,
+        reader_options(trust_table).padding(),
         |done| bar.set_position(done),
     )?;
     bar.finish_and_clear();
@@ -456,6 +535,7 @@ fn info(data: &Path, offsets: Option<PathBuf>, json: bool, page: Option<PageSize
             "padded_page_size": padded,
             "padded_problem": problem,
             "table": table_json,
+            "table_trusted": trust_table,
         });
         return write_stdout(|out| writeln!(out, "{value:#}"));
     }
@@ -473,8 +553,10 @@ fn info(data: &Path, offsets: Option<PathBuf>, json: bool, page: Option<PageSize
         writeln!(out, "pages: {pages} of {page} bytes")?;
         writeln!(
             out,
-            "fillers: {} ({} bytes)",
-            found.fillers, found.filler_bytes
+            "{}: {} ({} bytes)",
+            if trust_table { "padding records" } else { "fillers" },
+            found.fillers,
+            found.filler_bytes
         )?;
         match (padded, &problem) {
             (Some(p), _) => writeln!(out, "padded: yes, for page size {p}")?,
@@ -482,6 +564,11 @@ fn info(data: &Path, offsets: Option<PathBuf>, json: bool, page: Option<PageSize
             (None, None) => writeln!(out, "padded: no")?,
         }
         match &table {
+            Some(_) if trust_table => writeln!(
+                out,
+                "table: {} (trusted: records between its entries are padding)",
+                table_path.display()
+            ),
             Some(_) => writeln!(out, "table: {} (matches)", table_path.display()),
             None => writeln!(out, "table: none"),
         }

@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 
 use crate::format::FrameError;
 
+/// The way out of the strict checks for files padded by other tools, named by the
+/// errors a strict reader gives where the bytes it refuses are valid records.
+pub(crate) const TRUST_TABLE_HINT: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, read it with --trust-table (CLI) / trust_table=True (Python)";
+
 /// Result with the crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -78,7 +82,7 @@ pub enum Error {
         frame: FrameError,
     },
     /// The file is GZIP or ZLIB compressed, which cannot be randomly accessed.
-    #[error("{at}: file looks {format}-compressed; random access needs an uncompressed TFRecord file (decompress it first, e.g. by re-writing it with tf.io.TFRecordWriter without compression)")]
+    #[error("{at}: file looks {format}-compressed; random access needs an uncompressed TFRecord file: `tfrecord-lirs pad {path} OUT` (Python: tfrecord_lirs.pad) decompresses it as it reads and writes a padded copy OUT with its table in one step, or decompress it first (GZIP: `gunzip -c {path} > OUT`; ZLIB: `zlib-flate -uncompress < {path} > OUT`) and index that", path = .at.path.display())]
     Compressed {
         /// The file (offset 0).
         at: Location,
@@ -101,6 +105,18 @@ pub enum Error {
         /// What rule is broken.
         reason: String,
     },
+    /// An offset table that does not exist. The message says how to make one.
+    #[error("{}: no offset table ({source}): make one with `tfrecord-lirs index {}`{} (Python: tfrecord_lirs.build_offset_table({:?})), or write a padded copy with its table with `tfrecord-lirs pad {} OUT`", .table.display(), .data.display(), index_out(.data, .table), .data.display().to_string(), .data.display())]
+    MissingTable {
+        /// The table path that was looked for.
+        table: PathBuf,
+        /// The data file it would describe (the table path without `.offsets` when
+        /// the data file is not known).
+        data: PathBuf,
+        /// The OS error (kind `NotFound`).
+        #[source]
+        source: std::io::Error,
+    },
     /// A bad argument from the caller.
     #[error("{0}")]
     InvalidArgument(String),
@@ -120,6 +136,7 @@ impl Error {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
                 ErrorKind::DataLoss
             }
+            Error::MissingTable { .. } => ErrorKind::NotFound,
             Error::Io { .. } | Error::Internal(_) => ErrorKind::Internal,
             Error::Frame { .. } | Error::Compressed { .. } | Error::Layout { .. } => {
                 ErrorKind::DataLoss
@@ -131,6 +148,20 @@ impl Error {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
         Error::Io {
             path: path.display().to_string(),
+            source,
+        }
+    }
+
+    /// The error for reading the table at `table` (of data file `data`, if known)
+    /// failing with `source`: a missing table says how to make one.
+    pub(crate) fn table_io(table: &Path, data: Option<&Path>, source: std::io::Error) -> Error {
+        if source.kind() != std::io::ErrorKind::NotFound {
+            return Error::io(table, source);
+        }
+        let data = data.map_or_else(|| data_of_table(table), Path::to_path_buf);
+        Error::MissingTable {
+            table: table.to_path_buf(),
+            data,
             source,
         }
     }
@@ -169,5 +200,24 @@ impl Error {
             at: Location::new(path, instance, Some(offset)),
             reason: reason.into(),
         }
+    }
+}
+
+/// The data file a table at `table` describes by the naming convention: the path
+/// without its `.offsets` suffix (or `FILE` when it has none).
+fn data_of_table(table: &Path) -> PathBuf {
+    let name = table.as_os_str().to_string_lossy();
+    match name.strip_suffix(".offsets") {
+        Some(data) if !data.is_empty() => PathBuf::from(data),
+        _ => PathBuf::from("FILE"),
+    }
+}
+
+/// ` --out TABLE` when `table` is not `data`'s default table path.
+fn index_out(data: &Path, table: &Path) -> String {
+    if crate::table::default_table_path(data) == table {
+        String::new()
+    } else {
+        format!(" --out {}", table.display())
     }
 }

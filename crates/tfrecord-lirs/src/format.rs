@@ -262,16 +262,8 @@ pub enum TailError {
 /// assert_eq!(filler_framed_len(&record, n), Err(TailError::NotFiller { framed_len: n }));
 /// ```
 pub fn filler_framed_len(probe: &[u8], available: u64) -> Result<u64, TailError> {
-    let truncated = |needed: u64| TailError::Frame(FrameError::Truncated { needed, available });
-    let header: &[u8; HEADER_LEN] = probe
-        .get(..HEADER_LEN)
-        .and_then(|h| h.try_into().ok())
-        .ok_or_else(|| truncated(HEADER_LEN as u64))?;
-    let len = decode_header(header).map_err(TailError::Frame)?;
-    let framed = framed_len(len);
-    if framed > available {
-        return Err(truncated(framed));
-    }
+    let framed = record_framed_len(probe, available)?;
+    let len = framed - FRAMING_LEN;
     let magic = probe.get(HEADER_LEN..FILLER_PROBE_LEN);
     if len < FILLER_MAGIC.len() as u64 || magic != Some(FILLER_MAGIC.as_slice()) {
         return Err(TailError::NotFiller { framed_len: framed });
@@ -282,15 +274,72 @@ pub fn filler_framed_len(probe: &[u8], available: u64) -> Result<u64, TailError>
 /// Walks `tail` (the bytes after an instance's record, to the end of its span) and
 /// returns `Err((offset in tail, why))` at the first thing that is not a filler record.
 pub fn check_filler_tail(tail: &[u8]) -> Result<(), (usize, TailError)> {
+    check_padding_tail(tail, Padding::Fillers)
+}
+
+/// What the bytes between an instance's record and the next table entry (or the end of
+/// the file) may be: how much a reader trusts the offset table.
+///
+/// ```
+/// use tfrecord_lirs::format::{encode_record, Padding, TailError};
+/// // The LIRS reference implementation pads with records of ASCII '0' bytes.
+/// let mut pad = Vec::new();
+/// encode_record(&[b'0'; 40], &mut pad);
+/// assert_eq!(Padding::Opaque.framed_len(&pad, 56), Ok(56));
+/// assert_eq!(Padding::Fillers.framed_len(&pad, 56), Err(TailError::NotFiller { framed_len: 56 }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Padding {
+    /// Only LIRS filler records (the default). A record that is not a filler is an
+    /// instance the table misses, and an error: this catches tables missing entries.
+    #[default]
+    Fillers,
+    /// Any records (valid framing: length CRC, each inside the span), whatever their
+    /// payload: padding written by another tool, in a file whose table is
+    /// authoritative (instance `i` is the record at `offset[i]`, whatever lies between).
+    Opaque,
+}
+
+impl Padding {
+    /// The framed size of the padding record starting with `probe` (its first
+    /// [`FILLER_PROBE_LEN`] bytes, or all the bytes left when fewer), `available` bytes
+    /// being left in the span from its start. Payload CRCs are not checked here.
+    pub fn framed_len(self, probe: &[u8], available: u64) -> Result<u64, TailError> {
+        match self {
+            Padding::Fillers => filler_framed_len(probe, available),
+            Padding::Opaque => record_framed_len(probe, available),
+        }
+    }
+}
+
+/// [`check_filler_tail`] for padding of kind `padding`.
+pub fn check_padding_tail(tail: &[u8], padding: Padding) -> Result<(), (usize, TailError)> {
     let mut pos = 0usize;
     while pos < tail.len() {
         let rest = &tail[pos..];
         let probe = &rest[..rest.len().min(FILLER_PROBE_LEN)];
         // `framed <= rest.len()`, so the cast is exact.
-        let framed = filler_framed_len(probe, rest.len() as u64).map_err(|e| (pos, e))?;
+        let framed = padding
+            .framed_len(probe, rest.len() as u64)
+            .map_err(|e| (pos, e))?;
         pos += framed as usize;
     }
     Ok(())
+}
+
+/// The framed size of the record whose header starts `probe`, checking its length CRC
+/// and that it ends within `available` bytes.
+fn record_framed_len(probe: &[u8], available: u64) -> Result<u64, TailError> {
+    let truncated = |needed: u64| TailError::Frame(FrameError::Truncated { needed, available });
+    let header: &[u8; HEADER_LEN] = probe
+        .get(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| truncated(HEADER_LEN as u64))?;
+    let framed = framed_len(decode_header(header).map_err(TailError::Frame)?);
+    if framed > available {
+        return Err(truncated(framed));
+    }
+    Ok(framed)
 }
 
 /// Whether a gap of `gap` bytes can be filled with filler records (0, or at least 24).

@@ -34,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+mod compress;
 mod error;
 pub mod example;
 mod fetch;
@@ -45,6 +46,7 @@ mod scan;
 mod table;
 mod writer;
 
+pub use compress::Compression;
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{FetchOptions, Fetcher, Payloads, Window};
 pub use format::PageSize;
@@ -52,12 +54,13 @@ pub use io::{cached_pages, drop_from_page_cache, Backend};
 pub use order::{EpochOrder, OrderSpec};
 pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
 pub use scan::{
-    inspect, inspect_with_progress, scan_offsets, Inspection, RecordScanner, ScannedRecord,
+    inspect, inspect_with, inspect_with_progress, scan_offsets, Inspection, RecordScanner, ScannedRecord,
 };
 pub use table::{
-    default_table_path, encode_table, parse_table, read_table, write_table, OffsetTableBuilder,
+    default_table_path, encode_table, parse_table, read_table, read_table_for, write_table, OffsetTableBuilder,
 };
 pub use writer::{
-    build_offset_table, build_offset_table_with, pad_file, pad_file_with_progress, Fit, PadOptions,
+    build_offset_table, build_offset_table_with, pad_file, pad_file_with, pad_file_with_progress, Fit,
+    PadOptions,
     PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
-use crate::format::{self, FrameError, PageSize, HEADER_LEN};
+use crate::error::{Error, Result, TRUST_TABLE_HINT};
+use crate::format::{self, FrameError, PageSize, Padding, HEADER_LEN};
 use crate::io::{self, Backend, ReadAt};
 use crate::order::{self, EpochOrder, OrderSpec};
-use crate::table::{default_table_path, read_table};
+use crate::table::{default_table_path, read_table_for};
 
 /// Options of a [`Reader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +20,26 @@ pub struct ReaderOptions {
     pub verify_payload_crc: bool,
     /// The I/O backend (default `pread`).
     pub backend: Backend,
+    /// Trust the offset table (default false): instance `i` is the record at
+    /// `offset[i]`, and the bytes between its end and the next entry (or the end of the
+    /// file), and before `offset[0]`, are opaque padding written by another tool, e.g.
+    /// the LIRS reference implementation's `'0'` records. Padding must still be valid
+    /// TFRecord framing (length CRCs, records inside the span); its payload CRCs are
+    /// checked by `verify`, not on reads. The default is strict: only LIRS filler
+    /// records may follow an instance and the first one starts at byte 0, which catches
+    /// tables missing entries.
+    pub trust_table: bool,
+}
+
+impl ReaderOptions {
+    /// What may follow an instance's record in its span.
+    pub fn padding(&self) -> Padding {
+        if self.trust_table {
+            Padding::Opaque
+        } else {
+            Padding::Fillers
+        }
+    }
 }
 
 impl Default for ReaderOptions {
@@ -28,6 +48,7 @@ impl Default for ReaderOptions {
             page_size: format::DEFAULT_PAGE_SIZE,
             verify_payload_crc: true,
             backend: Backend::Pread,
+            trust_table: false,
         }
     }
 }
@@ -269,6 +290,8 @@ pub struct Reader {
     layout: Arc<Layout>,
     files: Vec<OpenFile>,
     verify_payload_crc: bool,
+    /// What may follow an instance's record in its span ([`ReaderOptions::trust_table`]).
+    padding: Padding,
     /// Every file is memory-mapped (the mmap backend).
     mapped: bool,
     reads: AtomicU64,
@@ -300,13 +323,13 @@ impl Reader {
         for (data, table_path) in files {
             let src = io::open(data, options.backend)?;
             let size = src.size();
-            let offsets = read_table(table_path)?;
+            let offsets = read_table_for(data, table_path)?;
             let layout = FileLayout {
                 offsets,
                 size,
                 first_id,
             };
-            check_table(data, table_path, &layout, &*src)?;
+            check_table(data, table_path, &layout, &*src, options.padding())?;
             first_id += layout.offsets.len() as u64;
             let pages = size.div_ceil(page.get());
             open.push(OpenFile {
@@ -326,6 +349,7 @@ impl Reader {
             mapped: open.iter().all(|f| f.src.mapped().is_some()),
             files: open,
             verify_payload_crc: options.verify_payload_crc,
+            padding: options.padding(),
             reads: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
@@ -429,7 +453,7 @@ impl Reader {
                 // small reads (decode_span only checks a tail it holds).
                 if record_end < end {
                     let file = &self.files[f];
-                    let found = walk_tail(&*file.src, record_end, end, |pos, len| {
+                    let found = walk_tail(&*file.src, record_end, end, self.padding, |pos, len| {
                         self.note(tally, f, pos, len)
                     })
                     .map_err(|e| Error::io(&file.data_path, e))?;
@@ -695,7 +719,7 @@ impl Reader {
         if span_end == end {
             // `framed_len <= span.len()`, checked by decode_record.
             let tail = &span[frame.framed_len as usize..];
-            if let Err((at, e)) = format::check_filler_tail(tail) {
+            if let Err((at, e)) = format::check_padding_tail(tail, self.padding) {
                 let at = start + frame.framed_len + at as u64;
                 return Err(tail_error(
                     (&file.data_path, &file.table_path),
@@ -781,13 +805,14 @@ impl Reader {
 /// by a LIRS writer (which puts at most a few in a span), and is not checked further.
 const MAX_TAIL_PROBES: usize = 4096;
 
-/// Checks with small positioned reads that the bytes `[from, end)` of `src` are filler
-/// records; `on_read(at, len)` is told of each read. Returns the offset and reason of
-/// the first record that is not a filler, if any.
+/// Checks with small positioned reads that the bytes `[from, end)` of `src` are
+/// padding records of kind `padding`; `on_read(at, len)` is told of each read. Returns
+/// the offset and reason of the first record that is not, if any.
 fn walk_tail(
     src: &dyn ReadAt,
     from: u64,
     end: u64,
+    padding: Padding,
     mut on_read: impl FnMut(u64, u64),
 ) -> std::io::Result<Option<(u64, format::TailError)>> {
     let mut probe = [0u8; format::FILLER_PROBE_LEN];
@@ -800,7 +825,7 @@ fn walk_tail(
         let len = (available as usize).min(probe.len());
         io::read_exact_at(src, &mut probe[..len], at)?;
         on_read(at, len as u64);
-        match format::filler_framed_len(&probe[..len], available) {
+        match padding.framed_len(&probe[..len], available) {
             Ok(framed) => at += framed,
             Err(e) => return Ok(Some((at, e))),
         }
@@ -834,7 +859,7 @@ fn tail_error(
             Some(id),
             Some(at),
             format!(
-                "byte {at} of {} starts a record of {framed_len} bytes that is not a filler, inside instance {id}'s span [{start}, {end}): the table does not index it (an entry missing, records appended after indexing, or another file's table); rebuild it with `tfrecord-lirs index`",
+                "byte {at} of {} starts a record of {framed_len} bytes that is not a filler, inside instance {id}'s span [{start}, {end}): the table does not index it (an entry missing, records appended after indexing, or another file's table); rebuild it with `tfrecord-lirs index`; or, {TRUST_TABLE_HINT}",
                 data.display()
             ),
         ),
@@ -842,7 +867,13 @@ fn tail_error(
 }
 
 /// Validates a table against its data file without reading the whole file.
-fn check_table(data: &Path, table: &Path, layout: &FileLayout, src: &dyn ReadAt) -> Result<()> {
+fn check_table(
+    data: &Path,
+    table: &Path,
+    layout: &FileLayout,
+    src: &dyn ReadAt,
+    padding: Padding,
+) -> Result<()> {
     // A compressed file is named as such before its table is judged against it.
     let mut head = [0u8; HEADER_LEN];
     let head_len = (layout.size as usize).min(HEADER_LEN);
@@ -871,16 +902,22 @@ fn check_table(data: &Path, table: &Path, layout: &FileLayout, src: &dyn ReadAt)
         return Ok(());
     }
     // Spans tile the file from byte 0. A table whose first entry is elsewhere (entries
-    // missing at the front, another file's table) would silently shift every id.
-    if layout.offsets[0] != 0 {
+    // missing at the front, another file's table) would silently shift every id; a
+    // trusted table may start later, after padding.
+    if layout.offsets[0] != 0 && padding == Padding::Fillers {
         return Err(Error::table(
             table,
             Some(layout.first_id),
             Some(layout.offsets[0]),
             format!(
-                "instance 0 of {} must start at byte 0, but the table puts it at byte {}: the table does not match the data file (entries missing at the front?)",
+                "instance 0 of {} must start at byte 0, but the table puts it at byte {}: the table does not match the data file (entries missing at the front?){}",
                 data.display(),
-                layout.offsets[0]
+                layout.offsets[0],
+                if starts_with_records(src, layout.offsets[0].min(layout.size)) {
+                    format!("; or, {TRUST_TABLE_HINT}")
+                } else {
+                    String::new()
+                }
             ),
         ));
     }
@@ -943,14 +980,42 @@ fn check_table(data: &Path, table: &Path, layout: &FileLayout, src: &dyn ReadAt)
         // entries missing at the end, would otherwise never be read or reported.
         if i == n - 1 {
             let id = layout.first_id + i as u64;
-            let found =
-                walk_tail(src, start + framed, end, |_, _| {}).map_err(|e| Error::io(data, e))?;
+            let found = walk_tail(src, start + framed, end, padding, |_, _| {})
+                .map_err(|e| Error::io(data, e))?;
             if let Some((at, e)) = found {
                 return Err(tail_error((data, table), id, (start, end), at, e));
             }
         }
     }
+    // A trusted table's first instance may follow padding: it must be records too.
+    if layout.offsets[0] > 0 {
+        let found = walk_tail(src, 0, layout.offsets[0], padding, |_, _| {})
+            .map_err(|e| Error::io(data, e))?;
+        if let Some((at, e)) = found {
+            return Err(Error::table(
+                table,
+                Some(layout.first_id),
+                Some(at),
+                format!(
+                    "the bytes at {at} of {}, before instance 0 at byte {}, are not padding records ({}): the table does not match the data file",
+                    data.display(),
+                    layout.offsets[0],
+                    match e {
+                        format::TailError::Frame(frame) => frame.to_string(),
+                        format::TailError::NotFiller { framed_len } =>
+                            format!("a record of {framed_len} bytes that is not a filler"),
+                    }
+                ),
+            ));
+        }
+    }
     Ok(())
+}
+
+/// Whether the bytes `[0, end)` of `src` are whole records (any payload): the padding
+/// another tool may put before a first instance.
+fn starts_with_records(src: &dyn ReadAt, end: u64) -> bool {
+    matches!(walk_tail(src, 0, end, Padding::Opaque, |_, _| {}), Ok(None))
 }
 
 /// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.

@@ -19,14 +19,15 @@ use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::error::{Error, Location, Result};
+use crate::compress::{self, Compression};
+use crate::error::{Error, Location, Result, TRUST_TABLE_HINT};
 use crate::format::{
-    self, FrameError, PageSize, FOOTER_LEN, HEADER_LEN, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    self, FrameError, PageSize, Padding, FOOTER_LEN, HEADER_LEN, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 use crate::io;
 
@@ -189,7 +190,7 @@ fn check_record(offset: u64, record: &[u8]) -> std::result::Result<&[u8], Bad> {
 }
 
 /// Reads into `buf` until it is full or the file ends; returns the bytes read.
-fn read_full(src: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_full(src: &mut (impl Read + ?Sized), buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match src.read(&mut buf[n..]) {
@@ -234,7 +235,7 @@ enum Filled {
 /// fails or the scanner hangs up (its channels close, which also wakes a blocked send
 /// or receive, so the thread can always be joined).
 fn read_ahead(
-    mut src: File,
+    src: &mut (dyn Read + Send),
     chunk: usize,
     ring: usize,
     filled: SyncSender<Filled>,
@@ -255,7 +256,7 @@ fn read_ahead(
             },
             Err(TryRecvError::Disconnected) => return,
         };
-        match read_full(&mut src, &mut buf) {
+        match read_full(src, &mut buf) {
             Ok(0) => {
                 let _ = filled.send(Filled::Eof);
                 return;
@@ -289,28 +290,38 @@ struct ReadAhead {
 enum Source {
     /// Plain reads on the calling thread: for a file that fits in one chunk (a thread
     /// would cost more than it saves), or when no thread could be started.
-    Inline { src: File, chunk: usize, eof: bool },
+    Inline {
+        src: Box<dyn Read + Send>,
+        chunk: usize,
+        eof: bool,
+    },
     /// The read-ahead thread (`None` only while being dropped).
     Thread(Option<ReadAhead>),
 }
 
 impl Source {
-    fn new(src: File, file_size: u64, chunk: usize, ring: usize) -> Source {
-        if ring == 0 || file_size < chunk as u64 {
+    /// Reads `src`, which holds `size` bytes (`u64::MAX`: unknown, a stream).
+    fn new(src: Box<dyn Read + Send>, size: u64, chunk: usize, ring: usize) -> Source {
+        if ring == 0 || size < chunk as u64 {
             return Source::Inline {
                 src,
-                chunk: chunk.min(file_size as usize).max(64),
+                chunk: chunk.min(size as usize).max(64),
                 eof: false,
             };
         }
         let (filled_tx, filled) = mpsc::sync_channel(ring);
         let (free, free_rx) = mpsc::channel();
-        // A second handle, so that if the thread cannot start the file is still ours.
-        let spawned = src.try_clone().and_then(|reader_src| {
-            std::thread::Builder::new()
-                .name("lirs-scan-read".into())
-                .spawn(move || read_ahead(reader_src, chunk, ring, filled_tx, free_rx))
-        });
+        // Shared, so that if the thread cannot start the source is still ours.
+        let slot = Arc::new(Mutex::new(Some(src)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("lirs-scan-read".into())
+            .spawn(move || {
+                let taken = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(mut src) = taken {
+                    read_ahead(&mut *src, chunk, ring, filled_tx, free_rx);
+                }
+            });
         match spawned {
             Ok(thread) => Source::Thread(Some(ReadAhead {
                 filled,
@@ -318,7 +329,11 @@ impl Source {
                 thread,
             })),
             Err(_) => Source::Inline {
-                src,
+                src: slot
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .expect("the thread did not start"),
                 chunk,
                 eof: false,
             },
@@ -337,7 +352,7 @@ impl Source {
                 if buf.len() != *chunk {
                     buf = vec![0; *chunk];
                 }
-                let n = read_full(src, &mut buf)?;
+                let n = read_full(&mut **src, &mut buf)?;
                 *eof = n < buf.len();
                 Ok((n > 0).then_some((buf, n)))
             }
@@ -407,6 +422,9 @@ pub struct RecordScanner {
     carry: Vec<u8>,
     /// Instances (non-filler records) returned so far: the id of the next one.
     instances: u64,
+    /// For a decompressed stream: its compression, and the bytes of the file read so
+    /// far. Offsets are then offsets in the decompressed stream.
+    stream: Option<(Compression, Arc<AtomicU64>)>,
 }
 
 impl RecordScanner {
@@ -422,7 +440,7 @@ impl RecordScanner {
         let src = File::open(path).map_err(|e| Error::io(path, e))?;
         let file_size = src.metadata().map_err(|e| Error::io(path, e))?.len();
         Ok(RecordScanner {
-            source: Source::new(src, file_size, chunk.max(1), ring),
+            source: Source::new(Box::new(src), file_size, chunk.max(1), ring),
             path: path.to_path_buf(),
             file_size,
             chunk: Vec::new(),
@@ -431,7 +449,41 @@ impl RecordScanner {
             chunk_offset: 0,
             carry: Vec::new(),
             instances: 0,
+            stream: None,
         })
+    }
+
+    /// Opens `path` for scanning, decompressing it as it is read when it is GZIP or
+    /// ZLIB compressed (`compression`, or detected from its first bytes with
+    /// [`Compression::Auto`]). For a compressed file, record offsets (and those in
+    /// errors, which say so) are offsets in the decompressed stream, and
+    /// [`file_size`](RecordScanner::file_size) is unknown (`u64::MAX`).
+    pub fn open_compressed(path: &Path, compression: Compression) -> Result<RecordScanner> {
+        let compression = compression.resolve(path)?;
+        if compression == Compression::None {
+            return RecordScanner::open(path);
+        }
+        let (src, read) = compress::open_decompressed(path, compression)?;
+        Ok(RecordScanner {
+            source: Source::new(src, u64::MAX, READ_CHUNK, READ_AHEAD),
+            path: path.to_path_buf(),
+            file_size: u64::MAX,
+            chunk: Vec::new(),
+            len: 0,
+            pos: 0,
+            chunk_offset: 0,
+            carry: Vec::new(),
+            instances: 0,
+            stream: Some((compression, read)),
+        })
+    }
+
+    /// Bytes of the file read so far: the compressed bytes for a compressed file.
+    pub fn bytes_read(&self) -> u64 {
+        match &self.stream {
+            Some((_, read)) => read.load(Ordering::Relaxed),
+            None => self.position(),
+        }
     }
 
     /// The file being scanned.
@@ -450,7 +502,38 @@ impl RecordScanner {
     }
 
     fn fail(&self, bad: Bad) -> Error {
-        bad.into_error(&self.path, self.instances)
+        let Some((compression, _)) = &self.stream else {
+            return bad.into_error(&self.path, self.instances);
+        };
+        // Offsets in a decompressed stream are not file offsets: say which they are.
+        let name = compression.name();
+        match bad {
+            Bad::Frame {
+                offset,
+                frame,
+                instance,
+            } => Error::Layout {
+                at: Location::new(&self.path, instance.then_some(self.instances), None),
+                reason: format!("at decompressed byte {offset} of the {name} stream: {frame}"),
+            },
+            Bad::Io(e) => Error::io(&self.path, self.stream_error(e)),
+            compressed => compressed.into_error(&self.path, self.instances),
+        }
+    }
+
+    /// A read error of a decompressed stream, with where in the stream it happened.
+    fn stream_error(&self, e: std::io::Error) -> std::io::Error {
+        match &self.stream {
+            Some((compression, _)) => std::io::Error::new(
+                e.kind(),
+                format!(
+                    "{} stream: {e} (after decompressed byte {})",
+                    compression.name(),
+                    self.chunk_offset
+                ),
+            ),
+            None => e,
+        }
     }
 
     /// Moves on to the next chunk; `false` at the end of the file.
@@ -466,7 +549,7 @@ impl RecordScanner {
                 Ok(true)
             }
             Ok(None) => Ok(false),
-            Err(e) => Err(Error::io(&self.path, e)),
+            Err(e) => Err(Error::io(&self.path, self.stream_error(e))),
         }
     }
 
@@ -500,8 +583,17 @@ impl RecordScanner {
                     framed_len: framed,
                 }))
             }
-            Err(bad) => Err(bad.into_error(&self.path, self.instances)),
+            Err(bad) => Err(self.fail(bad)),
         }
+    }
+
+    /// Makes room in `carry` for a record of `framed` bytes. Its length is bounded by
+    /// the file size in `check_header`, but a stream's size is unknown: never reserve
+    /// more than a few chunks ahead of the bytes that have actually arrived.
+    fn reserve_carry(&mut self, framed: u64) {
+        let want = usize::try_from(framed).unwrap_or(usize::MAX);
+        let ahead = want.saturating_sub(self.carry.len()).min(16 * READ_CHUNK);
+        self.carry.reserve(ahead);
     }
 
     /// Gathers the record at `offset`, which runs past the end of the current chunk,
@@ -519,8 +611,7 @@ impl RecordScanner {
             .extend_from_slice(&self.chunk[self.pos..self.len]);
         self.pos = self.len;
         if let Some(f) = framed {
-            // Bounded by the file size in `check_header`.
-            self.carry.reserve(f as usize - self.carry.len());
+            self.reserve_carry(f);
         }
         loop {
             let want = framed.map_or(HEADER_LEN, |f| f as usize);
@@ -532,7 +623,7 @@ impl RecordScanner {
                 let available = (self.carry.len() + self.len - self.pos) as u64;
                 let f = check_header(offset, header, &self.carry, available, self.file_size)
                     .map_err(|bad| self.fail(bad))?;
-                self.carry.reserve(f as usize - self.carry.len());
+                self.reserve_carry(f);
                 framed = Some(f);
                 continue;
             }
@@ -557,7 +648,7 @@ impl RecordScanner {
                     framed_len: self.carry.len() as u64,
                 }))
             }
-            Err(bad) => Err(bad.into_error(&self.path, self.instances)),
+            Err(bad) => Err(self.fail(bad)),
         }
     }
 }
@@ -1207,8 +1298,38 @@ pub fn inspect_with_progress(
     data: &Path,
     table: Option<(&Path, &[u64])>,
     page: Option<PageSize>,
+    progress: impl FnMut(u64),
+) -> Result<Inspection> {
+    inspect_with(data, table, page, Padding::Fillers, progress)
+}
+
+/// [`inspect_with_progress`] with the table trusted as `padding` says. With
+/// [`Padding::Opaque`] and a table, the table is authoritative: the records at its
+/// offsets are the instances, and every other record (before the first, between,
+/// after the last) is padding, counted as a filler whatever its payload; every
+/// record's CRCs are still checked, padding's included, and each entry must be a
+/// record start that is not a LIRS filler. The page size is then inferred from the
+/// padding as from fillers.
+pub fn inspect_with(
+    data: &Path,
+    table: Option<(&Path, &[u64])>,
+    page: Option<PageSize>,
+    padding: Padding,
     mut progress: impl FnMut(u64),
 ) -> Result<Inspection> {
+    let opaque = padding == Padding::Opaque && table.is_some();
+    // The scanner numbers instances by counting non-filler records; with an
+    // authoritative table, an instance's id is its table position instead.
+    let renumber = |e: Error| match (e, table) {
+        (Error::Frame { mut at, frame }, Some((_, offsets))) if opaque => {
+            at.instance = at
+                .offset
+                .and_then(|o| offsets.binary_search(&o).ok())
+                .map(|i| i as u64);
+            Error::Frame { at, frame }
+        }
+        (e, _) => e,
+    };
     let mut scanner = RecordScanner::open(data)?;
     let mut last_report = 0u64;
     let file_size = scanner.file_size();
@@ -1260,9 +1381,11 @@ pub fn inspect_with_progress(
         Ok(())
     };
     let mut next_entry = 0usize; // index into the table of the next expected instance
-    while let Some(record) = scanner.next_record()? {
+    while let Some(record) = scanner.next_record().map_err(renumber)? {
         let (offset, framed) = (record.offset, record.framed_len);
-        let filler = record.is_filler();
+        let lirs_filler = record.is_filler();
+        let listed = table.is_some_and(|(_, offsets)| offsets.get(next_entry) == Some(&offset));
+        let filler = if opaque { !listed } else { lirs_filler };
         if offset - last_report >= PROGRESS_EVERY {
             last_report = offset;
             progress(offset);
@@ -1306,7 +1429,7 @@ pub fn inspect_with_progress(
                     ));
                 }
                 Some(e) if e == offset => {
-                    if filler {
+                    if lirs_filler {
                         return Err(Error::table(
                             table_path,
                             Some(next_entry as u64),
@@ -1322,20 +1445,20 @@ pub fn inspect_with_progress(
                 _ if !filler => {
                     let why = if next_entry == offsets.len() {
                         format!(
-                            "unindexed instance: the table {} covers {} instances but the data file goes on with more records; run `tfrecord-lirs index` to rebuild it",
+                            "unindexed instance: the table {} covers {} instances but the data file goes on with more records; run `tfrecord-lirs index` to rebuild it; or, {TRUST_TABLE_HINT}",
                             table_path.display(),
                             offsets.len()
                         )
                     } else {
                         format!(
-                            "instance record not in the table {} (the table's next entry is byte {})",
+                            "instance record not in the table {} (the table's next entry is byte {}); or, {TRUST_TABLE_HINT}",
                             table_path.display(),
                             offsets[next_entry]
                         )
                     };
                     return Err(Error::layout(data, None, offset, why));
                 }
-                _ if next_entry == 0 => {
+                _ if next_entry == 0 && !opaque => {
                     return Err(Error::layout(
                         data,
                         None,

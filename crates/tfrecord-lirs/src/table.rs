@@ -62,9 +62,20 @@ pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
     Ok(offsets)
 }
 
-/// Reads and parses the table at `path`.
+/// Reads and parses the table at `path`. A missing table is an error of kind
+/// `NotFound` whose message says how to make one (`tfrecord-lirs index`, Python
+/// `build_offset_table`, or `pad`), for the data file `path` names without `.offsets`.
 pub fn read_table(path: &Path) -> Result<Vec<u64>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    read_table_of(path, None)
+}
+
+/// [`read_table`] for the table of data file `data` (named in the missing-table hint).
+pub fn read_table_for(data: &Path, table: &Path) -> Result<Vec<u64>> {
+    read_table_of(table, Some(data))
+}
+
+fn read_table_of(path: &Path, data: Option<&Path>) -> Result<Vec<u64>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::table_io(path, data, e))?;
     parse_table(path, &bytes)
 }
 

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use crate::compress::Compression;
 use crate::error::{Error, Result};
 use crate::format::{self, PageSize, FILLER_MAGIC};
 use crate::table::{
@@ -419,16 +420,49 @@ impl PaddedWriter {
     }
 }
 
-/// Rewrites any TFRecord file `src` (padded or not; its fillers are dropped) as a padded
-/// file `dst` plus `dst.offsets`. `progress` gets the bytes of `src` read so far.
+/// Rewrites any TFRecord file `src` (padded or not; its fillers are dropped; plain, or
+/// GZIP/ZLIB compressed, detected from its first bytes) as a padded file `dst` plus
+/// `dst.offsets`. `progress` gets the bytes of `src` read so far.
 pub fn pad_file_with_progress(
     src: &Path,
     dst: &Path,
     options: &PadOptions,
+    progress: impl FnMut(u64),
+) -> Result<PadSummary> {
+    pad_file_with(src, dst, options, Compression::Auto, progress)
+}
+
+/// [`pad_file_with_progress`] for a `src` compressed as `compression` (or detected,
+/// with [`Compression::Auto`]). A compressed input is decompressed as it is read
+/// (nothing is written but `dst` and its table); errors in it name the offset in the
+/// decompressed stream.
+///
+/// ```
+/// # use std::io::Write;
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let gz = dir.path().join("train.tfrecord.gz");
+/// # let mut plain = Vec::new();
+/// # for i in 0..100u8 { tfrecord_lirs::format::encode_record(&[i; 300], &mut plain); }
+/// # let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+/// # e.write_all(&plain).unwrap();
+/// # std::fs::write(&gz, e.finish().unwrap()).unwrap();
+/// use tfrecord_lirs::{pad_file_with, Compression, PadOptions, Reader};
+/// let out = dir.path().join("train.padded");
+/// let summary = pad_file_with(&gz, &out, &PadOptions::default(), Compression::Auto, |_| {})?;
+/// assert_eq!(summary.instances, 100);
+/// assert_eq!(Reader::open_one(&out, None, &Default::default())?.read(7)?, [7u8; 300]);
+/// # Ok(()) }
+/// ```
+pub fn pad_file_with(
+    src: &Path,
+    dst: &Path,
+    options: &PadOptions,
+    compression: Compression,
     mut progress: impl FnMut(u64),
 ) -> Result<PadSummary> {
     check_pad_paths(src, dst)?;
-    let mut scanner = crate::scan::RecordScanner::open(src)?;
+    let mut scanner = crate::scan::RecordScanner::open_compressed(src, compression)?;
     let mut writer = PaddedWriter::create(dst, options)?;
     let mut last = 0;
     while let Some(record) = scanner.next_record()? {
@@ -437,10 +471,10 @@ pub fn pad_file_with_progress(
         }
         if record.offset - last >= crate::scan::PROGRESS_EVERY {
             last = record.offset;
-            progress(last);
+            progress(scanner.bytes_read());
         }
     }
-    progress(scanner.file_size());
+    progress(scanner.bytes_read());
     writer.finish()
 }
 
