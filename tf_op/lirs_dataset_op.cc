@@ -67,12 +67,13 @@ absl::Status ReadStringList(OpKernelContext* ctx, const char* name,
 absl::Status OpenReader(const std::vector<std::string>& files,
                         const std::vector<std::string>& tables,
                         int64_t page_size, const std::string& backend,
+                        bool trust_table,
                         std::unique_ptr<rust::Box<LirsReader>>* out) {
   LIRS_RETURN_IF_RUST_ERROR("", {
     // cxx takes CxxVector<CxxString> == std::vector<std::string>.
     *out = std::make_unique<rust::Box<LirsReader>>(tfrecord_lirs::ffi::open_reader(
         files, tables, static_cast<uint64_t>(page_size), /*verify_payload_crc=*/true,
-        rust::Str(backend)));
+        rust::Str(backend), trust_table));
   });
   return absl::OkStatus();
 }
@@ -97,6 +98,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kDropRemainder = "drop_remainder";
   static constexpr const char* const kNumParallelReads = "num_parallel_reads";
   static constexpr const char* const kBackend = "backend";
+  static constexpr const char* const kTrustTable = "trust_table";
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
@@ -117,6 +119,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
                     num_parallel_reads_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
     OP_REQUIRES_OK(ctx, ::tfrecord_lirs::CheckBackend(backend_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
   }
 
  protected:
@@ -130,6 +133,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   bool drop_remainder_ = false;
   int64_t num_parallel_reads_ = -1;
   std::string backend_ = "pread";
+  bool trust_table_ = false;
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
@@ -138,7 +142,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           std::vector<std::string> offset_tables, bool page_aware,
           RandomSeeds&& seeds, bool reshuffle, int64_t page_size,
           int64_t batch_size, bool drop_remainder, int64_t num_parallel_reads,
-          std::string backend, int64_t num_shards,
+          std::string backend, bool trust_table, int64_t num_shards,
           int64_t shard_index, std::unique_ptr<rust::Box<LirsReader>> reader,
           int64_t cardinality, SeedGeneratorManager* manager,
           ResourceHandle&& resource_handle, bool owns_resource)
@@ -153,6 +157,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         drop_remainder_(drop_remainder),
         num_parallel_reads_(num_parallel_reads),
         backend_(std::move(backend)),
+        trust_table_(trust_table),
         output_shapes_({batch_size == 0 ? PartialTensorShape({})
                         : drop_remainder ? PartialTensorShape({batch_size})
                                          : PartialTensorShape({-1})}),
@@ -247,6 +252,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     b->BuildAttrValue(num_parallel_reads_, &num_parallel_reads);
     AttrValue backend;
     b->BuildAttrValue(backend_, &backend);
+    AttrValue trust_table;
+    b->BuildAttrValue(trust_table_, &trust_table);
     return b->AddDataset(
         this,
         {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
@@ -256,7 +263,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
          {kBatchSize, batch_size},
          {kDropRemainder, drop_remainder},
          {kNumParallelReads, num_parallel_reads},
-         {kBackend, backend}},
+         {kBackend, backend},
+         {kTrustTable, trust_table}},
         output);
   }
 
@@ -532,6 +540,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const bool drop_remainder_;
   const int64_t num_parallel_reads_;
   const std::string backend_;
+  const bool trust_table_;
   const std::vector<PartialTensorShape> output_shapes_;
   const int64_t num_shards_;
   const int64_t shard_index_;
@@ -575,7 +584,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
 
   std::unique_ptr<rust::Box<LirsReader>> reader;
   OP_REQUIRES_OK(
-      ctx, OpenReader(filenames, offset_tables, page_size_, backend_, &reader));
+      ctx, OpenReader(filenames, offset_tables, page_size_, backend_,
+                      trust_table_, &reader));
   uint64_t shard_len = 0;
   OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
     LIRS_RETURN_IF_RUST_ERROR(
@@ -621,7 +631,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   *output = new Dataset(ctx, std::move(filenames), std::move(offset_tables),
                         page_aware, std::move(seeds), reshuffle_, page_size_,
                         batch_size_, drop_remainder_, num_parallel_reads_,
-                        backend_, num_shards, shard_index, std::move(reader),
+                        backend_, trust_table_, num_shards, shard_index,
+                        std::move(reader),
                         static_cast<int64_t>(shard_len), manager,
                         std::move(handle), owns_resource);
 }

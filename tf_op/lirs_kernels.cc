@@ -52,8 +52,10 @@ class ReaderCache {
   // stat()ed (then the caller opens without the cache and gets the error).
   static std::string Key(const std::vector<std::string>& files,
                          const std::vector<std::string>& tables,
-                         int64_t page_size, const std::string& backend) {
-    std::string key = absl::StrCat(page_size, "|", backend);
+                         int64_t page_size, const std::string& backend,
+                         bool trust_table) {
+    std::string key = absl::StrCat(page_size, "|", backend, "|",
+                                   trust_table ? "trust" : "strict");
     for (size_t i = 0; i < files.size(); ++i) {
       const std::string table = (i < tables.size() && !tables[i].empty())
                                     ? tables[i]
@@ -106,6 +108,7 @@ class LIRSReadOp : public OpKernel {
   static constexpr const char* const kIds = "ids";
   static constexpr const char* const kPageSize = "page_size";
   static constexpr const char* const kBackend = "backend";
+  static constexpr const char* const kTrustTable = "trust_table";
 
   explicit LIRSReadOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kPageSize, &page_size_));
@@ -114,6 +117,7 @@ class LIRSReadOp : public OpKernel {
                                         page_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
     OP_REQUIRES_OK(ctx, ::tfrecord_lirs::CheckBackend(backend_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -148,14 +152,14 @@ class LIRSReadOp : public OpKernel {
     auto out_flat = out->flat<tstring>();
     OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
       const std::string key =
-          ReaderCache::Key(filenames, tables, page_size_, backend_);
+          ReaderCache::Key(filenames, tables, page_size_, backend_, trust_table_);
       ReaderPtr reader = key.empty() ? nullptr : ReaderCache::Global()->Find(key);
       if (reader == nullptr) {
         LIRS_RETURN_IF_RUST_ERROR("LIRSRead: ", {
           reader = std::make_shared<rust::Box<tfrecord_lirs::ffi::LirsReader>>(
               tfrecord_lirs::ffi::open_reader(
                   filenames, tables, static_cast<uint64_t>(page_size_),
-                  /*verify_payload_crc=*/true, rust::Str(backend_)));
+                  /*verify_payload_crc=*/true, rust::Str(backend_), trust_table_));
         });
         if (!key.empty()) ReaderCache::Global()->Insert(key, reader);
       }
@@ -178,6 +182,7 @@ class LIRSReadOp : public OpKernel {
  private:
   int64_t page_size_ = 4096;
   std::string backend_ = "pread";
+  bool trust_table_ = false;
 };
 
 class LIRSIsFillerOp : public OpKernel {

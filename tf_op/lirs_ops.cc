@@ -30,6 +30,9 @@ REGISTER_OP("LIRSDataset")
     // I/O backend: "pread" (default), "mmap" (hot, immutable files) or
     // "direct" (O_DIRECT, bypasses the page cache).
     .Attr("backend: string = 'pread'")
+    // Trust the offset tables: records between entries are another tool's
+    // padding (see ReaderOptions::trust_table in the Rust core).
+    .Attr("trust_table: bool = false")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -53,6 +56,7 @@ REGISTER_OP("LIRSRead")
     .Attr("page_size: int = 4096")  // Page size the files were padded to.
     // I/O backend: "pread" (default), "mmap" or "direct" (O_DIRECT).
     .Attr("backend: string = 'pread'")
+    .Attr("trust_table: bool = false")  // As for LIRSDataset.
     // Reads files: never constant-fold. Allowlisted for dataset functions
     // (lirs_kernels.cc), so map(read) pipelines can be checkpointed.
     .SetIsStateful()

@@ -50,6 +50,12 @@ class LIRSDataset(dataset_ops.DatasetSource):
         the files must not be truncated while read, or the process gets
         SIGBUS), or "direct" (O_DIRECT: bypasses the page cache, for padded
         files on SSDs that are larger than memory). Same elements either way.
+      trust_table: (keyword only) the offset tables are authoritative: instance
+        i is the record at offset i, and records between entries (and before
+        the first) are padding written by another tool, such as the LIRS
+        reference implementation's '0'-filled records. The padding must still
+        be valid TFRecord framing. Default False: strict, only LIRS filler
+        records may follow an instance, which catches tables missing entries.
     Elements are scalar tf.string payloads (or batches of them); filler
     records never appear.
     """
@@ -57,7 +63,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
     def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
                  reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
                  *, page_size=4096, batch_size=None, drop_remainder=False,
-                 num_parallel_reads=None, backend="pread"):
+                 num_parallel_reads=None, backend="pread", trust_table=False):
         n, i = _static_int(num_shards), _static_int(shard_index)
         if n is not None and n < 1:
             raise ValueError(f"num_shards must be >= 1, got {n}")
@@ -118,6 +124,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             drop_remainder=self._drop_remainder,
             num_parallel_reads=num_parallel_reads,
             backend=backend,
+            trust_table=bool(trust_table),
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
 

@@ -64,14 +64,23 @@ def build_offset_table(path, table=None):
     return table
 
 
-def pad(src, dst, page_size=4096, fit="next"):
+def pad(src, dst, page_size=4096, fit="next", compression=None):
     """Rewrites TFRecord `src` as page-aligned `dst` (+ `dst.offsets`).
-    Returns a PadSummary."""
+    Returns a PadSummary.
+
+    `compression`: how `src` is compressed: None (detected from its first
+    bytes), "none", "gzip" or "zlib" (any case, so TFRecordOptions'
+    "GZIP"/"ZLIB"/"" work too). GZIP and ZLIB input, as tf.io.TFRecordWriter
+    writes with TFRecordOptions(compression_type=...), is decompressed as it
+    is read: one step from a compressed TFRecord to a LIRS-ready file.
+    """
     _check_page_size(page_size)
     window = _fit_window(fit)
+    if compression is not None and not isinstance(compression, str):
+        raise TypeError(f"compression must be a str or None, got {compression!r}")
     out = (ctypes.c_uint64 * 4)()
     _native.call(_native.lib.lirs_pad_file, _native.path_bytes(src), _native.path_bytes(dst),
-                 page_size, window, out)
+                 page_size, window, (compression or "").encode("utf-8"), out)
     return PadSummary(*out)
 
 
@@ -171,13 +180,15 @@ def _string_vector(value, what):
     return t
 
 
-def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="pread"):
+def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="pread",
+         trust_table=False):
     """Payloads of instances `ids` (global ids across `filenames` in order) as
     a 1-D tf.string tensor.
 
-    `page_size` (keyword only) is the page size the files were padded with and
-    `backend` ("pread", "mmap" or "direct") how they are read, as for
-    LIRSDataset. Opened files are cached by the kernel (a few at a time, keyed
+    `page_size` (keyword only) is the page size the files were padded with,
+    `backend` ("pread", "mmap" or "direct") how they are read, and
+    `trust_table` whether the tables are authoritative (files padded by other
+    tools), as for LIRSDataset. Opened files are cached by the kernel (a few at a time, keyed
     by path, size and mtime, so a rebuilt table is picked up), so calling this
     once per batch does not re-read the offset tables. Usable in Dataset.map,
     and such pipelines can be checkpointed.
@@ -189,7 +200,8 @@ def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="pread")
               else _string_vector(offset_tables, "offset_tables"))
     ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
     return _native.ops.lirs_read(filenames=files, offset_tables=tables, ids=ids,
-                                 page_size=page_size, backend=backend)
+                                 page_size=page_size, backend=backend,
+                                 trust_table=bool(trust_table))
 
 
 def is_filler(record):
@@ -197,11 +209,18 @@ def is_filler(record):
     return _native.ops.lirs_is_filler(tf.convert_to_tensor(record, dtype=tf.string))
 
 
-def stock_dataset(filenames):
+def stock_dataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None):
     """A plain TFRecordDataset of `filenames` with LIRS filler records removed:
-    the instances of padded files, in file order, without offset tables."""
-    return tf.data.TFRecordDataset(filenames).filter(
-        lambda record: tf.logical_not(is_filler(record)))
+    the instances of padded files, in file order, without offset tables.
+
+    `compression_type`, `buffer_size` and `num_parallel_reads` are passed to
+    tf.data.TFRecordDataset as they are (with `num_parallel_reads`, files are
+    interleaved, as TFRecordDataset does).
+    """
+    return tf.data.TFRecordDataset(
+        filenames, compression_type=compression_type, buffer_size=buffer_size,
+        num_parallel_reads=num_parallel_reads).filter(
+            lambda record: tf.logical_not(is_filler(record)))
 
 
 def _test_only_panic(message="deliberate panic"):

@@ -57,6 +57,7 @@ mod ffi {
             page_size: u64,
             verify_payload_crc: bool,
             backend: &str,
+            trust_table: bool,
         ) -> Result<Box<LirsReader>>;
         fn read(self: &LirsReader, id: u64) -> Result<Vec<u8>>;
         /// Payloads of `ids`, concatenated into `data`; `ends[i]` is the end
@@ -100,11 +101,13 @@ mod ffi {
 
         fn build_offset_table(data: &[u8], table: &[u8]) -> Result<u64>;
         /// `best_fit_window == 0` → `Fit::Next`, else `Fit::Best { window }`.
+        /// `compression`: "" (detect), "none", "gzip" or "zlib" (any case).
         fn pad_file(
             src: &[u8],
             dst: &[u8],
             page_size: u64,
             best_fit_window: u64,
+            compression: &str,
         ) -> Result<PadSummary>;
         fn create_writer(
             path: &[u8],
@@ -282,6 +285,7 @@ fn open_reader(
     page_size: u64,
     verify_payload_crc: bool,
     backend: &str,
+    trust_table: bool,
 ) -> FfiResult<Box<LirsReader>> {
     guard("open_reader", || {
         if files.is_empty() {
@@ -317,6 +321,7 @@ fn open_reader(
             page_size,
             verify_payload_crc,
             backend,
+            trust_table,
         };
         let reader = core::Reader::open(&pairs, &options)?;
         Ok(Box::new(LirsReader {
@@ -493,13 +498,22 @@ fn build_offset_table(data: &[u8], table: &[u8]) -> FfiResult<u64> {
     })
 }
 
-fn pad_file(src: &[u8], dst: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult<PadSummary> {
+fn pad_file(
+    src: &[u8],
+    dst: &[u8],
+    page_size: u64,
+    best_fit_window: u64,
+    compression: &str,
+) -> FfiResult<PadSummary> {
     guard("pad_file", || {
         let options = pad_options(page_size, best_fit_window)?;
-        Ok(summary(core::pad_file(
+        let compression: core::Compression = compression.parse()?;
+        Ok(summary(core::pad_file_with(
             &path_of(src),
             &path_of(dst),
             &options,
+            compression,
+            |_| {},
         )?))
     })
 }
