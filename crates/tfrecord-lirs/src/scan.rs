@@ -1362,11 +1362,14 @@ pub fn inspect_with(
         let Some((id, offset, framed)) = inst else {
             return Ok(());
         };
+        // Padding after an instance is another tool's when the table is trusted (the
+        // reference implementation pads before a large record up to its page, which can
+        // be pages away): (b) is judged on the instance's record alone.
         let m = Misplaced {
             id,
             offset,
             framed,
-            span: end - offset,
+            span: if opaque { framed } else { end - offset },
         };
         for (first, p) in violations.iter_mut().zip(&candidates) {
             if first.is_none() && !instance_is_placed(*p, offset, framed, m.span) {
