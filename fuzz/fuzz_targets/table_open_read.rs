@@ -14,7 +14,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tfrecord_lirs::format;
 use tfrecord_lirs::{
-    encode_table, inspect, parse_table, Backend, Batch, PageSize, Reader, ReaderOptions,
+    encode_table, inspect_with, parse_table, Backend, Batch, PageSize, Reader, ReaderOptions,
 };
 
 #[derive(Arbitrary, Debug)]
@@ -53,6 +53,8 @@ struct Input {
     mmap: bool,
     page_shift: u8,
     verify_payload_crc: bool,
+    /// Read with the table trusted (other tools' padding between instances).
+    trust_table: bool,
     /// Ids for `read_batch` (taken modulo the instance count + 1, so some are out of range).
     batch: Vec<u16>,
 }
@@ -140,12 +142,19 @@ fuzz_target!(|input: Input| {
         } else {
             Backend::Pread
         },
+        trust_table: input.trust_table,
     };
 
     // The full check.
     let parsed = parse_table(&table_path, &table);
     let verdict = match &parsed {
-        Ok(t) => match inspect(&data_path, Some((&table_path, t)), None) {
+        Ok(t) => match inspect_with(
+            &data_path,
+            Some((&table_path, t)),
+            None,
+            options.padding(),
+            |_| {},
+        ) {
             Ok(found) => Some(found),
             Err(e) => {
                 common::assert_names(&e, &data_path);
