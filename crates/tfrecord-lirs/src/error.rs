@@ -106,7 +106,7 @@ pub enum Error {
         reason: String,
     },
     /// An offset table that does not exist. The message says how to make one.
-    #[error("{}: no offset table ({source}): make one with `tfrecord-lirs index {}`{} (Python: tfrecord_lirs.build_offset_table({:?})), or write a padded copy with its table with `tfrecord-lirs pad {} OUT`", .table.display(), .data.display(), index_out(.data, .table), .data.display().to_string(), .data.display())]
+    #[error("{}", missing_table_message(.table, .data, .source))]
     MissingTable {
         /// The table path that was looked for.
         table: PathBuf,
@@ -213,11 +213,19 @@ fn data_of_table(table: &Path) -> PathBuf {
     }
 }
 
-/// ` --out TABLE` when `table` is not `data`'s default table path.
-fn index_out(data: &Path, table: &Path) -> String {
-    if crate::table::default_table_path(data) == table {
-        String::new()
+/// The message of [`Error::MissingTable`]: how to make the table, on the CLI and in
+/// Python (naming the table path when it is not the default one), or a padded copy.
+fn missing_table_message(table: &Path, data: &Path, source: &std::io::Error) -> String {
+    let d = data.display();
+    let (cli_out, py_out) = if crate::table::default_table_path(data) == table {
+        (String::new(), String::new())
     } else {
-        format!(" --out {}", table.display())
-    }
+        let t = table.display().to_string();
+        (format!(" --out {t}"), format!(", {t:?}"))
+    };
+    format!(
+        "{}: no offset table ({source}): make one with `tfrecord-lirs index {d}{cli_out}` (Python: tfrecord_lirs.build_offset_table({:?}{py_out})), or write a padded copy with its table with `tfrecord-lirs pad {d} OUT`",
+        table.display(),
+        d.to_string()
+    )
 }
