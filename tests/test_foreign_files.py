@@ -271,3 +271,26 @@ def test_every_missing_table_error_says_how_to_make_one(tmp_path):
     with pytest.raises(tf.errors.NotFoundError) as e:
         tf.function(lambda: tfrecord_lirs.read(str(data), [0]))()
     check(e.value.message)
+
+
+def test_what_example_parsers_see_in_padding(reference_file, tmp_path):
+    """FORMAT.md §3: a LIRS filler is never an Example (it fails loudly); the
+    reference's '0' pads parse as an empty Example when of even length."""
+    from google.protobuf.message import DecodeError
+
+    _, _, _, pads = reference_file
+    for pad in pads:
+        if len(pad) % 2 == 0:
+            assert not tf.train.Example.FromString(pad).features.feature
+        else:
+            with pytest.raises(DecodeError):
+                tf.train.Example.FromString(pad)
+    path = tmp_path / "ours.tfrecord"
+    with tfrecord_lirs.PaddedWriter(path, page_size=512) as w:
+        for ex in tf_examples(50, seed=1):
+            w.write(ex)
+    fillers = [r for r in stock_records(path) if r.startswith(b"\x00LIRSPAD")]
+    assert len(fillers) > 3
+    for f in fillers:
+        with pytest.raises(DecodeError):
+            tf.train.Example.FromString(f)
