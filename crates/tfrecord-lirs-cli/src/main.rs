@@ -554,7 +554,11 @@ fn info(
         writeln!(
             out,
             "{}: {} ({} bytes)",
-            if trust_table { "padding records" } else { "fillers" },
+            if trust_table {
+                "padding records"
+            } else {
+                "fillers"
+            },
             found.fillers,
             found.filler_bytes
         )?;

@@ -54,13 +54,14 @@ pub use io::{cached_pages, drop_from_page_cache, Backend};
 pub use order::{EpochOrder, OrderSpec};
 pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
 pub use scan::{
-    inspect, inspect_with, inspect_with_progress, scan_offsets, Inspection, RecordScanner, ScannedRecord,
+    inspect, inspect_with, inspect_with_progress, scan_offsets, Inspection, RecordScanner,
+    ScannedRecord,
 };
 pub use table::{
-    default_table_path, encode_table, parse_table, read_table, read_table_for, write_table, OffsetTableBuilder,
+    default_table_path, encode_table, parse_table, read_table, read_table_for, write_table,
+    OffsetTableBuilder,
 };
 pub use writer::{
-    build_offset_table, build_offset_table_with, pad_file, pad_file_with, pad_file_with_progress, Fit,
-    PadOptions,
-    PadSummary, PaddedWriter, Record, TFRecordWriter,
+    build_offset_table, build_offset_table_with, pad_file, pad_file_with, pad_file_with_progress,
+    Fit, PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

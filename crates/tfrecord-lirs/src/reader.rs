@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, Result, TRUST_TABLE_HINT};
-use crate::format::{self, FrameError, PageSize, Padding, HEADER_LEN};
+use crate::format::{self, FrameError, Padding, PageSize, HEADER_LEN};
 use crate::io::{self, Backend, ReadAt};
 use crate::order::{self, EpochOrder, OrderSpec};
 use crate::table::{default_table_path, read_table_for};

@@ -27,7 +27,7 @@ use std::thread::JoinHandle;
 use crate::compress::{self, Compression};
 use crate::error::{Error, Location, Result, TRUST_TABLE_HINT};
 use crate::format::{
-    self, FrameError, PageSize, Padding, FOOTER_LEN, HEADER_LEN, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    self, FrameError, Padding, PageSize, FOOTER_LEN, HEADER_LEN, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 use crate::io;
 

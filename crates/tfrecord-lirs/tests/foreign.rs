@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use tfrecord_lirs::format::{encode_record, Padding};
 use tfrecord_lirs::{
-    default_table_path, inspect_with, pad_file, pad_file_with, write_table, Compression,
-    ErrorKind, PadOptions, Reader, ReaderOptions,
+    default_table_path, inspect_with, pad_file, pad_file_with, write_table, Compression, ErrorKind,
+    PadOptions, Reader, ReaderOptions,
 };
 
 /// Writes `payloads` the way the reference implementation's
@@ -29,7 +29,10 @@ fn write_reference_style(path: &Path, payloads: &[Vec<u8>], page: u64) -> (Vec<u
         let new_page = (size + p.len() as u64 + 32) / page;
         if new_page > size / page {
             let pad_len = new_page * page - size;
-            assert!(pad_len > 16, "the reference's 'error' case: choose other sizes");
+            assert!(
+                pad_len > 16,
+                "the reference's 'error' case: choose other sizes"
+            );
             encode_record(&vec![b'0'; (pad_len - 16) as usize], &mut out);
             pads += 1;
         }
@@ -74,7 +77,11 @@ fn reference_padded_files_read_exactly_their_instances_when_the_table_is_trusted
         let data = dir.path().join(format!("ref{page}.tfrecords"));
         let records = payloads(page, 400);
         let (offsets, pads) = write_reference_style(&data, &records, page);
-        assert!(offsets[0] >= page, "instance 0 follows a pad: {}", offsets[0]);
+        assert!(
+            offsets[0] >= page,
+            "instance 0 follows a pad: {}",
+            offsets[0]
+        );
         assert!(pads > 2, "{pads}");
         let table = default_table_path(&data);
 
@@ -83,7 +90,10 @@ fn reference_padded_files_read_exactly_their_instances_when_the_table_is_trusted
             .err()
             .expect("strict open refuses a table starting past byte 0");
         let msg = err.to_string();
-        assert!(msg.contains("--trust-table") && msg.contains("trust_table=True"), "{msg}");
+        assert!(
+            msg.contains("--trust-table") && msg.contains("trust_table=True"),
+            "{msg}"
+        );
 
         for backend in [tfrecord_lirs::Backend::Pread, tfrecord_lirs::Backend::Mmap] {
             let options = ReaderOptions {
@@ -94,7 +104,11 @@ fn reference_padded_files_read_exactly_their_instances_when_the_table_is_trusted
             let reader = Reader::open_one(&data, None, &options).unwrap();
             assert_eq!(reader.len(), records.len() as u64);
             for (i, r) in records.iter().enumerate() {
-                assert_eq!(&reader.read(i as u64).unwrap(), r, "page {page} instance {i}");
+                assert_eq!(
+                    &reader.read(i as u64).unwrap(),
+                    r,
+                    "page {page} instance {i}"
+                );
             }
             // Batches (runs of consecutive ids read together) too.
             let ids: Vec<u64> = (0..records.len() as u64).rev().collect();
@@ -107,15 +121,27 @@ fn reference_padded_files_read_exactly_their_instances_when_the_table_is_trusted
 
         // verify/info's inspection: instances are the table's records, the pads are
         // padding (CRC-checked), and the page size is inferred from the pads.
-        let found =
-            inspect_with(&data, Some((&table, &offsets)), None, Padding::Opaque, |_| {}).unwrap();
+        let found = inspect_with(
+            &data,
+            Some((&table, &offsets)),
+            None,
+            Padding::Opaque,
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(found.instances, records.len() as u64);
         assert_eq!(found.fillers, pads as u64);
         assert_eq!(found.check_padded(&data).unwrap(), Some(page));
         // The strict inspection refuses the pads as unindexed instances, naming the mode.
-        let err = inspect_with(&data, Some((&table, &offsets)), None, Padding::Fillers, |_| {})
-            .unwrap_err()
-            .to_string();
+        let err = inspect_with(
+            &data,
+            Some((&table, &offsets)),
+            None,
+            Padding::Fillers,
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("--trust-table"), "{err}");
     }
 }
@@ -125,7 +151,9 @@ fn strict_reads_of_a_span_holding_another_record_name_the_mode() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("small.tfrecords");
     // Small records, so instance 0 is at byte 0 and only the spans hold pads.
-    let records: Vec<Vec<u8>> = (0..200u32).map(|i| vec![i as u8; 100 + i as usize % 50]).collect();
+    let records: Vec<Vec<u8>> = (0..200u32)
+        .map(|i| vec![i as u8; 100 + i as usize % 50])
+        .collect();
     let (offsets, pads) = write_reference_style(&data, &records, 512);
     assert_eq!(offsets[0], 0);
     assert!(pads > 10);
@@ -139,7 +167,10 @@ fn strict_reads_of_a_span_holding_another_record_name_the_mode() {
         Ok(reader) => reader.read(id).unwrap_err().to_string(),
         Err(e) => e.to_string(),
     };
-    assert!(msg.contains("not a filler") && msg.contains("--trust-table"), "{msg}");
+    assert!(
+        msg.contains("not a filler") && msg.contains("--trust-table"),
+        "{msg}"
+    );
     let reader = Reader::open_one(&data, None, &trusting()).unwrap();
     assert_eq!(reader.read(id).unwrap(), records[id as usize]);
 }
@@ -155,8 +186,14 @@ fn trusted_tables_still_check_the_padding_framing() {
     let mut bytes = pristine.clone();
     bytes[9] ^= 0x40;
     std::fs::write(&data, &bytes).unwrap();
-    let err = Reader::open_one(&data, None, &trusting()).err().unwrap().to_string();
-    assert!(err.contains("before instance 0") && err.contains("byte 0"), "{err}");
+    let err = Reader::open_one(&data, None, &trusting())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("before instance 0") && err.contains("byte 0"),
+        "{err}"
+    );
     // A pad's damaged payload: reads do not look at it, verify does.
     let mut bytes = pristine.clone();
     bytes[20] ^= 1; // inside the first pad's '0' payload
@@ -164,10 +201,19 @@ fn trusted_tables_still_check_the_padding_framing() {
     let reader = Reader::open_one(&data, None, &trusting()).unwrap();
     assert_eq!(reader.read(0).unwrap(), records[0]);
     let table = default_table_path(&data);
-    let err = inspect_with(&data, Some((&table, &offsets)), None, Padding::Opaque, |_| {})
-        .unwrap_err();
+    let err = inspect_with(
+        &data,
+        Some((&table, &offsets)),
+        None,
+        Padding::Opaque,
+        |_| {},
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::DataLoss);
-    assert!(err.to_string().contains("payload CRC") && !err.to_string().contains("instance"), "{err}");
+    assert!(
+        err.to_string().contains("payload CRC") && !err.to_string().contains("instance"),
+        "{err}"
+    );
     // A damaged pad header in a middle span: the read of that instance fails.
     let mut bytes = pristine.clone();
     let id = (1..offsets.len())
@@ -190,7 +236,9 @@ fn a_missing_table_says_how_to_make_one() {
     encode_record(b"x", &mut bytes);
     std::fs::write(&data, &bytes).unwrap();
     let d = data.display().to_string();
-    let err = Reader::open_one(&data, None, &Default::default()).err().unwrap();
+    let err = Reader::open_one(&data, None, &Default::default())
+        .err()
+        .unwrap();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     let msg = err.to_string();
     for want in [
@@ -207,12 +255,16 @@ fn a_missing_table_says_how_to_make_one() {
         .unwrap()
         .to_string();
     assert!(msg.contains(&format!("--out {}", other.display())), "{msg}");
-    let msg = tfrecord_lirs::read_table(&default_table_path(&data)).unwrap_err().to_string();
+    let msg = tfrecord_lirs::read_table(&default_table_path(&data))
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains(&format!("tfrecord-lirs index {d}")), "{msg}");
 }
 
 fn tf_style_plain(path: &Path, n: usize) -> Vec<Vec<u8>> {
-    let records: Vec<Vec<u8>> = (0..n).map(|i| format!("record {i} ").repeat(1 + i % 40).into_bytes()).collect();
+    let records: Vec<Vec<u8>> = (0..n)
+        .map(|i| format!("record {i} ").repeat(1 + i % 40).into_bytes())
+        .collect();
     let mut out = Vec::new();
     for r in &records {
         encode_record(r, &mut out);
@@ -248,7 +300,14 @@ fn pad_converts_gzip_and_zlib_input_to_the_same_padded_file() {
     let expected = std::fs::read(&expected_out).unwrap();
     for gzip in [true, false] {
         let src = compress(&plain, gzip);
-        for compression in [Compression::Auto, if gzip { Compression::Gzip } else { Compression::Zlib }] {
+        for compression in [
+            Compression::Auto,
+            if gzip {
+                Compression::Gzip
+            } else {
+                Compression::Zlib
+            },
+        ] {
             let out = dir.path().join(format!("out-{gzip}-{compression:?}"));
             let summary =
                 pad_file_with(&src, &out, &PadOptions::default(), compression, |_| {}).unwrap();
@@ -260,19 +319,34 @@ fn pad_converts_gzip_and_zlib_input_to_the_same_padded_file() {
             );
         }
         // Told the wrong compression: a clean error naming the file.
-        let err = pad_file_with(&src, &dir.path().join("x"), &PadOptions::default(), Compression::None, |_| {})
-            .unwrap_err()
-            .to_string();
+        let err = pad_file_with(
+            &src,
+            &dir.path().join("x"),
+            &PadOptions::default(),
+            Compression::None,
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains(&src.display().to_string()), "{err}");
         // Truncated: an error naming the file and the decompressed offset, no output.
         let bytes = std::fs::read(&src).unwrap();
         let cut = dir.path().join(if gzip { "cut.gz" } else { "cut.zz" });
         std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
         let out = dir.path().join("cut.padded");
-        let err = pad_file_with(&cut, &out, &PadOptions::default(), Compression::Auto, |_| {})
-            .unwrap_err();
+        let err = pad_file_with(
+            &cut,
+            &out,
+            &PadOptions::default(),
+            Compression::Auto,
+            |_| {},
+        )
+        .unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains(&cut.display().to_string()) && msg.contains("decompressed byte"), "{msg}");
+        assert!(
+            msg.contains(&cut.display().to_string()) && msg.contains("decompressed byte"),
+            "{msg}"
+        );
         assert!(!out.exists() && !default_table_path(&out).exists());
     }
     // A damaged record inside a valid stream: named by its decompressed offset.
@@ -281,10 +355,19 @@ fn pad_converts_gzip_and_zlib_input_to_the_same_padded_file() {
     let damaged = dir.path().join("damaged.tfrecord");
     std::fs::write(&damaged, &bytes).unwrap();
     let gz = compress(&damaged, true);
-    let err = pad_file_with(&gz, &dir.path().join("d.padded"), &PadOptions::default(), Compression::Auto, |_| {})
-        .unwrap_err();
+    let err = pad_file_with(
+        &gz,
+        &dir.path().join("d.padded"),
+        &PadOptions::default(),
+        Compression::Auto,
+        |_| {},
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::DataLoss);
-    assert!(err.to_string().contains("decompressed byte") && err.to_string().contains("GZIP stream"), "{err}");
+    assert!(
+        err.to_string().contains("decompressed byte") && err.to_string().contains("GZIP stream"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -293,6 +376,11 @@ fn index_refuses_compressed_files_naming_pad_and_gunzip() {
     let plain = dir.path().join("p.tfrecord");
     tf_style_plain(&plain, 10);
     let gz = compress(&plain, true);
-    let err = tfrecord_lirs::build_offset_table(&gz, &default_table_path(&gz)).unwrap_err().to_string();
-    assert!(err.contains("tfrecord-lirs pad") && err.contains("gunzip") && err.contains("GZIP"), "{err}");
+    let err = tfrecord_lirs::build_offset_table(&gz, &default_table_path(&gz))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tfrecord-lirs pad") && err.contains("gunzip") && err.contains("GZIP"),
+        "{err}"
+    );
 }
