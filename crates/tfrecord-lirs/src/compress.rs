@@ -26,8 +26,8 @@ use crate::format;
 ///
 /// ```
 /// use tfrecord_lirs::Compression;
-/// assert_eq!("GZIP".parse::<Compression>(), Ok(Compression::Gzip));
-/// assert_eq!("".parse::<Compression>(), Ok(Compression::Auto));
+/// assert_eq!("GZIP".parse::<Compression>().unwrap(), Compression::Gzip);
+/// assert_eq!("".parse::<Compression>().unwrap(), Compression::Auto);
 /// assert!("bzip2".parse::<Compression>().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
