@@ -439,8 +439,18 @@ impl RecordScanner {
     fn open_with(path: &Path, chunk: usize, ring: usize) -> Result<RecordScanner> {
         let src = File::open(path).map_err(|e| Error::io(path, e))?;
         let file_size = src.metadata().map_err(|e| Error::io(path, e))?.len();
-        Ok(RecordScanner {
-            source: Source::new(Box::new(src), file_size, chunk.max(1), ring),
+        let source = Source::new(Box::new(src), file_size, chunk.max(1), ring);
+        Ok(RecordScanner::new(path, source, file_size, None))
+    }
+
+    fn new(
+        path: &Path,
+        source: Source,
+        file_size: u64,
+        stream: Option<(Compression, Arc<AtomicU64>)>,
+    ) -> RecordScanner {
+        RecordScanner {
+            source,
             path: path.to_path_buf(),
             file_size,
             chunk: Vec::new(),
@@ -449,8 +459,8 @@ impl RecordScanner {
             chunk_offset: 0,
             carry: Vec::new(),
             instances: 0,
-            stream: None,
-        })
+            stream,
+        }
     }
 
     /// Opens `path` for scanning, decompressing it as it is read when it is GZIP or
@@ -464,18 +474,13 @@ impl RecordScanner {
             return RecordScanner::open(path);
         }
         let (src, read) = compress::open_decompressed(path, compression)?;
-        Ok(RecordScanner {
-            source: Source::new(src, u64::MAX, READ_CHUNK, READ_AHEAD),
-            path: path.to_path_buf(),
-            file_size: u64::MAX,
-            chunk: Vec::new(),
-            len: 0,
-            pos: 0,
-            chunk_offset: 0,
-            carry: Vec::new(),
-            instances: 0,
-            stream: Some((compression, read)),
-        })
+        let source = Source::new(src, u64::MAX, READ_CHUNK, READ_AHEAD);
+        Ok(RecordScanner::new(
+            path,
+            source,
+            u64::MAX,
+            Some((compression, read)),
+        ))
     }
 
     /// Bytes of the file read so far: the compressed bytes for a compressed file.

@@ -63,6 +63,16 @@ fn payloads(page: u64, n: usize) -> Vec<Vec<u8>> {
     out
 }
 
+/// `verify`'s full inspection of `data` with its default table `offsets`.
+fn inspect_as(
+    data: &Path,
+    offsets: &[u64],
+    padding: Padding,
+) -> tfrecord_lirs::Result<tfrecord_lirs::Inspection> {
+    let table = default_table_path(data);
+    inspect_with(data, Some((&table, offsets)), None, padding, |_| {})
+}
+
 fn trusting() -> ReaderOptions {
     ReaderOptions {
         trust_table: true,
@@ -83,7 +93,6 @@ fn reference_padded_files_read_exactly_their_instances_when_the_table_is_trusted
             offsets[0]
         );
         assert!(pads > 2, "{pads}");
-        let table = default_table_path(&data);
 
         // Strict (the default) refuses, naming the way out.
         let err = Reader::open_one(&data, None, &Default::default())
@@ -121,27 +130,14 @@ fn reference_padded_files_read_exactly_their_instances_when_the_table_is_trusted
 
         // verify/info's inspection: instances are the table's records, the pads are
         // padding (CRC-checked), and the page size is inferred from the pads.
-        let found = inspect_with(
-            &data,
-            Some((&table, &offsets)),
-            None,
-            Padding::Opaque,
-            |_| {},
-        )
-        .unwrap();
+        let found = inspect_as(&data, &offsets, Padding::Opaque).unwrap();
         assert_eq!(found.instances, records.len() as u64);
         assert_eq!(found.fillers, pads as u64);
         assert_eq!(found.check_padded(&data).unwrap(), Some(page));
         // The strict inspection refuses the pads as unindexed instances, naming the mode.
-        let err = inspect_with(
-            &data,
-            Some((&table, &offsets)),
-            None,
-            Padding::Fillers,
-            |_| {},
-        )
-        .unwrap_err()
-        .to_string();
+        let err = inspect_as(&data, &offsets, Padding::Fillers)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--trust-table"), "{err}");
     }
 }
@@ -200,15 +196,7 @@ fn trusted_tables_still_check_the_padding_framing() {
     std::fs::write(&data, &bytes).unwrap();
     let reader = Reader::open_one(&data, None, &trusting()).unwrap();
     assert_eq!(reader.read(0).unwrap(), records[0]);
-    let table = default_table_path(&data);
-    let err = inspect_with(
-        &data,
-        Some((&table, &offsets)),
-        None,
-        Padding::Opaque,
-        |_| {},
-    )
-    .unwrap_err();
+    let err = inspect_as(&data, &offsets, Padding::Opaque).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::DataLoss);
     assert!(
         err.to_string().contains("payload CRC") && !err.to_string().contains("instance"),
