@@ -110,6 +110,17 @@ def test_reference_padded_files_through_the_cli(reference_file):
         assert info["padded"] and info["padded_page_size"] == page, info
         assert info["table_trusted"] is True
     assert f"padded: yes, for page size {page}" in run_ok("info", path, "--trust-table").text
+    # pad --trust-table converts it into our padded format; a scan (index, plain pad)
+    # cannot tell the '0' pads from instances.
+    out = path.with_name(f"ours{page}.padded")
+    assert f"instances: {len(payloads)}" in run_ok("pad", path, out, "--trust-table").text
+    assert [bytes(x.numpy()) for x in tfrecord_lirs.stock_dataset(str(out))] == payloads
+    out2 = path.with_name(f"ours{page}-py.padded")
+    assert tfrecord_lirs.pad(path, out2, trust_table=True).instances == len(payloads)
+    assert out2.read_bytes() == out.read_bytes()
+    scanned = path.with_name(f"scanned{page}.tfrecords")
+    scanned.write_bytes(path.read_bytes())
+    assert run_ok("index", scanned).text.split() == [str(len(payloads) + len(pads))]
     order = [int(x) for x in run_ok("order", path, "--seed", "3", "--page-aware", "--page-size", page,
                                     "--trust-table").text.split()]
     assert sorted(order) == list(range(len(payloads)))

@@ -78,15 +78,16 @@ LIRS_EXPORT int lirs_build_offset_table(const char* data, const char* table,
 
 // summary: instances, pages, filler_bytes, data_bytes.
 // `compression`: NULL or "" = detect; else "none", "gzip" or "zlib" (the
-// names are decided in Rust).
+// names are decided in Rust). `trust_table` != 0: instances from src's table.
 LIRS_EXPORT int lirs_pad_file(const char* src, const char* dst,
                               uint64_t page_size, uint64_t best_fit_window,
-                              const char* compression, uint64_t* summary,
-                              char* err, size_t err_len) {
+                              const char* compression, int trust_table,
+                              uint64_t* summary, char* err, size_t err_len) {
   return Call(err, err_len, [&] {
     Fill(tfrecord_lirs::ffi::pad_file(
              Bytes(src), Bytes(dst), page_size, best_fit_window,
-             rust::Str(compression == nullptr ? "" : compression)),
+             rust::Str(compression == nullptr ? "" : compression),
+             trust_table != 0),
          summary);
   });
 }

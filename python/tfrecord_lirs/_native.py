@@ -26,7 +26,8 @@ _err_args = [ctypes.c_char_p, ctypes.c_size_t]
 lib.lirs_build_offset_table.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _u64p] + _err_args
 lib.lirs_build_offset_table.restype = ctypes.c_int
 lib.lirs_pad_file.argtypes = [
-    ctypes.c_char_p, ctypes.c_char_p, _u64, _u64, ctypes.c_char_p, _u64p] + _err_args
+    ctypes.c_char_p, ctypes.c_char_p, _u64, _u64, ctypes.c_char_p, ctypes.c_int,
+    _u64p] + _err_args
 lib.lirs_pad_file.restype = ctypes.c_int
 lib.lirs_writer_create.argtypes = [
     ctypes.c_char_p, _u64, _u64, ctypes.POINTER(ctypes.c_void_p)] + _err_args

@@ -64,7 +64,7 @@ def build_offset_table(path, table=None):
     return table
 
 
-def pad(src, dst, page_size=4096, fit="next", compression=None):
+def pad(src, dst, page_size=4096, fit="next", compression=None, trust_table=False):
     """Rewrites TFRecord `src` as page-aligned `dst` (+ `dst.offsets`).
     Returns a PadSummary.
 
@@ -73,6 +73,11 @@ def pad(src, dst, page_size=4096, fit="next", compression=None):
     "GZIP"/"ZLIB"/"" work too). GZIP and ZLIB input, as tf.io.TFRecordWriter
     writes with TFRecordOptions(compression_type=...), is decompressed as it
     is read: one step from a compressed TFRecord to a LIRS-ready file.
+
+    `trust_table`: take the instances from `src`'s offset table
+    (`src.offsets`), trusted as for LIRSDataset(trust_table=True): converts a
+    file padded by another tool (e.g. the LIRS reference implementation),
+    whose padding records a scan would take for instances.
     """
     _check_page_size(page_size)
     window = _fit_window(fit)
@@ -80,7 +85,8 @@ def pad(src, dst, page_size=4096, fit="next", compression=None):
         raise TypeError(f"compression must be a str or None, got {compression!r}")
     out = (ctypes.c_uint64 * 4)()
     _native.call(_native.lib.lirs_pad_file, _native.path_bytes(src), _native.path_bytes(dst),
-                 page_size, window, (compression or "").encode("utf-8"), out)
+                 page_size, window, (compression or "").encode("utf-8"), int(bool(trust_table)),
+                 out)
     return PadSummary(*out)
 
 

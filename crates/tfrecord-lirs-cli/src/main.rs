@@ -100,6 +100,11 @@ enum Command {
         /// first bytes].
         #[arg(long, value_enum)]
         compression: Option<CompressionArg>,
+        /// Take INPUT's instances from its table INPUT.offsets, trusted: for a file
+        /// padded by another tool (e.g. the LIRS reference implementation), whose
+        /// padding records a scan would take for instances.
+        #[arg(long, conflicts_with = "compression")]
+        trust_table: bool,
     },
     /// Check every record's CRCs, the table against the file, and padded-file invariants.
     Verify {
@@ -334,6 +339,7 @@ fn run(command: Command) -> Outcome {
             window,
             sync,
             compression,
+            trust_table,
         } => {
             page_size(p)?;
             let options = PadOptions {
@@ -353,10 +359,15 @@ fn run(command: Command) -> Outcome {
                 Some(CompressionArg::Zlib) => Compression::Zlib,
             };
             let bar = progress(file_size(&input)?, "pad");
-            let summary =
+            let summary = if trust_table {
+                tfrecord_lirs::pad_file_from_table(&input, &output, &options, |done| {
+                    bar.set_position(done)
+                })?
+            } else {
                 tfrecord_lirs::pad_file_with(&input, &output, &options, compression, |done| {
                     bar.set_position(done)
-                })?;
+                })?
+            };
             bar.finish_and_clear();
             println!("instances: {}", summary.instances);
             println!("pages: {}", summary.pages);

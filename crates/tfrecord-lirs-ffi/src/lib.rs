@@ -102,12 +102,14 @@ mod ffi {
         fn build_offset_table(data: &[u8], table: &[u8]) -> Result<u64>;
         /// `best_fit_window == 0` → `Fit::Next`, else `Fit::Best { window }`.
         /// `compression`: "" (detect), "none", "gzip" or "zlib" (any case).
+        /// `trust_table`: take the instances from `src`'s trusted table instead.
         fn pad_file(
             src: &[u8],
             dst: &[u8],
             page_size: u64,
             best_fit_window: u64,
             compression: &str,
+            trust_table: bool,
         ) -> Result<PadSummary>;
         fn create_writer(
             path: &[u8],
@@ -504,13 +506,28 @@ fn pad_file(
     page_size: u64,
     best_fit_window: u64,
     compression: &str,
+    trust_table: bool,
 ) -> FfiResult<PadSummary> {
     guard("pad_file", || {
         let options = pad_options(page_size, best_fit_window)?;
         let compression: core::Compression = compression.parse()?;
+        let (src, dst) = (path_of(src), path_of(dst));
+        if trust_table {
+            if compression != core::Compression::Auto {
+                return Err(FfiError::invalid(
+                    "trust_table reads the input at random: it cannot be compressed",
+                ));
+            }
+            return Ok(summary(core::pad_file_from_table(
+                &src,
+                &dst,
+                &options,
+                |_| {},
+            )?));
+        }
         Ok(summary(core::pad_file_with(
-            &path_of(src),
-            &path_of(dst),
+            &src,
+            &dst,
             &options,
             compression,
             |_| {},

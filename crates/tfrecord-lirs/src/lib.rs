@@ -62,6 +62,6 @@ pub use table::{
     OffsetTableBuilder,
 };
 pub use writer::{
-    build_offset_table, build_offset_table_with, pad_file, pad_file_with, pad_file_with_progress,
-    Fit, PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter,
+    build_offset_table, build_offset_table_with, pad_file, pad_file_from_table, pad_file_with,
+    pad_file_with_progress, Fit, PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

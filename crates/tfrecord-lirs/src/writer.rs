@@ -478,6 +478,40 @@ pub fn pad_file_with(
     writer.finish()
 }
 
+/// Rewrites the instances of `src` as its offset table (`src.offsets`) lists them,
+/// with the table trusted ([`ReaderOptions::trust_table`](crate::ReaderOptions)), as a
+/// padded file `dst` plus `dst.offsets`: converts a file padded by another tool (e.g.
+/// the LIRS reference implementation, whose pads a scan would take for instances) into
+/// ours. Instance `i` of `src` is instance `i` of `dst` for next-fit. `progress` gets
+/// the byte offset in `src` reached so far.
+pub fn pad_file_from_table(
+    src: &Path,
+    dst: &Path,
+    options: &PadOptions,
+    mut progress: impl FnMut(u64),
+) -> Result<PadSummary> {
+    check_pad_paths(src, dst)?;
+    let trusted = crate::ReaderOptions {
+        trust_table: true,
+        ..Default::default()
+    };
+    let reader = crate::Reader::open_one(src, None, &trusted)?;
+    let mut writer = PaddedWriter::create(dst, options)?;
+    let mut span = Vec::new();
+    let mut last = 0;
+    for id in 0..reader.len() {
+        let payload = reader.read_span_into(id, &mut span)?;
+        writer.write(&span[payload])?;
+        let (_, offset) = reader.location(id)?;
+        if offset - last >= crate::scan::PROGRESS_EVERY {
+            last = offset;
+            progress(offset);
+        }
+    }
+    progress(std::fs::metadata(src).map_or(last, |m| m.len()));
+    writer.finish()
+}
+
 /// Refuses a `pad` whose output would replace its input: output data or output table
 /// is the input file, or the output data is the input's table. Paths are compared as
 /// files (`x` and `./x`, links), not as strings.

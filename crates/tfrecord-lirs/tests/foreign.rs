@@ -372,3 +372,22 @@ fn index_refuses_compressed_files_naming_pad_and_gunzip() {
         "{err}"
     );
 }
+
+#[test]
+fn pad_from_a_trusted_table_converts_a_reference_padded_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ref.tfrecords");
+    let records = payloads(4096, 300);
+    let (_, pads) = write_reference_style(&data, &records, 4096);
+    let out = dir.path().join("ours.padded");
+    let summary =
+        tfrecord_lirs::pad_file_from_table(&data, &out, &PadOptions::default(), |_| {}).unwrap();
+    assert_eq!(summary.instances, records.len() as u64);
+    let reader = Reader::open_one(&out, None, &Default::default()).unwrap();
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(&reader.read(i as u64).unwrap(), r);
+    }
+    // A scan cannot tell the reference's pads from instances: that is why.
+    let scanned = pad_file(&data, &dir.path().join("scanned"), &PadOptions::default()).unwrap();
+    assert_eq!(scanned.instances, (records.len() + pads) as u64);
+}
