@@ -315,6 +315,8 @@ impl Reader {
     ///
     /// Validates each table: a multiple of 8 bytes, strictly increasing offsets from 0 and
     /// below the file size, and a valid record header at the first and the last offset.
+    /// With [`ReaderOptions::trust_table`] the first offset may be past 0, the bytes
+    /// before it being padding records.
     pub fn open(files: &[(PathBuf, PathBuf)], options: &ReaderOptions) -> Result<Reader> {
         let page = PageSize::checked(options.page_size)?;
         let mut layouts = Vec::with_capacity(files.len());
