@@ -177,7 +177,7 @@ class LIRSReadOp : public OpKernel {
 
  private:
   int64_t page_size_ = 4096;
-  std::string backend_ = "pread";
+  std::string backend_ = "auto";
 };
 
 class LIRSIsFillerOp : public OpKernel {
