@@ -41,6 +41,8 @@ const CARRY_KEEP: usize = 2 * READ_CHUNK;
 /// Bytes per chunk of [`scan_offsets`]: small enough to stay in a core's L2 cache from
 /// the read to the CRC check (measured best at 128-256 KiB, with 1 MiB close).
 const SCAN_CHUNK: usize = 256 << 10;
+/// Bytes of a mapped chunk prefetched ahead of its record walk.
+const WALK_PREFETCH: usize = 4096;
 /// Spins a worker waits for the chunk before its own to be walked before it sleeps:
 /// some tens of microseconds, a few times what a walk takes.
 const SPIN_WAIT: u32 = 1000;
@@ -597,6 +599,10 @@ struct Walk {
 /// What the workers of one [`scan_offsets`] share.
 struct Scan<'a> {
     src: &'a File,
+    /// The file mapped under a read lease, if the kernel granted one: chunks are then
+    /// checked in place (no copy); once a writer revokes it, chunks are read with
+    /// `pread` again, which sees a truncation as an early end of the file.
+    map: Option<&'a crate::leased::LeasedMap>,
     file_size: u64,
     chunk: usize,
     chunks: usize,
@@ -711,11 +717,20 @@ impl Scan<'_> {
             let mut offsets = Vec::with_capacity(instances + instances / 8 + 16);
             let pad = io::copy_pad(backing.as_ptr() as usize, base);
             let buf = &mut backing[pad..pad + want];
+            // Inside the map for the whole chunk: a writer waits until it is checked.
+            let entered = self.map.and_then(|m| m.enter());
+            if let Some(e) = &entered {
+                e.populate(base as usize..base as usize + want);
+            }
+            let mapped = entered
+                .as_deref()
+                .and_then(|m| m.get(base as usize..base as usize + want));
             let Some((bad, last)) =
-                self.check_chunk(k, buf, &mut records, &mut carry, &mut offsets)
+                self.check_chunk(k, buf, mapped, &mut records, &mut carry, &mut offsets)
             else {
                 break;
             };
+            drop(entered);
             if bad.is_some() || last {
                 self.stop_after(k);
             }
@@ -729,7 +744,8 @@ impl Scan<'_> {
         }
     }
 
-    /// Reads chunk `k` into `buf`, walks its records once the chunk before has been
+    /// Reads chunk `k` into `buf` (or takes it as `mapped`, its bytes in a map that
+    /// stays valid throughout), walks its records once the chunk before has been
     /// walked, then checks their payloads and appends the instances' offsets. Returns
     /// the first bad record and whether the file ended in this chunk, or `None` if the
     /// chunk will not be needed.
@@ -737,19 +753,25 @@ impl Scan<'_> {
         &self,
         k: usize,
         buf: &mut [u8],
+        mapped: Option<&[u8]>,
         records: &mut Vec<(usize, usize)>,
         carry: &mut Vec<u8>,
         offsets: &mut Vec<u64>,
     ) -> Option<(Option<Bad>, bool)> {
         let base = (k * self.chunk) as u64;
-        let got = match read_full_at(self.src, buf, base) {
-            Ok(n) => n,
-            // Where this chunk's records end is unknown, so no later chunk can be walked.
-            Err(e) => return Some((Some(Bad::Io(e)), false)),
+        let want = buf.len();
+        let data: &[u8] = match mapped {
+            Some(bytes) => bytes,
+            None => match read_full_at(self.src, buf, base) {
+                Ok(n) => &buf[..n],
+                // Where this chunk's records end is unknown, so no later chunk can be
+                // walked.
+                Err(e) => return Some((Some(Bad::Io(e)), false)),
+            },
         };
-        let data = &buf[..got];
+        let got = data.len();
         // The file is shorter than at open: this chunk is its last.
-        let last = got < buf.len();
+        let last = got < want;
         let start = self.wait_for(k)?;
         let Some(mut pos) = start
             .checked_sub(base)
@@ -764,7 +786,18 @@ impl Scan<'_> {
         records.clear();
         let mut straddler = None; // (offset, framed) of a record running past the chunk
         let mut bad = None;
+        // In a map, the lines ahead of the walk are prefetched (a read would have copied
+        // the chunk into the cache; here each header would stall on memory in turn).
+        let prefetching = mapped.is_some();
+        let mut prefetched = 0;
         while pos < data.len() {
+            if prefetching {
+                let ahead = (pos + WALK_PREFETCH).min(data.len());
+                while prefetched < ahead {
+                    io::prefetch(&data[prefetched]);
+                    prefetched += 64;
+                }
+            }
             let offset = base + pos as u64;
             let rest = &data[pos..];
             let mut split = [0; HEADER_LEN];
@@ -860,8 +893,10 @@ fn scan_offsets_with(
     let file_size = src.metadata().map_err(|e| Error::io(data, e))?.len();
     let chunk = chunk.max(1);
     let chunks = usize::try_from(file_size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
+    let map = crate::leased::LeasedMap::open(data);
     let scan = Scan {
         src: &src,
+        map: map.as_deref(),
         file_size,
         chunk,
         chunks,
