@@ -144,7 +144,7 @@ fn auto_without_a_lease_falls_back_to_pread() {
     let f = write_plain(dir.path(), "w.tfrecord", &all);
     // Someone holds the file open for writing: no read lease can be had.
     let writer = std::fs::OpenOptions::new().append(true).open(&f).unwrap();
-    let auto = open(&[f.clone()], Backend::Auto);
+    let auto = open(std::slice::from_ref(&f), Backend::Auto);
     assert!(!auto.is_mapped());
     assert_eq!(
         batches(&auto, &[4, 2], 8),
@@ -175,7 +175,7 @@ fn truncation_underneath_revokes_the_map_and_reads_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let all = small_records(4000, 3);
     let f = write_plain(dir.path(), "t.tfrecord", &all);
-    let reader = Arc::new(open(&[f.clone()], Backend::Auto));
+    let reader = Arc::new(open(std::slice::from_ref(&f), Backend::Auto));
     assert!(reader.is_mapped());
     let ids: Vec<u64> = (0..all.len() as u64).rev().collect();
     assert_eq!(batches(&reader, &ids, 256).len(), all.len());
@@ -236,7 +236,7 @@ fn opening_for_write_revokes_the_map_and_changed_bytes_are_caught() {
     let dir = tempfile::tempdir().unwrap();
     let all = small_records(1000, 4);
     let f = write_plain(dir.path(), "m.tfrecord", &all);
-    let reader = open(&[f.clone()], Backend::Auto);
+    let reader = open(std::slice::from_ref(&f), Backend::Auto);
     assert!(reader.is_mapped());
     // Overwrite one byte of record 500's payload, in place.
     let (_, at) = reader.location(500).unwrap();
