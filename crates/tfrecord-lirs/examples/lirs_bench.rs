@@ -295,7 +295,11 @@ fn best_ns(ops: u64, secs: f64, mut f: impl FnMut()) -> f64 {
 fn micro(mix: &Path, tiny: &Path, secs: u64) -> Res<()> {
     let budget = secs as f64;
     // read(id) at random ids of the hot kdd-like file, each backend.
-    for (name, backend) in [("pread", Backend::Pread), ("mmap", Backend::Mmap)] {
+    for (name, backend) in [
+        ("default backend (auto)", Backend::Auto),
+        ("pread", Backend::Pread),
+        ("mmap", Backend::Mmap),
+    ] {
         let reader = open(mix, backend)?;
         let mut rng = Lcg::new(3);
         let ids: Vec<u64> = (0..200_000u64.min(reader.len() * 4))

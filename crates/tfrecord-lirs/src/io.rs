@@ -190,15 +190,19 @@ impl MmapFile {
     }
 }
 
+/// Copies what `bytes` holds from `offset` into `buf`; returns how much (0 past the end).
+fn copy_out(bytes: &[u8], buf: &mut [u8], offset: u64) -> usize {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let n = buf.len().min(bytes.len() - start);
+    buf[..n].copy_from_slice(&bytes[start..start + n]);
+    n
+}
+
 impl ReadAt for MmapFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let bytes = self.bytes();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(bytes.len());
-        let n = buf.len().min(bytes.len() - start);
-        buf[..n].copy_from_slice(&bytes[start..start + n]);
-        Ok(n)
+        Ok(copy_out(self.bytes(), buf, offset))
     }
 
     fn size(&self) -> u64 {
@@ -366,7 +370,11 @@ impl AutoFile {
 
 impl ReadAt for AutoFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.pread.read_at(buf, offset)
+        // From the map while it holds (no syscall), else through pread.
+        match self.map_view() {
+            Some(map) => Ok(copy_out(&map, buf, offset)),
+            None => self.pread.read_at(buf, offset),
+        }
     }
 
     fn size(&self) -> u64 {
