@@ -24,8 +24,11 @@
 //!
 //! What it does not cover (documented in README): `lease-break-time` set below 1 second
 //! (then no lease is taken, and reads use `pread`); a watcher thread starved for longer
-//! than `lease-break-time`; filesystems without leases (NFS, FUSE: `pread` is used);
-//! writes through a block device underneath the filesystem.
+//! than `lease-break-time`; a child `fork`ed while a map is open (it has no watcher
+//! thread: a writer would wait for `lease-break-time`, then the kernel breaks the lease);
+//! filesystems without leases (NFS, FUSE: `pread` is used); writes through a block
+//! device underneath the filesystem. With many leased files the watcher polls each less
+//! often (every 50 us times their number, at least every [`POLL`]).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -273,8 +276,12 @@ mod watcher {
     }
 
     fn watch() {
+        let mut watched = 0usize;
         loop {
-            std::thread::sleep(POLL);
+            // One fcntl per lease per round: with many files the rounds space out
+            // (~50 us of interval per lease), so watching stays cheap.
+            let per_lease = Duration::from_micros(50) * u32::try_from(watched).unwrap_or(u32::MAX);
+            std::thread::sleep(POLL.max(per_lease));
             let live: Vec<Arc<LeasedMap>> = {
                 let Ok(mut reg) = REGISTRY.lock() else { return };
                 reg.maps
@@ -285,6 +292,7 @@ mod watcher {
                 }
                 reg.maps.iter().filter_map(Weak::upgrade).collect()
             };
+            watched = live.len();
             for map in live {
                 if map.lease_broken() {
                     map.revoke();
