@@ -641,10 +641,17 @@ def report(path, t, m, meta, results):
         "pipeline, same script): the baseline alone is about a quarter to a third of "
         "shuffle(10000)'s raw peak, so a raw ratio of 0.1 is out of reach for any pipeline "
         "inside a TensorFlow process. The raw ratios are in the row too.",
-        "* `backend mmap` rows: `LIRSDataset(..., backend=\"mmap\")`, the backend for hot, "
-        "immutable files (no syscall per record; records are decoded in place in the map). "
-        "Its peak RSS counts the mapped file pages it touched, which is why the RSS row "
-        "uses the default `pread` backend.",
+        "* Backends: \"default backend\" is `LIRSDataset(...)` as a user gets it "
+        "(`backend=\"auto\"`: `pread` plus a memory map held under a read lease for files "
+        "of small records, so the kdd-like file is mapped and the 100 KB file is not); "
+        "`backend pread` / `backend mmap` force one. Mapped file pages count in peak RSS.",
+        "* Limit rows: `lirs_bench limit` (Rust, no TensorFlow, 1 thread): a plain loop over "
+        "one LIRS epoch order of the kdd-like file: the offset table, a memory map, the "
+        "header and payload CRC32C, a copy of each payload into one batch buffer of 256; "
+        "with and without software prefetch (table entries 48 and records 16 positions "
+        "ahead), with and without CRC; `Reader::read_batch` in windows of 256 ids of the "
+        "same order per backend, all interleaved over 7 rounds (median ns/record). "
+        "\"x gather limit\" = rate / the limit with CRC and prefetch.",
         "* Cold: the file is dropped with `posix_fadvise(DONTNEED)` after `fsync` and "
         "`mincore` confirms it is out (pages still cached are printed in the row). The LIRS "
         f"cold row is `lirs_bench cold`: a page-aware epoch order, `Fetcher` with "
