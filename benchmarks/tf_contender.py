@@ -54,7 +54,7 @@ def lirs_has_batch_size():
     return "batch_size" in params
 
 
-def make_dataset(name, data, batch, backend="pread"):
+def make_dataset(name, data, batch, backend="auto"):
     """(dataset, note) for contender `name`; `backend` is LIRSDataset's I/O backend."""
     if name == "baseline":
         return tf.data.Dataset.range(0).map(lambda x: tf.as_string(x)), ""
@@ -141,7 +141,7 @@ def main():
     ap.add_argument("--source-bound", action="store_true",
                     help="append .batch(1024) before consuming (per-element contenders)")
     ap.add_argument("--cold", action="store_true")
-    ap.add_argument("--backend", default="pread", choices=["pread", "mmap", "direct"],
+    ap.add_argument("--backend", default="auto", choices=["auto", "pread", "mmap", "direct"],
                     help="LIRSDataset's I/O backend (lirs contenders only)")
     args = ap.parse_args()
 

@@ -151,6 +151,26 @@ def test_truncated_underneath_is_data_loss(tmp_path):
     assert got < 2000
 
 
+@pytest.mark.parametrize("batch_size", [None, 64])
+def test_truncated_underneath_the_default_mapped_backend_is_data_loss(tmp_path, batch_size):
+    # The default backend maps files of small records under a read lease and reads
+    # them on the consumer's thread: the truncation must revoke the map first (it
+    # returns, it does not wait for the kernel's lease-break-time), then reads fail
+    # cleanly through pread instead of killing the process with SIGBUS.
+    recs = _records(3000, 4)
+    path = _write(tmp_path / "m.tfrecord", recs)
+    tfrecord_lirs.build_offset_table(path)
+    it = iter(LIRSDataset(path, seed=2, batch_size=batch_size))
+    first = next(it)
+    assert (first.shape == () if batch_size is None else first.shape == (64,))
+    size = os.path.getsize(path)
+    os.truncate(path, size // 3)
+    with pytest.raises(tf.errors.DataLossError, match="m.tfrecord: instance") as e:
+        for _ in it:
+            pass
+    assert re.search(r"byte \d+", e.value.message), e.value.message
+
+
 # ---------------------------------------------------------------- resumption
 
 CHILD = textwrap.dedent(

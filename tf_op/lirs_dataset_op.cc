@@ -132,7 +132,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   int64_t batch_size_ = 0;
   bool drop_remainder_ = false;
   int64_t num_parallel_reads_ = -1;
-  std::string backend_ = "pread";
+  std::string backend_ = "auto";
   bool trust_table_ = false;
 };
 
@@ -295,44 +295,63 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       mutex_lock l(mu_);
       const Dataset* d = dataset();
       if (d->batch_size_ == 0) {
-        tstring payload;
+        Tensor record(ctx->allocator({}), DT_STRING, {});
         bool got = false;
-        TF_RETURN_IF_ERROR(NextPayloadLocked(&payload, &got));
+        TF_RETURN_IF_ERROR(NextPayloadLocked(&record.scalar<tstring>()(), &got));
         *end_of_sequence = !got;
-        if (got) {
-          Tensor record(ctx->allocator({}), DT_STRING, {});
-          record.scalar<tstring>()() = std::move(payload);
-          out_tensors->push_back(std::move(record));
-        }
+        if (got) out_tensors->push_back(std::move(record));
         return absl::OkStatus();
       }
       // A batch formed in the kernel (the paper's random assignment table ->
-      // batches): no per-element tf.data overhead. It is filled in `partial_`,
-      // which survives an error: the payloads already read stay there and the
-      // next call (e.g. from ignore_errors) completes the batch, so an error
-      // costs only its own instance.
-      while (static_cast<int64_t>(partial_.size()) < d->batch_size_) {
-        tstring payload;
+      // batches): no per-element tf.data overhead. Payloads are copied once,
+      // from the window the cursor holds straight into the output tensor. If
+      // an error interrupts the batch, the payloads already read move to
+      // `partial_` and the next call (e.g. from ignore_errors) completes the
+      // batch from there, so an error costs only its own instance.
+      const int64_t batch_size = d->batch_size_;
+      Tensor records(ctx->allocator({}), DT_STRING, {batch_size});
+      auto flat = records.flat<tstring>();
+      int64_t n = 0;
+      uint64_t start = partial_start_;  // position of the batch's first payload
+      for (tstring& p : partial_) flat(n++) = std::move(p);
+      partial_.clear();
+      while (n < batch_size) {
+        if (block_ok_ && block_pos_ < block_ids_.size()) {
+          // The common case: the rest of a fetched window, in bulk.
+          const size_t take = std::min<size_t>(
+              static_cast<size_t>(batch_size - n), block_ids_.size() - block_pos_);
+          if (n == 0) start = emitted_;
+          const FetchCursor& cursor = **fetch_;
+          for (size_t k = 0; k < take; ++k) {
+            const rust::Slice<const uint8_t> p = cursor.payload(block_pos_ + k);
+            flat(n++).assign(reinterpret_cast<const char*>(p.data()), p.size());
+          }
+          block_pos_ += take;
+          emitted_ += take;
+          continue;
+        }
+        // A new window, or one whose read failed (re-read one by one).
         bool got = false;
-        TF_RETURN_IF_ERROR(NextPayloadLocked(&payload, &got));
+        absl::Status s = NextPayloadLocked(&flat(n), &got);
+        if (!s.ok()) {
+          for (int64_t i = 0; i < n; ++i) partial_.push_back(std::move(flat(i)));
+          partial_start_ = start;
+          return s;
+        }
         if (!got) break;
-        if (partial_.empty()) partial_start_ = emitted_ - 1;
-        partial_.push_back(std::move(payload));
+        if (n == 0) start = emitted_ - 1;
+        ++n;
       }
-      if (partial_.empty() ||
-          (d->drop_remainder_ &&
-           static_cast<int64_t>(partial_.size()) < d->batch_size_)) {
-        partial_.clear();
+      if (n == 0 || (d->drop_remainder_ && n < batch_size)) {
         *end_of_sequence = true;
         return absl::OkStatus();
       }
-      Tensor records(ctx->allocator({}), DT_STRING,
-                     {static_cast<int64_t>(partial_.size())});
-      auto flat = records.flat<tstring>();
-      for (size_t i = 0; i < partial_.size(); ++i) {
-        flat(i) = std::move(partial_[i]);
+      if (n < batch_size) {  // the last, smaller batch
+        Tensor last(ctx->allocator({}), DT_STRING, {n});
+        auto last_flat = last.flat<tstring>();
+        for (int64_t i = 0; i < n; ++i) last_flat(i) = std::move(flat(i));
+        records = std::move(last);
       }
-      partial_.clear();
       out_tensors->push_back(std::move(records));
       *end_of_sequence = false;
       return absl::OkStatus();
@@ -485,9 +504,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       fetch_.reset();  // joins the previous pool's threads first
       LIRS_RETURN_IF_RUST_ERROR("LIRSDataset: ", {
         const uint64_t order_seed = tfrecord_lirs::ffi::mix_seeds(seed_, seed2_);
+        // 0 lets the core choose (FetchOptions::auto_threads).
         const size_t threads = d->num_parallel_reads_ > 0
                                    ? static_cast<size_t>(d->num_parallel_reads_)
-                                   : kAutoParallelReads;
+                                   : 0;
         const size_t window =
             std::max<size_t>(kMinWindow, static_cast<size_t>(d->batch_size_));
         auto fetch = d->reader().fetch(
@@ -509,9 +529,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     std::shared_ptr<SeedGenerator> seed_generator_;
     int64_t seed_ TF_GUARDED_BY(mu_) = 0;
     int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
-    // Fetch pool defaults: threads when num_parallel_reads is automatic, the
-    // smallest window of ids, and windows read ahead of the consumer.
-    static constexpr size_t kAutoParallelReads = 4;
+    // Fetch pool defaults: the smallest window of ids, and windows read ahead
+    // of the consumer (threads: the core decides when num_parallel_reads is
+    // automatic).
     static constexpr size_t kMinWindow = 64;
     static constexpr size_t kWindowsAhead = 4;
 

@@ -181,7 +181,7 @@ class LIRSReadOp : public OpKernel {
 
  private:
   int64_t page_size_ = 4096;
-  std::string backend_ = "pread";
+  std::string backend_ = "auto";
   bool trust_table_ = false;
 };
 

@@ -27,9 +27,10 @@ REGISTER_OP("LIRSDataset")
     .Attr("drop_remainder: bool = false")
     // I/O threads fetching the order ahead of the consumer; -1 = automatic.
     .Attr("num_parallel_reads: int = -1")
-    // I/O backend: "pread" (default), "mmap" (hot, immutable files) or
+    // I/O backend: "auto" (default: pread, plus a lease-guarded memory map
+    // for files of small records), "pread", "mmap" (hot, immutable files) or
     // "direct" (O_DIRECT, bypasses the page cache).
-    .Attr("backend: string = 'pread'")
+    .Attr("backend: string = 'auto'")
     // Trust the offset tables: records between entries are another tool's
     // padding (see ReaderOptions::trust_table in the Rust core).
     .Attr("trust_table: bool = false")
@@ -54,8 +55,8 @@ REGISTER_OP("LIRSRead")
     .Input("ids: int64")
     .Output("payloads: string")
     .Attr("page_size: int = 4096")  // Page size the files were padded to.
-    // I/O backend: "pread" (default), "mmap" or "direct" (O_DIRECT).
-    .Attr("backend: string = 'pread'")
+    // I/O backend: "auto" (default), "pread", "mmap" or "direct" (O_DIRECT).
+    .Attr("backend: string = 'auto'")
     .Attr("trust_table: bool = false")  // As for LIRSDataset.
     // Reads files: never constant-fold. Allowlisted for dataset functions
     // (lirs_kernels.cc), so map(read) pipelines can be checkpointed.

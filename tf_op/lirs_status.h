@@ -30,11 +30,13 @@ enum LirsCode : int {
 
 // The I/O backends the Rust reader knows (attr `backend` of both kernels).
 inline absl::Status CheckBackend(const std::string& backend) {
-  if (backend == "pread" || backend == "mmap" || backend == "direct") {
+  if (backend == "auto" || backend == "pread" || backend == "mmap" ||
+      backend == "direct") {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "`backend` must be \"pread\", \"mmap\" or \"direct\", got \"", backend,
+      "`backend` must be \"auto\", \"pread\", \"mmap\" or \"direct\", got \"",
+      backend,
       "\""));
 }
 

@@ -45,11 +45,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
       num_parallel_reads: (keyword only) I/O threads reading the order ahead of
         the consumer; None or tf.data.AUTOTUNE chooses automatically. The
         sequence is the same for every value.
-      backend: (keyword only) how records are read: "pread" (default; safe if
-        a file changes underneath), "mmap" (fastest on hot, page-cached data;
-        the files must not be truncated while read, or the process gets
-        SIGBUS), or "direct" (O_DIRECT: bypasses the page cache, for padded
-        files on SSDs that are larger than memory). Same elements either way.
+      backend: (keyword only) how records are read: "auto" (default: pread,
+        plus a memory map of files of small records while the kernel grants a
+        read lease on them; a writer or truncation revokes the map first, so
+        it is as safe as pread when a file changes underneath), "pread",
+        "mmap" (hot, page-cached data; the files must not be truncated while
+        read, or the process gets SIGBUS), or "direct" (O_DIRECT: bypasses the
+        page cache, for padded files on SSDs that are larger than memory).
+        Same elements either way.
       trust_table: (keyword only) the offset tables are authoritative: instance
         i is the record at offset i, and records between entries (and before
         the first) are padding written by another tool, such as the LIRS
@@ -63,7 +66,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
     def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
                  reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
                  *, page_size=4096, batch_size=None, drop_remainder=False,
-                 num_parallel_reads=None, backend="pread", trust_table=False):
+                 num_parallel_reads=None, backend="auto", trust_table=False):
         n, i = _static_int(num_shards), _static_int(shard_index)
         if n is not None and n < 1:
             raise ValueError(f"num_shards must be >= 1, got {n}")

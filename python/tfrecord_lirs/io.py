@@ -33,8 +33,9 @@ def _check_page_size(page_size):
 
 
 def _check_backend(backend):
-    if backend not in ("pread", "mmap", "direct"):
-        raise ValueError(f'backend must be "pread", "mmap" or "direct", got {backend!r}')
+    if backend not in ("auto", "pread", "mmap", "direct"):
+        raise ValueError(
+            f'backend must be "auto", "pread", "mmap" or "direct", got {backend!r}')
     return backend
 
 
@@ -186,13 +187,13 @@ def _string_vector(value, what):
     return t
 
 
-def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="pread",
+def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="auto",
          trust_table=False):
     """Payloads of instances `ids` (global ids across `filenames` in order) as
     a 1-D tf.string tensor.
 
     `page_size` (keyword only) is the page size the files were padded with,
-    `backend` ("pread", "mmap" or "direct") how they are read, and
+    `backend` ("auto", "pread", "mmap" or "direct") how they are read, and
     `trust_table` whether the tables are authoritative (files padded by other
     tools), as for LIRSDataset. Opened files are cached by the kernel (a few at a time, keyed
     by path, size and mtime, so a rebuilt table is picked up), so calling this

@@ -71,8 +71,10 @@ mod ffi {
         ) -> Result<()>;
         fn shard_len(self: &LirsReader, num_shards: u64, shard_index: u64) -> Result<u64>;
         /// This shard's order for (`seed`, `epoch`), from `position`, fetched
-        /// by `threads` I/O threads, `window` ids (at least) at a time, up to
-        /// `depth` windows ahead of the consumer.
+        /// by `threads` I/O threads (0: as many as suit the reader, see
+        /// `FetchOptions::auto_threads`; none, i.e. on the caller's thread, for
+        /// mapped files), `window` ids (at least) at a time, up to `depth`
+        /// windows ahead of the consumer.
         #[allow(clippy::too_many_arguments)]
         fn fetch(
             self: &LirsReader,
@@ -310,12 +312,13 @@ fn open_reader(
             pairs.push((data, table));
         }
         let backend = match backend {
-            "" | "pread" => core::Backend::Pread,
+            "" | "auto" => core::Backend::Auto,
+            "pread" => core::Backend::Pread,
             "mmap" => core::Backend::Mmap,
             "direct" => core::Backend::Direct,
             other => {
                 return Err(FfiError::invalid(format!(
-                    "unknown I/O backend {other:?}: use \"pread\", \"mmap\" or \"direct\""
+                    "unknown I/O backend {other:?}: use \"auto\", \"pread\", \"mmap\" or \"direct\""
                 )))
             }
         };
@@ -394,6 +397,11 @@ impl LirsReader {
                 )));
             }
             order.seek(position)?;
+            let threads = if threads == 0 {
+                core::FetchOptions::auto_threads(&self.inner)
+            } else {
+                threads
+            };
             let options = core::FetchOptions {
                 threads,
                 window,

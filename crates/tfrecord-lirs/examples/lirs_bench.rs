@@ -10,6 +10,8 @@
 //! lirs_bench cold      FILE THREADS WINDOW DEPTH MAX_SECS
 //!                                      cold cache, page-aware, O_DIRECT, Fetcher
 //! lirs_bench micro     MIX TINY SECS   read(id), EpochOrder next(), epoch_order, CRC32C
+//! lirs_bench limit     MIX ROUNDS      the gather limit (a plain loop over a map) and
+//!                                      Reader::read_batch, interleaved, 1 thread
 //! ```
 //!
 //! Build: `cargo build --release -p tfrecord-lirs --example lirs_bench`.
@@ -22,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tfrecord_lirs::{
-    cached_pages, drop_from_page_cache, format, Backend, FetchOptions, Fetcher, OrderSpec, Reader,
-    ReaderOptions, TFRecordWriter,
+    cached_pages, drop_from_page_cache, format, io, read_table, Backend, Batch, FetchOptions,
+    Fetcher, OrderSpec, Reader, ReaderOptions, TFRecordWriter,
 };
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
             parse(&args[4]) as usize,
             parse(&args[5]),
         ),
+        Some("limit") if args.len() == 3 => limit(Path::new(&args[1]), parse(&args[2])),
         Some("micro") if args.len() == 4 => {
             micro(Path::new(&args[1]), Path::new(&args[2]), parse(&args[3]))
         }
@@ -292,7 +295,11 @@ fn best_ns(ops: u64, secs: f64, mut f: impl FnMut()) -> f64 {
 fn micro(mix: &Path, tiny: &Path, secs: u64) -> Res<()> {
     let budget = secs as f64;
     // read(id) at random ids of the hot kdd-like file, each backend.
-    for (name, backend) in [("pread", Backend::Pread), ("mmap", Backend::Mmap)] {
+    for (name, backend) in [
+        ("default backend (auto)", Backend::Auto),
+        ("pread", Backend::Pread),
+        ("mmap", Backend::Mmap),
+    ] {
         let reader = open(mix, backend)?;
         let mut rng = Lcg::new(3);
         let ids: Vec<u64> = (0..200_000u64.min(reader.len() * 4))
@@ -390,5 +397,141 @@ fn micro(mix: &Path, tiny: &Path, secs: u64) -> Res<()> {
                 "ns_per_op": ns, "ops": big.len() / 362, "bytes_per_op": 362,
                 "gb_per_sec": 362.0 / ns}),
     );
+    Ok(())
+}
+
+/// The gather limit: what one core can do with a random permutation of a hot file, as a
+/// plain loop with no library around it: the offset table, a memory map, the header's
+/// and the payload's CRC32C, and a copy of each payload into one batch buffer (256 per
+/// batch). `prefetch`: load the table entries 48 and the records 16 positions ahead
+/// (the permutation is known). Returns the number of payload bytes (kept observable).
+fn gather_epoch(
+    map: &[u8],
+    offsets: &[u64],
+    ids: &[u64],
+    prefetch: bool,
+    crc: bool,
+    buf: &mut Vec<u8>,
+    ends: &mut Vec<usize>,
+) -> Res<u64> {
+    const TABLE_AHEAD: usize = 48;
+    const RECORD_AHEAD: usize = 16;
+    let mut total = 0u64;
+    for window in ids.chunks(256) {
+        buf.clear();
+        ends.clear();
+        for (k, &id) in window.iter().enumerate() {
+            if prefetch {
+                if let Some(&ahead) = window.get(k + TABLE_AHEAD) {
+                    io::prefetch(&offsets[ahead as usize]);
+                }
+                if let Some(&ahead) = window.get(k + RECORD_AHEAD) {
+                    let at = offsets[ahead as usize] as usize;
+                    let end = (at + 12 + 400).min(map.len());
+                    for line in (at & !63..end).step_by(64) {
+                        io::prefetch(&map[line]);
+                    }
+                }
+            }
+            let at = offsets[id as usize] as usize;
+            let header = &map[at..at + 12];
+            let len = u64::from_le_bytes(header[..8].try_into()?) as usize;
+            if crc {
+                let want = u32::from_le_bytes(header[8..12].try_into()?);
+                if format::masked_crc32c(&header[..8]) != want {
+                    return Err(format!("length CRC mismatch at byte {at}").into());
+                }
+            }
+            let payload = &map[at + 12..at + 12 + len];
+            if crc {
+                let tail = &map[at + 12 + len..at + 16 + len];
+                let want = u32::from_le_bytes(tail.try_into()?);
+                if format::masked_crc32c(payload) != want {
+                    return Err(format!("payload CRC mismatch at byte {at}").into());
+                }
+            }
+            buf.extend_from_slice(payload);
+            ends.push(buf.len());
+        }
+        total += buf.len() as u64;
+        black_box(&buf);
+    }
+    Ok(total)
+}
+
+/// The limit rows of `make bench` and `Reader::read_batch` on the same permutation (the
+/// LIRS order of one epoch), 1 thread, interleaved over `rounds` rounds: ns per record,
+/// min and median.
+fn limit(mix: &Path, rounds: u64) -> Res<()> {
+    let mapped = io::open(mix, Backend::Mmap)?;
+    let map = mapped.mapped().ok_or("the mmap backend did not map")?;
+    let offsets = read_table(&tfrecord_lirs::default_table_path(mix))?;
+    let auto = open(mix, Backend::Auto)?;
+    let ids: Vec<u64> = auto
+        .epoch_order(&OrderSpec {
+            seed: 7,
+            ..OrderSpec::default()
+        })?
+        .collect();
+    let n = ids.len() as f64;
+    let readers = [
+        ("Reader::read_batch, default backend (auto)", auto.clone()),
+        (
+            "Reader::read_batch, backend pread",
+            open(mix, Backend::Pread)?,
+        ),
+        (
+            "Reader::read_batch, backend mmap",
+            open(mix, Backend::Mmap)?,
+        ),
+    ];
+    let gathers = [
+        ("gather limit: mmap + CRC32C + copy, prefetch", true, true),
+        (
+            "gather limit: mmap + CRC32C + copy, no prefetch",
+            false,
+            true,
+        ),
+        ("gather limit: mmap + copy, no CRC, prefetch", true, false),
+        (
+            "gather limit: mmap + copy, no CRC, no prefetch",
+            false,
+            false,
+        ),
+    ];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); gathers.len() + readers.len()];
+    let (mut buf, mut ends) = (Vec::new(), Vec::new());
+    let mut batch = Batch::default();
+    for _ in 0..rounds.max(1) {
+        for (v, &(_, prefetch, crc)) in gathers.iter().enumerate() {
+            let t = Instant::now();
+            black_box(gather_epoch(
+                map, &offsets, &ids, prefetch, crc, &mut buf, &mut ends,
+            )?);
+            times[v].push(t.elapsed().as_nanos() as f64 / n);
+        }
+        for (r, (_, reader)) in readers.iter().enumerate() {
+            let t = Instant::now();
+            for window in ids.chunks(256) {
+                reader.read_batch(window, &mut batch)?;
+                black_box(batch.payload_bytes());
+            }
+            times[gathers.len() + r].push(t.elapsed().as_nanos() as f64 / n);
+        }
+    }
+    let names = gathers
+        .iter()
+        .map(|g| g.0)
+        .chain(readers.iter().map(|r| r.0));
+    for (name, mut t) in names.zip(times) {
+        t.sort_by(f64::total_cmp);
+        let median = t[t.len() / 2];
+        emit(
+            json!({"what": "limit", "name": name, "ns_per_rec_min": t[0],
+                    "ns_per_rec_median": median, "rec_per_sec": 1e9 / median,
+                    "records": ids.len(), "rounds": t.len(),
+                    "auto_mapped": auto.is_mapped()}),
+        );
+    }
     Ok(())
 }

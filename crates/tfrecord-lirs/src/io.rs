@@ -1,6 +1,10 @@
-//! I/O backends: positioned reads of byte ranges. The crate's only `unsafe` is here.
+//! I/O backends: positioned reads of byte ranges. The crate's `unsafe` is here and in
+//! the `leased` module (the lease-guarded map of [`AutoFile`]).
 //!
-//! * [`PreadFile`] (default): `pread(2)` through the page cache. A file truncated while
+//! * [`AutoFile`] (default): `pread(2)`, plus, where the kernel grants a read lease, a
+//!   memory map that is revoked before any writer or truncation can touch the file
+//!   (see [`AutoFile`]): hot small records are decoded in place, with no syscall each.
+//! * [`PreadFile`]: `pread(2)` through the page cache. A file truncated while
 //!   it is open gives a clean error on the next read.
 //! * [`MmapFile`] (opt-in): memory-mapped. Faster on hot data, but **hazard**: if another
 //!   process truncates the file while it is mapped, touching the lost pages raises
@@ -30,6 +34,47 @@ pub trait ReadAt: Send + Sync {
     fn mapped(&self) -> Option<&[u8]> {
         None
     }
+
+    /// The whole file as memory for as long as the returned view lives, if this
+    /// backend maps it now (a leased map may have been revoked since it was opened).
+    fn map_view(&self) -> Option<MapView<'_>> {
+        self.mapped().map(|bytes| MapView(View::Plain(bytes)))
+    }
+}
+
+/// A mapped file, readable while this view lives (see [`ReadAt::map_view`]).
+pub struct MapView<'a>(View<'a>);
+
+enum View<'a> {
+    Plain(&'a [u8]),
+    /// Inside a leased map; the file's first `.1` bytes.
+    Leased(crate::leased::Entered<'a>, usize),
+}
+
+impl std::ops::Deref for MapView<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            View::Plain(bytes) => bytes,
+            View::Leased(entered, size) => &entered[..*size],
+        }
+    }
+}
+
+/// Hints the CPU to load the cache line holding `value` (a software prefetch: it never
+/// faults, and costs one instruction). Used where the order of future reads is known.
+#[inline(always)]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` only hints the cache; the pointer comes from a reference,
+    // and SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            value as *const T as *const i8,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 /// Fills `buf` from `offset`, retrying short and interrupted reads.
@@ -70,13 +115,26 @@ pub fn copy_pad(addr: usize, offset: u64) -> usize {
 /// Which I/O backend a reader uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
-    /// `pread(2)` (default; safe if the file changes underneath).
+    /// [`AutoFile`] (default): `pread(2)` plus a lease-guarded map for files of small
+    /// records; as safe as `pread` if the file changes underneath.
     #[default]
+    Auto,
+    /// `pread(2)` only (safe if the file changes underneath).
     Pread,
     /// Memory map (opt-in; see the module docs for the `SIGBUS` hazard).
     Mmap,
     /// `O_DIRECT`: bypasses the page cache (for padded files on SSDs).
     Direct,
+}
+
+impl Backend {
+    /// The backend that opens the file the same way, without mapping it.
+    pub fn without_map(self) -> Backend {
+        match self {
+            Backend::Auto => Backend::Pread,
+            other => other,
+        }
+    }
 }
 
 /// The `pread(2)` backend.
@@ -132,15 +190,19 @@ impl MmapFile {
     }
 }
 
+/// Copies what `bytes` holds from `offset` into `buf`; returns how much (0 past the end).
+fn copy_out(bytes: &[u8], buf: &mut [u8], offset: u64) -> usize {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let n = buf.len().min(bytes.len() - start);
+    buf[..n].copy_from_slice(&bytes[start..start + n]);
+    n
+}
+
 impl ReadAt for MmapFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let bytes = self.bytes();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(bytes.len());
-        let n = buf.len().min(bytes.len() - start);
-        buf[..n].copy_from_slice(&bytes[start..start + n]);
-        Ok(n)
+        Ok(copy_out(self.bytes(), buf, offset))
     }
 
     fn size(&self) -> u64 {
@@ -266,9 +328,84 @@ impl ReadAt for DirectFile {
     }
 }
 
-/// Opens `path` with `backend`.
+/// Records longer than this on average are not mapped by [`AutoFile`]: one `pread` per
+/// record costs little next to copying it, and mapped pages would count in the
+/// process's resident memory.
+pub const AUTO_MAP_MAX_MEAN_RECORD: u64 = 16 * 1024;
+
+/// The default backend: positioned reads with `pread(2)`, and, when the kernel grants
+/// a read lease on the file, a memory map besides (see the `leased` module).
+///
+/// While the lease is held nobody can open the file for writing or truncate it: such a
+/// process blocks until a watcher thread notices (within a few milliseconds), revokes
+/// the map (waiting for readers inside it to finish their current batch), and releases
+/// the lease. From then on every read goes through `pread`, which reports a truncated
+/// file as an error. So mapped reads never see bytes change or disappear (no `SIGBUS`).
+#[derive(Debug)]
+pub struct AutoFile {
+    pread: PreadFile,
+    map: Option<std::sync::Arc<crate::leased::LeasedMap>>,
+}
+
+impl AutoFile {
+    /// Opens `path`; maps it (under a lease) only if it holds records of at most
+    /// [`AUTO_MAP_MAX_MEAN_RECORD`] bytes on average (`records` of them) and a lease can
+    /// be had.
+    pub fn open(path: &Path, records: u64) -> Result<AutoFile> {
+        let pread = PreadFile::open(path)?;
+        let small = records > 0 && pread.size / records <= AUTO_MAP_MAX_MEAN_RECORD;
+        let map = if small {
+            crate::leased::LeasedMap::open(path)
+        } else {
+            None
+        };
+        Ok(AutoFile { pread, map })
+    }
+
+    /// Whether reads can currently use the map (false once it was revoked).
+    pub fn is_mapped(&self) -> bool {
+        self.map.as_ref().is_some_and(|m| !m.is_revoked())
+    }
+}
+
+impl ReadAt for AutoFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        // From the map while it holds (no syscall), else through pread.
+        match self.map_view() {
+            Some(map) => Ok(copy_out(&map, buf, offset)),
+            None => self.pread.read_at(buf, offset),
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.pread.size
+    }
+
+    fn map_view(&self) -> Option<MapView<'_>> {
+        let entered = self.map.as_ref()?.enter()?;
+        // The map was made under the lease, at least as long as the size seen at open
+        // (the file cannot have shrunk since); only that prefix is served.
+        let size = usize::try_from(self.pread.size).ok()?;
+        if entered.len() < size {
+            return None;
+        }
+        Some(MapView(View::Leased(entered, size)))
+    }
+}
+
+/// Opens `path` with `backend`; `records` (the table's length) lets [`Backend::Auto`]
+/// decide whether mapping pays.
+pub fn open_with_records(path: &Path, backend: Backend, records: u64) -> Result<Box<dyn ReadAt>> {
+    Ok(match backend {
+        Backend::Auto => Box::new(AutoFile::open(path, records)?),
+        other => open(path, other)?,
+    })
+}
+
+/// Opens `path` with `backend` (for [`Backend::Auto`], as if its records were small).
 pub fn open(path: &Path, backend: Backend) -> Result<Box<dyn ReadAt>> {
     Ok(match backend {
+        Backend::Auto => Box::new(AutoFile::open(path, 1)?),
         Backend::Pread => Box::new(PreadFile::open(path)?),
         Backend::Mmap => Box::new(MmapFile::open(path)?),
         Backend::Direct => Box::new(DirectFile::open(path)?),

@@ -40,6 +40,7 @@ pub mod example;
 mod fetch;
 pub mod format;
 pub mod io;
+mod leased;
 mod order;
 mod reader;
 mod scan;

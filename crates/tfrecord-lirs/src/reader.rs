@@ -18,7 +18,7 @@ pub struct ReaderOptions {
     pub page_size: u64,
     /// Check each payload's CRC on read (default true; the length CRC is always checked).
     pub verify_payload_crc: bool,
-    /// The I/O backend (default `pread`).
+    /// The I/O backend (default [`Backend::Auto`]).
     pub backend: Backend,
     /// Trust the offset table (default false): instance `i` is the record at
     /// `offset[i]`, and the bytes between its end and the next entry (or the end of the
@@ -47,7 +47,7 @@ impl Default for ReaderOptions {
         ReaderOptions {
             page_size: format::DEFAULT_PAGE_SIZE,
             verify_payload_crc: true,
-            backend: Backend::Pread,
+            backend: Backend::Auto,
             trust_table: false,
         }
     }
@@ -138,8 +138,14 @@ impl Layout {
 /// of a longer span it reads only the record (a large instance, or a damaged table).
 const MAX_WHOLE_SPAN_READ: u64 = 1 << 20;
 
-/// Bytes of each mapped record the batch path loads ahead of decoding.
-const TOUCH_AHEAD: u64 = 4096;
+/// The mapped batch path prefetches the records this many positions ahead of the one
+/// it decodes, and their offset-table entries [`PREFETCH_TABLE_AHEAD`] ahead: the order
+/// is known, so the cache misses of later records overlap the work on this one.
+const PREFETCH_RECORDS_AHEAD: usize = 16;
+/// See [`PREFETCH_RECORDS_AHEAD`].
+const PREFETCH_TABLE_AHEAD: usize = 48;
+/// Of each record ahead, at most this many bytes are prefetched (a cache line each).
+const PREFETCH_RECORD_BYTES: u64 = 1024;
 
 /// Joined spans bigger than this are read separately by [`Reader::read_batch`].
 pub const MAX_COALESCED_READ: u64 = 1 << 20;
@@ -157,8 +163,6 @@ pub struct Batch {
     /// Payload `i` is `buf[starts[i]..ends[i]]`.
     starts: Vec<usize>,
     ends: Vec<usize>,
-    /// (file, span start, span end) of each id, for the memory-mapped path.
-    spans: Vec<(usize, u64, u64)>,
 }
 
 impl Batch {
@@ -292,8 +296,6 @@ pub struct Reader {
     verify_payload_crc: bool,
     /// What may follow an instance's record in its span ([`ReaderOptions::trust_table`]).
     padding: Padding,
-    /// Every file is memory-mapped (the mmap backend).
-    mapped: bool,
     reads: AtomicU64,
     bytes_read: AtomicU64,
     page_reads: AtomicU64,
@@ -323,9 +325,13 @@ impl Reader {
         let mut open = Vec::with_capacity(files.len());
         let mut first_id = 0u64;
         for (data, table_path) in files {
-            let src = io::open(data, options.backend)?;
-            let size = src.size();
+            // The data file is opened first, so that a missing one is reported as such.
+            let mut src = io::open(data, options.backend.without_map())?;
             let offsets = read_table_for(data, table_path)?;
+            if options.backend != options.backend.without_map() {
+                src = io::open_with_records(data, options.backend, offsets.len() as u64)?;
+            }
+            let size = src.size();
             let layout = FileLayout {
                 offsets,
                 size,
@@ -348,7 +354,6 @@ impl Reader {
                 page,
                 len: first_id,
             }),
-            mapped: open.iter().all(|f| f.src.mapped().is_some()),
             files: open,
             verify_payload_crc: options.verify_payload_crc,
             padding: options.padding(),
@@ -361,6 +366,12 @@ impl Reader {
     /// Instances across all files.
     pub fn len(&self) -> u64 {
         self.layout.len
+    }
+
+    /// Whether batches are read from memory maps now (the mmap backend, or the
+    /// default backend while its leases hold).
+    pub fn is_mapped(&self) -> bool {
+        self.files.iter().all(|f| f.src.map_view().is_some())
     }
 
     /// Whether there are no instances.
@@ -481,10 +492,9 @@ impl Reader {
     pub fn read_batch(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
         out.clear();
         let mut tally = Tally::default();
-        let result = if self.mapped {
-            self.read_batch_mapped(ids, out, &mut tally)
-        } else {
-            self.read_batch_copied(ids, out, &mut tally)
+        let result = match self.map_views() {
+            Some(maps) => self.read_batch_mapped(ids, &maps, out, &mut tally),
+            None => self.read_batch_copied(ids, out, &mut tally),
         };
         self.add(tally);
         if result.is_err() {
@@ -493,32 +503,64 @@ impl Reader {
         result
     }
 
+    /// A view of every file's map, if every file is mapped now (a leased map is
+    /// revoked when a writer comes: reads then go through `pread`).
+    fn map_views(&self) -> Option<Vec<io::MapView<'_>>> {
+        self.files.iter().map(|f| f.src.map_view()).collect()
+    }
+
     /// [`read_batch`](Reader::read_batch) from memory-mapped files: each record is
-    /// decoded in place and its payload copied once, into `out`.
-    fn read_batch_mapped(&self, ids: &[u64], out: &mut Batch, tally: &mut Tally) -> Result<()> {
-        // Locate every span first: in a large table each lookup is a cache miss, and
-        // independent lookups in one loop overlap instead of waiting one by one.
-        let mut spans = std::mem::take(&mut out.spans);
-        spans.clear();
+    /// decoded in place and its payload copied once, into `out`. The order of `ids` is
+    /// known, so table entries and records ahead are prefetched.
+    fn read_batch_mapped(
+        &self,
+        ids: &[u64],
+        maps: &[io::MapView<'_>],
+        out: &mut Batch,
+        tally: &mut Tally,
+    ) -> Result<()> {
         for &id in ids {
             self.check_id(id)?;
-            let (f, i) = self.layout.locate(id);
-            let (start, end) = self.layout.files[f].span(i);
-            spans.push((f, start, end));
         }
-        // The same for the records' cache lines (loads the decoder needs anyway), up to
-        // a few KiB of each: the misses overlap instead of stalling the decoder in turn.
-        let mut touch = 0u8;
-        for &(f, start, end) in &spans {
-            let map = self.files[f].src.mapped().unwrap_or(&[]);
-            let stop = end.min(start + TOUCH_AHEAD) as usize;
-            for at in (start as usize..stop).step_by(64) {
-                touch ^= map.get(at).copied().unwrap_or(0);
+        let single = (self.layout.files.len() == 1).then(|| &self.layout.files[0]);
+        let entry = |id: u64| -> (usize, usize) {
+            match single {
+                Some(_) => (0, id as usize),
+                None => self.layout.locate(id),
             }
+        };
+        // Table entries of the first records, then records ahead, then decode.
+        for &id in ids.iter().take(PREFETCH_TABLE_AHEAD) {
+            let (f, i) = entry(id);
+            io::prefetch(&self.layout.files[f].offsets[i]);
         }
-        std::hint::black_box(touch);
-        for (&id, &(f, start, end)) in ids.iter().zip(&spans) {
-            let map = self.files[f].src.mapped().unwrap_or(&[]);
+        let prefetch_record = |id: u64| {
+            let (f, i) = entry(id);
+            let (start, end) = self.layout.files[f].span(i);
+            let map: &[u8] = &maps[f];
+            let stop = end.min(start + PREFETCH_RECORD_BYTES);
+            let mut at = start & !63;
+            while at < stop {
+                if let Some(byte) = map.get(at as usize) {
+                    io::prefetch(byte);
+                }
+                at += 64;
+            }
+        };
+        for &id in ids.iter().take(PREFETCH_RECORDS_AHEAD) {
+            prefetch_record(id);
+        }
+        for (k, &id) in ids.iter().enumerate() {
+            if let Some(&ahead) = ids.get(k + PREFETCH_TABLE_AHEAD) {
+                let (f, i) = entry(ahead);
+                io::prefetch(&self.layout.files[f].offsets[i]);
+            }
+            if let Some(&ahead) = ids.get(k + PREFETCH_RECORDS_AHEAD) {
+                prefetch_record(ahead);
+            }
+            let (f, i) = entry(id);
+            let (start, end) = self.layout.files[f].span(i);
+            let map: &[u8] = &maps[f];
             // The table was checked against the file size at open, so the span is in
             // the map; `get` keeps a broken invariant an error, not a panic.
             let span = map.get(start as usize..end as usize).ok_or_else(|| {
@@ -534,7 +576,6 @@ impl Reader {
             self.note(tally, f, start, (payload.end + format::FOOTER_LEN) as u64);
             out.push(id, &span[payload]);
         }
-        out.spans = spans;
         Ok(())
     }
 

@@ -117,7 +117,7 @@ fn shared_reader(backend: Backend) -> (tempfile::TempDir, Arc<Reader>, Vec<Vec<u
 /// the shared reader; each epoch is the full multiset.
 #[test]
 fn threads_reading_whole_epochs_through_one_reader() {
-    for backend in [Backend::Pread, Backend::Mmap] {
+    for backend in [Backend::Auto, Backend::Pread, Backend::Mmap] {
         let (_dir, reader, all) = shared_reader(backend);
         let expected = sorted(all.clone());
         let start = Barrier::new(THREADS);
@@ -150,7 +150,7 @@ fn threads_reading_whole_epochs_through_one_reader() {
 /// once, epoch after epoch.
 #[test]
 fn threads_as_shards_cover_each_epoch_exactly_once() {
-    for backend in [Backend::Pread, Backend::Mmap] {
+    for backend in [Backend::Auto, Backend::Pread, Backend::Mmap] {
         for page_aware in [false, true] {
             let (_dir, reader, all) = shared_reader(backend);
             let expected = sorted(all.clone());

@@ -190,8 +190,11 @@ fn page_aware_fetch_reads_each_padded_page_exactly_once() {
             .collect();
         let data = if page_size == 512 { &scaled } else { &small };
         let (path, _) = write_padded(dir.path(), "p", data, page_size, fit);
+        // Positioned reads (the default backend maps small records, and a mapped read
+        // counts each record it decodes).
         let opts = ReaderOptions {
             page_size,
+            backend: tfrecord_lirs::Backend::Pread,
             ..Default::default()
         };
         let reader = Arc::new(Reader::open_one(&path, None, &opts).unwrap());
@@ -220,7 +223,11 @@ fn page_aware_fetch_reads_each_padded_page_exactly_once() {
     let mixed = payloads(4000);
     let larges = mixed.iter().filter(|p| p.len() + 16 > 4096 - 24).count() as u64;
     let (path, _) = write_padded(dir.path(), "m", &mixed, 4096, Fit::BEST);
-    let reader = Arc::new(Reader::open_one(&path, None, &ReaderOptions::default()).unwrap());
+    let opts = ReaderOptions {
+        backend: tfrecord_lirs::Backend::Pread,
+        ..Default::default()
+    };
+    let reader = Arc::new(Reader::open_one(&path, None, &opts).unwrap());
     let stats = page_reads_per_epoch(
         &reader,
         OrderSpec {

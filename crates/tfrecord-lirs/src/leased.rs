@@ -1,0 +1,303 @@
+//! A memory map that is safe against truncation underneath: the second module (after
+//! [`io`](crate::io)) allowed `unsafe`, each use with a `// SAFETY:` comment.
+//!
+//! Why a map: a random read of a hot small record through `pread(2)` costs a syscall
+//! (~730 ns here), a load from a map ~100-300 ns. Why it is normally unsafe: if another
+//! process truncates a mapped file, touching the lost pages raises `SIGBUS`, and if it
+//! writes the file, a `&[u8]` changes underneath (undefined behaviour in Rust).
+//!
+//! The design: a **read lease** (`fcntl(F_SETLEASE, F_RDLCK)`) on the open file. While
+//! it is held, the kernel makes every `open` of the file for writing and every
+//! `truncate(2)` *block* (for up to `/proc/sys/fs/lease-break-time` seconds, 45 by
+//! default) and marks the lease as being broken. The lease can only be taken while no
+//! one has the file open for writing (or mapped writable). So while we hold it, the
+//! mapped bytes cannot change and the file cannot shrink.
+//!
+//! A watcher thread (one per process, only while leases exist) polls every lease with
+//! `F_GETLEASE` every [`POLL`]; when one is being broken it *revokes* the map: new
+//! readers are turned away (they fall back to `pread`), it waits for the readers inside
+//! the map to leave (a read of a window of records takes microseconds), unmaps, and
+//! releases the lease, which lets the blocked writer proceed. A writer waits at most
+//! about one poll interval plus one window read. The lease is registered with no
+//! signal owner (`F_SETOWN 0`), so breaking it sends no `SIGIO` (whose default action
+//! would kill the process).
+//!
+//! What it does not cover (documented in README): `lease-break-time` set below 1 second
+//! (then no lease is taken, and reads use `pread`); a watcher thread starved for longer
+//! than `lease-break-time`; a child `fork`ed while a map is open (it has no watcher
+//! thread: a writer would wait for `lease-break-time`, then the kernel breaks the lease);
+//! filesystems without leases (NFS, FUSE: `pread` is used); writes through a block
+//! device underneath the filesystem. With many leased files the watcher polls each less
+//! often (every 50 us times their number, at least every [`POLL`]).
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+/// How often the watcher checks the leases.
+pub const POLL: Duration = Duration::from_millis(5);
+
+/// `state` bit: the map is revoked (or being revoked); readers must not enter.
+const REVOKED: usize = 1 << (usize::BITS - 1);
+
+/// A read-only shared map of a whole file, guarded by a read lease.
+pub struct LeasedMap {
+    file: File,
+    addr: *const u8,
+    len: usize,
+    /// Readers inside the map, plus the [`REVOKED`] bit.
+    state: AtomicUsize,
+    /// Set once the map is unmapped and the lease released (under this lock).
+    released: Mutex<bool>,
+}
+
+// SAFETY: the mapping is read-only and shared; access to it is guarded by `state`
+// (enter/leave) and it is unmapped only when no reader is inside.
+unsafe impl Send for LeasedMap {}
+// SAFETY: as above; every method takes `&self` and synchronises through atomics/locks.
+unsafe impl Sync for LeasedMap {}
+
+impl std::fmt::Debug for LeasedMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeasedMap")
+            .field("len", &self.len)
+            .field("revoked", &self.is_revoked())
+            .finish()
+    }
+}
+
+/// A reader inside a [`LeasedMap`]: the mapped bytes stay valid and unchanged until it
+/// is dropped.
+pub struct Entered<'a> {
+    map: &'a LeasedMap,
+}
+
+impl std::ops::Deref for Entered<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `addr` maps `len` readable bytes (len > 0, see `open`). This reader
+        // was counted in `state` before the REVOKED bit was seen clear, so the watcher
+        // will not unmap until `drop` below; the lease keeps every writer and truncation
+        // blocked until then, so the bytes neither change nor disappear.
+        unsafe { std::slice::from_raw_parts(self.map.addr, self.map.len) }
+    }
+}
+
+impl Entered<'_> {
+    /// Maps the pages of `range` into the page tables now, in one call, where the
+    /// kernel supports it (Linux 5.14+; otherwise they fault in as touched): software
+    /// prefetches of pages not yet mapped are dropped by the CPU.
+    pub fn populate(&self, range: std::ops::Range<usize>) {
+        const MADV_POPULATE_READ: libc::c_int = 22;
+        let page = 4096;
+        let start = range.start / page * page;
+        let end = range.end.min(self.map.len);
+        if start >= end {
+            return;
+        }
+        // SAFETY: `[start, end)` lies inside the live mapping (this reader keeps it
+        // mapped); MADV_POPULATE_READ only fills page tables, as reading would.
+        unsafe {
+            libc::madvise(
+                self.map.addr.add(start) as *mut libc::c_void,
+                end - start,
+                MADV_POPULATE_READ,
+            );
+        }
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.map.state.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Whether the kernel gives writers enough time for the watcher to react.
+fn lease_break_time_ok() -> bool {
+    std::fs::read_to_string("/proc/sys/fs/lease-break-time")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .is_some_and(|secs| secs >= 1)
+}
+
+impl LeasedMap {
+    /// Opens `path` read-only, takes a read lease and maps it. `None` when a lease
+    /// cannot be had (someone has the file open for writing, the filesystem has no
+    /// leases, we neither own the file nor have `CAP_LEASE`, the file is empty, or
+    /// `lease-break-time` is under a second): the caller then uses `pread`.
+    pub fn open(path: &Path) -> Option<Arc<LeasedMap>> {
+        if !lease_break_time_ok() {
+            return None;
+        }
+        let file = File::open(path).ok()?;
+        let fd = file.as_raw_fd();
+        // SAFETY: plain fcntl calls on a descriptor we own.
+        unsafe {
+            if libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) != 0 {
+                return None;
+            }
+            // No signal on a lease break (SIGIO would kill a process without a
+            // handler): the watcher polls instead.
+            if libc::fcntl(fd, libc::F_SETOWN, 0) != 0 {
+                libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+                return None;
+            }
+        }
+        // The size is read after the lease: from here on it cannot shrink.
+        let len = file.metadata().ok()?.len();
+        let len = usize::try_from(len).ok().filter(|&l| l > 0);
+        let Some(len) = len else {
+            // SAFETY: releasing the lease we took above.
+            unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+            return None;
+        };
+        // SAFETY: a fresh read-only shared mapping of `len` bytes of a file we hold open
+        // under a read lease; it is only read through `Entered` and unmapped once.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            // SAFETY: releasing the lease we took above.
+            unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+            return None;
+        }
+        let map = Arc::new(LeasedMap {
+            file,
+            addr: addr as *const u8,
+            len,
+            state: AtomicUsize::new(0),
+            released: Mutex::new(false),
+        });
+        watcher::register(&map);
+        Some(map)
+    }
+
+    /// Enters the map, or `None` once it is revoked (read with `pread` then).
+    pub fn enter(&self) -> Option<Entered<'_>> {
+        let before = self.state.fetch_add(1, Ordering::AcqRel);
+        if before & REVOKED != 0 {
+            self.state.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Entered { map: self })
+    }
+
+    /// Whether the map was revoked (a writer or a truncation came, or it was dropped).
+    pub fn is_revoked(&self) -> bool {
+        self.state.load(Ordering::Acquire) & REVOKED != 0
+    }
+
+    /// Whether the kernel reports our lease as being broken (or gone).
+    fn lease_broken(&self) -> bool {
+        // SAFETY: a plain fcntl on a descriptor we own.
+        let kind = unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_GETLEASE) };
+        kind != libc::F_RDLCK
+    }
+
+    /// Turns new readers away, waits for those inside to leave, unmaps and releases
+    /// the lease. Idempotent.
+    pub fn revoke(&self) {
+        self.state.fetch_or(REVOKED, Ordering::AcqRel);
+        let mut spins = 0u32;
+        while self.state.load(Ordering::Acquire) & !REVOKED != 0 {
+            spins += 1;
+            if spins < 100 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+        let Ok(mut released) = self.released.lock() else {
+            return;
+        };
+        if !*released {
+            // SAFETY: no reader is inside (checked above, and REVOKED keeps new ones
+            // out for good), so nothing refers to the mapping; it is unmapped once
+            // (guarded by `released`), then the lease is released.
+            unsafe {
+                libc::munmap(self.addr as *mut libc::c_void, self.len);
+                libc::fcntl(self.file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+            }
+            *released = true;
+        }
+    }
+}
+
+impl Drop for LeasedMap {
+    fn drop(&mut self) {
+        self.revoke();
+    }
+}
+
+/// The process's one lease watcher thread.
+mod watcher {
+    use super::*;
+
+    struct Registry {
+        maps: Vec<Weak<LeasedMap>>,
+        running: bool,
+    }
+
+    static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+        maps: Vec::new(),
+        running: false,
+    });
+
+    pub(super) fn register(map: &Arc<LeasedMap>) {
+        let Ok(mut reg) = REGISTRY.lock() else {
+            // Nobody would watch this lease: never use the map.
+            map.revoke();
+            return;
+        };
+        reg.maps.push(Arc::downgrade(map));
+        if !reg.running {
+            let started = std::thread::Builder::new()
+                .name("lirs-lease".into())
+                .spawn(watch);
+            if started.is_ok() {
+                reg.running = true;
+            } else {
+                reg.maps.pop();
+                drop(reg);
+                map.revoke();
+            }
+        }
+    }
+
+    fn watch() {
+        let mut watched = 0usize;
+        loop {
+            // One fcntl per lease per round: with many files the rounds space out
+            // (~50 us of interval per lease), so watching stays cheap.
+            let per_lease = Duration::from_micros(50) * u32::try_from(watched).unwrap_or(u32::MAX);
+            std::thread::sleep(POLL.max(per_lease));
+            let live: Vec<Arc<LeasedMap>> = {
+                let Ok(mut reg) = REGISTRY.lock() else { return };
+                reg.maps
+                    .retain(|w| w.upgrade().is_some_and(|m| !m.is_revoked()));
+                if reg.maps.is_empty() {
+                    reg.running = false;
+                    return;
+                }
+                reg.maps.iter().filter_map(Weak::upgrade).collect()
+            };
+            watched = live.len();
+            for map in live {
+                if map.lease_broken() {
+                    map.revoke();
+                }
+            }
+        }
+    }
+}
