@@ -19,8 +19,10 @@
 //! the map to leave (a read of a window of records takes microseconds), unmaps, and
 //! releases the lease, which lets the blocked writer proceed. A writer waits at most
 //! about one poll interval plus one window read. The lease is registered with no
-//! signal owner (`F_SETOWN 0`), so breaking it sends no `SIGIO` (whose default action
-//! would kill the process).
+//! signal owner (`F_SETOWN 0`), so breaking it sends no signal. Taking a lease makes
+//! the taker the owner, so until `F_SETOWN 0` a break would signal us: the signal is
+//! first set (`F_SETSIG`) to `SIGURG`, whose default action is to ignore it, instead of
+//! `SIGIO`, whose default action would kill the process.
 //!
 //! What it does not cover (documented in README): `lease-break-time` set below 1 second
 //! (then no lease is taken, and reads use `pread`); a watcher thread starved for longer
@@ -36,6 +38,16 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+/// The signal a lease break would send while we are still its owner (see
+/// [`LeasedMap::open`]): one whose default action is to ignore it.
+const LEASE_BREAK_SIGNAL: libc::c_int = libc::SIGURG;
+
+/// `fcntl` commands that set and get the signal a file sends (Linux's `<fcntl.h>`,
+/// the same on every architecture; the `libc` crate does not export them).
+const F_SETSIG: libc::c_int = 10;
+#[cfg(test)]
+const F_GETSIG: libc::c_int = 11;
 
 /// How often the watcher checks the leases.
 pub const POLL: Duration = Duration::from_millis(5);
@@ -137,11 +149,16 @@ impl LeasedMap {
         let fd = file.as_raw_fd();
         // SAFETY: plain fcntl calls on a descriptor we own.
         unsafe {
+            // A break between F_SETLEASE (which makes us the signal owner) and
+            // F_SETOWN 0 below signals us: let that be SIGURG (ignored by default),
+            // not SIGIO (which kills by default).
+            if libc::fcntl(fd, F_SETSIG, LEASE_BREAK_SIGNAL) != 0 {
+                return None;
+            }
             if libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) != 0 {
                 return None;
             }
-            // No signal on a lease break (SIGIO would kill a process without a
-            // handler): the watcher polls instead.
+            // No signal on a lease break: the watcher polls instead.
             if libc::fcntl(fd, libc::F_SETOWN, 0) != 0 {
                 libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
                 return None;
@@ -299,5 +316,47 @@ mod watcher {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lease break must never deliver SIGIO (default action: kill the process): the
+    /// lease is held with no signal owner, and the signal a break could send while we
+    /// still were the owner (between F_SETLEASE and F_SETOWN 0) is one ignored by default.
+    #[test]
+    fn a_lease_break_can_send_no_killing_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 10_000]).unwrap();
+        let Some(map) = LeasedMap::open(&path) else {
+            panic!("no read lease on a file of our own in a tempdir (lease-break-time < 1 s?)");
+        };
+        let fd = map.file.as_raw_fd();
+        // SAFETY: plain fcntl queries on a descriptor the map owns.
+        let (lease, owner, signal) = unsafe {
+            (
+                libc::fcntl(fd, libc::F_GETLEASE),
+                libc::fcntl(fd, libc::F_GETOWN),
+                libc::fcntl(fd, F_GETSIG),
+            )
+        };
+        assert_eq!(lease, libc::F_RDLCK);
+        assert_eq!(owner, 0, "a lease break would signal pid {owner}");
+        assert_eq!(signal, LEASE_BREAK_SIGNAL);
+        // SAFETY: sigaction with a null new action only reads the current one.
+        let disposition = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(LEASE_BREAK_SIGNAL, std::ptr::null(), &mut old);
+            old.sa_sigaction
+        };
+        assert_eq!(
+            disposition,
+            libc::SIG_DFL,
+            "SIGURG's default action is to ignore it"
+        );
+        assert_eq!(map.enter().map(|m| m[9_999]), Some(7));
     }
 }
