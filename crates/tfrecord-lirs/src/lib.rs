@@ -10,6 +10,9 @@
 //!   `u64` record starts), built while writing or by scanning an existing file.
 //! * [`TFRecordWriter`], [`PaddedWriter`], [`pad_file`]: page-aligned writing, so no
 //!   small instance straddles a page and page-aware shuffling reads each page once.
+//! * [`text_index`], [`build_offset_table_from_text_index`], [`export_text_index`]:
+//!   the text indexes of NVIDIA DALI and the `tfrecord` Python package, read (checked
+//!   against the file) and written.
 //! * [`Reader`], [`TFRecordLIRS`]: random access, epoch orders (instance-based or
 //!   page-aware, sharded, version-stable), I/O statistics.
 //!
@@ -38,16 +41,22 @@ mod error;
 pub mod example;
 mod fetch;
 pub mod format;
+mod interop;
 pub mod io;
 mod order;
 mod reader;
 mod scan;
 mod table;
+pub mod text_index;
 mod writer;
 
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{FetchOptions, Fetcher, Payloads, Window};
 pub use format::PageSize;
+pub use interop::{
+    build_offset_table_from_text_index, export_text_index, instance_records,
+    offsets_from_text_index,
+};
 pub use io::{cached_pages, drop_from_page_cache, Backend};
 pub use order::{EpochOrder, OrderSpec};
 pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
