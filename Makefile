@@ -24,6 +24,7 @@ build:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
 cargo-test:
 	cargo test --workspace

@@ -5,7 +5,7 @@
 //! neighbours, every epoch is a fresh permutation of instance ids, and each instance is
 //! read straight from the file through an **offset table**.
 //!
-//! * [`format`]: the TFRecord framing and filler records (pure, no I/O).
+//! * [`format`](mod@format): the TFRecord framing and filler records (pure, no I/O).
 //! * [`OffsetTableBuilder`], [`build_offset_table`]: the offset table (N little-endian
 //!   `u64` record starts), built while writing or by scanning an existing file.
 //! * [`TFRecordWriter`], [`PaddedWriter`], [`pad_file`]: page-aligned writing, so no
