@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::scan::RecordScanner;
-use crate::table::{same_file, write_atomically, write_table};
+use crate::table::{check_output_path, check_table_path, write_atomically, write_table};
 use crate::text_index::{encode_text_index, parse_text_index, TextIndexEntry, TextIndexFormat};
 
 /// An error about line `line` of the text index `index`.
@@ -16,6 +16,22 @@ fn at_line(index: &Path, line: u64, source: Error) -> Error {
         line,
         source: Box::new(source),
     }
+}
+
+/// Line `line` of `index` does not fit `data` at byte `offset` (of `instance`, if known).
+fn misfit(
+    index: &Path,
+    line: u64,
+    data: &Path,
+    instance: Option<u64>,
+    offset: u64,
+    reason: String,
+) -> Error {
+    at_line(
+        index,
+        line,
+        Error::table(data, instance, Some(offset), reason),
+    )
 }
 
 /// The instance offsets of `data`, taken from the text index at `index` and checked
@@ -53,17 +69,15 @@ pub fn offsets_from_text_index(
         let position = scanner.position();
         let expected: Option<TextIndexEntry> = next.peek().copied().copied();
         if let Some(e) = expected.filter(|e| e.offset < position) {
-            return Err(at_line(
+            return Err(misfit(
                 index,
                 e.line,
-                Error::table(
-                    data,
-                    None,
-                    Some(e.offset),
-                    format!(
-                        "the index lists a record at byte {}, but no record of the file starts there: the record at byte {previous} runs to byte {position} (or the entries are out of file order)",
-                        e.offset
-                    ),
+                data,
+                None,
+                e.offset,
+                format!(
+                    "the index lists a record at byte {}, but no record of the file starts there: the record at byte {previous} runs to byte {position} (or the entries are out of file order)",
+                    e.offset
                 ),
             ));
         }
@@ -84,20 +98,17 @@ pub fn offsets_from_text_index(
         match listed {
             Some(e) => {
                 if e.size != record.framed_len {
-                    return Err(at_line(
+                    return Err(misfit(
                         index,
                         e.line,
-                        Error::table(
-                            data,
-                            None,
-                            Some(e.offset),
-                            format!(
-                                "the index gives size {} for the record at byte {}, which is {} bytes framed ({} bytes of payload + 16)",
-                                e.size,
-                                e.offset,
-                                record.framed_len,
-                                record.framed_len - crate::format::FRAMING_LEN
-                            ),
+                        data,
+                        (!filler).then_some(offsets.len() as u64),
+                        e.offset,
+                        format!(
+                            "the index gives size {} for this record, which is {} bytes framed ({} bytes of payload + 16)",
+                            e.size,
+                            record.framed_len,
+                            record.framed_len - crate::format::FRAMING_LEN
                         ),
                     ));
                 }
@@ -108,16 +119,14 @@ pub fn offsets_from_text_index(
                     Some(e) => (e.line, format!("line {} lists byte {}", e.line, e.offset)),
                     None => (last_line + 1, "the index ends before it".to_string()),
                 };
-                return Err(at_line(
+                return Err(misfit(
                     index,
                     line,
-                    Error::table(
-                        data,
-                        Some(offsets.len() as u64),
-                        Some(record.offset),
-                        format!(
-                            "the index does not list this instance ({where_}): an offset table built from it would silently skip it"
-                        ),
+                    data,
+                    Some(offsets.len() as u64),
+                    record.offset,
+                    format!(
+                        "the index does not list this instance ({where_}): an offset table built from it would silently skip it"
                     ),
                 ));
             }
@@ -136,18 +145,16 @@ pub fn offsets_from_text_index(
         }
     }
     if let Some(e) = next.next() {
-        return Err(at_line(
+        return Err(misfit(
             index,
             e.line,
-            Error::table(
-                data,
-                None,
-                Some(e.offset),
-                format!(
-                    "the index lists a record at byte {}, but the file ends at byte {} with no record starting there",
-                    e.offset,
-                    scanner.file_size()
-                ),
+            data,
+            None,
+            e.offset,
+            format!(
+                "the index lists a record at byte {}, but the file ends at byte {} with no record starting there",
+                e.offset,
+                scanner.file_size()
             ),
         ));
     }
@@ -172,7 +179,7 @@ pub fn build_offset_table_from_text_index(
     table: &Path,
     sync: bool,
 ) -> Result<u64> {
-    refuse_overwriting(data, table)?;
+    check_table_path(data, table)?;
     let offsets = offsets_from_text_index(data, index, format)?;
     write_table(table, &offsets, sync)?;
     Ok(offsets.len() as u64)
@@ -197,21 +204,9 @@ pub fn instance_records(data: &Path) -> Result<Vec<(u64, u64)>> {
 /// it never sees a filler. Written atomically; with `sync`, fsynced with its
 /// directory. Returns the instance count.
 pub fn export_text_index(data: &Path, out: &Path, sync: bool) -> Result<u64> {
-    refuse_overwriting(data, out)?;
+    check_output_path(data, out, "index")?;
     let records = instance_records(data)?;
     let text = encode_text_index(records.iter().copied());
     write_atomically(out, sync, |w| w.write_all(text.as_bytes()))?;
     Ok(records.len() as u64)
-}
-
-/// Refuses to write an index or table over the data file itself.
-fn refuse_overwriting(data: &Path, out: &Path) -> Result<()> {
-    if same_file(data, out) {
-        return Err(Error::InvalidArgument(format!(
-            "the output path {} is the data file {}: writing there would replace the data",
-            out.display(),
-            data.display()
-        )));
-    }
-    Ok(())
 }
