@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest demo bench clean tf-op python-install
+.PHONY: all test venv build lint cargo-test pytest demo bench clean tf-op python-install wheel
 
 all: build
 
@@ -24,6 +24,7 @@ build:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
 cargo-test:
 	cargo test --workspace
@@ -36,12 +37,29 @@ tf-op: venv
 
 # The `tfrecord_lirs` package, installed editable into the venv.
 python-install: $(VENV)/.tfrecord_lirs-installed
-$(VENV)/.tfrecord_lirs-installed: python/pyproject.toml $(VENV)/.installed
+$(VENV)/.tfrecord_lirs-installed: python/pyproject.toml python/setup.py Cargo.toml $(VENV)/.installed
 	$(PY) -m pip install --quiet -e python
 	touch $@
 
-pytest: venv build tf-op python-install
-	TFRECORD_LIRS_CLI=$(abspath $(CLI)) $(PY) -m pytest -q tests
+# `make wheel`: dist/tfrecord_lirs-<version>-py3-none-manylinux_*.whl with the op library
+# (built for the venv's TensorFlow 2.21) and the CLI. Built without build isolation (the
+# op compiles against the installed TensorFlow), then `auditwheel repair` gives it its
+# manylinux tag; TensorFlow's own libraries stay out of the wheel (--exclude): the op
+# library uses the ones of the TensorFlow it is loaded into.
+WHEEL_RAW := target/wheel
+wheel: venv
+	rm -rf $(WHEEL_RAW) python/build
+	$(PY) -m pip wheel --quiet --no-build-isolation --no-deps -w $(WHEEL_RAW) ./python
+	rm -f dist/tfrecord_lirs-*.whl
+	PATH="$(abspath $(VENV))/bin:$$PATH" auditwheel repair --exclude 'libtensorflow_framework.so.2' \
+	  --exclude 'libtensorflow_cc.so.2' -w dist $(WHEEL_RAW)/tfrecord_lirs-*.whl
+	ls dist/tfrecord_lirs-*.whl
+
+# tests/test_wheel.py installs the wheel into fresh venvs (with `tensorflow`, and with
+# the [cpu] extra); it builds it with `make wheel` itself when run alone.
+pytest: venv build tf-op python-install wheel
+	TFRECORD_LIRS_CLI=$(abspath $(CLI)) TFRECORD_LIRS_WHEEL_DIR=$(abspath dist) \
+	  $(PY) -m pytest -q tests
 
 test: venv build lint cargo-test pytest
 
@@ -63,5 +81,5 @@ bench: venv build tf-op python-install
 
 clean:
 	cargo clean
-	rm -f $(TF_OP_SO)
-	rm -rf $(VENV) bench_out demo_out
+	rm -f $(TF_OP_SO) python/tfrecord_lirs/_build_info.py
+	rm -rf $(VENV) bench_out demo_out dist python/build

@@ -7,6 +7,10 @@ Files need an offset table (`<file>.offsets`): write them with
 `build_offset_table`.
 """
 
+# First: says which extra to install when TensorFlow is missing, and refuses a
+# TensorFlow other than the one the op library was built for.
+from tfrecord_lirs import _native  # noqa: F401  (isort: skip)
+from tfrecord_lirs._build_info import VERSION as __version__
 from tfrecord_lirs.dataset import LIRSDataset
 from tfrecord_lirs.io import (
     PadSummary,
@@ -30,4 +34,3 @@ __all__ = [
     "read",
     "stock_dataset",
 ]
-__version__ = "0.2.0"

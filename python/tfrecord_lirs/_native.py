@@ -7,13 +7,54 @@ Both views share one copy of the Rust core (format implemented once).
 import ctypes
 import os
 
-import tensorflow as tf
+# Which extra brings a TensorFlow, for the message below (python/pyproject.toml).
+_INSTALL_TF = (
+    "install TensorFlow 2.21 next to it: pip install 'tfrecord-lirs[cpu]' (tensorflow-cpu), "
+    "'tfrecord-lirs[and-cuda]' (tensorflow with CUDA) or 'tfrecord-lirs[tensorflow]', "
+    "or pip install tensorflow~=2.21.0 yourself"
+)
+# How to build the op library for the TensorFlow that is installed.
+_BUILD_FROM_SOURCE = (
+    "build tfrecord-lirs for it from source: pip install 'setuptools>=77', then "
+    "pip install --no-build-isolation ./python in a clone of tfrecord-lirs "
+    "(needs cargo and g++), or `make tf-op` in a development tree"
+)
+
+try:
+    import tensorflow as tf
+except ImportError as e:
+    raise ImportError(f"tfrecord_lirs needs TensorFlow, which cannot be imported ({e}): {_INSTALL_TF}") from e
 
 LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lirs_ops.so")
 
 if not os.path.exists(LIB_PATH):
     raise ImportError(
         f"tfrecord_lirs: op library {LIB_PATH} is missing; build it with `make -C tf_op`"
+    )
+
+try:
+    from tfrecord_lirs import _build_info
+except ImportError as e:
+    raise ImportError(
+        f"tfrecord_lirs: {os.path.dirname(LIB_PATH)}/_build_info.py (written with the op library "
+        f"by tf_op/Makefile) is missing, so the TensorFlow the library was built for is unknown; "
+        f"rebuild it with `make -C tf_op`"
+    ) from e
+
+
+def _major_minor(version):
+    return tuple(version.split(".")[:2])
+
+
+# The library is compiled against one TensorFlow's C++ ABI: loaded into another, it
+# fails with whatever the dynamic loader says (or worse), so the versions are compared
+# first. Patch releases of one minor version keep that ABI.
+if _major_minor(tf.__version__) != _major_minor(_build_info.TF_VERSION):
+    raise ImportError(
+        f"tfrecord_lirs {_build_info.VERSION}: the op library {LIB_PATH} was built for "
+        f"TensorFlow {_build_info.TF_VERSION}, but TensorFlow {tf.__version__} is installed; "
+        f"install TensorFlow {'.'.join(_major_minor(_build_info.TF_VERSION))}.x, or "
+        f"{_BUILD_FROM_SOURCE}"
     )
 
 ops = tf.load_op_library(LIB_PATH)

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use tfrecord_lirs::text_index::{encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
     default_table_path, Compression, Error, Fit, Location, OrderSpec, PadOptions, PageSize, Reader,
     ReaderOptions,
@@ -62,16 +63,60 @@ enum CompressionArg {
     Zlib,
 }
 
+/// The text index formats of other TFRecord readers (docs/FORMAT.md).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IndexFormatArg {
+    /// NVIDIA DALI's `tfrecord2idx` (`offset size` per record).
+    Dali,
+    /// The `tfrecord` PyPI package's `tfrecord2idx` (`offset size` per record).
+    TfrecordPy,
+}
+
+impl From<IndexFormatArg> for TextIndexFormat {
+    fn from(arg: IndexFormatArg) -> TextIndexFormat {
+        match arg {
+            IndexFormatArg::Dali => TextIndexFormat::Dali,
+            IndexFormatArg::TfrecordPy => TextIndexFormat::TfrecordPy,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Scan DATA (CRC-checked, fillers skipped), write its offset table, print the instance count.
+    ///
+    /// With `--from FORMAT INDEX`, the table is taken from a DALI or `tfrecord`-package
+    /// text index and checked against DATA (every record's CRCs; each entry's offset and
+    /// size; unlisted records must be fillers); a wrong index is an error naming its line.
     Index {
         /// The TFRecord file.
         data: PathBuf,
+        /// A text index of DATA to build the table from (needs --from).
+        #[arg(requires = "from")]
+        index: Option<PathBuf>,
+        /// The format of INDEX.
+        #[arg(long, value_enum, value_name = "FORMAT", requires = "index")]
+        from: Option<IndexFormatArg>,
         /// Where to write the table [default: DATA.offsets].
         #[arg(long)]
         out: Option<PathBuf>,
         /// fsync the table and its directory before exiting (durable on power loss).
+        #[arg(long)]
+        sync: bool,
+    },
+    /// Write a DALI or `tfrecord`-package text index of DATA (instances only, fillers left
+    /// out), print the instance count.
+    Export {
+        /// The TFRecord file.
+        data: PathBuf,
+        /// Index format.
+        #[arg(long, value_enum)]
+        format: IndexFormatArg,
+        /// Where to write the index, `-` for stdout [default: DATA.idx for dali,
+        /// DATA without its extension + .tfindex for tfrecord-py].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// fsync the index and its directory before exiting (durable on power loss).
         #[arg(long)]
         sync: bool,
     },
@@ -321,7 +366,27 @@ fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Outcome {
 
 fn run(command: Command) -> Outcome {
     match command {
-        Command::Index { data, out, sync } => {
+        Command::Index {
+            data,
+            index: Some(index),
+            from: Some(format),
+            out,
+            sync,
+        } => {
+            let table = table_for(&data, out);
+            let n = tfrecord_lirs::build_offset_table_from_text_index(
+                &data,
+                &index,
+                format.into(),
+                &table,
+                sync,
+            )?;
+            println!("{n}");
+            Ok(())
+        }
+        Command::Index {
+            data, out, sync, ..
+        } => {
             let table = table_for(&data, out);
             let bar = progress(file_size(&data)?, "index");
             let n = tfrecord_lirs::build_offset_table_with(&data, &table, sync, |done| {
@@ -330,6 +395,27 @@ fn run(command: Command) -> Outcome {
             bar.finish_and_clear();
             println!("{n}");
             Ok(())
+        }
+        Command::Export {
+            data,
+            format,
+            out,
+            sync,
+        } => {
+            let format = TextIndexFormat::from(format);
+            match out {
+                Some(out) if out.as_os_str() == "-" => {
+                    let records = tfrecord_lirs::instance_records(&data)?;
+                    let text = encode_text_index(records);
+                    write_stdout(|stdout| stdout.write_all(text.as_bytes()))
+                }
+                out => {
+                    let out = out.unwrap_or_else(|| format.default_path(&data));
+                    let n = tfrecord_lirs::export_text_index(&data, &out, sync)?;
+                    println!("{n}");
+                    Ok(())
+                }
+            }
         }
         Command::Pad {
             input,

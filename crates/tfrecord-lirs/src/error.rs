@@ -117,6 +117,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A text index (DALI, the `tfrecord` package) that does not parse or does not fit
+    /// its data file, at line `line`.
+    #[error("{index}: line {line}: {source}")]
+    TextIndex {
+        /// The index file.
+        index: String,
+        /// 1-based line number in it.
+        line: u64,
+        /// What is wrong (naming the data file, instance and byte where they apply).
+        source: Box<Error>,
+    },
     /// A bad argument from the caller.
     #[error("{0}")]
     InvalidArgument(String),
@@ -142,6 +153,7 @@ impl Error {
                 ErrorKind::DataLoss
             }
             Error::Table { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::TextIndex { source, .. } => source.kind(),
         }
     }
 

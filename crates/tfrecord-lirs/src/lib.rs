@@ -5,11 +5,14 @@
 //! neighbours, every epoch is a fresh permutation of instance ids, and each instance is
 //! read straight from the file through an **offset table**.
 //!
-//! * [`format`]: the TFRecord framing and filler records (pure, no I/O).
+//! * [`format`](mod@format): the TFRecord framing and filler records (pure, no I/O).
 //! * [`OffsetTableBuilder`], [`build_offset_table`]: the offset table (N little-endian
 //!   `u64` record starts), built while writing or by scanning an existing file.
 //! * [`TFRecordWriter`], [`PaddedWriter`], [`pad_file`]: page-aligned writing, so no
 //!   small instance straddles a page and page-aware shuffling reads each page once.
+//! * [`text_index`], [`build_offset_table_from_text_index`], [`export_text_index`]:
+//!   the text indexes of NVIDIA DALI and the `tfrecord` Python package, read (checked
+//!   against the file) and written.
 //! * [`Reader`], [`TFRecordLIRS`]: random access, epoch orders (instance-based or
 //!   page-aware, sharded, version-stable), I/O statistics.
 //!
@@ -39,18 +42,24 @@ mod error;
 pub mod example;
 mod fetch;
 pub mod format;
+mod interop;
 pub mod io;
 mod leased;
 mod order;
 mod reader;
 mod scan;
 mod table;
+pub mod text_index;
 mod writer;
 
 pub use compress::Compression;
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{FetchOptions, Fetcher, Payloads, Window};
 pub use format::PageSize;
+pub use interop::{
+    build_offset_table_from_text_index, export_text_index, instance_records,
+    offsets_from_text_index,
+};
 pub use io::{cached_pages, drop_from_page_cache, Backend};
 pub use order::{EpochOrder, OrderSpec};
 pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};

@@ -153,10 +153,16 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
 /// Refuses to write the table of `data` to `table` when they are the same file (the
 /// table would replace the data).
 pub(crate) fn check_table_path(data: &Path, table: &Path) -> Result<()> {
-    if same_file(data, table) {
+    check_output_path(data, table, "table")
+}
+
+/// Refuses to write `what` (a table, an index) about `data` to `out` when they are the
+/// same file (it would replace the data).
+pub(crate) fn check_output_path(data: &Path, out: &Path, what: &str) -> Result<()> {
+    if same_file(data, out) {
         return Err(Error::InvalidArgument(format!(
-            "the table path {} is the data file {}: writing the table would replace the data",
-            table.display(),
+            "the {what} path {} is the data file {}: writing the {what} would replace the data",
+            out.display(),
             data.display()
         )));
     }

@@ -1,0 +1,192 @@
+"""Builds the `tfrecord-lirs` wheel: the Python package plus two native pieces made
+from the Cargo workspace that holds this directory (its parent):
+
+* `tfrecord_lirs/_lirs_ops.so`, the TensorFlow op library (`make -C tf_op`), compiled
+  against the TensorFlow of the environment running this build;
+* the `tfrecord-lirs` command (`cargo build --release -p tfrecord-lirs-cli`), installed
+  as a script, so it lands in the environment's `bin/`.
+
+The op library must be compiled against the TensorFlow it will be loaded into, so
+build with the target environment's own TensorFlow: `pip install --no-build-isolation
+./python` (pip's default isolated build environment has no TensorFlow, and giving it
+one would compile against a copy that may differ from the installed one).
+
+The version is the workspace's (`Cargo.toml`, via `cargo metadata`): one number for
+the crates, the CLI's `--version`, the wheel and `tfrecord_lirs.__version__`.
+
+Editable installs (`pip install -e python`, the development flow of the Makefile)
+build nothing native: `make tf-op` builds the op library in place and the CLI stays
+at `target/release/tfrecord-lirs`.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py as _build_py
+from distutils.command.build_scripts import build_scripts as _build_scripts  # setuptools provides distutils
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
+except ImportError as e:  # setuptools < 70.1 (and 70.1 to 76 fail on the license string)
+    raise SystemExit(
+        "tfrecord-lirs: building needs setuptools >= 77 (bdist_wheel built in, SPDX license); with "
+        "--no-build-isolation install it first: pip install 'setuptools>=77'"
+    ) from e
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent  # the Cargo workspace
+CLI_NAME = "tfrecord-lirs"
+
+
+def _fail(message):
+    raise SystemExit(f"tfrecord-lirs: {message}")
+
+
+def _target_dir():
+    return Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target").resolve()
+
+
+def _run(cmd, **kwargs):
+    print("running:", " ".join(str(c) for c in cmd), flush=True)
+    try:
+        subprocess.run([str(c) for c in cmd], check=True, **kwargs)
+    except FileNotFoundError as e:
+        _fail(f"{cmd[0]} not found: building tfrecord-lirs from source needs cargo (Rust), "
+              f"g++ and make on PATH ({e})")
+    except subprocess.CalledProcessError as e:
+        _fail(f"{' '.join(str(c) for c in cmd)} failed with exit status {e.returncode}")
+
+
+def crate_version():
+    """The workspace version from Cargo.toml (what `tfrecord-lirs --version` prints)."""
+    if not (ROOT / "Cargo.toml").is_file():
+        _fail(f"no Cargo workspace at {ROOT}: build from a clone of the whole repository "
+              f"(pip install --no-build-isolation ./python), not from a copy of python/ alone")
+    try:
+        out = subprocess.run(
+            ["cargo", "metadata", "--no-deps", "--format-version", "1",
+             "--manifest-path", str(ROOT / "Cargo.toml")],
+            check=True, capture_output=True, text=True,
+        ).stdout
+    except FileNotFoundError as e:
+        _fail(f"cargo not found ({e}): building tfrecord-lirs needs Rust's cargo on PATH")
+    except subprocess.CalledProcessError as e:
+        _fail(f"cargo metadata failed: {e.stderr.strip()}")
+    packages = {p["name"]: p["version"] for p in json.loads(out)["packages"]}
+    return packages["tfrecord-lirs-cli"]
+
+
+def _check_tensorflow():
+    """The op library is compiled against this interpreter's TensorFlow: say so
+    plainly when there is none (the usual cause: pip's isolated build environment)."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import tensorflow as tf; print(tf.__version__)"],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    if probe.returncode != 0:
+        _fail(
+            f"cannot import tensorflow with {sys.executable}: the op library is compiled "
+            f"against the TensorFlow of the environment it is installed into. Install "
+            f"TensorFlow 2.21 there first (pip install tensorflow~=2.21.0, or tensorflow-cpu), "
+            f"then build without build isolation: pip install --no-build-isolation ./python "
+            f"(last line of the import error: "
+            f"{(probe.stderr.strip().splitlines() or ['?'])[-1]})"
+        )
+    return probe.stdout.strip()
+
+
+def _build_native(package_dir):
+    """cargo (the CLI and the static library) and make -C tf_op (the op library and
+    _build_info.py, into `package_dir`)."""
+    tf_version = _check_tensorflow()
+    print(f"tfrecord-lirs: building the op library for TensorFlow {tf_version}", flush=True)
+    env = {**os.environ, "CARGO_TARGET_DIR": str(_target_dir())}
+    _run(["cargo", "build", "--release", "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-ffi"],
+         cwd=ROOT, env=env)
+    library = Path(package_dir).resolve() / "_lirs_ops.so"
+    _run(["make", "-C", ROOT / "tf_op", f"PYTHON={sys.executable}",
+          f"CARGO_TARGET_DIR={_target_dir()}", f"OUT={library}"], env=env)
+    _strip_debug(library)
+
+
+def _strip_debug(path):
+    """Drops debug info (the release profile keeps some for the development tree's
+    backtraces) from a file going into the wheel: about 20 MB less; symbols stay."""
+    if shutil.which("strip"):
+        _run(["strip", "--strip-debug", path])
+
+
+class build_py(_build_py):
+    """The pure-Python files, then the native build into the build tree."""
+
+    def run(self):
+        super().run()
+        if self.editable_mode:
+            return
+        package_dir = Path(self.build_lib) / "tfrecord_lirs"
+        # A development tree's own _lirs_ops.so/_build_info.py (git-ignored) must not
+        # stand in for a library built here for this environment's TensorFlow.
+        for name in ("_lirs_ops.so", "_build_info.py"):
+            (package_dir / name).unlink(missing_ok=True)
+        _build_native(package_dir)
+
+    def find_package_modules(self, package, package_dir):
+        # _build_info.py is written by the native build, never copied from the tree.
+        return [m for m in super().find_package_modules(package, package_dir)
+                if m[1] != "_build_info"]
+
+
+class build_scripts(_build_scripts):
+    """Installs the CLI binary as a script (into the environment's bin/). It is an ELF
+    file: copied as is (distutils would try to read it as a Python script)."""
+
+    editable_mode = False  # set by setuptools for editable installs
+
+    def run(self):
+        self.mkpath(self.build_dir)
+        if self.editable_mode:
+            return
+        binary = _target_dir() / "release" / CLI_NAME
+        if not binary.is_file():
+            _fail(f"{binary} is missing: cargo build --release -p tfrecord-lirs-cli")
+        shutil.copy2(binary, Path(self.build_dir) / CLI_NAME)
+        _strip_debug(Path(self.build_dir) / CLI_NAME)
+
+    def get_outputs(self):
+        return [] if self.editable_mode else [str(Path(self.build_dir) / CLI_NAME)]
+
+
+class bdist_wheel(_bdist_wheel):
+    """Platform wheel tagged py3-none-<platform>: the op library and the CLI are
+    native code, but neither uses the Python C API (the library is loaded by
+    tf.load_op_library and ctypes), so any Python that TensorFlow 2.21 supports can
+    use the same wheel. The TensorFlow it needs (its C++ ABI, 2.21.x) is checked at
+    import, against _build_info.TF_VERSION."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.root_is_pure = False
+
+    def get_tag(self):
+        _, _, platform = super().get_tag()
+        return "py3", "none", platform
+
+
+class NativeDistribution(Distribution):
+    """Has native code: installs into platlib, never a pure wheel."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(
+    version=crate_version(),
+    distclass=NativeDistribution,
+    scripts=[CLI_NAME],  # the binary, placed by build_scripts above
+    cmdclass={"build_py": build_py, "build_scripts": build_scripts, "bdist_wheel": bdist_wheel},
+)

@@ -1,0 +1,101 @@
+"""Packaging rules that need no fresh venv (issue 11): the TensorFlow version check at
+import, the build's refusal without TensorFlow, and one version everywhere."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from conftest import run_ok
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "python" / "tfrecord_lirs"
+
+
+def _workspace_version() -> str:
+    with open(REPO / "Cargo.toml", "rb") as f:
+        return tomllib.load(f)["workspace"]["package"]["version"]
+
+
+def _import_copy(tmp_path, tf_version: str, library: bytes | None):
+    """Imports a copy of the package whose _build_info.py says the op library was built
+    for `tf_version` (and whose library is replaced by `library`, if given)."""
+    copy = tmp_path / "site" / "tfrecord_lirs"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    info = (copy / "_build_info.py").read_text()
+    (copy / "_build_info.py").write_text(
+        re.sub(r'TF_VERSION = "[^"]*"', f'TF_VERSION = "{tf_version}"', info))
+    if library is not None:
+        (copy / "_lirs_ops.so").write_bytes(library)
+    env = {**os.environ, "PYTHONPATH": str(copy.parent), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run(
+        [sys.executable, "-c", "import tensorflow as tf, tfrecord_lirs; print(tf.__version__, tfrecord_lirs.__file__)"],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )
+
+
+def test_another_tensorflow_is_refused_before_loading(tmp_path):
+    import tensorflow as tf
+
+    # Not a library at all: if it were loaded, the error would be the loader's.
+    res = _import_copy(tmp_path, "2.20.0", b"not an ELF file")
+    assert res.returncode != 0
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: "), res.stderr
+    assert "built for TensorFlow 2.20.0" in last, last
+    assert f"TensorFlow {tf.__version__} is installed" in last, last
+    assert "pip install --no-build-isolation ./python" in last, last
+    assert "not an ELF" not in res.stderr and "invalid ELF" not in res.stderr, res.stderr
+
+
+def test_another_patch_release_is_accepted(tmp_path):
+    import tensorflow as tf
+
+    major, minor, _ = tf.__version__.split(".", 2)
+    res = _import_copy(tmp_path, f"{major}.{minor}.99", None)
+    assert res.returncode == 0, res.stderr
+    assert str(tmp_path) in res.stdout
+
+
+def test_build_without_tensorflow_says_so(tmp_path):
+    """pip's isolated build environment has no TensorFlow: the build stops with a
+    message saying why and what to run instead, before compiling anything."""
+    env = {**os.environ, "CARGO_TARGET_DIR": str(tmp_path / "target")}
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "wheels"),
+         str(REPO / "python")],
+        capture_output=True, text=True, env=env, timeout=900,
+    )
+    assert res.returncode != 0
+    out = res.stdout + res.stderr
+    assert "tfrecord-lirs: cannot import tensorflow" in out, out[-4000:]
+    assert "pip install --no-build-isolation ./python" in out, out[-4000:]
+    assert not (tmp_path / "target").exists()  # nothing was compiled
+    assert not list((tmp_path).glob("wheels/*.whl"))
+
+
+def test_one_version():
+    """Cargo.toml's workspace version is the only one: every crate inherits it, the
+    CLI prints it, the package reports it, pyproject.toml has none of its own."""
+    version = _workspace_version()
+    for manifest in sorted((REPO / "crates").glob("*/Cargo.toml")):
+        with open(manifest, "rb") as f:
+            package = tomllib.load(f)["package"]
+        assert package["version"] == {"workspace": True}, manifest
+    # The CLI's path dependency on the core crate needs a version for `cargo package`:
+    # it must be the workspace's.
+    with open(REPO / "Cargo.toml", "rb") as f:
+        deps = tomllib.load(f)["workspace"]["dependencies"]
+    assert deps["tfrecord-lirs"]["version"] == f"={version}", deps["tfrecord-lirs"]
+    with open(REPO / "python" / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert "version" not in project and "version" in project["dynamic"], project
+    assert run_ok("--version").text.strip() == f"tfrecord-lirs {version}"
+    import tfrecord_lirs
+
+    assert tfrecord_lirs.__version__ == version

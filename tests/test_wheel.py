@@ -1,0 +1,220 @@
+"""The wheel as a TensorFlow user gets it (issue 11): `make wheel`'s
+dist/tfrecord_lirs-*.whl installed into fresh virtualenvs.
+
+* next to `tensorflow==2.21.0` (the full, GPU-capable package): no tensorflow-cpu is
+  pulled in beside it;
+* into a bare venv: without TensorFlow, `import tfrecord_lirs` says which extra to
+  install; with the `[cpu]` extra it works.
+
+In each, the wheel's own `tfrecord-lirs` (on the venv's PATH) indexes and pads a file
+written by TensorFlow, and one LIRSDataset epoch over it equals the stock reader's
+multiset. One version everywhere: Cargo.toml, the CLI, `__version__`, the wheel's
+METADATA. Packages come from PyPI through pip's cache (slow only the first time).
+
+`make test` builds the wheel first and passes its directory in
+TFRECORD_LIRS_WHEEL_DIR; run alone, this module runs `make wheel` itself.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PIP_TIMEOUT = 1800  # a cold cache downloads tensorflow (~570 MB) and its dependencies
+RUN_TIMEOUT = 300
+
+
+def _crate_version():
+    with open(REPO / "Cargo.toml", "rb") as f:
+        return tomllib.load(f)["workspace"]["package"]["version"]
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    wheel_dir = os.environ.get("TFRECORD_LIRS_WHEEL_DIR")
+    if not wheel_dir:
+        subprocess.run(["make", "-C", str(REPO), "wheel"], check=True, timeout=1800)
+        wheel_dir = REPO / "dist"
+    wheels = sorted(Path(wheel_dir).glob("tfrecord_lirs-*.whl"))
+    assert len(wheels) == 1, f"expected one tfrecord_lirs wheel in {wheel_dir}, found {wheels}"
+    return wheels[0]
+
+
+class Venv:
+    """A fresh virtualenv in a temporary directory, removed by `close`."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="lirs-wheel-venv-"))
+        self.bin = self.root / "venv" / "bin"
+        self.run([sys.executable, "-m", "venv", str(self.root / "venv")], timeout=RUN_TIMEOUT)
+        self.env = {
+            **os.environ,
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "VIRTUAL_ENV": str(self.root / "venv"),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+        }
+        # The dev venv's variables must not leak into this one.
+        self.env.pop("PYTHONPATH", None)
+        self.env.pop("PYTHONHOME", None)
+
+    def run(self, cmd, timeout=RUN_TIMEOUT, check=True, **kwargs):
+        result = subprocess.run(
+            [str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
+            cwd=getattr(self, "root", None), env=getattr(self, "env", None), **kwargs,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"{cmd} exited {result.returncode}\nstdout:\n{result.stdout[-4000:]}\n"
+                f"stderr:\n{result.stderr[-4000:]}"
+            )
+        return result
+
+    def pip(self, *args):
+        return self.run([self.bin / "python", "-m", "pip", *args], timeout=PIP_TIMEOUT)
+
+    def installed(self):
+        out = self.pip("list", "--format=json").stdout
+        return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(out)}
+
+    def python(self, code, check=True):
+        return self.run([self.bin / "python", "-c", code], check=check)
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture
+def venv():
+    v = Venv()
+    try:
+        yield v
+    finally:
+        v.close()
+
+
+# Run inside the test venv with its own python: a file written by TensorFlow, indexed
+# and padded by the wheel's CLI (found on PATH), read by LIRSDataset and by the stock
+# reader; prints what the test checks.
+EPOCH_CHECK = r"""
+import collections, json, os, shutil, subprocess, sys, tempfile
+import tensorflow as tf
+import tfrecord_lirs
+
+work = tempfile.mkdtemp()
+data = os.path.join(work, "small.tfrecord")
+payloads = [("record %d " % i).encode() * (1 + i % 37) for i in range(300)]
+with tf.io.TFRecordWriter(data) as w:
+    for p in payloads:
+        w.write(p)
+cli = shutil.which("tfrecord-lirs")
+indexed = subprocess.run([cli, "index", data], capture_output=True, text=True, check=True)
+padded = os.path.join(work, "padded.tfrecord")
+subprocess.run([cli, "pad", data, padded, "--page-size", "4096"], check=True,
+               capture_output=True)
+
+def lirs_epoch(path):
+    return [bytes(r) for r in tfrecord_lirs.LIRSDataset([path], seed=11).as_numpy_iterator()]
+
+def stock(ds):
+    return [bytes(r) for r in ds.as_numpy_iterator()]
+
+lirs = lirs_epoch(data)
+lirs_padded = lirs_epoch(padded)
+print(json.dumps({
+    "module": tfrecord_lirs.__file__,
+    "version": tfrecord_lirs.__version__,
+    "tf_version": tf.__version__,
+    "cli": cli,
+    "cli_version": subprocess.run([cli, "--version"], capture_output=True, text=True,
+                                  check=True).stdout.strip(),
+    "index_count": indexed.stdout.strip(),
+    "records": len(lirs),
+    "equal_multiset": collections.Counter(lirs) == collections.Counter(
+        stock(tf.data.TFRecordDataset([data]))),
+    "equal_payloads": collections.Counter(lirs) == collections.Counter(payloads),
+    "shuffled": lirs != payloads,
+    "padded_equal_multiset": collections.Counter(lirs_padded) == collections.Counter(
+        stock(tfrecord_lirs.stock_dataset([padded]))),
+}))
+shutil.rmtree(work)
+"""
+
+
+def _check_install(venv, wheel):
+    """The checks both installs share; returns what the venv reported."""
+    # The package and the CLI come from the wheel, not from this tree.
+    cli = venv.bin / "tfrecord-lirs"
+    assert cli.is_file() and os.access(cli, os.X_OK), f"{cli} not installed by the wheel"
+    result = venv.python(EPOCH_CHECK)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["module"].startswith(str(venv.root)), report
+    assert report["cli"] == str(cli), report
+    assert report["tf_version"].startswith("2.21."), report
+    assert report["index_count"] == "300", report
+    assert report["records"] == 300, report
+    assert report["equal_multiset"] and report["equal_payloads"], report
+    assert report["shuffled"], report
+    assert report["padded_equal_multiset"], report
+    # One version: Cargo.toml, the CLI, __version__, the wheel's METADATA and name.
+    version = _crate_version()
+    assert report["cli_version"] == f"tfrecord-lirs {version}", report
+    assert report["version"] == version, report
+    with zipfile.ZipFile(wheel) as z:
+        metadata = z.read(f"tfrecord_lirs-{version}.dist-info/METADATA").decode()
+    assert f"\nVersion: {version}\n" in metadata, metadata
+    assert wheel.name.startswith(f"tfrecord_lirs-{version}-"), wheel.name
+    assert venv.installed()["tfrecord-lirs"] == version
+    return report
+
+
+def test_wheel_contents_and_tags(wheel):
+    """py3-none-manylinux: native code without the Python C API; the op library and
+    the CLI inside, TensorFlow's own libraries not grafted in."""
+    _, _, python_tag, abi_tag, platform = wheel.stem.split("-")
+    assert (python_tag, abi_tag) == ("py3", "none"), wheel.name
+    assert platform.startswith("manylinux_") and platform.endswith("_x86_64"), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        version = _crate_version()
+        cli = f"tfrecord_lirs-{version}.data/scripts/tfrecord-lirs"
+        assert {"tfrecord_lirs/_lirs_ops.so", "tfrecord_lirs/_build_info.py", cli} <= names
+        assert (z.getinfo(cli).external_attr >> 16) & 0o111, "the CLI is not executable"
+        assert z.read(cli)[:4] == b"\x7fELF"
+        assert not [n for n in names if "libtensorflow" in n], sorted(names)
+        metadata = z.read(f"tfrecord_lirs-{version}.dist-info/METADATA").decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    # Every TensorFlow requirement sits behind an extra: none is unconditional.
+    assert requires and all("extra ==" in line for line in requires), requires
+    assert 'Requires-Dist: tensorflow-cpu~=2.21.0; extra == "cpu"' in requires, requires
+
+
+def test_wheel_next_to_full_tensorflow(wheel, venv):
+    venv.pip("install", "tensorflow==2.21.0")
+    venv.pip("install", str(wheel))
+    installed = venv.installed()
+    assert installed["tensorflow"] == "2.21.0", installed
+    assert "tensorflow-cpu" not in installed, installed  # no second TensorFlow
+    _check_install(venv, wheel)
+
+
+def test_wheel_in_a_bare_venv_with_the_cpu_extra(wheel, venv):
+    venv.pip("install", "--no-deps", str(wheel))
+    missing = venv.python("import tfrecord_lirs", check=False)
+    assert missing.returncode != 0
+    last = missing.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: tfrecord_lirs needs TensorFlow"), missing.stderr
+    assert "pip install 'tfrecord-lirs[cpu]'" in last, last
+
+    venv.pip("install", f"{wheel}[cpu]")
+    installed = venv.installed()
+    assert installed["tensorflow-cpu"].startswith("2.21."), installed
+    assert "tensorflow" not in installed, installed
+    _check_install(venv, wheel)
