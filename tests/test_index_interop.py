@@ -184,3 +184,44 @@ def test_wrong_indexes_are_errors_naming_the_line(tf_file, tmp_path):
     res = run_cli("export", data, "--format", "dali", "--out", data)
     assert_error(res, 1, names=str(data))
     assert tf_read(data)
+
+
+def test_tfrecord_package_example_loader_fails_loudly_on_fillers(tmp_path):
+    """What README/FORMAT.md promise of Example parsers (issue 14): the real `tfrecord`
+    package's example_loader reads the unpadded file's Examples, and on the padded copy
+    fails on the first filler with a protobuf DecodeError instead of yielding empty
+    Examples; with `stock_dataset`-style filtering nothing is lost (the instances are
+    exactly the Examples)."""
+    tfm = tf()
+    data = tmp_path / "examples.tfrecord"
+    examples = []
+    with tfm.io.TFRecordWriter(str(data)) as w:
+        for i in range(300):
+            ex = tfm.train.Example(features=tfm.train.Features(feature={
+                "label": tfm.train.Feature(int64_list=tfm.train.Int64List(value=[i])),
+                "blob": tfm.train.Feature(bytes_list=tfm.train.BytesList(
+                    value=[b"x" * (50 + (i * 37) % 700)])),
+            })).SerializeToString()
+            examples.append(ex)
+            w.write(ex)
+    padded = tmp_path / "padded.tfrecord"
+    run_ok("pad", data, padded, "--page-size", "4096")
+    assert any(r.is_filler for r in read_records(padded))
+
+    def load_labels(path):
+        return json.loads(_tfrecord_py(
+            "import json\n"
+            "from tfrecord.reader import example_loader\n"
+            "try:\n"
+            f"    labels = [int(e['label'][0]) for e in example_loader({str(path)!r}, None, "
+            "{'label': 'int', 'blob': 'byte'})]\n"
+            "    print(json.dumps({'labels': labels}))\n"
+            "except Exception as e:\n"
+            "    print(json.dumps({'error': type(e).__name__, 'message': str(e)}))\n"))
+
+    assert load_labels(data) == {"labels": list(range(300))}
+    failed = load_labels(padded)
+    assert failed.get("error") == "DecodeError", failed
+    # The padded file holds exactly the Examples, fillers aside.
+    instances = [r.payload for r in read_records(padded) if not r.is_filler]
+    assert instances == examples
