@@ -9,7 +9,11 @@ dist/tfrecord_lirs-*.whl installed into fresh virtualenvs.
 In each, the wheel's own `tfrecord-lirs` (on the venv's PATH) indexes and pads a file
 written by TensorFlow, and one LIRSDataset epoch over it equals the stock reader's
 multiset. One version everywhere: Cargo.toml, the CLI, `__version__`, the wheel's
-METADATA. Packages come from PyPI through pip's cache (slow only the first time).
+METADATA. TensorFlow and its dependencies come from PyPI once: pip's own HTTP cache
+is not written here (the registry's answers are not cacheable), so `pip download` keeps
+them in a wheelhouse outside the clone (~/.cache/tfrecord-lirs/wheelhouse, or
+$TFRECORD_LIRS_WHEELHOUSE) and the venvs install from it with --no-index: only the first
+run on a machine downloads (~1.2 GB).
 
 `make test` builds the wheel first and passes its directory in
 TFRECORD_LIRS_WHEEL_DIR; run alone, this module runs `make wheel` itself.
@@ -30,6 +34,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PIP_TIMEOUT = 1800  # a cold cache downloads tensorflow (~570 MB) and its dependencies
 RUN_TIMEOUT = 300
+# What the venvs install besides the wheel, kept in the wheelhouse.
+TF_REQUIREMENTS = ["tensorflow==2.21.0", "tensorflow-cpu==2.21.0"]
+WHEELHOUSE = Path(os.environ.get("TFRECORD_LIRS_WHEELHOUSE")
+                  or Path.home() / ".cache" / "tfrecord-lirs" / "wheelhouse")
 
 
 def _crate_version():
@@ -46,6 +54,19 @@ def wheel():
     wheels = sorted(Path(wheel_dir).glob("tfrecord_lirs-*.whl"))
     assert len(wheels) == 1, f"expected one tfrecord_lirs wheel in {wheel_dir}, found {wheels}"
     return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def wheelhouse():
+    """TensorFlow (full and -cpu) and their dependencies as wheels in WHEELHOUSE:
+    `pip download` fetches only what is not there yet (it reuses files already in the
+    destination), so after the first run this costs a few index look-ups."""
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE),
+         *TF_REQUIREMENTS], capture_output=True, text=True, timeout=PIP_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return WHEELHOUSE
 
 
 class Venv:
@@ -79,6 +100,10 @@ class Venv:
 
     def pip(self, *args):
         return self.run([self.bin / "python", "-m", "pip", *args], timeout=PIP_TIMEOUT)
+
+    def install(self, wheelhouse, *args):
+        """pip install from the wheelhouse only (no index: nothing is downloaded)."""
+        return self.pip("install", "--no-index", "--find-links", str(wheelhouse), *args)
 
     def installed(self):
         out = self.pip("list", "--format=json").stdout
@@ -196,24 +221,24 @@ def test_wheel_contents_and_tags(wheel):
     assert 'Requires-Dist: tensorflow-cpu~=2.21.0; extra == "cpu"' in requires, requires
 
 
-def test_wheel_next_to_full_tensorflow(wheel, venv):
-    venv.pip("install", "tensorflow==2.21.0")
-    venv.pip("install", str(wheel))
+def test_wheel_next_to_full_tensorflow(wheel, wheelhouse, venv):
+    venv.install(wheelhouse, "tensorflow==2.21.0")
+    venv.install(wheelhouse, str(wheel))
     installed = venv.installed()
     assert installed["tensorflow"] == "2.21.0", installed
     assert "tensorflow-cpu" not in installed, installed  # no second TensorFlow
     _check_install(venv, wheel)
 
 
-def test_wheel_in_a_bare_venv_with_the_cpu_extra(wheel, venv):
-    venv.pip("install", "--no-deps", str(wheel))
+def test_wheel_in_a_bare_venv_with_the_cpu_extra(wheel, wheelhouse, venv):
+    venv.install(wheelhouse, "--no-deps", str(wheel))
     missing = venv.python("import tfrecord_lirs", check=False)
     assert missing.returncode != 0
     last = missing.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: tfrecord_lirs needs TensorFlow"), missing.stderr
     assert "pip install 'tfrecord-lirs[cpu]'" in last, last
 
-    venv.pip("install", f"{wheel}[cpu]")
+    venv.install(wheelhouse, f"{wheel}[cpu]")
     installed = venv.installed()
     assert installed["tensorflow-cpu"].startswith("2.21."), installed
     assert "tensorflow" not in installed, installed
