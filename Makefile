@@ -24,16 +24,24 @@ build:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi --all-targets --features fault-injection -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
+# Then the fault-injection tests (panic points exist only with that cargo feature).
 cargo-test:
 	cargo test --workspace
+	cargo test -p tfrecord-lirs -p tfrecord-lirs-ffi --features fault-injection
 
 # python/tfrecord_lirs/_lirs_ops.so: the Rust staticlib (crates/tfrecord-lirs-ffi) and the
 # C++ kernels (tf_op/), compiled against the venv's TensorFlow (the .so only loads there).
+# Also its test build (tf_op/Makefile `test-lib`: the same library plus fault
+# injection), which the fault tests load in child processes; never packaged.
 TF_OP_SO := python/tfrecord_lirs/_lirs_ops.so
+FAULT_LIB := target/tf_op/test/_lirs_ops_fault_injection.so
 tf-op: venv
 	$(MAKE) -C tf_op PYTHON=$(abspath $(PY)) CARGO_TARGET_DIR=$(abspath target)
+	$(MAKE) -C tf_op test-lib PYTHON=$(abspath $(PY)) CARGO_TARGET_DIR=$(abspath target) \
+	  TEST_OUT=$(abspath $(FAULT_LIB))
 
 # The `tfrecord_lirs` package, installed editable into the venv.
 python-install: $(VENV)/.tfrecord_lirs-installed
@@ -59,7 +67,7 @@ wheel: venv
 # the [cpu] extra); it builds it with `make wheel` itself when run alone.
 pytest: venv build tf-op python-install wheel
 	TFRECORD_LIRS_CLI=$(abspath $(CLI)) TFRECORD_LIRS_WHEEL_DIR=$(abspath dist) \
-	  $(PY) -m pytest -q tests
+	  TFRECORD_LIRS_FAULT_LIBRARY=$(abspath $(FAULT_LIB)) $(PY) -m pytest -q tests
 
 test: venv build lint cargo-test pytest
 

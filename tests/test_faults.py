@@ -2,6 +2,8 @@
 
 * a Rust panic inside each bridged entry point becomes tf.errors.InternalError and
   the process goes on (and the entry point works again once the fault is gone);
+  the panic points exist only in the test build of the op library, so these run in
+  a child process that loads it (tests/fault_injection.py);
 * iterator checkpoints saved at random positions across epochs (reshuffling,
   page-aware, sharded, batched) restore in a *new process* to the identical rest;
 * a data file truncated underneath an open dataset is a DataLossError, not a crash.
@@ -24,7 +26,8 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfrecord_lirs  # noqa: E402
-from tfrecord_lirs import LIRSDataset, _native  # noqa: E402
+from fault_injection import run_faulty  # noqa: E402
+from tfrecord_lirs import LIRSDataset  # noqa: E402
 
 
 def _records(n, seed=0):
@@ -48,12 +51,6 @@ def data(tmp_path):
     return path, recs
 
 
-@pytest.fixture(autouse=True)
-def disarm():
-    yield
-    _native._test_set_panic_point("")
-
-
 def _corrupt_payload(path, index):
     table = np.fromfile(path + ".offsets", dtype="<u8")
     raw = bytearray(Path(path).read_bytes())
@@ -61,77 +58,55 @@ def _corrupt_payload(path, index):
     Path(path).write_bytes(bytes(raw))
 
 
-# Each bridged entry point, and a call that reaches it.
-def _open_reader(path, tmp):
-    list(LIRSDataset(path, seed=1))
-
-
-def _shard_len(path, tmp):
-    LIRSDataset(path, seed=1, num_shards=2, shard_index=1)
-
-
-def _iterate(path, tmp):
-    list(LIRSDataset(path, seed=1, num_parallel_reads=2))
-
-
-def _read_batch(path, tmp):
-    tfrecord_lirs.read(path, [3, 4, 5])
-
-
-def _build_offset_table(path, tmp):
-    tfrecord_lirs.build_offset_table(path, str(tmp / "t.offsets"))
-
-
-def _pad_file(path, tmp):
-    tfrecord_lirs.pad(path, str(tmp / "p.tfrecord"))
-
-
-def _writer(path, tmp):
-    with tfrecord_lirs.PaddedWriter(str(tmp / "w.tfrecord")) as w:
-        w.write(b"hello")
-
-
-def _is_filler(path, tmp):
-    tfrecord_lirs.is_filler(tf.constant([b"abc", b"\x00LIRSPAD"])).numpy()
-
-
+# Each bridged entry point, and a call that reaches it (run in the child, with `path`
+# and `tmp` bound).
+WRITER = """
+    with tfrecord_lirs.PaddedWriter(os.path.join(tmp, 'w.tfrecord')) as w:
+        w.write(b'hello')"""
 ENTRY_POINTS = {
-    "open_reader": _open_reader,
-    "shard_len": _shard_len,
-    "fetch": _iterate,
-    "next_window": _iterate,
-    "read_batch": _read_batch,
-    "build_offset_table": _build_offset_table,
-    "pad_file": _pad_file,
-    "create_writer": _writer,
-    "write": _writer,
-    "finish": _writer,
-    "is_filler": _is_filler,
+    "open_reader": "list(LIRSDataset(path, seed=1))",
+    "shard_len": "LIRSDataset(path, seed=1, num_shards=2, shard_index=1)",
+    "fetch": "list(LIRSDataset(path, seed=1, num_parallel_reads=2))",
+    "next_window": "list(LIRSDataset(path, seed=1, num_parallel_reads=2))",
+    "read_batch": "tfrecord_lirs.read(path, [3, 4, 5])",
+    "build_offset_table": "tfrecord_lirs.build_offset_table(path, os.path.join(tmp, 't.offsets'))",
+    "pad_file": "tfrecord_lirs.pad(path, os.path.join(tmp, 'p.tfrecord'))",
+    "create_writer": WRITER,
+    "write": WRITER,
+    "finish": WRITER,
+    "is_filler": "tfrecord_lirs.is_filler(tf.constant([b'abc', b'\\x00LIRSPAD'])).numpy()",
 }
 
 
 @pytest.mark.parametrize("point", sorted(ENTRY_POINTS))
 def test_panic_in_each_entry_point_is_internal_error(data, tmp_path, point):
     path, _ = data
-    call = ENTRY_POINTS[point]
-    call(path, tmp_path)  # works before
-    _native._test_set_panic_point(point)
-    with pytest.raises(tf.errors.InternalError, match=f"panic.*`{point}`"):
-        call(path, tmp_path)
-    _native._test_set_panic_point("")
-    call(path, tmp_path)  # and again after: the process and the library are fine
+    lines = run_faulty(f"""
+        def call():
+            {textwrap.indent(textwrap.dedent(ENTRY_POINTS[point]).strip(), " " * 12).strip()}
+        call()  # works before
+        set_panic_point(point)
+        message = expect(tf.errors.InternalError, call)
+        assert re.search(f"panic.*`{{point}}`", message), message
+        set_panic_point("")
+        call()  # and again after: the process and the library are fine
+        print("OK", point)
+    """, path=path, tmp=str(tmp_path), point=point)
+    assert f"OK {point}" in lines
 
 
 def test_panic_in_the_single_read_fallback(data):
     # `read` is reached when a window fails and the kernel retries its ids singly.
     path, _ = data
     _corrupt_payload(path, 10)
-    _native._test_set_panic_point("read")
-    with pytest.raises(tf.errors.InternalError, match="`read`"):
-        list(LIRSDataset(path, seed=1))
-    _native._test_set_panic_point("")
-    with pytest.raises(tf.errors.DataLossError, match="instance 10"):
-        list(LIRSDataset(path, seed=1))
+    lines = run_faulty("""
+        set_panic_point("read")
+        expect(tf.errors.InternalError, lambda: list(LIRSDataset(path, seed=1)), "`read`")
+        set_panic_point("")
+        expect(tf.errors.DataLossError, lambda: list(LIRSDataset(path, seed=1)), "instance 10")
+        print("OK")
+    """, path=path)
+    assert "OK" in lines
 
 
 def test_truncated_underneath_is_data_loss(tmp_path):

@@ -4,13 +4,13 @@
   hang, a retry that hides it, or a dead process;
 * a cursor or writer whose method panicked is never used again as if whole.
 
-Every scenario runs in a child process with a timeout: a hang fails the test
-instead of stalling the suite, and the child proves the process goes on.
+The panic points exist only in the test build of the op library: every scenario
+runs in a child process that loads it (tests/fault_injection.py), with a timeout:
+a hang fails the test instead of stalling the suite, and the child proves the
+process goes on.
 """
 import os
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -21,9 +21,9 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfrecord_lirs  # noqa: E402
+from fault_injection import run_faulty as _run  # noqa: E402
 
 N = 120
-TIMEOUT = 240
 
 
 @pytest.fixture
@@ -37,36 +37,6 @@ def data(tmp_path):
     return path, recs
 
 
-def _run(script, **values):
-    """Runs `script` in a fresh Python with TF and tfrecord_lirs imported and
-    `values` bound; returns its stdout lines. Fails on a hang or a crash."""
-    code = textwrap.dedent(f"""
-        import os, sys
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        sys.path.insert(0, {PYTHON_DIR!r})
-        import tensorflow as tf
-        import tfrecord_lirs
-        from tfrecord_lirs import LIRSDataset, _native
-        def expect(error, fn, match=None):
-            try:
-                fn()
-            except error as e:
-                assert match is None or match in e.message, e.message
-                return e.message
-            raise AssertionError(f"no {{error.__name__}}")
-    """)
-    for k, v in values.items():
-        code += f"{k} = {v!r}\n"
-    code += textwrap.dedent(script)
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                             timeout=TIMEOUT, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"hung for {TIMEOUT} s")
-    assert out.returncode == 0, out.stderr.decode(errors="replace")[-4000:]
-    return out.stdout.decode().split("\n")
-
-
 def test_panic_in_a_fetch_thread_is_internal_error_not_a_hang(data):
     path, recs = data
     lines = _run("""
@@ -74,20 +44,20 @@ def test_panic_in_a_fetch_thread_is_internal_error_not_a_hang(data):
             for batch_size in (None, 16):
                 ds = LIRSDataset(path, seed=1, num_parallel_reads=threads,
                                  batch_size=batch_size)
-                _native._test_set_panic_point("fetch_worker")
+                set_panic_point("fetch_worker")
                 m = expect(tf.errors.InternalError, lambda: list(ds), "fetch thread")
                 assert "panic" in m, m
                 # Skipping errors ends too: each error passes one position.
                 assert list(ds.ignore_errors()) == []
-                _native._test_set_panic_point("")
+                set_panic_point("")
         # An iterator that met the panic goes on once it is gone: only the
         # position the error reported is passed, nothing else is lost.
         ds = LIRSDataset(path, seed=1, num_parallel_reads=4)
         full = [x.numpy() for x in ds]
         it = iter(LIRSDataset(path, seed=1, num_parallel_reads=4))
-        _native._test_set_panic_point("fetch_worker")
+        set_panic_point("fetch_worker")
         expect(tf.errors.InternalError, lambda: next(it))
-        _native._test_set_panic_point("")
+        set_panic_point("")
         rest = [x.numpy() for x in it]
         print("REST", len(rest), rest == full[1:])
         print("ALIVE", len(list(LIRSDataset(path, num_parallel_reads=1))))
@@ -105,7 +75,7 @@ def test_panicked_cursor_is_rebuilt_not_reused(data):
         for batch_size in (None, 7):
             it = iter(LIRSDataset(path, seed=3, batch_size=batch_size))
             first = next(it).numpy()
-            _native._test_set_panic_point("next_window")
+            set_panic_point("next_window")
             # The first window (64 ids) is already fetched: drain it.
             got = [first]
             while True:
@@ -114,7 +84,7 @@ def test_panicked_cursor_is_rebuilt_not_reused(data):
                 except tf.errors.InternalError as e:
                     assert "next_window" in e.message, e.message
                     break
-            _native._test_set_panic_point("")
+            set_panic_point("")
             got += [x.numpy() for x in it]
             flat = [r for x in got for r in (x if batch_size else [x])]
             print("SEQ", batch_size, len(flat), flat == full[:64] + full[65:])
@@ -133,10 +103,10 @@ def test_failed_restore_is_internal_error_and_the_iterator_lives_on(data, tmp_pa
         next(it)
         prefix = tf.train.Checkpoint(iterator=it).save(ckpt)
         it2 = iter(ds)
-        _native._test_set_panic_point("fetch")
+        set_panic_point("fetch")
         expect(tf.errors.InternalError,
                lambda: tf.train.Checkpoint(iterator=it2).restore(prefix), "`fetch`")
-        _native._test_set_panic_point("")
+        set_panic_point("")
         print("AFTER", len([x for x in it2]))
         tf.train.Checkpoint(iterator=it2).restore(prefix)
         print("RESTORED", len([x for x in it2]))
@@ -150,9 +120,9 @@ def test_panicked_writer_is_poisoned(tmp_path):
     lines = _run("""
         w = tfrecord_lirs.PaddedWriter(out, page_size=4096)
         w.write(b"fine")
-        _native._test_set_panic_point("write")
+        set_panic_point("write")
         expect(tf.errors.InternalError, lambda: w.write(b"boom"), "`write`")
-        _native._test_set_panic_point("")
+        set_panic_point("")
         expect(tf.errors.InternalError, lambda: w.write(b"again"), "unusable")
         expect(tf.errors.InternalError, w.close, "unusable")
         # Nothing half-written appears under the final names.

@@ -1,5 +1,6 @@
 """Packaging rules that need no fresh venv (issue 11): the TensorFlow version check at
-import, the build's refusal without TensorFlow, and one version everywhere."""
+import, the build's refusal without TensorFlow, one version everywhere, and no test
+hook in the op library users install (issue 15)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 from conftest import run_ok
+from fault_injection import require_fault_library
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "python" / "tfrecord_lirs"
@@ -99,3 +101,52 @@ def test_one_version():
     import tfrecord_lirs
 
     assert tfrecord_lirs.__version__ == version
+
+
+# Traces of fault injection (tests/fault_injection.py) in a library's bytes: the test
+# op's registration, the test C function, the Rust panic points (their messages, the
+# bridge module's and the Fetcher's symbol names).
+FAULT_MARKERS = (b"LIRSTestOnlyPanic", b"lirs_test_", b"test panic injected",
+                 b"fault_injection", b"set_test_panic")
+
+
+def _fault_injection_traces(library: Path) -> dict:
+    """What of the fault-injection build `library` has: exported test symbols, marker
+    strings, and (loaded by the package in a child process) the test op and C function."""
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True,
+                              text=True, check=True).stdout
+    raw = library.read_bytes()
+    env = {k: v for k, v in os.environ.items() if k != "TFRECORD_LIRS_OP_LIBRARY"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO / "python"))
+    if library != (PACKAGE / "_lirs_ops.so").resolve():  # else: the package's own
+        env["TFRECORD_LIRS_OP_LIBRARY"] = str(library)
+    probe = subprocess.run(
+        [sys.executable, "-c",
+         "import ctypes, tfrecord_lirs\n"
+         "from tfrecord_lirs import _native\n"
+         "print(_native.LIB_PATH)\n"
+         "print(hasattr(_native.ops, 'lirs_test_only_panic'))\n"
+         "print(hasattr(ctypes.CDLL(_native.LIB_PATH), 'lirs_test_set_panic_point'))"],
+        capture_output=True, text=True, env=env, timeout=300, cwd=REPO,
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    loaded, op, c_function = probe.stdout.split()[-3:]
+    assert loaded == str(library), probe.stdout
+    return {
+        "exported": [line.split()[-1] for line in exported.splitlines() if "lirs_test_" in line],
+        "markers": [m.decode() for m in FAULT_MARKERS if m in raw],
+        "op": op == "True",
+        "c_function": c_function == "True",
+    }
+
+
+def test_no_test_hook_in_the_production_library():
+    """The op library users get (the one `make wheel` packages, built by `make -C
+    tf_op` without the cargo feature `fault-injection`) has no test symbol, no test op
+    and no panic point; the test build has them all (so this check can fail)."""
+    production = _fault_injection_traces((PACKAGE / "_lirs_ops.so").resolve())
+    assert production == {"exported": [], "markers": [], "op": False, "c_function": False}
+    test_build = _fault_injection_traces(require_fault_library().resolve())
+    assert test_build == {"exported": ["lirs_test_set_panic_point"],
+                          "markers": [m.decode() for m in FAULT_MARKERS],
+                          "op": True, "c_function": True}

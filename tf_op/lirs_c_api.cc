@@ -10,41 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "lirs_c_call.h"
 #include "lirs_status.h"
 
 namespace {
 
+using tfrecord_lirs::Call;
 using tfrecord_lirs::LirsCode;
-
-void SetError(char* err, size_t err_len, const std::string& message) {
-  if (err == nullptr || err_len == 0) return;
-  const size_t n = std::min(err_len - 1, message.size());
-  std::memcpy(err, message.data(), n);
-  err[n] = '\0';
-}
 
 rust::Slice<const uint8_t> Bytes(const char* s) {
   return rust::Slice<const uint8_t>(reinterpret_cast<const uint8_t*>(s),
                                     s == nullptr ? 0 : std::strlen(s));
-}
-
-template <typename F>
-int Call(char* err, size_t err_len, F&& f) {
-  try {
-    f();
-    return tfrecord_lirs::kLirsOk;
-  } catch (const rust::Error& e) {
-    std::string message;
-    LirsCode code = tfrecord_lirs::ParseRustError(e.what(), &message);
-    SetError(err, err_len, message);
-    return code;
-  } catch (const std::exception& e) {
-    SetError(err, err_len, e.what());
-    return tfrecord_lirs::kLirsInternal;
-  } catch (...) {
-    SetError(err, err_len, "unknown C++ exception");
-    return tfrecord_lirs::kLirsInternal;
-  }
 }
 
 void Fill(const tfrecord_lirs::ffi::PadSummary& s, uint64_t* out) {
@@ -63,8 +39,6 @@ struct Writer {
 };
 
 }  // namespace
-
-#define LIRS_EXPORT extern "C" __attribute__((visibility("default")))
 
 // `table` may be NULL or "" for "<data>.offsets".
 LIRS_EXPORT int lirs_build_offset_table(const char* data, const char* table,
@@ -150,14 +124,4 @@ LIRS_EXPORT int lirs_is_filler(const uint8_t* record, size_t len) {
   } catch (...) {
     return -1;
   }
-}
-
-// TEST ONLY: makes every call of the bridged Rust entry point `point` panic
-// (inside its catch_unwind guard) until called again with "".
-LIRS_EXPORT int lirs_test_set_panic_point(const char* point, char* err,
-                                          size_t err_len) {
-  return Call(err, err_len, [&] {
-    tfrecord_lirs::ffi::set_test_panic_point(
-        rust::Str(point == nullptr ? "" : point));
-  });
 }

@@ -1,5 +1,4 @@
-// Non-dataset kernels: LIRSRead (random access), LIRSIsFiller, and the
-// test-only panic probe.
+// Non-dataset kernels: LIRSRead (random access) and LIRSIsFiller.
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -208,31 +207,12 @@ class LIRSIsFillerOp : public OpKernel {
   }
 };
 
-class LIRSTestOnlyPanicOp : public OpKernel {
- public:
-  explicit LIRSTestOnlyPanicOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& message = ctx->input(0);
-    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(message.shape()),
-                errors::InvalidArgument("`message` must be a scalar"));
-    const std::string m(message.scalar<tstring>()());
-    OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
-      LIRS_RETURN_IF_RUST_ERROR("LIRSTestOnlyPanic: ",
-                                tfrecord_lirs::ffi::debug_panic(m));
-      return absl::OkStatus();
-    }());
-  }
-};
-
 REGISTER_KERNEL_BUILDER(Name("LIRSRead").Device(DEVICE_CPU), LIRSReadOp);
 // LIRSRead is stateful only so it is never constant-folded (it reads files);
 // it keeps no iterator state, so pipelines that map it can be checkpointed.
 ALLOW_STATEFUL_OP_FOR_DATASET_FUNCTIONS("LIRSRead");
 REGISTER_KERNEL_BUILDER(Name("LIRSIsFiller").Device(DEVICE_CPU),
                         LIRSIsFillerOp);
-REGISTER_KERNEL_BUILDER(Name("LIRSTestOnlyPanic").Device(DEVICE_CPU),
-                        LIRSTestOnlyPanicOp);
 
 }  // namespace
 }  // namespace tensorflow

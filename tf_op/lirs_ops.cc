@@ -77,10 +77,4 @@ REGISTER_OP("LIRSIsFiller")
     .Output("is_filler: bool")
     .SetShapeFn(shape_inference::UnchangedShape);
 
-// TEST ONLY: panics inside Rust; must surface as an Internal error.
-REGISTER_OP("LIRSTestOnlyPanic")
-    .Input("message: string")
-    .SetIsStateful()
-    .SetShapeFn(shape_inference::NoOutputs);
-
 }  // namespace tensorflow

@@ -2,10 +2,19 @@
 // $CARGO_TARGET_DIR/cxxbridge/tfrecord-lirs-ffi/src/lib.rs.h (plus
 // $CARGO_TARGET_DIR/cxxbridge/rust/cxx.h); the shim object is bundled into the
 // staticlib, so tf_op/ only needs the headers and libtfrecord_lirs_ffi.a.
+//
+// With the feature `fault-injection`, the second bridge src/fault_injection.rs
+// (test entry points) is generated and compiled too; without it, it does not exist.
 fn main() {
-    cxx_build::bridge("src/lib.rs")
+    let mut bridges = vec!["src/lib.rs"];
+    if std::env::var_os("CARGO_FEATURE_FAULT_INJECTION").is_some() {
+        bridges.push("src/fault_injection.rs");
+    }
+    cxx_build::bridges(&bridges)
         .std("c++17")
         .flag_if_supported("-fPIC")
         .compile("tfrecord_lirs_ffi_bridge");
-    println!("cargo:rerun-if-changed=src/lib.rs");
+    for bridge in &bridges {
+        println!("cargo:rerun-if-changed={bridge}");
+    }
 }

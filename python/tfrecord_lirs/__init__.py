@@ -9,8 +9,7 @@ Files need an offset table (`<file>.offsets`): write them with
 
 # First: says which extra to install when TensorFlow is missing, and refuses a
 # TensorFlow other than the one the op library was built for.
-from tfrecord_lirs import _native  # noqa: F401  (isort: skip)
-from tfrecord_lirs._build_info import VERSION as __version__
+from tfrecord_lirs import _native  # (isort: skip)
 from tfrecord_lirs.dataset import LIRSDataset
 from tfrecord_lirs.io import (
     PadSummary,
@@ -22,6 +21,9 @@ from tfrecord_lirs.io import (
     read,
     stock_dataset,
 )
+
+# The version of the op library loaded (its _build_info.py, by tf_op/Makefile).
+__version__ = _native._build_info.VERSION
 
 __all__ = [
     "LIRSDataset",

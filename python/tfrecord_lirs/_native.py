@@ -2,9 +2,15 @@
 for the file-writing helpers, as plain C functions through ctypes.
 
 Both views share one copy of the Rust core (format implemented once).
+
+The environment variable TFRECORD_LIRS_OP_LIBRARY names a custom build of the op
+library to load instead (the project's tests use it for their fault-injection
+build); the `_build_info.py` beside that library says which TensorFlow it was
+built for, and is checked like the package's own.
 """
 
 import ctypes
+import importlib.util
 import os
 
 # Which extra brings a TensorFlow, for the message below (python/pyproject.toml).
@@ -25,21 +31,33 @@ try:
 except ImportError as e:
     raise ImportError(f"tfrecord_lirs needs TensorFlow, which cannot be imported ({e}): {_INSTALL_TF}") from e
 
-LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lirs_ops.so")
+LIB_PATH = os.path.abspath(
+    os.environ.get("TFRECORD_LIRS_OP_LIBRARY")
+    or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lirs_ops.so"))
 
 if not os.path.exists(LIB_PATH):
     raise ImportError(
         f"tfrecord_lirs: op library {LIB_PATH} is missing; build it with `make -C tf_op`"
     )
 
-try:
-    from tfrecord_lirs import _build_info
-except ImportError as e:
-    raise ImportError(
-        f"tfrecord_lirs: {os.path.dirname(LIB_PATH)}/_build_info.py (written with the op library "
-        f"by tf_op/Makefile) is missing, so the TensorFlow the library was built for is unknown; "
-        f"rebuild it with `make -C tf_op`"
-    ) from e
+
+def _load_build_info():
+    """The `_build_info.py` written by tf_op/Makefile beside the op library."""
+    path = os.path.join(os.path.dirname(LIB_PATH), "_build_info.py")
+    spec = importlib.util.spec_from_file_location("tfrecord_lirs._build_info", path)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except FileNotFoundError as e:
+        raise ImportError(
+            f"tfrecord_lirs: {path} (written with the op library by tf_op/Makefile) is missing, "
+            f"so the TensorFlow the library was built for is unknown; rebuild it with "
+            f"`make -C tf_op`"
+        ) from e
+    return module
+
+
+_build_info = _load_build_info()
 
 
 def _major_minor(version):
@@ -82,8 +100,6 @@ lib.lirs_writer_instance_of_input.argtypes = [ctypes.c_void_p, _u64p, ctypes.c_s
 lib.lirs_writer_instance_of_input.restype = ctypes.c_size_t
 lib.lirs_writer_free.argtypes = [ctypes.c_void_p]
 lib.lirs_writer_free.restype = None
-lib.lirs_test_set_panic_point.argtypes = [ctypes.c_char_p] + _err_args
-lib.lirs_test_set_panic_point.restype = ctypes.c_int
 
 # Codes of tf_op/lirs_status.h (LirsCode).
 _ERRORS = {
@@ -103,13 +119,6 @@ def call(fn, *args):
     if code != 0:
         message = err.value.decode("utf-8", errors="replace")
         raise _ERRORS.get(code, tf.errors.InternalError)(None, None, message)
-
-
-def _test_set_panic_point(point):
-    """TEST ONLY: every call of the bridged Rust entry point `point` panics
-    (inside its guard, so it must surface as tf.errors.InternalError) until
-    called again with ""."""
-    call(lib.lirs_test_set_panic_point, point.encode())
 
 
 def path_bytes(path):

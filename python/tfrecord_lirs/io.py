@@ -229,7 +229,3 @@ def stock_dataset(filenames, compression_type=None, buffer_size=None, num_parall
         num_parallel_reads=num_parallel_reads).filter(
             lambda record: tf.logical_not(is_filler(record)))
 
-
-def _test_only_panic(message="deliberate panic"):
-    """TEST ONLY: panics inside Rust; raises tf.errors.InternalError."""
-    _native.ops.lirs_test_only_panic(message)

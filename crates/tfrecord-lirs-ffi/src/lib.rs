@@ -16,6 +16,12 @@
 //! on the core's fetch threads are caught there and arrive as `INTERNAL`
 //! errors of `next_window`. All of this needs `panic = "unwind"`, which the
 //! workspace's Cargo.toml sets explicitly for every profile.
+//!
+//! Fault injection (the panic points the tests use to prove all of the above)
+//! exists only with the cargo feature `fault-injection`: see `src/fault_injection.rs`
+//! (a second bridge) and `tf_op/lirs_test_ops.cc`. The staticlib linked into the
+//! op library users install is built without it, so it has no test entry point
+//! and no per-call check.
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -26,6 +32,9 @@ use std::sync::Arc;
 
 use cxx::{CxxString, CxxVector};
 use tfrecord_lirs as core;
+
+#[cfg(feature = "fault-injection")]
+pub mod fault_injection;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
 mod ffi {
@@ -124,15 +133,6 @@ mod ffi {
         fn is_filler(record: &[u8]) -> Result<bool>;
         /// Folds a TensorFlow (seed, seed2) pair into the core's u64 seed.
         fn mix_seeds(seed: i64, seed2: i64) -> u64;
-
-        /// TEST ONLY: panics with `message` inside a guarded entry point, so
-        /// tests can prove a panic surfaces as an INTERNAL error.
-        fn debug_panic(message: &str) -> Result<()>;
-        /// TEST ONLY: every call of the entry point named `point` (the Rust
-        /// function name, e.g. "read" or "next_window") panics inside its
-        /// guard until disarmed with "". The point "fetch_worker" makes every
-        /// job of the core's fetch threads panic (inside those threads).
-        fn set_test_panic_point(point: &str) -> Result<()>;
     }
 }
 
@@ -185,20 +185,6 @@ impl From<core::Error> for FfiError {
 
 type FfiResult<T> = Result<T, FfiError>;
 
-/// Name of the entry point that panics on purpose (tests only; empty = none).
-static TEST_PANIC_POINT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-/// Fast path: whether any test panic point is armed.
-static TEST_PANIC_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether the test panic point `point` is armed.
-fn test_panic_armed(point: &str) -> bool {
-    TEST_PANIC_ARMED.load(std::sync::atomic::Ordering::Relaxed)
-        && TEST_PANIC_POINT
-            .lock()
-            .map(|p| *p == point)
-            .unwrap_or(false)
-}
-
 /// Runs `f` (the body of entry point `point`), turning a panic into an
 /// `INTERNAL` error instead of unwinding into C++.
 pub fn guard<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
@@ -226,11 +212,12 @@ fn guard_poisoning<T>(
 }
 
 /// Runs `f`; `Err` only if it panicked (as an `INTERNAL` error).
+/// `point` names the entry point for fault injection (unused without it).
+#[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
 fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T>, FfiError> {
     match catch_unwind(AssertUnwindSafe(|| {
-        if test_panic_armed(point) {
-            panic!("test panic injected into entry point `{point}`");
-        }
+        #[cfg(feature = "fault-injection")]
+        fault_injection::panic_if_armed(point);
         f()
     })) {
         Ok(r) => Ok(r),
@@ -248,18 +235,6 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
             ))
         }
     }
-}
-
-/// TEST ONLY: makes entry point `point` panic on every call ("" disarms).
-/// Not guarded (a guard could never be disarmed if this point were armed):
-/// panic-free by construction, a poisoned lock is reported as an error.
-fn set_test_panic_point(point: &str) -> FfiResult<()> {
-    let mut armed = TEST_PANIC_POINT
-        .lock()
-        .map_err(|_| FfiError::new(core::ErrorKind::Internal, "panic point lock poisoned"))?;
-    *armed = point.to_string();
-    TEST_PANIC_ARMED.store(!point.is_empty(), std::sync::atomic::Ordering::Relaxed);
-    Ok(())
 }
 
 fn path_of(bytes: &[u8]) -> PathBuf {
@@ -449,7 +424,8 @@ impl FetchCursor {
             ids.clear();
             // Dropping the last window hands its buffers back to the fetch threads.
             *current = None;
-            fetcher.set_test_panic(test_panic_armed("fetch_worker"));
+            #[cfg(feature = "fault-injection")]
+            fetcher.set_test_panic(fault_injection::armed("fetch_worker"));
             let Some(window) = fetcher.next_window() else {
                 return Ok(false);
             };
@@ -603,22 +579,9 @@ fn mix_seeds(seed: i64, seed2: i64) -> u64 {
     splitmix(splitmix(seed as u64) ^ (seed2 as u64))
 }
 
-fn debug_panic(message: &str) -> FfiResult<()> {
-    guard("debug_panic", || panic!("{}", message))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn panic_becomes_internal_error() {
-        let err = debug_panic("boom").unwrap_err();
-        assert_eq!(err.kind, core::ErrorKind::Internal);
-        assert!(err
-            .to_string()
-            .starts_with("INTERNAL: panic in tfrecord-lirs (Rust): boom"));
-    }
 
     #[test]
     fn error_prefixes() {
@@ -633,65 +596,6 @@ mod tests {
         assert_ne!(mix_seeds(1, 2), mix_seeds(2, 1));
         assert_ne!(mix_seeds(0, 0), mix_seeds(0, 1));
         assert_eq!(mix_seeds(7, 9), mix_seeds(7, 9));
-    }
-
-    /// The panic points are process-wide, so every test that arms one is here.
-    #[test]
-    fn panics_poison_stateful_handles_and_worker_panics_are_internal() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let mut w = create_writer(path.as_os_str().as_bytes(), 4096, 0).unwrap();
-        for i in 0..300u32 {
-            w.write(&i.to_le_bytes()).unwrap();
-        }
-        w.finish().unwrap();
-        let reader = LirsReader {
-            inner: Arc::new(core::Reader::open_one(&path, None, &Default::default()).unwrap()),
-        };
-        let cursor = || reader.fetch(1, 0, false, 1, 0, 0, 2, 64, 2).unwrap();
-        let mut ids = Vec::new();
-
-        // A panic on a fetch thread: INTERNAL, and the cursor keeps working.
-        let mut c = cursor();
-        set_test_panic_point("fetch_worker").unwrap();
-        let err = c.next_window(&mut ids).unwrap_err();
-        set_test_panic_point("").unwrap();
-        assert_eq!(err.kind, core::ErrorKind::Internal, "{err}");
-        assert!(err.message.contains("fetch thread"), "{err}");
-        let mut n = 0;
-        loop {
-            match c.next_window(&mut ids) {
-                Ok(true) => n += ids.len(),
-                Ok(false) => break,
-                Err(e) => assert_eq!(e.kind, core::ErrorKind::Internal), // in flight
-            }
-        }
-        assert!(n > 0 && n < 300);
-
-        // A panic in `next_window` itself poisons the cursor for good.
-        let mut c = cursor();
-        assert!(c.next_window(&mut ids).unwrap());
-        assert_eq!(c.payload(0).len(), 4);
-        set_test_panic_point("next_window").unwrap();
-        let err = c.next_window(&mut ids).unwrap_err();
-        set_test_panic_point("").unwrap();
-        assert_eq!(err.kind, core::ErrorKind::Internal);
-        for _ in 0..2 {
-            let err = c.next_window(&mut ids).unwrap_err();
-            assert_eq!(err.kind, core::ErrorKind::Internal);
-            assert!(err.message.contains("unusable"), "{err}");
-        }
-        assert!(c.payload(0).is_empty());
-
-        // A panic in `write` poisons the writer: no later write, no finish.
-        let mut w = create_writer(dir.path().join("w").as_os_str().as_bytes(), 4096, 0).unwrap();
-        w.write(b"ok").unwrap();
-        set_test_panic_point("write").unwrap();
-        let err = w.write(b"boom").unwrap_err();
-        set_test_panic_point("").unwrap();
-        assert_eq!(err.kind, core::ErrorKind::Internal);
-        assert!(w.write(b"again").unwrap_err().message.contains("unusable"));
-        assert!(w.finish().unwrap_err().message.contains("unusable"));
     }
 
     #[test]

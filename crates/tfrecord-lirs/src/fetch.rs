@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+#[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -143,7 +144,9 @@ pub struct Fetcher {
     done: mpsc::Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
     spares: Spares,
-    /// TEST ONLY: while set, every job panics inside its fetch thread.
+    /// Fault injection (feature `fault-injection`, tests only): while set, every job
+    /// panics inside its fetch thread.
+    #[cfg(feature = "fault-injection")]
     test_panic: Arc<AtomicBool>,
     pending: BTreeMap<u64, Pending>,
     /// With no threads: the reader, read on the consumer's thread.
@@ -166,6 +169,7 @@ impl Fetcher {
         let job_rx = Arc::new(Mutex::new(job_rx));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         let spares = Spares(Arc::default(), options.threads);
+        #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
         let workers = (0..options.threads)
             .map(|_| {
@@ -173,6 +177,7 @@ impl Fetcher {
                 let done = done_tx.clone();
                 let reader = Arc::clone(&reader);
                 let spares = spares.clone();
+                #[cfg(feature = "fault-injection")]
                 let test_panic = Arc::clone(&test_panic);
                 std::thread::Builder::new()
                     .name("lirs-fetch".into())
@@ -188,6 +193,7 @@ impl Fetcher {
                         // forever. It becomes the job's (Internal) error instead; the
                         // buffer it may have left half-written is dropped, not reused.
                         let result = catch_unwind(AssertUnwindSafe(|| {
+                            #[cfg(feature = "fault-injection")]
                             if test_panic.load(Ordering::Relaxed) {
                                 panic!("test panic injected into a fetch thread");
                             }
@@ -223,6 +229,7 @@ impl Fetcher {
             done: done_rx,
             workers,
             spares,
+            #[cfg(feature = "fault-injection")]
             test_panic,
             pending: BTreeMap::new(),
             inline,
@@ -237,10 +244,11 @@ impl Fetcher {
         self.delivered
     }
 
-    /// TEST ONLY: while `on`, every job taken by a fetch thread panics inside that
+    /// Fault injection (feature `fault-injection`, tests only; absent from normal
+    /// builds): while `on`, every job taken by a fetch thread panics inside that
     /// thread, so tests can prove such a panic reaches the consumer as an
     /// [`ErrorKind::Internal`](crate::ErrorKind::Internal) error instead of a hang.
-    #[doc(hidden)]
+    #[cfg(feature = "fault-injection")]
     pub fn set_test_panic(&self, on: bool) {
         self.test_panic.store(on, Ordering::Relaxed);
     }
@@ -372,6 +380,7 @@ impl Fetcher {
         self.next_window += 1;
         self.next_deliver += 1;
         self.delivered += ids.len() as u64;
+        #[cfg(feature = "fault-injection")]
         if self.test_panic.load(Ordering::Relaxed) {
             return Some(Window {
                 ids,

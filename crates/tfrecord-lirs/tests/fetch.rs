@@ -243,6 +243,8 @@ fn page_aware_fetch_reads_each_padded_page_exactly_once() {
     assert_eq!(stats.distinct_pages, stats.data_pages);
 }
 
+/// Needs the panic point of the `fault-injection` feature (`make cargo-test` runs it).
+#[cfg(feature = "fault-injection")]
 #[test]
 fn panic_in_a_fetch_thread_is_an_internal_error_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,59 @@
+// TEST ONLY: fault injection for the tests (tests/fault_injection.py), linked
+// only into the test build of the op library (`make -C tf_op test-lib`, over a
+// staticlib built with the cargo feature `fault-injection`), never into
+// python/tfrecord_lirs/_lirs_ops.so.
+//
+// * op LIRSTestOnlyPanic: panics inside Rust; must surface as an Internal error;
+// * C function lirs_test_set_panic_point: makes every call of the bridged Rust
+//   entry point `point` panic (inside its catch_unwind guard) until called
+//   again with "".
+#include <string>
+
+#include "lirs_c_call.h"
+#include "lirs_status.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tfrecord-lirs-ffi/src/fault_injection.rs.h"
+
+namespace tensorflow {
+
+REGISTER_OP("LIRSTestOnlyPanic")
+    .Input("message: string")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::NoOutputs);
+
+namespace {
+
+class LIRSTestOnlyPanicOp : public OpKernel {
+ public:
+  explicit LIRSTestOnlyPanicOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& message = ctx->input(0);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(message.shape()),
+                errors::InvalidArgument("`message` must be a scalar"));
+    const std::string m(message.scalar<tstring>()());
+    OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
+      LIRS_RETURN_IF_RUST_ERROR("LIRSTestOnlyPanic: ",
+                                tfrecord_lirs::ffi::debug_panic(m));
+      return absl::OkStatus();
+    }());
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("LIRSTestOnlyPanic").Device(DEVICE_CPU),
+                        LIRSTestOnlyPanicOp);
+
+}  // namespace
+}  // namespace tensorflow
+
+LIRS_EXPORT int lirs_test_set_panic_point(const char* point, char* err,
+                                          size_t err_len) {
+  return tfrecord_lirs::Call(err, err_len, [&] {
+    tfrecord_lirs::ffi::set_test_panic_point(
+        rust::Str(point == nullptr ? "" : point));
+  });
+}
