@@ -168,6 +168,8 @@ print(json.dumps({
     "shuffled": lirs != payloads,
     "padded_equal_multiset": collections.Counter(lirs_padded) == collections.Counter(
         stock(tfrecord_lirs.stock_dataset([padded]))),
+    "test_hooks": [hasattr(tfrecord_lirs._native.ops, "lirs_test_only_panic"),
+                   hasattr(tfrecord_lirs._native.lib, "lirs_test_set_panic_point")],
 }))
 shutil.rmtree(work)
 """
@@ -188,6 +190,7 @@ def _check_install(venv, wheel):
     assert report["equal_multiset"] and report["equal_payloads"], report
     assert report["shuffled"], report
     assert report["padded_equal_multiset"], report
+    assert report["test_hooks"] == [False, False], report  # none in what users install
     # One version: Cargo.toml, the CLI, __version__, the wheel's METADATA and name.
     version = _crate_version()
     assert report["cli_version"] == f"tfrecord-lirs {version}", report
@@ -214,6 +217,11 @@ def test_wheel_contents_and_tags(wheel):
         assert (z.getinfo(cli).external_attr >> 16) & 0o111, "the CLI is not executable"
         assert z.read(cli)[:4] == b"\x7fELF"
         assert not [n for n in names if "libtensorflow" in n], sorted(names)
+        # Fault injection lives only in the test build of the op library (issue 15).
+        library = z.read("tfrecord_lirs/_lirs_ops.so")
+        for marker in (b"LIRSTestOnlyPanic", b"lirs_test_", b"test panic injected",
+                       b"fault_injection", b"set_test_panic"):
+            assert marker not in library, f"test hook {marker!r} in the wheel's op library"
         metadata = z.read(f"tfrecord_lirs-{version}.dist-info/METADATA").decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     # Every TensorFlow requirement sits behind an extra: none is unconditional.
