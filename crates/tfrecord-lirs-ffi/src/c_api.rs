@@ -420,6 +420,26 @@ pub unsafe extern "C" fn lirs_writer_free(writer: *mut Writer) {
     }
 }
 
+/// The C convention of checking the text option `what`, `value`, with `parse`
+/// (guarded as the entry point `check_<what>`).
+///
+/// # Safety
+/// `value` is NULL or NUL-terminated; `err` holds `err_len` bytes (or is NULL).
+unsafe fn check_text<T>(
+    what: &str,
+    value: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+    parse: impl FnOnce(&str) -> FfiResult<T>,
+) -> i32 {
+    let result = guard(&format!("check_{what}"), || {
+        // SAFETY: by this function's contract.
+        parse(unsafe { c_str(value, what) }?).map(drop)
+    });
+    // SAFETY: by this function's contract.
+    unsafe { finish(result, err, err_len) }
+}
+
 /// Checks an I/O backend name (see [`rules::parse_backend`]).
 ///
 /// # Safety
@@ -429,12 +449,8 @@ pub unsafe extern "C" fn lirs_check_backend(
     err: *mut c_char,
     err_len: usize,
 ) -> i32 {
-    let result = guard("check_backend", || {
-        // SAFETY: by this function's contract.
-        rules::parse_backend(unsafe { c_str(backend, "backend") }?).map(drop)
-    });
     // SAFETY: by this function's contract.
-    unsafe { finish(result, err, err_len) }
+    unsafe { check_text("backend", backend, err, err_len, rules::parse_backend) }
 }
 
 /// Checks a fit name (see [`rules::parse_fit`]).
@@ -446,12 +462,8 @@ pub unsafe extern "C" fn lirs_check_fit(
     err: *mut c_char,
     err_len: usize,
 ) -> i32 {
-    let result = guard("check_fit", || {
-        // SAFETY: by this function's contract.
-        rules::parse_fit(unsafe { c_str(fit, "fit") }?).map(drop)
-    });
     // SAFETY: by this function's contract.
-    unsafe { finish(result, err, err_len) }
+    unsafe { check_text("fit", fit, err, err_len, rules::parse_fit) }
 }
 
 /// Checks a shard pair (see [`rules::check_shard`]); a NULL pointer is a value not

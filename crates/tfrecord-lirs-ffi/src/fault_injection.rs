@@ -70,11 +70,9 @@ fn debug_panic(message: &str, status: &mut Status) -> FfiResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::ffi::OsStrExt;
-
-    use super::super::{ok_status, open_reader, ErrorCode, FilePath, ReaderSpec};
+    use super::super::test_support::{reader_spec, write_u32_file};
+    use super::super::{ok_status, open_reader, ErrorCode};
     use super::*;
-    use tfrecord_lirs as core;
 
     #[test]
     fn panic_becomes_internal_error() {
@@ -91,24 +89,9 @@ mod tests {
     #[test]
     fn panics_poison_stateful_handles_and_worker_panics_are_internal() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for i in 0..300u32 {
-            w.write(&i.to_le_bytes()).unwrap();
-        }
-        w.finish().unwrap();
-        let spec = ReaderSpec {
-            files: vec![FilePath {
-                bytes: path.as_os_str().as_bytes().to_vec(),
-            }],
-            tables: vec![],
-            page_size: 4096,
-            verify_payload_crc: true,
-            backend: "pread".into(),
-            trust_table: false,
-        };
+        let path = write_u32_file(dir.path());
         let mut st = ok_status();
-        let reader = open_reader(&spec, &mut st).unwrap();
+        let reader = open_reader(&reader_spec(&path, "pread"), &mut st).unwrap();
         let cursor = || {
             let mut st = ok_status();
             let mut fetch = reader.fetch_spec(0, 2, &mut st).unwrap();

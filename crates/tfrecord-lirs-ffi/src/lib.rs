@@ -569,6 +569,40 @@ pub fn ok_status() -> Status {
     }
 }
 
+/// Helpers of the crate's tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
+
+    use super::{core, FilePath, ReaderSpec};
+
+    /// A padded file `dir/d` of 300 instances, instance i holding `i` as 4 LE bytes.
+    pub fn write_u32_file(dir: &Path) -> PathBuf {
+        let path = dir.join("d");
+        let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for i in 0..300u32 {
+            w.write(&i.to_le_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    }
+
+    /// The spec of a reader of `path` (default table) with `backend`.
+    pub fn reader_spec(path: &Path, backend: &str) -> ReaderSpec {
+        ReaderSpec {
+            files: vec![FilePath {
+                bytes: path.as_os_str().as_bytes().to_vec(),
+            }],
+            tables: vec![],
+            page_size: 4096,
+            verify_payload_crc: true,
+            backend: backend.into(),
+            trust_table: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,13 +640,9 @@ mod tests {
     #[cfg(not(feature = "fault-injection"))]
     #[test]
     fn cursor_slots_carry_their_own_errors() {
+        use super::test_support::{reader_spec, write_u32_file};
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for i in 0..300u32 {
-            w.write(&i.to_le_bytes()).unwrap();
-        }
-        w.finish().unwrap();
+        let path = write_u32_file(dir.path());
         // Damage instance 7's payload (a CRC mismatch).
         let reader = core::Reader::open_one(&path, None, &Default::default()).unwrap();
         let (_, off) = reader.location(7).unwrap();
@@ -623,18 +653,8 @@ mod tests {
 
         // Inline (mapped, automatic threads) and with a pool of 2 threads.
         for (backend, parallel_reads) in [("mmap", -1), ("pread", 2)] {
-            let spec = ReaderSpec {
-                files: vec![FilePath {
-                    bytes: path.as_os_str().as_bytes().to_vec(),
-                }],
-                tables: vec![],
-                page_size: 4096,
-                verify_payload_crc: true,
-                backend: backend.into(),
-                trust_table: false,
-            };
             let mut st = ok_status();
-            let reader = open_reader(&spec, &mut st).unwrap();
+            let reader = open_reader(&reader_spec(&path, backend), &mut st).unwrap();
             let mut fetch = reader.fetch_spec(16, parallel_reads, &mut st).unwrap();
             assert_eq!(fetch.threads, if backend == "mmap" { 0 } else { 2 });
             fetch.seed = 5;
@@ -661,20 +681,7 @@ mod tests {
             assert_eq!((seen, failed), (300, 1), "{backend}");
         }
         let mut st = ok_status();
-        let reader = open_reader(
-            &ReaderSpec {
-                files: vec![FilePath {
-                    bytes: path.as_os_str().as_bytes().to_vec(),
-                }],
-                tables: vec![],
-                page_size: 4096,
-                verify_payload_crc: true,
-                backend: "auto".into(),
-                trust_table: false,
-            },
-            &mut st,
-        )
-        .unwrap();
+        let reader = open_reader(&reader_spec(&path, "auto"), &mut st).unwrap();
         // Shards are checked in Rust, with the one wording.
         let mut st = ok_status();
         assert!(reader.shard_len(2, 2, &mut st).is_err());

@@ -206,7 +206,8 @@ impl Fetcher {
         let (job_tx, job_rx) = mpsc::channel::<Job>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
-        let spares = Spares(Arc::default(), options.threads);
+        // At least one: with no threads, the consumer reuses its own last batch.
+        let spares = Spares(Arc::default(), options.threads.max(1));
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
         let workers = (0..options.threads)
