@@ -36,10 +36,9 @@ fn parse_page_size(s: &str) -> Result<u64, String> {
 
 /// `--window`: at least one record.
 fn parse_window(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>().map_err(|e| format!("{e}"))? {
-        0 => Err("the best-fit window must hold at least 1 record".into()),
-        n => Ok(n),
-    }
+    let n = s.parse::<usize>().map_err(|e| format!("{e}"))?;
+    tfrecord_lirs::options::best_fit_window(n as u64).map_err(|e| e.to_string())?;
+    Ok(n)
 }
 
 /// The default best-fit window, in records.

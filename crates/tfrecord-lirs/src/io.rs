@@ -128,12 +128,61 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Every backend, in the order its names are listed in messages.
+    pub const ALL: [Backend; 4] = [
+        Backend::Auto,
+        Backend::Pread,
+        Backend::Mmap,
+        Backend::Direct,
+    ];
+
+    /// The backend's name, as [`FromStr`](std::str::FromStr) parses it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Pread => "pread",
+            Backend::Mmap => "mmap",
+            Backend::Direct => "direct",
+        }
+    }
+
     /// The backend that opens the file the same way, without mapping it.
     pub fn without_map(self) -> Backend {
         match self {
             Backend::Auto => Backend::Pread,
             other => other,
         }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses a backend name: `"auto"`, `"pread"`, `"mmap"` or `"direct"` (exactly; an
+/// unset option is the caller's to map to [`Backend::default`]).
+///
+/// ```
+/// use tfrecord_lirs::Backend;
+/// assert_eq!("direct".parse::<Backend>()?, Backend::Direct);
+/// let err = "fast".parse::<Backend>().unwrap_err();
+/// assert_eq!(err.to_string(), r#"unknown I/O backend "fast": use "auto", "pread", "mmap" or "direct""#);
+/// # Ok::<(), tfrecord_lirs::Error>(())
+/// ```
+impl std::str::FromStr for Backend {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Backend> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "unknown I/O backend {s:?}: use \"auto\", \"pread\", \"mmap\" or \"direct\""
+                ))
+            })
     }
 }
 

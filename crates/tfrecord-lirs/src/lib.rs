@@ -45,6 +45,7 @@ pub mod format;
 mod interop;
 pub mod io;
 mod leased;
+pub mod options;
 mod order;
 mod reader;
 mod scan;

@@ -68,17 +68,6 @@ impl Default for OrderSpec {
     }
 }
 
-impl OrderSpec {
-    pub(crate) fn check_shards(num_shards: u64, shard_index: u64) -> Result<()> {
-        if num_shards == 0 || shard_index >= num_shards {
-            return Err(Error::InvalidArgument(format!(
-                "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
-            )));
-        }
-        Ok(())
-    }
-}
-
 /// The generator for `(seed, epoch, purpose, extra)`.
 fn generator(seed: u64, epoch: u64, purpose: u64, extra: u64) -> ChaCha8Rng {
     let mut key = [0u8; 32];
@@ -362,7 +351,7 @@ pub struct EpochOrder {
 
 impl EpochOrder {
     pub(crate) fn new(layout: Arc<Layout>, spec: &OrderSpec) -> Result<EpochOrder> {
-        OrderSpec::check_shards(spec.num_shards, spec.shard_index)?;
+        crate::options::shard(spec.num_shards, spec.shard_index)?;
         let n = layout.len();
         let lo = shard_bound(n, spec.shard_index, spec.num_shards);
         let hi = shard_bound(n, spec.shard_index + 1, spec.num_shards);
@@ -509,7 +498,7 @@ fn unit_plan(layout: &Layout, spec: &OrderSpec, lo: u64, hi: u64) -> Units {
 /// every epoch and for both kinds of order (a page-aware shard is a slice of positions
 /// too).
 pub(crate) fn shard_len(layout: &Layout, num_shards: u64, shard_index: u64) -> Result<u64> {
-    OrderSpec::check_shards(num_shards, shard_index)?;
+    crate::options::shard(num_shards, shard_index)?;
     let n = layout.len();
     Ok(shard_bound(n, shard_index + 1, num_shards) - shard_bound(n, shard_index, num_shards))
 }

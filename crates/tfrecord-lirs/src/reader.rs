@@ -1124,7 +1124,7 @@ impl TFRecordLIRS {
 
     /// Reads only shard `shard_index` of `num_shards` of every epoch.
     pub fn with_shard(mut self, num_shards: u64, shard_index: u64) -> Result<TFRecordLIRS> {
-        OrderSpec::check_shards(num_shards, shard_index)?;
+        crate::options::shard(num_shards, shard_index)?;
         self.num_shards = num_shards;
         self.shard_index = shard_index;
         Ok(self)

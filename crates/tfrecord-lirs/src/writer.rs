@@ -322,11 +322,9 @@ pub struct PaddedWriter {
 impl PaddedWriter {
     /// Starts writing `path` (and `<path>.offsets` on finish).
     pub fn create(path: &Path, options: &PadOptions) -> Result<PaddedWriter> {
-        let page = PageSize::checked(options.page_size)?;
-        if let Fit::Best { window: 0 } = options.fit {
-            return Err(Error::InvalidArgument(
-                "best-fit window must hold at least 1 record".into(),
-            ));
+        let page = crate::options::page_size(options.page_size)?;
+        if let Fit::Best { window } = options.fit {
+            crate::options::best_fit_window(window as u64)?;
         }
         Ok(PaddedWriter {
             path: path.to_path_buf(),
