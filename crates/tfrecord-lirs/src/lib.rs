@@ -44,7 +44,6 @@ mod fetch;
 pub mod format;
 mod interop;
 pub mod io;
-mod leased;
 pub mod options;
 mod order;
 mod reader;
@@ -61,7 +60,7 @@ pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,
     offsets_from_text_index,
 };
-pub use io::{cached_pages, drop_from_page_cache, Backend};
+pub use io::{Backend, MmapOptIn};
 pub use order::{EpochOrder, OrderSpec};
 pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
 pub use scan::{

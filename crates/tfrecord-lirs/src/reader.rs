@@ -29,6 +29,9 @@ pub struct ReaderOptions {
     /// records may follow an instance and the first one starts at byte 0, which catches
     /// tables missing entries.
     pub trust_table: bool,
+    /// The caller's promise that makes [`Backend::Mmap`] sound (see [`io::MmapOptIn`]);
+    /// without it that backend is refused. Default `None`.
+    pub mmap_opt_in: Option<io::MmapOptIn>,
 }
 
 impl ReaderOptions {
@@ -49,6 +52,7 @@ impl Default for ReaderOptions {
             verify_payload_crc: true,
             backend: Backend::Auto,
             trust_table: false,
+            mmap_opt_in: None,
         }
     }
 }
@@ -325,12 +329,20 @@ impl Reader {
         let mut open = Vec::with_capacity(files.len());
         let mut first_id = 0u64;
         for (data, table_path) in files {
-            // The data file is opened first, so that a missing one is reported as such.
-            let mut src = io::open(data, options.backend.without_map())?;
+            // The data file is opened first, so that a missing one is reported as such;
+            // the default backend then maps that same open file if its records are small.
+            let opened = match options.backend {
+                Backend::Auto | Backend::Pread => Err(io::PreadFile::open(data)?),
+                other => Ok(io::open(data, other, options.mmap_opt_in)?),
+            };
             let offsets = read_table_for(data, table_path)?;
-            if options.backend != options.backend.without_map() {
-                src = io::open_with_records(data, options.backend, offsets.len() as u64)?;
-            }
+            let src: Box<dyn ReadAt> = match opened {
+                Ok(src) => src,
+                Err(pread) if options.backend == Backend::Auto => {
+                    Box::new(io::AutoFile::from_pread(pread, offsets.len() as u64))
+                }
+                Err(pread) => Box::new(pread),
+            };
             let size = src.size();
             let layout = FileLayout {
                 offsets,

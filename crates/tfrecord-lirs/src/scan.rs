@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
@@ -191,35 +190,6 @@ fn check_record(offset: u64, record: &[u8]) -> std::result::Result<&[u8], Bad> {
     Ok(payload)
 }
 
-/// Reads into `buf` until it is full or the file ends; returns the bytes read.
-fn read_full(src: &mut (impl Read + ?Sized), buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match src.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
-/// Reads into `buf` from file offset `at` until it is full or the file ends; returns
-/// the bytes read.
-fn read_full_at(src: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match src.read_at(&mut buf[n..], at + n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 // ---------------------------------------------------------------------------------
 // RecordScanner: records one by one, with a read-ahead thread.
 
@@ -258,7 +228,7 @@ fn read_ahead(
             },
             Err(TryRecvError::Disconnected) => return,
         };
-        match read_full(src, &mut buf) {
+        match io::read_full(src, &mut buf) {
             Ok(0) => {
                 let _ = filled.send(Filled::Eof);
                 return;
@@ -354,7 +324,7 @@ impl Source {
                 if buf.len() != *chunk {
                     buf = vec![0; *chunk];
                 }
-                let n = read_full(&mut **src, &mut buf)?;
+                let n = io::read_full(&mut **src, &mut buf)?;
                 *eof = n < buf.len();
                 Ok((n > 0).then_some((buf, n)))
             }
@@ -698,7 +668,7 @@ struct Scan<'a> {
     /// The file mapped under a read lease, if the kernel granted one: chunks are then
     /// checked in place (no copy); once a writer revokes it, chunks are read with
     /// `pread` again, which sees a truncation as an early end of the file.
-    map: Option<&'a crate::leased::LeasedMap>,
+    map: Option<&'a crate::io::leased::LeasedMap>,
     file_size: u64,
     chunk: usize,
     chunks: usize,
@@ -859,7 +829,7 @@ impl Scan<'_> {
         }
         let data: &[u8] = match mapped {
             Some(bytes) => bytes,
-            None => match read_full_at(self.src, buf, base) {
+            None => match io::read_full_at(self.src, buf, base) {
                 Ok(n) => &buf[..n],
                 // Where this chunk's records end is unknown, so no later chunk can be
                 // walked.
@@ -904,7 +874,7 @@ impl Scan<'_> {
             let (header, head) = match rest.first_chunk::<HEADER_LEN>() {
                 Some(header) => (header, rest),
                 // The header itself runs past the chunk.
-                None => match read_full_at(self.src, &mut split, offset) {
+                None => match io::read_full_at(self.src, &mut split, offset) {
                     Ok(HEADER_LEN) => (&split, &split[..]),
                     Ok(n) => {
                         bad = Some(truncated(offset, HEADER_LEN as u64, n as u64, true));
@@ -962,7 +932,7 @@ impl Scan<'_> {
         let record = &mut carry[..framed];
         let here = &data[pos..];
         record[..here.len()].copy_from_slice(here);
-        let have = match read_full_at(self.src, &mut record[here.len()..], base + got as u64) {
+        let have = match io::read_full_at(self.src, &mut record[here.len()..], base + got as u64) {
             Ok(n) => here.len() + n,
             Err(e) => return Some((Some(Bad::Io(e)), last)),
         };
@@ -993,7 +963,7 @@ fn scan_offsets_with(
     let file_size = src.metadata().map_err(|e| Error::io(data, e))?.len();
     let chunk = chunk.max(1);
     let chunks = usize::try_from(file_size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
-    let map = crate::leased::LeasedMap::open(data);
+    let map = crate::io::leased::LeasedMap::open(data);
     let scan = Scan {
         src: &src,
         map: map.as_deref(),

@@ -68,6 +68,7 @@ fn offsets_beyond_4_gib_in_a_sparse_file() {
     for backend in [Backend::Pread, Backend::Mmap] {
         let options = ReaderOptions {
             backend,
+            mmap_opt_in: common::mmap_opt_in(),
             ..ReaderOptions::default()
         };
         let reader = Reader::open_one(&data, None, &options).unwrap();

@@ -75,6 +75,7 @@ fn we_index_and_read_what_tensorflow_wrote() {
         for backend in [tfrecord_lirs::Backend::Pread, tfrecord_lirs::Backend::Mmap] {
             let opts = ReaderOptions {
                 backend,
+                mmap_opt_in: common::mmap_opt_in(),
                 ..Default::default()
             };
             let reader = Reader::open_one(&data, None, &opts).unwrap();

@@ -1,5 +1,6 @@
-//! A memory map that is safe against truncation underneath: the second module (after
-//! [`io`](crate::io)) allowed `unsafe`, each use with a `// SAFETY:` comment.
+//! A memory map that is safe against truncation underneath, for [`AutoFile`](super::AutoFile):
+//! part of the I/O module tree, the only place with `unsafe` (each use with a
+//! `// SAFETY:` comment).
 //!
 //! Why a map: a random read of a hot small record through `pread(2)` costs a syscall
 //! (~730 ns here), a load from a map ~100-300 ns. Why it is normally unsafe: if another
@@ -142,10 +143,15 @@ impl LeasedMap {
     /// leases, we neither own the file nor have `CAP_LEASE`, the file is empty, or
     /// `lease-break-time` is under a second): the caller then uses `pread`.
     pub fn open(path: &Path) -> Option<Arc<LeasedMap>> {
+        LeasedMap::from_file(File::open(path).ok()?)
+    }
+
+    /// [`LeasedMap::open`] for a file already open read-only (e.g. a duplicate of the
+    /// descriptor a reader already uses, so map and `pread` see the same file).
+    pub fn from_file(file: File) -> Option<Arc<LeasedMap>> {
         if !lease_break_time_ok() {
             return None;
         }
-        let file = File::open(path).ok()?;
         let fd = file.as_raw_fd();
         // SAFETY: plain fcntl calls on a descriptor we own.
         unsafe {
