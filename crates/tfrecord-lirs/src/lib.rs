@@ -46,6 +46,7 @@ mod interop;
 pub mod io;
 pub mod options;
 mod order;
+mod pool;
 mod reader;
 mod scan;
 mod table;

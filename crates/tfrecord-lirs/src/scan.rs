@@ -286,14 +286,12 @@ impl Source {
         // Shared, so that if the thread cannot start the source is still ours.
         let slot = Arc::new(Mutex::new(Some(src)));
         let theirs = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new()
-            .name("lirs-scan-read".into())
-            .spawn(move || {
-                let taken = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
-                if let Some(mut src) = taken {
-                    read_ahead(&mut *src, chunk, ring, filled_tx, free_rx);
-                }
-            });
+        let spawned = crate::pool::spawn("lirs-scan-read", move || {
+            let taken = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(mut src) = taken {
+                read_ahead(&mut *src, chunk, ring, filled_tx, free_rx);
+            }
+        });
         match spawned {
             Ok(thread) => Source::Thread(Some(ReadAhead {
                 filled,
@@ -645,9 +643,7 @@ impl RecordScanner {
 /// front-to-back scan's, first bad record first. The file is taken to be as long as
 /// it was at open.
 pub fn scan_offsets(data: &Path, progress: impl FnMut(u64)) -> Result<Vec<u64>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_SCAN_THREADS);
+    let threads = crate::pool::threads_up_to(MAX_SCAN_THREADS);
     scan_offsets_with(data, SCAN_CHUNK, threads, progress)
 }
 
@@ -990,26 +986,24 @@ fn scan_offsets_with(
         end: None,
         reported: 0,
     };
-    std::thread::scope(|s| {
-        let (done_tx, done_rx) = mpsc::channel();
-        // Chunks go to whichever worker is free, so if a thread cannot be started the
-        // others simply do its share; and the calling thread, which also puts the
-        // chunks back in order as they come, simply checks fewer of them.
-        let helpers: Vec<_> = (1..threads.min(chunks))
-            .filter_map(|i| {
-                let done_tx = done_tx.clone();
-                std::thread::Builder::new()
-                    .name(format!("lirs-scan-{i}"))
-                    .spawn_scoped(s, || {
-                        scan.work(move |done| {
-                            // Fails only once the caller has stopped merging.
-                            let _ = done_tx.send(done);
-                        })
-                    })
-                    .ok()
-            })
-            .collect();
-        drop(done_tx);
+    let (done_tx, done_rx) = mpsc::channel();
+    // Chunks go to whichever worker is free, so if a thread cannot be started the
+    // others simply do its share; and the calling thread, which also puts the chunks
+    // back in order as they come, simply checks fewer of them.
+    let helpers: Vec<_> = (1..threads.min(chunks))
+        .map(|_| {
+            let done_tx = done_tx.clone();
+            let scan = &scan;
+            move || {
+                scan.work(move |done| {
+                    // Fails only once the caller has stopped merging.
+                    let _ = done_tx.send(done);
+                })
+            }
+        })
+        .collect();
+    drop(done_tx);
+    crate::pool::with_helpers("lirs-scan", helpers, || {
         scan.work(|done| {
             merge.add(done, &mut progress);
             for done in done_rx.try_iter() {
@@ -1019,11 +1013,6 @@ fn scan_offsets_with(
         // The helpers' last chunks; the channel closes when they are all done.
         for done in done_rx.iter() {
             merge.add(done, &mut progress);
-        }
-        for helper in helpers {
-            if let Err(panic) = helper.join() {
-                std::panic::resume_unwind(panic);
-            }
         }
     });
     let offsets = match merge.end {
