@@ -37,6 +37,7 @@
 
 #![deny(missing_docs)]
 
+mod batch;
 mod compress;
 mod error;
 pub mod example;
@@ -44,15 +45,19 @@ mod fetch;
 pub mod format;
 mod interop;
 pub mod io;
+mod layout;
 pub mod options;
 mod order;
 mod pool;
 mod reader;
 mod scan;
+mod spec;
+mod stats;
 mod table;
 pub mod text_index;
 mod writer;
 
+pub use batch::Batch;
 pub use compress::Compression;
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{FetchOptions, Fetcher, Payloads, Window};
@@ -62,12 +67,15 @@ pub use interop::{
     offsets_from_text_index,
 };
 pub use io::{Backend, MmapOptIn};
+pub use layout::Layout;
 pub use order::{EpochOrder, OrderSpec};
-pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
+pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{
     inspect, inspect_with, inspect_with_progress, scan_offsets, Inspection, RecordScanner,
     ScannedRecord,
 };
+pub use spec::TFRecordLIRS;
+pub use stats::IoStats;
 pub use table::{
     default_table_path, encode_table, parse_table, read_table, read_table_for, write_table,
     OffsetTableBuilder,

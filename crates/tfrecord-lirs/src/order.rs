@@ -35,7 +35,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
-use crate::reader::Layout;
+use crate::layout::Layout;
 
 const PURPOSE_INSTANCES: u64 = 1;
 const PURPOSE_UNITS: u64 = 2;
