@@ -55,6 +55,7 @@ mod spec;
 mod stats;
 mod table;
 pub mod text_index;
+mod verify;
 mod writer;
 
 pub use batch::Batch;
@@ -70,16 +71,14 @@ pub use io::{Backend, MmapOptIn};
 pub use layout::Layout;
 pub use order::{EpochOrder, OrderSpec};
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
-pub use scan::{
-    inspect, inspect_with, inspect_with_progress, scan_offsets, Inspection, RecordScanner,
-    ScannedRecord,
-};
+pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use spec::TFRecordLIRS;
 pub use stats::IoStats;
 pub use table::{
     default_table_path, encode_table, parse_table, read_table, read_table_for, write_table,
     OffsetTableBuilder,
 };
+pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
     build_offset_table, build_offset_table_with, pad_file, pad_file_from_table, pad_file_with,
     pad_file_with_progress, Fit, PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter,
