@@ -475,7 +475,7 @@ fn summary(s: core::PadSummary) -> PadSummary {
         pages: s.pages,
         filler_bytes: s.filler_bytes,
         data_bytes: s.data_bytes,
-        instance_of_input: s.instance_of_input,
+        instance_of_input: s.instance_of_input.unwrap_or_default(),
     }
 }
 

@@ -221,12 +221,39 @@ pub struct PadSummary {
     pub filler_bytes: u64,
     /// Size of the data file.
     pub data_bytes: u64,
-    /// For each input (in the order given to `write`), the instance id it received.
-    /// Empty for next-fit, where input `i` is instance `i`.
-    pub instance_of_input: Vec<u64>,
+    /// Best-fit (which may reorder): for each input, in the order given to `write`, the
+    /// instance id it received. `None` for next-fit, where input `i` is instance `i`.
+    /// [`instance_of`](PadSummary::instance_of) answers for both.
+    pub instance_of_input: Option<Vec<u64>>,
 }
 
 impl PadSummary {
+    /// The instance id input `input` (counted in the order given to `write`) received,
+    /// or `None` past the last input.
+    ///
+    /// ```
+    /// # fn main() -> tfrecord_lirs::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use tfrecord_lirs::{Fit, PadOptions, PaddedWriter};
+    /// let options = PadOptions { fit: Fit::BEST, ..Default::default() };
+    /// let mut writer = PaddedWriter::create(&dir.path().join("d.tfrecord"), &options)?;
+    /// for len in [3000, 3000, 900] {
+    ///     writer.write(&vec![1u8; len])?;
+    /// }
+    /// let summary = writer.finish()?;
+    /// assert_eq!(summary.instance_of(2), Some(1)); // moved up to fill the first page
+    /// assert_eq!(summary.instance_of(3), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn instance_of(&self, input: u64) -> Option<u64> {
+        match &self.instance_of_input {
+            None => (input < self.instances).then_some(input),
+            Some(ids) => usize::try_from(input)
+                .ok()
+                .and_then(|i| ids.get(i).copied()),
+        }
+    }
+
     /// Filler bytes as a percentage of the instance bytes (framed).
     pub fn overhead_percent(&self) -> f64 {
         let instance_bytes = self.data_bytes - self.filler_bytes;
@@ -413,7 +440,8 @@ impl PaddedWriter {
             pages: data_bytes.div_ceil(self.page.get()),
             filler_bytes: self.filler_bytes,
             data_bytes,
-            instance_of_input: self.instance_of_input,
+            instance_of_input: matches!(self.fit, Fit::Best { .. })
+                .then_some(self.instance_of_input),
         })
     }
 }

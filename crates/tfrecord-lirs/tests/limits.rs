@@ -198,10 +198,7 @@ fn smallest_and_largest_page_sizes() {
             )
             .unwrap();
             for (input, p) in payloads.iter().enumerate() {
-                let id = match fit {
-                    Fit::Next => input as u64,
-                    Fit::Best { .. } => summary.instance_of_input[input],
-                };
+                let id = summary.instance_of(input as u64).unwrap();
                 assert_eq!(
                     &reader.read(id).unwrap(),
                     p,

@@ -159,10 +159,7 @@ fn tensorflow_files_pad_at_every_page_size_and_policy() {
                 .unwrap();
                 let reader = Reader::open_one(&out, None, &ReaderOptions::default()).unwrap();
                 for (input, p) in expected.iter().enumerate() {
-                    let id = match fit {
-                        Fit::Next => input as u64,
-                        Fit::Best { .. } => summary.instance_of_input[input],
-                    };
+                    let id = summary.instance_of(input as u64).unwrap();
                     assert_eq!(
                         &reader.read(id).unwrap(),
                         p,
