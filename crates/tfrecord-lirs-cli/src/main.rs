@@ -11,7 +11,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tfrecord_lirs::text_index::{encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, Fit, Location, OrderSpec, PadOptions, PageSize, Reader,
+    default_table_path, Compression, Error, Fit, OrderSpec, PadOptions, PageSize, Reader,
     ReaderOptions,
 };
 
@@ -344,11 +344,7 @@ fn refuse_compressed(data: &Path, table: &Path) -> Outcome {
         return Ok(()); // the caller reports the missing file
     }
     match tfrecord_lirs::format::compressed_head(&head) {
-        Some(format) => Err(Error::Compressed {
-            at: Location::new(data, None, Some(0)),
-            format,
-        }
-        .into()),
+        Some(format) => Err(Error::compressed(data, format).into()),
         None => Ok(()),
     }
 }

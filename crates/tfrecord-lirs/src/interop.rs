@@ -11,11 +11,7 @@ use crate::text_index::{encode_text_index, parse_text_index, TextIndexEntry, Tex
 
 /// An error about line `line` of the text index `index`.
 fn at_line(index: &Path, line: u64, source: Error) -> Error {
-    Error::TextIndex {
-        index: index.display().to_string(),
-        line,
-        source: Box::new(source),
-    }
+    Error::text_index(index, line, source)
 }
 
 /// Line `line` of `index` does not fit `data` at byte `offset` (of `instance`, if known).
@@ -55,7 +51,7 @@ pub fn offsets_from_text_index(
         at_line(
             index,
             e.line,
-            Error::InvalidArgument(format!("not a {format} index: {}", e.reason)),
+            Error::invalid_argument(format!("not a {format} index: {}", e.reason)),
         )
     })?;
     let mut scanner = RecordScanner::open(data)?;

@@ -29,7 +29,7 @@ pub fn page_size(bytes: u64) -> Result<PageSize> {
 /// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`.
 pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
     if num_shards == 0 || shard_index >= num_shards {
-        return Err(Error::InvalidArgument(format!(
+        return Err(Error::invalid_argument(format!(
             "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
         )));
     }
@@ -40,12 +40,12 @@ pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
 /// [`Fit`] it selects. Next-fit is [`Fit::Next`], never a window of 0.
 pub fn best_fit_window(records: u64) -> Result<Fit> {
     if records == 0 {
-        return Err(Error::InvalidArgument(
-            "the best-fit window must hold at least 1 record".into(),
+        return Err(Error::invalid_argument(
+            "the best-fit window must hold at least 1 record",
         ));
     }
     let window = usize::try_from(records)
-        .map_err(|_| Error::InvalidArgument(format!("best-fit window {records} is too large")))?;
+        .map_err(|_| Error::invalid_argument(format!("best-fit window {records} is too large")))?;
     Ok(Fit::Best { window })
 }
 

@@ -398,7 +398,7 @@ impl EpochOrder {
     /// Continues from `position` (0 ..= len), e.g. when restoring a checkpoint.
     pub fn seek(&mut self, position: u64) -> Result<()> {
         if position > self.len {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "cannot seek to position {position}: the epoch order has {} ids",
                 self.len
             )));

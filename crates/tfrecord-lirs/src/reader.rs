@@ -209,7 +209,7 @@ impl Reader {
 
     fn check_id(&self, id: u64) -> Result<()> {
         if id >= self.layout.len {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "instance id {id} out of range: the dataset has {} instances{}",
                 self.layout.len,
                 match self.files.as_slice() {

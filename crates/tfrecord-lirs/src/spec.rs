@@ -128,8 +128,8 @@ impl Iterator for TFRecordLIRS {
             if std::mem::replace(&mut self.misuse_reported, true) {
                 return None;
             }
-            return Some(Err(Error::InvalidArgument(
-                "TFRecordLIRS::next called before shuffle_order".into(),
+            return Some(Err(Error::invalid_argument(
+                "TFRecordLIRS::next called before shuffle_order",
             )));
         };
         order.next().map(|id| self.reader.read(id))

@@ -224,15 +224,11 @@ pub fn inspect_with(
     let opaque = padding == Padding::Opaque && table.is_some();
     // The scanner numbers instances by counting non-filler records; with an
     // authoritative table, an instance's id is its table position instead.
-    let renumber = |e: Error| match (e, table) {
-        (Error::Frame { mut at, frame }, Some((_, offsets))) if opaque => {
-            at.instance = at
-                .offset
-                .and_then(|o| offsets.binary_search(&o).ok())
-                .map(|i| i as u64);
-            Error::Frame { at, frame }
+    let renumber = |e: Error| match table {
+        Some((_, offsets)) if opaque => {
+            e.renumber_frame(|o| offsets.binary_search(&o).ok().map(|i| i as u64))
         }
-        (e, _) => e,
+        _ => e,
     };
     let mut scanner = RecordScanner::open(data)?;
     let mut last_report = 0u64;
@@ -502,10 +498,7 @@ pub(crate) fn check_table(
     let head_len = (layout.size as usize).min(HEADER_LEN);
     if io::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
         if let Some(kind) = format::compressed_head(&head[..head_len]) {
-            return Err(Error::Compressed {
-                at: crate::error::Location::new(data, None, Some(0)),
-                format: kind,
-            });
+            return Err(Error::compressed(data, kind));
         }
     }
     let n = layout.offsets.len();
@@ -582,10 +575,7 @@ pub(crate) fn check_table(
             Err(e) => {
                 if start == 0 {
                     if let Some(kind) = format::compressed_head(&header) {
-                        return Err(Error::Compressed {
-                            at: crate::error::Location::new(data, None, Some(0)),
-                            format: kind,
-                        });
+                        return Err(Error::compressed(data, kind));
                     }
                 }
                 return Err(Error::table(

@@ -110,7 +110,7 @@ impl<W: Write> TFRecordWriter<W> {
     /// with the filler magic, since readers would take it for padding.
     pub fn write_instance(&mut self, payload: &[u8]) -> Result<u64> {
         if format::is_filler(payload) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "{}: refusing to write an instance whose payload starts with the filler magic {:?} (readers would skip it as padding)",
                 self.name.display(),
                 String::from_utf8_lossy(FILLER_MAGIC)
@@ -134,7 +134,7 @@ impl<W: Write> TFRecordWriter<W> {
             return Ok(());
         }
         if !format::filler_fits(n) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "{}: padding of {n} bytes is impossible: a filler record takes at least {} bytes",
                 self.name.display(),
                 format::MIN_FILLER_LEN
@@ -371,7 +371,7 @@ impl PaddedWriter {
     /// best-fit see [`PadSummary::instance_of_input`]).
     pub fn write(&mut self, payload: &[u8]) -> Result<u64> {
         if format::is_filler(payload) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "{}: input {} starts with the filler magic \\x00LIRSPAD and cannot be an instance",
                 self.path.display(),
                 self.inputs
@@ -554,7 +554,7 @@ fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
         None
     };
     match clash {
-        Some((what, a, other, b)) => Err(Error::InvalidArgument(format!(
+        Some((what, a, other, b)) => Err(Error::invalid_argument(format!(
             "{what} {} is {other} {}: pad must not overwrite its input; choose another output path",
             a.display(),
             b.display()

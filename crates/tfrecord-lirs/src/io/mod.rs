@@ -211,7 +211,7 @@ impl std::str::FromStr for Backend {
             .into_iter()
             .find(|b| b.name() == s)
             .ok_or_else(|| {
-                Error::InvalidArgument(format!(
+                Error::invalid_argument(format!(
                     "unknown I/O backend {s:?}: use \"auto\", \"pread\", \"mmap\" or \"direct\""
                 ))
             })
@@ -260,8 +260,8 @@ pub fn open(
 
 /// The error for the memory-map backend chosen without its opt-in.
 pub(crate) fn mmap_needs_opt_in() -> Error {
-    Error::InvalidArgument(
-        "the mmap backend is an unsafe opt-in (a file changed or truncated while mapped is undefined behaviour or a SIGBUS): pass `unsafe { MmapOptIn::new() }` in ReaderOptions::mmap_opt_in, or use the \"auto\" backend, which maps files safely under a lease".into(),
+    Error::invalid_argument(
+        "the mmap backend is an unsafe opt-in (a file changed or truncated while mapped is undefined behaviour or a SIGBUS): pass `unsafe { MmapOptIn::new() }` in ReaderOptions::mmap_opt_in, or use the \"auto\" backend, which maps files safely under a lease",
     )
 }
 

@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::format::{self, FrameError, FOOTER_LEN, HEADER_LEN};
 
 /// Bytes between progress reports of whole-file scans.
@@ -69,10 +69,7 @@ impl Bad {
                 frame,
                 instance,
             } => Error::frame(path, instance.then_some(instances), offset, frame),
-            Bad::Compressed(format) => Error::Compressed {
-                at: Location::new(path, None, Some(0)),
-                format,
-            },
+            Bad::Compressed(format) => Error::compressed(path, format),
             Bad::Io(e) => Error::io(path, e),
         }
     }
@@ -252,8 +249,7 @@ mod tests {
             };
             if let Err(e) = format::decode_header(header) {
                 if let Some(format) = format::compressed_head(rest).filter(|_| at == 0) {
-                    let at = Location::new(path, None, Some(0));
-                    return Err(Error::Compressed { at, format }.to_string());
+                    return Err(Error::compressed(path, format).to_string());
                 }
                 return err(Some(instances), at, e);
             }

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use super::{check_header, check_record, truncated, Bad, ScannedRecord};
 use crate::compress::{self, Compression};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::format::{self, HEADER_LEN};
 use crate::io;
 
@@ -317,10 +317,12 @@ impl RecordScanner {
                 offset,
                 frame,
                 instance,
-            } => Error::Layout {
-                at: Location::new(&self.path, instance.then_some(self.instances), None),
-                reason: format!("at decompressed byte {offset} of the {name} stream: {frame}"),
-            },
+            } => Error::layout_in(
+                &self.path,
+                instance.then_some(self.instances),
+                None,
+                format!("at decompressed byte {offset} of the {name} stream: {frame}"),
+            ),
             Bad::Io(e) => Error::io(&self.path, self.stream_error(e)),
             compressed => compressed.into_error(&self.path, self.instances),
         }
