@@ -282,39 +282,32 @@ impl Error {
         }
     }
 
+    /// A table that does not fit its data file ([`ErrorKind::InvalidArgument`]).
     pub(crate) fn table(
         path: &Path,
         instance: Option<u64>,
         offset: Option<u64>,
         reason: impl Into<String>,
     ) -> Error {
+        let kind = ErrorKind::InvalidArgument;
         Error {
-            kind: ErrorKind::InvalidArgument,
-            at: Some(Location::new(path, instance, offset)),
-            detail: Detail::Reason(reason.into()),
+            kind,
+            ..Error::layout(path, instance, offset, reason)
         }
     }
 
+    /// A data file whose layout breaks a rule ([`ErrorKind::DataLoss`]), at `offset`
+    /// (`None` where the byte offset is unknown: inside a decompressed stream, whose
+    /// offsets are not file offsets).
     pub(crate) fn layout(
         path: &Path,
         instance: Option<u64>,
-        offset: u64,
-        reason: impl Into<String>,
-    ) -> Error {
-        Error::layout_in(path, instance, Some(offset), reason)
-    }
-
-    /// [`Error::layout`] where the byte offset may be unknown (inside a decompressed
-    /// stream, whose offsets are not file offsets).
-    pub(crate) fn layout_in(
-        path: &Path,
-        instance: Option<u64>,
-        offset: Option<u64>,
+        offset: impl Into<Option<u64>>,
         reason: impl Into<String>,
     ) -> Error {
         Error {
             kind: ErrorKind::DataLoss,
-            at: Some(Location::new(path, instance, offset)),
+            at: Some(Location::new(path, instance, offset.into())),
             detail: Detail::Reason(reason.into()),
         }
     }

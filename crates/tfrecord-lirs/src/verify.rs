@@ -178,6 +178,19 @@ impl Inspection {
     }
 }
 
+/// The page sizes of `candidates` whose first offence in `firsts` (one per candidate)
+/// is `None`, smallest first.
+fn clean_page_sizes<'a, T>(
+    candidates: &'a [PageSize],
+    firsts: &'a [Option<T>],
+) -> impl DoubleEndedIterator<Item = u64> + 'a {
+    candidates
+        .iter()
+        .zip(firsts)
+        .filter(|(_, first)| first.is_none())
+        .map(|(p, _)| p.get())
+}
+
 /// Every candidate page size, smallest first.
 fn candidate_page_sizes() -> impl Iterator<Item = PageSize> {
     (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
@@ -399,20 +412,10 @@ pub fn inspect_with(
         out.min_payload = 0;
     }
     if out.fillers > 0 && out.instances > 0 {
-        out.padded_page_sizes = candidates
-            .iter()
-            .zip(&violations)
-            .filter(|(_, first)| first.is_none())
-            .map(|(p, _)| p.get())
-            .collect();
+        out.padded_page_sizes = clean_page_sizes(&candidates, &violations).collect();
     }
     if out.fillers > 0 {
-        out.filler_page_size = candidates
-            .iter()
-            .zip(&misfit_fillers)
-            .filter(|(_, misfit)| misfit.is_none())
-            .map(|(p, _)| p.get())
-            .next_back();
+        out.filler_page_size = clean_page_sizes(&candidates, &misfit_fillers).next_back();
     }
     out.violations = violations;
     out.misfit_fillers = misfit_fillers;

@@ -178,23 +178,13 @@ impl LeasedMap {
             unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
             return None;
         };
-        // SAFETY: a fresh read-only shared mapping of `len` bytes of a file we hold open
-        // under a read lease; it is only read through `Entered` and unmapped once.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
+        // A shared mapping of a file we hold open under a read lease; it is only read
+        // through `Entered` and unmapped once.
+        let Ok(addr) = super::map_shared(&file, len) else {
             // SAFETY: releasing the lease we took above.
             unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
             return None;
-        }
+        };
         let map = Arc::new(LeasedMap {
             file,
             addr: addr as *const u8,

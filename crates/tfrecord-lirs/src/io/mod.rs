@@ -139,6 +139,30 @@ pub fn read_exact_at(src: &dyn ReadAt, buf: &mut [u8], offset: u64) -> io::Resul
     Ok(())
 }
 
+/// Maps the first `len` (> 0) bytes of `file` read-only and *shared* (`MAP_SHARED`:
+/// the page-cache pages themselves, so it sees every change to the file). The caller
+/// owns the mapping: it dereferences it only under its own `// SAFETY:` argument and
+/// unmaps it once.
+fn map_shared(file: &File, len: usize) -> io::Result<*mut libc::c_void> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a new mapping at an address the kernel picks, so it replaces nothing of
+    // ours; `file` is open for the duration of the call; nothing is dereferenced here.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(addr)
+}
+
 /// Alignment that the destination of a copy out of the page cache should share with
 /// the file offset it is read from: the kernel copies with `rep movsb`, which on some
 /// CPUs (measured on AMD EPYC) runs ~4.5x slower when source and destination differ

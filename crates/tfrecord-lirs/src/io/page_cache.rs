@@ -24,7 +24,6 @@ pub fn drop_from_page_cache(path: &Path) -> Result<()> {
 /// How many of `path`'s pages are in the page cache, and how many pages it has
 /// (`mincore(2)` over a temporary mapping).
 pub fn cached_pages(path: &Path) -> Result<(u64, u64)> {
-    use std::os::fd::AsRawFd;
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
     // SAFETY: sysconf has no preconditions.
@@ -33,23 +32,10 @@ pub fn cached_pages(path: &Path) -> Result<(u64, u64)> {
     if size == 0 {
         return Ok((0, 0));
     }
-    // SAFETY: a fresh read-only *shared* mapping (MAP_SHARED: it maps the page-cache
-    // pages mincore reports on) of `size` bytes of a file we hold open; it is only
-    // passed to mincore, never dereferenced (so a concurrent truncation cannot fault
-    // here), and unmapped below.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(Error::io(path, io::Error::last_os_error()));
-    }
+    // Shared, so it maps the page-cache pages mincore reports on; only passed to
+    // mincore, never dereferenced (so a concurrent truncation cannot fault here), and
+    // unmapped below.
+    let addr = super::map_shared(&file, size).map_err(|e| Error::io(path, e))?;
     let mut vec = vec![0u8; pages];
     // SAFETY: `addr` is a live mapping of `size` bytes and `vec` holds one byte per page.
     let rc = unsafe { libc::mincore(addr, size, vec.as_mut_ptr()) };

@@ -317,7 +317,7 @@ impl RecordScanner {
                 offset,
                 frame,
                 instance,
-            } => Error::layout_in(
+            } => Error::layout(
                 &self.path,
                 instance.then_some(self.instances),
                 None,
