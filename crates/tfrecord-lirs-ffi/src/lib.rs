@@ -370,11 +370,20 @@ fn open_reader(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Box<LirsRead
         status,
         guard("open_reader", || {
             let pairs = rules::file_pairs(spec)?;
+            let backend = rules::parse_backend(&spec.backend)?;
+            let mmap_opt_in = (backend == core::Backend::Mmap).then(|| {
+                // SAFETY: the user chose backend="mmap" by name; the Python (`backend=`)
+                // and op (`backend` attr) documentation state its hazard (no file may be
+                // written or truncated while it is mapped), which the caller thereby
+                // accepts.
+                unsafe { core::MmapOptIn::new() }
+            });
             let options = core::ReaderOptions {
                 page_size: spec.page_size,
                 verify_payload_crc: spec.verify_payload_crc,
-                backend: rules::parse_backend(&spec.backend)?,
+                backend,
                 trust_table: spec.trust_table,
+                mmap_opt_in,
             };
             let reader = core::Reader::open(&pairs, &options)?;
             Ok(Box::new(LirsReader {
@@ -688,6 +697,6 @@ mod tests {
         assert_eq!(st.code, ErrorCode::InvalidArgument);
         assert!(st
             .message
-            .contains("shard_index (2) must be < num_shards (2)"));
+            .contains("shard_index must be in [0, num_shards)"));
     }
 }

@@ -3,8 +3,9 @@
 //! syntax, and the fetch settings of a LIRSDataset. The kernels reach them through the
 //! cxx bridge, Python through the C ABI ([`crate::c_api`]); neither repeats them.
 //!
-//! Where the core crate grows its own parsers (`Backend: FromStr`, option validation),
-//! these become thin calls into it.
+//! The option rules themselves are the core's ([`core::options`]); this module adds
+//! what only the foreign callers need: TensorFlow's signed integers, the default table
+//! of each file, the fit syntax of the Python API and the LIRSDataset fetch defaults.
 
 use std::path::PathBuf;
 
@@ -12,24 +13,16 @@ use tfrecord_lirs as core;
 
 use crate::{path_of, FetchSpec, FfiError, FfiResult, ReaderSpec};
 
-/// The I/O backend named `name`: "auto", "pread", "mmap" or "direct" (exactly).
+/// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
-    match name {
-        "auto" => Ok(core::Backend::Auto),
-        "pread" => Ok(core::Backend::Pread),
-        "mmap" => Ok(core::Backend::Mmap),
-        "direct" => Ok(core::Backend::Direct),
-        other => Err(FfiError::invalid(format!(
-            "backend must be \"auto\", \"pread\", \"mmap\" or \"direct\", got {other:?}"
-        ))),
-    }
+    Ok(core::options::backend(name)?)
 }
 
 /// Checks `num_shards` and `shard_index` as a caller gives them (either may be unknown
 /// yet, e.g. a tensor Python cannot see into); returns them as the core's u64 pair
 /// (an unknown one as 1 shard / index 0).
 pub fn check_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> FfiResult<(u64, u64)> {
-    if let Some(n) = num_shards.filter(|&n| n < 1) {
+    if let Some(n) = num_shards.filter(|&n| n < 0) {
         return Err(FfiError::invalid(format!(
             "num_shards must be >= 1, got {n}"
         )));
@@ -39,26 +32,18 @@ pub fn check_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> FfiResu
             "shard_index must be >= 0, got {i}"
         )));
     }
-    // Both non-negative now.
+    // Both non-negative now: the rule is the core's (an unknown index checks as 0).
     let n = num_shards.map_or(1, |n| n.unsigned_abs());
     let i = shard_index.map_or(0, |i| i.unsigned_abs());
-    if num_shards.is_some() && shard_index.is_some() {
+    if num_shards.is_some() {
         check_shard_u64(n, i)?;
     }
     Ok((n, i))
 }
 
-/// [`check_shard`] of a known u64 pair.
+/// [`core::options::shard`].
 pub fn check_shard_u64(num_shards: u64, shard_index: u64) -> FfiResult<()> {
-    if num_shards == 0 {
-        return Err(FfiError::invalid("num_shards must be >= 1, got 0"));
-    }
-    if shard_index >= num_shards {
-        return Err(FfiError::invalid(format!(
-            "shard_index ({shard_index}) must be < num_shards ({num_shards})"
-        )));
-    }
-    Ok(())
+    Ok(core::options::shard(num_shards, shard_index)?)
 }
 
 /// The offset table of `data` when none is given (the core's convention).
@@ -134,14 +119,9 @@ pub fn dataset_fetch_spec(
     })
 }
 
-/// The best-fit window of `fit: "best"`, in records (the CLI's default too).
-pub const DEFAULT_BEST_FIT_WINDOW: usize = match core::Fit::BEST {
-    core::Fit::Best { window } => window,
-    core::Fit::Next => 0,
-};
-
-/// The placement policy named `fit`: "next", "best" (the default window) or
-/// `"best:<window>"` (a window of at least 1 record).
+/// The placement policy named `fit`: "next", "best" (the core's default window,
+/// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
+/// [`core::options::best_fit_window`]).
 pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
     let bad = || {
         FfiError::invalid(format!(
@@ -154,10 +134,9 @@ pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
         _ => {
             let window = fit
                 .strip_prefix("best:")
-                .and_then(|w| w.parse::<usize>().ok())
-                .filter(|&w| w > 0)
+                .and_then(|w| w.parse::<u64>().ok())
                 .ok_or_else(bad)?;
-            Ok(core::Fit::Best { window })
+            Ok(core::options::best_fit_window(window)?)
         }
     }
 }
@@ -178,7 +157,7 @@ mod tests {
         }
         for bad in ["", "MMAP", "io_uring"] {
             let e = parse_backend(bad).unwrap_err();
-            assert!(e.message.starts_with("backend must be"), "{e}");
+            assert!(e.message.starts_with("unknown I/O backend"), "{e}");
         }
     }
 
@@ -188,10 +167,18 @@ mod tests {
         assert_eq!(check_shard(Some(3), None).unwrap(), (3, 0));
         assert_eq!(check_shard(None, Some(4)).unwrap(), (1, 4));
         for (n, i, want) in [
-            (Some(0), Some(0), "num_shards must be >= 1, got 0"),
+            (
+                Some(0),
+                Some(0),
+                "shard_index must be in [0, num_shards), got shard_index=0 num_shards=0",
+            ),
             (Some(-2), None, "num_shards must be >= 1, got -2"),
             (None, Some(-1), "shard_index must be >= 0, got -1"),
-            (Some(2), Some(2), "shard_index (2) must be < num_shards (2)"),
+            (
+                Some(2),
+                Some(2),
+                "shard_index must be in [0, num_shards), got shard_index=2 num_shards=2",
+            ),
         ] {
             assert_eq!(check_shard(n, i).unwrap_err().message, want);
         }
@@ -207,7 +194,6 @@ mod tests {
         for bad in ["", "worst", "best:", "best:0", "best:-1", "best:x"] {
             assert!(parse_fit(bad).unwrap_err().message.contains("fit"), "{bad}");
         }
-        assert_eq!(DEFAULT_BEST_FIT_WINDOW, 1024);
     }
 
     #[test]

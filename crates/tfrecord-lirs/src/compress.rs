@@ -82,7 +82,7 @@ impl FromStr for Compression {
             "none" => Ok(Compression::None),
             "gzip" => Ok(Compression::Gzip),
             "zlib" => Ok(Compression::Zlib),
-            _ => Err(Error::InvalidArgument(format!(
+            _ => Err(Error::invalid_argument(format!(
                 "unknown compression {s:?}: use \"auto\", \"none\", \"gzip\" or \"zlib\""
             ))),
         }
