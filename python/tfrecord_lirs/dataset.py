@@ -8,7 +8,7 @@ from tensorflow.python.data.util import random_seed
 from tensorflow.python.ops import gen_dataset_ops
 
 from tfrecord_lirs import _native
-from tfrecord_lirs.io import _check_backend, _check_page_size, _string_vector
+from tfrecord_lirs.io import _check_page_size, _string_vector
 
 
 def _static_int(value):
@@ -67,13 +67,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
                  *, page_size=4096, batch_size=None, drop_remainder=False,
                  num_parallel_reads=None, backend="auto", trust_table=False):
-        n, i = _static_int(num_shards), _static_int(shard_index)
-        if n is not None and n < 1:
-            raise ValueError(f"num_shards must be >= 1, got {n}")
-        if i is not None and i < 0:
-            raise ValueError(f"shard_index must be >= 0, got {i}")
-        if n is not None and i is not None and i >= n:
-            raise ValueError(f"shard_index ({i}) must be < num_shards ({n})")
+        _native.check_shard(_static_int(num_shards), _static_int(shard_index))
         _check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int) or batch_size < 1):
@@ -84,7 +78,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
               or num_parallel_reads < 1):
             raise ValueError("num_parallel_reads must be a positive int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
-        _check_backend(backend)
+        _native.check_backend(backend)
         self._batch_size = batch_size
         self._drop_remainder = bool(drop_remainder)
         if isinstance(filenames, (str, bytes, os.PathLike)):
