@@ -169,6 +169,9 @@ pub(crate) fn check_output_path(data: &Path, out: &Path, what: &str) -> Result<(
     Ok(())
 }
 
+/// The buffer of [`write_atomically`]'s writer (a multiple of `io::COPY_ALIGN`).
+const TABLE_WRITE_BUFFER: usize = 1 << 20;
+
 /// Writes a file atomically: a temporary file in the same directory, renamed over
 /// `path` only once complete, so a crash never leaves a partial file under `path`.
 /// With `sync`, the file is fsynced before the rename and its directory after it, so
@@ -180,7 +183,7 @@ pub(crate) fn write_atomically(
 ) -> Result<()> {
     let tmp = temp_file_beside(path)?;
     {
-        let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
+        let mut w = BufWriter::with_capacity(TABLE_WRITE_BUFFER, tmp.as_file());
         fill(&mut w)
             .and_then(|_| w.flush())
             .map_err(|e| Error::io(path, e))?;
@@ -199,14 +202,23 @@ pub(crate) fn write_atomically(
 /// renamed over `path` once complete, so never a partial table under `path`. With `sync`, the table and its directory are
 /// fsynced, so it is durable once this returns.
 pub fn write_table(path: &Path, offsets: &[u64], sync: bool) -> Result<()> {
-    // Encoded where the copy into the page cache (file offset 0) is cache-line aligned,
-    // which on some CPUs is several times faster (see `io::COPY_ALIGN`).
-    let len = offsets.len() * 8;
-    let mut buf = vec![0u8; len + crate::io::COPY_ALIGN];
+    // Encoded a piece at a time into one reused buffer: a buffer for the whole table
+    // would be fresh memory, one page fault per 4 KiB of it (measured: ~10 ms of
+    // `index`'s serial tail for 2 M entries). Pieces are no smaller than the writer's
+    // buffer, so they go to the file directly, and each starts at a multiple of
+    // `io::COPY_ALIGN` in the file, encoded where the copy into the page cache is
+    // cache-line aligned, which on some CPUs is several times faster.
+    const PIECE: usize = TABLE_WRITE_BUFFER / 8;
+    let mut buf = vec![0u8; PIECE.min(offsets.len()) * 8 + crate::io::COPY_ALIGN];
     let at = crate::io::copy_pad(buf.as_ptr() as usize, 0);
-    let bytes = &mut buf[at..at + len];
-    LittleEndian::write_u64_into(offsets, bytes);
-    write_atomically(path, sync, |w| w.write_all(bytes))
+    write_atomically(path, sync, |w| {
+        for entries in offsets.chunks(PIECE) {
+            let bytes = &mut buf[at..at + entries.len() * 8];
+            LittleEndian::write_u64_into(entries, bytes);
+            w.write_all(bytes)?;
+        }
+        Ok(())
+    })
 }
 
 /// Builds an offset table while a file is written (spec §3 and §4).
