@@ -164,6 +164,7 @@ mod parallel;
 mod sequential;
 
 pub use parallel::scan_offsets;
+pub(crate) use parallel::scan_offsets_to;
 pub use sequential::RecordScanner;
 
 #[cfg(test)]
