@@ -497,4 +497,42 @@ mod tests {
         assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
         assert_eq!(seen.last(), Some(&(bytes.len() as u64)));
     }
+
+    #[test]
+    fn a_streamed_table_is_the_written_one_and_a_failed_scan_keeps_the_old() {
+        // `index` writes the offsets to the table file while the scan goes on: the
+        // file is the one `write_table` writes from `scan_offsets`, and a scan that
+        // fails after many chunks were written leaves the previous table as it was.
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d");
+        let mut bytes = Vec::new();
+        let mut starts = Vec::new();
+        for i in 0..8000usize {
+            starts.push(bytes.len());
+            format::encode_record(&vec![(i % 251) as u8; 200 + i % 200], &mut bytes);
+        }
+        assert!(bytes.len() > 8 * SCAN_CHUNK);
+        std::fs::write(&data, &bytes).unwrap();
+        let table = dir.path().join("d.offsets");
+        assert_eq!(crate::build_offset_table(&data, &table).unwrap(), 8000);
+        let expected = dir.path().join("expected");
+        crate::write_table(&expected, &scan_offsets(&data, |_| {}).unwrap(), false).unwrap();
+        let written = std::fs::read(&table).unwrap();
+        assert_eq!(written, std::fs::read(&expected).unwrap());
+        std::fs::remove_file(&expected).unwrap();
+
+        let bad = 7000;
+        bytes[starts[bad] + HEADER_LEN + 5] ^= 1;
+        std::fs::write(&data, &bytes).unwrap();
+        let err = crate::build_offset_table(&data, &table).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::DataLoss, "{err}");
+        assert_eq!(err.instance(), Some(bad as u64), "{err}");
+        assert_eq!(err.offset(), Some(starts[bad] as u64), "{err}");
+        assert_eq!(std::fs::read(&table).unwrap(), written);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
 }
