@@ -192,6 +192,8 @@ pub fn export_text_index(data: &Path, out: &Path, sync: bool) -> Result<u64> {
     check_output_path(data, out, "index")?;
     let records = instance_records(data)?;
     let text = encode_text_index(records.iter().copied());
-    write_atomically(out, sync, |w| w.write_all(text.as_bytes()))?;
+    write_atomically(out, sync, |w| {
+        w.write_all(text.as_bytes()).map_err(|e| Error::io(out, e))
+    })?;
     Ok(records.len() as u64)
 }

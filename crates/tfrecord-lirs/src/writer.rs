@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::format::{self, PageSize, FILLER_MAGIC};
 use crate::table::{
     check_table_path, default_table_path, same_file, sync_parent_dir, temp_file_beside,
-    write_table, OffsetTableBuilder,
+    write_table, write_table_with, OffsetTableBuilder,
 };
 
 /// One thing to write (spec: "instance or padding").
@@ -586,7 +586,10 @@ pub fn build_offset_table_with(
     progress: impl FnMut(u64),
 ) -> Result<u64> {
     check_table_path(data, table)?;
-    let offsets = crate::scan::scan_offsets(data, progress)?;
-    write_table(table, &offsets, sync)?;
-    Ok(offsets.len() as u64)
+    // The offsets go to the table file as the scan puts them in order (no table held
+    // in memory, no write of it all after the scan); the file is renamed over `table`
+    // only once the scan has succeeded.
+    write_table_with(table, sync, |add| {
+        crate::scan::scan_offsets_to(data, progress, add)
+    })
 }

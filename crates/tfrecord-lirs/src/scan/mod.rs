@@ -164,6 +164,7 @@ mod parallel;
 mod sequential;
 
 pub use parallel::scan_offsets;
+pub(crate) use parallel::scan_offsets_to;
 pub use sequential::RecordScanner;
 
 #[cfg(test)]
@@ -313,6 +314,17 @@ mod tests {
     }
 
     /// Records of many sizes (empty to several chunks long) and fillers.
+    /// `n` records with payloads `payload(i)`, and their offsets.
+    fn records(n: usize, payload: impl Fn(usize) -> Vec<u8>) -> (Vec<u8>, Vec<u64>) {
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::with_capacity(n);
+        for i in 0..n {
+            offsets.push(bytes.len() as u64);
+            format::encode_record(&payload(i), &mut bytes);
+        }
+        (bytes, offsets)
+    }
+
     fn varied_file(path: &Path) -> Vec<u64> {
         let mut bytes = Vec::new();
         let mut offsets = Vec::new();
@@ -407,12 +419,7 @@ mod tests {
     fn truncation_during_a_mapped_scan_is_clean() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d");
-        let mut bytes = Vec::new();
-        let mut full = Vec::new();
-        for i in 0..40_000usize {
-            full.push(bytes.len() as u64);
-            format::encode_record(&vec![(i % 200) as u8 + 1; 50 + i % 300], &mut bytes);
-        }
+        let (bytes, full) = records(40_000, |i| vec![(i % 200) as u8 + 1; 50 + i % 300]);
         for delay_us in [0u64, 200, 1000, 3000, 10_000] {
             std::fs::write(&path, &bytes).unwrap();
             let cut = path.clone();
@@ -495,5 +502,38 @@ mod tests {
         assert!(seen.len() >= 3, "{seen:?}");
         assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
         assert_eq!(seen.last(), Some(&(bytes.len() as u64)));
+    }
+
+    #[test]
+    fn a_streamed_table_is_the_written_one_and_a_failed_scan_keeps_the_old() {
+        // `index` writes the offsets to the table file while the scan goes on: the
+        // file is the one `write_table` writes from `scan_offsets`, and a scan that
+        // fails after many chunks were written leaves the previous table as it was.
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d");
+        let (mut bytes, starts) = records(8000, |i| vec![(i % 251) as u8; 200 + i % 200]);
+        assert!(bytes.len() > 8 * SCAN_CHUNK);
+        std::fs::write(&data, &bytes).unwrap();
+        let table = dir.path().join("d.offsets");
+        assert_eq!(crate::build_offset_table(&data, &table).unwrap(), 8000);
+        let expected = dir.path().join("expected");
+        crate::write_table(&expected, &scan_offsets(&data, |_| {}).unwrap(), false).unwrap();
+        let written = std::fs::read(&table).unwrap();
+        assert_eq!(written, std::fs::read(&expected).unwrap());
+        std::fs::remove_file(&expected).unwrap();
+
+        let bad = 7000;
+        bytes[starts[bad] as usize + HEADER_LEN + 5] ^= 1;
+        std::fs::write(&data, &bytes).unwrap();
+        let err = crate::build_offset_table(&data, &table).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::DataLoss, "{err}");
+        assert_eq!(err.instance(), Some(bad as u64), "{err}");
+        assert_eq!(err.offset(), Some(starts[bad]), "{err}");
+        assert_eq!(std::fs::read(&table).unwrap(), written);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 }

@@ -39,6 +39,20 @@ pub fn scan_offsets(data: &Path, progress: impl FnMut(u64)) -> Result<Vec<u64>> 
     scan_offsets_with(data, SCAN_CHUNK, threads, progress)
 }
 
+/// [`scan_offsets`] handing the offsets to `sink` in file order, a chunk's at a time,
+/// while the scan goes on (`index` writes them to the table file as they come, instead
+/// of collecting them first). Returns the instance count. On an error the sink has
+/// had the offsets before the bad record (or some of them), and the scan stops at the
+/// sink's first error.
+pub(crate) fn scan_offsets_to(
+    data: &Path,
+    progress: impl FnMut(u64),
+    sink: impl FnMut(&[u64]) -> Result<()>,
+) -> Result<u64> {
+    let threads = crate::pool::threads_up_to(MAX_SCAN_THREADS);
+    scan_offsets_to_with(data, SCAN_CHUNK, threads, progress, sink)
+}
+
 /// How far the walk from record to record has got: chunk `chunk` is the next to walk
 /// and its first record starts at file offset `start`. Chunks after `stop_after` will
 /// not be walked: an earlier chunk failed or the file ended early.
@@ -345,8 +359,24 @@ pub(super) fn scan_offsets_with(
     data: &Path,
     chunk: usize,
     threads: usize,
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(u64),
 ) -> Result<Vec<u64>> {
+    let mut offsets = Vec::new();
+    scan_offsets_to_with(data, chunk, threads, progress, |some| {
+        offsets.extend_from_slice(some);
+        Ok(())
+    })?;
+    Ok(offsets)
+}
+
+/// [`scan_offsets_to`] with `chunk` bytes per chunk and at most `threads` threads.
+fn scan_offsets_to_with(
+    data: &Path,
+    chunk: usize,
+    threads: usize,
+    mut progress: impl FnMut(u64),
+    mut sink: impl FnMut(&[u64]) -> Result<()>,
+) -> Result<u64> {
     let src = File::open(data).map_err(|e| Error::io(data, e))?;
     let file_size = src.metadata().map_err(|e| Error::io(data, e))?.len();
     let chunk = chunk.max(1);
@@ -372,7 +402,9 @@ pub(super) fn scan_offsets_with(
         path: data,
         chunk: chunk as u64,
         file_size,
-        offsets: Vec::new(),
+        sink: &mut sink,
+        count: 0,
+        first: None,
         waiting: BTreeMap::new(),
         next: 0,
         end: None,
@@ -401,18 +433,21 @@ pub(super) fn scan_offsets_with(
             for done in done_rx.try_iter() {
                 merge.add(done, &mut progress);
             }
+            if merge.end.as_ref().is_some_and(Result::is_err) {
+                scan.stop_after(0);
+            }
         });
         // The helpers' last chunks; the channel closes when they are all done.
         for done in done_rx.iter() {
             merge.add(done, &mut progress);
         }
     });
-    let offsets = match merge.end {
-        Some(Ok(())) => merge.offsets,
+    match merge.end {
+        Some(Ok(())) => {}
         Some(Err(e)) => return Err(e),
         // Every chunk up to the first bad one or the end comes back; anything else is
         // a bug, reported rather than turned into a short table.
-        None if merge.next >= chunks => merge.offsets,
+        None if merge.next >= chunks => {}
         None => {
             return Err(Error::io(
                 data,
@@ -422,17 +457,22 @@ pub(super) fn scan_offsets_with(
     };
     // The reader and `verify` refuse a table whose instance 0 is not at byte 0: refuse
     // to write one.
-    super::check_first_instance(data, offsets.first().copied(), file_size)?;
+    super::check_first_instance(data, merge.first, file_size)?;
     progress(file_size);
-    Ok(offsets)
+    Ok(merge.count)
 }
 
-/// Puts chunk results back in file order as they come.
+/// Puts chunk results back in file order as they come, and hands their offsets on.
 struct Merge<'a> {
     path: &'a Path,
     chunk: u64,
     file_size: u64,
-    offsets: Vec<u64>,
+    /// Takes the offsets in file order.
+    sink: &'a mut dyn FnMut(&[u64]) -> Result<()>,
+    /// Offsets handed to the sink so far.
+    count: u64,
+    /// The first of them.
+    first: Option<u64>,
     /// Results that came before an earlier chunk's.
     waiting: BTreeMap<usize, ChunkDone>,
     /// The next chunk in file order.
@@ -449,10 +489,16 @@ impl Merge<'_> {
         }
         self.waiting.insert(done.chunk, done);
         while let Some(done) = self.waiting.remove(&self.next) {
-            self.offsets.extend_from_slice(&done.offsets);
+            if let Err(e) = (self.sink)(&done.offsets) {
+                self.end = Some(Err(e));
+                self.waiting.clear();
+                return;
+            }
+            self.first = self.first.or(done.offsets.first().copied());
+            self.count += done.offsets.len() as u64;
             self.next += 1;
             if let Some(bad) = done.bad {
-                let e = bad.into_error(self.path, self.offsets.len() as u64);
+                let e = bad.into_error(self.path, self.count);
                 self.end = Some(Err(e));
             } else if done.last {
                 self.end = Some(Ok(()));
