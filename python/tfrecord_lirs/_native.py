@@ -126,10 +126,11 @@ class _CApi(ctypes.Structure):
         ("check_fit", _fn(_status, _str, *_err)),
         ("check_shard", _fn(_status, _i64p, _i64p, *_err)),
         ("default_table_path", _fn(ctypes.c_size_t, _str, ctypes.c_char_p, ctypes.c_size_t)),
+        ("check_page_size", _fn(_status, ctypes.c_int64, *_err)),
     ]
 
 
-_C_API_VERSION = 1
+_C_API_VERSION = 2
 lib.lirs_c_api.restype = ctypes.POINTER(_CApi)
 api = lib.lirs_c_api().contents
 if api.version != _C_API_VERSION:
@@ -183,6 +184,16 @@ def check_backend(backend):
 def check_fit(fit):
     check(api.check_fit, text(fit, "fit"))
     return fit
+
+
+def check_page_size(page_size):
+    """ValueError (with the core's text) unless `page_size` is a valid page size."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise ValueError(f"page_size must be an int, got {page_size!r}")
+    if not -(1 << 63) <= page_size < (1 << 63):
+        raise ValueError(f"page_size out of range: {page_size}")
+    check(api.check_page_size, page_size)
+    return page_size
 
 
 def check_shard(num_shards, shard_index):

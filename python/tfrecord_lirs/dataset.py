@@ -8,7 +8,7 @@ from tensorflow.python.data.util import random_seed
 from tensorflow.python.ops import gen_dataset_ops
 
 from tfrecord_lirs import _native
-from tfrecord_lirs.io import _check_page_size, _string_vector
+from tfrecord_lirs.io import _string_vector
 
 
 def _static_int(value):
@@ -68,7 +68,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  *, page_size=4096, batch_size=None, drop_remainder=False,
                  num_parallel_reads=None, backend="auto", trust_table=False):
         _native.check_shard(_static_int(num_shards), _static_int(shard_index))
-        _check_page_size(page_size)
+        _native.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")

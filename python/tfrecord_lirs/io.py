@@ -11,9 +11,6 @@ from tfrecord_lirs import _native
 PadSummary = collections.namedtuple(
     "PadSummary", ["instances", "pages", "filler_bytes", "data_bytes"])
 
-_MIN_PAGE = 512
-_MAX_PAGE = 16 << 20
-
 
 def default_table_path(path):
     """`<path>.offsets`, the offset table used when none is given (a str, also
@@ -21,19 +18,11 @@ def default_table_path(path):
     return _native.default_table_path(path)
 
 
-def _check_page_size(page_size):
-    if isinstance(page_size, bool) or not isinstance(page_size, int):
-        raise ValueError(f"page_size must be an int, got {page_size!r}")
-    if page_size < _MIN_PAGE or page_size > _MAX_PAGE or page_size & (page_size - 1):
-        raise ValueError(
-            f"page_size must be a power of two between {_MIN_PAGE} and {_MAX_PAGE} bytes, "
-            f"got {page_size}")
-    return page_size
 
 
 def _pad_spec(page_size, fit, compression=None, trust_table=False):
     """The C ABI's PadSpec; ValueError for a bad page size or fit."""
-    _check_page_size(page_size)
+    _native.check_page_size(page_size)
     _native.check_fit(fit)
     return _native.PadSpec(page_size=page_size, fit=fit.encode("utf-8"),
                            compression=(compression or "").encode("utf-8"),
@@ -182,7 +171,7 @@ def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="auto",
     once per batch does not re-read the offset tables. Usable in Dataset.map,
     and such pipelines can be checkpointed.
     """
-    _check_page_size(page_size)
+    _native.check_page_size(page_size)
     _native.check_backend(backend)
     files = _string_vector(filenames, "filenames")
     tables = (tf.constant([], dtype=tf.string) if offset_tables is None

@@ -23,7 +23,7 @@ use crate::{guard, guard_poisoning, path_of, rules, ErrorCode, FfiError, FfiResu
 
 /// The layout version of [`CApi`]; raise it with any change to the table or to a
 /// function's signature (Python refuses a table of another version).
-pub const C_API_VERSION: u32 = 1;
+pub const C_API_VERSION: u32 = 2;
 
 /// Every function of the C ABI, in this order (Python mirrors it).
 #[repr(C)]
@@ -57,6 +57,7 @@ pub struct CApi {
     pub check_fit: unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> i32,
     pub check_shard: unsafe extern "C" fn(*const i64, *const i64, *mut c_char, usize) -> i32,
     pub default_table_path: unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> usize,
+    pub check_page_size: unsafe extern "C" fn(i64, *mut c_char, usize) -> i32,
 }
 
 static C_API: CApi = CApi {
@@ -72,6 +73,7 @@ static C_API: CApi = CApi {
     check_fit: lirs_check_fit,
     check_shard: lirs_check_shard,
     default_table_path: lirs_default_table_path,
+    check_page_size: lirs_check_page_size,
 };
 
 /// The table of the C ABI (static; never freed).
@@ -482,6 +484,22 @@ pub unsafe extern "C" fn lirs_check_shard(
         // SAFETY: by this function's contract.
         let (n, i) = unsafe { (num_shards.as_ref().copied(), shard_index.as_ref().copied()) };
         rules::check_shard(n, i).map(drop)
+    });
+    // SAFETY: by this function's contract.
+    unsafe { finish(result, err, err_len) }
+}
+
+/// Checks a page size (see [`rules::check_page_size`]).
+///
+/// # Safety
+/// `err` holds `err_len` bytes (or is NULL).
+pub unsafe extern "C" fn lirs_check_page_size(
+    page_size: i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
+    let result = guard("check_page_size", || {
+        rules::check_page_size(page_size).map(drop)
     });
     // SAFETY: by this function's contract.
     unsafe { finish(result, err, err_len) }

@@ -41,6 +41,23 @@ pub fn check_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> FfiResu
     Ok((n, i))
 }
 
+/// Checks a page size as a caller gives it (the signed `page_size` argument of Python
+/// and the op): the core's rule ([`core::options::page_size`]), worded with the
+/// argument's name.
+pub fn check_page_size(page_size: i64) -> FfiResult<u64> {
+    u64::try_from(page_size)
+        .ok()
+        .and_then(|bytes| core::options::page_size(bytes).ok())
+        .map(core::PageSize::get)
+        .ok_or_else(|| {
+            FfiError::invalid(format!(
+                "page_size must be a power of two from {} to {} bytes, got {page_size}",
+                core::format::MIN_PAGE_SIZE,
+                core::format::MAX_PAGE_SIZE
+            ))
+        })
+}
+
 /// [`core::options::shard`].
 pub fn check_shard_u64(num_shards: u64, shard_index: u64) -> FfiResult<()> {
     Ok(core::options::shard(num_shards, shard_index)?)
@@ -144,6 +161,21 @@ pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_sizes() {
+        for ok in [512, 4096, 65536, 16 << 20] {
+            assert_eq!(check_page_size(ok).unwrap(), ok as u64);
+        }
+        for bad in [0, -4096, 100, 1000, 256, 32 << 20, i64::MIN] {
+            let message = check_page_size(bad).unwrap_err().to_string();
+            assert!(
+                message.contains("page_size must be a power of two from 512 to 16777216")
+                    && message.contains(&bad.to_string()),
+                "{message}"
+            );
+        }
+    }
 
     #[test]
     fn backends() {

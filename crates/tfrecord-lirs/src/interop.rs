@@ -66,16 +66,11 @@ pub fn offsets_from_text_index(
         let position = scanner.position();
         let expected: Option<TextIndexEntry> = next.peek().copied().copied();
         if let Some(e) = expected.filter(|e| e.offset < position) {
-            return Err(misfit(
+            return Err(no_record_at(
                 index,
-                e.line,
                 data,
-                None,
-                e.offset,
-                format!(
-                    "the index lists a record at byte {}, but no record of the file starts there: the record at byte {previous} runs to byte {position} (or the entries are out of file order)",
-                    e.offset
-                ),
+                e,
+                format!("no record of the file starts there: the record at byte {previous} runs to byte {position} (or the entries are out of file order)"),
             ));
         }
         let listed = expected.filter(|e| e.offset == position);
@@ -137,21 +132,31 @@ pub fn offsets_from_text_index(
         }
     }
     if let Some(e) = next.next() {
-        return Err(misfit(
+        return Err(no_record_at(
             index,
-            e.line,
             data,
-            None,
-            e.offset,
+            *e,
             format!(
-                "the index lists a record at byte {}, but the file ends at byte {} with no record starting there",
-                e.offset,
+                "the file ends at byte {} with no record starting there",
                 scanner.file_size()
             ),
         ));
     }
     check_first_instance(data, offsets.first().copied(), scanner.file_size())?;
     Ok(offsets)
+}
+
+/// Entry `e` names byte `e.offset` of `data`, where no record starts: `why` says what
+/// the file has instead.
+fn no_record_at(index: &Path, data: &Path, e: TextIndexEntry, why: String) -> Error {
+    misfit(
+        index,
+        e.line,
+        data,
+        None,
+        e.offset,
+        format!("the index lists a record at byte {}, but {why}", e.offset),
+    )
 }
 
 /// Builds the offset table of `data` at `table` from a text index (see
