@@ -35,6 +35,8 @@ use tfrecord_lirs as core;
 
 #[cfg(feature = "fault-injection")]
 pub mod fault_injection;
+#[cfg(feature = "tensorflow")]
+pub mod tf_fs;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
 mod ffi {
@@ -218,6 +220,9 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
     match catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         fault_injection::panic_if_armed(point);
+        // URLs are read through TensorFlow's file systems (op library builds only).
+        #[cfg(feature = "tensorflow")]
+        tf_fs::install();
         f()
     })) {
         Ok(r) => Ok(r),

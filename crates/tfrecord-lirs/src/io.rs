@@ -395,7 +395,11 @@ impl ReadAt for AutoFile {
 
 /// Opens `path` with `backend`; `records` (the table's length) lets [`Backend::Auto`]
 /// decide whether mapping pays.
+/// A URL (see [`crate::remote`]) is opened through the registered file system.
 pub fn open_with_records(path: &Path, backend: Backend, records: u64) -> Result<Box<dyn ReadAt>> {
+    if let Some(src) = crate::remote::open_if_url(path)? {
+        return Ok(src);
+    }
     Ok(match backend {
         Backend::Auto => Box::new(AutoFile::open(path, records)?),
         other => open(path, other)?,
@@ -403,7 +407,11 @@ pub fn open_with_records(path: &Path, backend: Backend, records: u64) -> Result<
 }
 
 /// Opens `path` with `backend` (for [`Backend::Auto`], as if its records were small).
+/// A URL (see [`crate::remote`]) is opened through the registered file system.
 pub fn open(path: &Path, backend: Backend) -> Result<Box<dyn ReadAt>> {
+    if let Some(src) = crate::remote::open_if_url(path)? {
+        return Ok(src);
+    }
     Ok(match backend {
         Backend::Auto => Box::new(AutoFile::open(path, 1)?),
         Backend::Pread => Box::new(PreadFile::open(path)?),

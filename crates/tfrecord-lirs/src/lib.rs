@@ -13,6 +13,8 @@
 //! * [`text_index`], [`build_offset_table_from_text_index`], [`export_text_index`]:
 //!   the text indexes of NVIDIA DALI and the `tfrecord` Python package, read (checked
 //!   against the file) and written.
+//! * [`remote`]: files named by URLs (`gs://`, `ram://`, …), read through a file
+//!   system the embedding program registers (the TensorFlow op registers TensorFlow's).
 //! * [`Reader`], [`TFRecordLIRS`]: random access, epoch orders (instance-based or
 //!   page-aware, sharded, version-stable), I/O statistics.
 //!
@@ -47,6 +49,7 @@ pub mod io;
 mod leased;
 mod order;
 mod reader;
+pub mod remote;
 mod scan;
 mod table;
 pub mod text_index;

@@ -326,9 +326,10 @@ impl Reader {
         let mut first_id = 0u64;
         for (data, table_path) in files {
             // The data file is opened first, so that a missing one is reported as such.
+            crate::remote::check_backend(data, options.backend)?;
             let mut src = io::open(data, options.backend.without_map())?;
             let offsets = read_table_for(data, table_path)?;
-            if options.backend != options.backend.without_map() {
+            if options.backend != options.backend.without_map() && !crate::remote::is_url(data) {
                 src = io::open_with_records(data, options.backend, offsets.len() as u64)?;
             }
             let size = src.size();

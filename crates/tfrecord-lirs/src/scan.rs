@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
@@ -207,7 +206,7 @@ fn read_full(src: &mut (impl Read + ?Sized), buf: &mut [u8]) -> std::io::Result<
 
 /// Reads into `buf` from file offset `at` until it is full or the file ends; returns
 /// the bytes read.
-fn read_full_at(src: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+fn read_full_at(src: &dyn io::ReadAt, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match src.read_at(&mut buf[n..], at + n as u64) {
@@ -439,6 +438,13 @@ impl RecordScanner {
     /// buffers (0: no read-ahead thread). Tests use tiny chunks to put chunk
     /// boundaries everywhere.
     fn open_with(path: &Path, chunk: usize, ring: usize) -> Result<RecordScanner> {
+        if crate::remote::is_url(path) {
+            let src = io::open(path, io::Backend::Auto)?;
+            let file_size = src.size();
+            let stream = crate::remote::ReadAtStream::new(src);
+            let source = Source::new(Box::new(stream), file_size, chunk.max(1), ring);
+            return Ok(RecordScanner::new(path, source, file_size, None));
+        }
         let src = File::open(path).map_err(|e| Error::io(path, e))?;
         let file_size = src.metadata().map_err(|e| Error::io(path, e))?.len();
         let source = Source::new(Box::new(src), file_size, chunk.max(1), ring);
@@ -694,7 +700,7 @@ struct Walk {
 
 /// What the workers of one [`scan_offsets`] share.
 struct Scan<'a> {
-    src: &'a File,
+    src: &'a dyn io::ReadAt,
     /// The file mapped under a read lease, if the kernel granted one: chunks are then
     /// checked in place (no copy); once a writer revokes it, chunks are read with
     /// `pread` again, which sees a truncation as an early end of the file.
@@ -989,13 +995,18 @@ fn scan_offsets_with(
     threads: usize,
     mut progress: impl FnMut(u64),
 ) -> Result<Vec<u64>> {
-    let src = File::open(data).map_err(|e| Error::io(data, e))?;
-    let file_size = src.metadata().map_err(|e| Error::io(data, e))?.len();
+    // Local files with pread; URLs through their file system.
+    let src = io::open(data, io::Backend::Pread)?;
+    let file_size = src.size();
     let chunk = chunk.max(1);
     let chunks = usize::try_from(file_size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
-    let map = crate::leased::LeasedMap::open(data);
+    let map = if crate::remote::is_url(data) {
+        None
+    } else {
+        crate::leased::LeasedMap::open(data)
+    };
     let scan = Scan {
-        src: &src,
+        src: &*src,
         map: map.as_deref(),
         file_size,
         chunk,

@@ -75,7 +75,10 @@ pub fn read_table_for(data: &Path, table: &Path) -> Result<Vec<u64>> {
 }
 
 fn read_table_of(path: &Path, data: Option<&Path>) -> Result<Vec<u64>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::table_io(path, data, e))?;
+    let bytes = crate::remote::read_all(path).map_err(|e| match e {
+        crate::remote::ReadAllError::Io(e) => Error::table_io(path, data, e),
+        crate::remote::ReadAllError::Other(e) => e,
+    })?;
     parse_table(path, &bytes)
 }
 
@@ -197,7 +200,8 @@ pub(crate) fn write_atomically(
 
 /// Writes `offsets` as a table file at `path`, atomically: a temporary file beside it,
 /// renamed over `path` once complete, so never a partial table under `path`. With `sync`, the table and its directory are
-/// fsynced, so it is durable once this returns.
+/// fsynced, so it is durable once this returns. A URL is written through its file
+/// system (see [`crate::remote::Durability`]).
 pub fn write_table(path: &Path, offsets: &[u64], sync: bool) -> Result<()> {
     // Encoded where the copy into the page cache (file offset 0) is cache-line aligned,
     // which on some CPUs is several times faster (see `io::COPY_ALIGN`).
@@ -206,6 +210,10 @@ pub fn write_table(path: &Path, offsets: &[u64], sync: bool) -> Result<()> {
     let at = crate::io::copy_pad(buf.as_ptr() as usize, 0);
     let bytes = &mut buf[at..at + len];
     LittleEndian::write_u64_into(offsets, bytes);
+    if crate::remote::is_url(path) {
+        // Through the URL's file system, as atomically as its scheme allows.
+        return crate::remote::write_whole(path, bytes);
+    }
     write_atomically(path, sync, |w| w.write_all(bytes))
 }
 
