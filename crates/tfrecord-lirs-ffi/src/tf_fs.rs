@@ -36,8 +36,7 @@ mod bridge {
         fn append(self: Pin<&mut TfWriteFile>, data: &[u8], message: &mut String) -> i32;
         fn close(self: Pin<&mut TfWriteFile>, message: &mut String) -> i32;
 
-        fn tf_open_read(url: &str, code: &mut i32, message: &mut String)
-            -> UniquePtr<TfReadFile>;
+        fn tf_open_read(url: &str, code: &mut i32, message: &mut String) -> UniquePtr<TfReadFile>;
         fn tf_create(url: &str, code: &mut i32, message: &mut String) -> UniquePtr<TfWriteFile>;
         fn tf_rename(from: &str, to: &str, message: &mut String) -> i32;
         fn tf_delete(url: &str, message: &mut String) -> i32;

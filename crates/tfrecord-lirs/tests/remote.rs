@@ -1,0 +1,293 @@
+//! URLs through a registered file system (`tfrecord_lirs::remote`): the same
+//! payloads, orders, tables and errors as the local file with the same bytes. The
+//! file system here is an in-memory one of this test (scheme `mem://`); TensorFlow's
+//! own file systems are tested from Python (tests/test_remote_*.py).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use common::{kdd_sizes, payload, write_padded};
+use tfrecord_lirs::io::ReadAt;
+use tfrecord_lirs::remote::{self, Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::{
+    build_offset_table, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderSpec, Reader,
+    ReaderOptions, RecordScanner,
+};
+
+type Objects = Arc<Mutex<HashMap<String, Arc<Vec<u8>>>>>;
+
+/// Objects in memory under `mem://`; other schemes are unknown.
+#[derive(Default)]
+struct MemFs {
+    objects: Objects,
+}
+
+struct MemFile(Arc<Vec<u8>>);
+
+impl ReadAt for MemFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.0.len());
+        let n = buf.len().min(self.0.len() - start);
+        buf[..n].copy_from_slice(&self.0[start..start + n]);
+        Ok(n)
+    }
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+struct MemWrite {
+    objects: Objects,
+    url: String,
+    data: Vec<u8>,
+}
+
+impl RemoteWrite for MemWrite {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.data.extend_from_slice(data);
+        Ok(())
+    }
+    fn close(&mut self) -> io::Result<()> {
+        let data = std::mem::take(&mut self.data);
+        self.objects
+            .lock()
+            .unwrap()
+            .insert(self.url.clone(), Arc::new(data));
+        Ok(())
+    }
+}
+
+impl MemFs {
+    fn known(url: &str) -> io::Result<()> {
+        if url.starts_with("mem://") {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("File system scheme not implemented (file: '{url}')"),
+            ))
+        }
+    }
+}
+
+impl FileSystem for MemFs {
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+        MemFs::known(url)?;
+        let bytes = self.objects.lock().unwrap().get(url).cloned();
+        match bytes {
+            Some(b) => Ok(Box::new(MemFile(b))),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
+        }
+    }
+    fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        MemFs::known(url)?;
+        Ok(Box::new(MemWrite {
+            objects: Arc::clone(&self.objects),
+            url: url.to_string(),
+            data: Vec::new(),
+        }))
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut objects = self.objects.lock().unwrap();
+        let v = objects
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, from.to_string()))?;
+        objects.insert(to.to_string(), v);
+        Ok(())
+    }
+    fn delete(&self, url: &str) -> io::Result<()> {
+        self.objects.lock().unwrap().remove(url);
+        Ok(())
+    }
+    fn durability(&self, _url: &str) -> Durability {
+        Durability::Rename
+    }
+}
+
+/// The one file system of this test binary (registration is process-wide).
+fn mem() -> Objects {
+    static FS: std::sync::OnceLock<Objects> = std::sync::OnceLock::new();
+    FS.get_or_init(|| {
+        let fs = MemFs::default();
+        let objects = Arc::clone(&fs.objects);
+        remote::register(Arc::new(fs));
+        objects
+    })
+    .clone()
+}
+
+fn put(url: &str, bytes: Vec<u8>) {
+    mem()
+        .lock()
+        .unwrap()
+        .insert(url.to_string(), Arc::new(bytes));
+}
+
+fn get(url: &str) -> Option<Vec<u8>> {
+    mem().lock().unwrap().get(url).map(|b| b.to_vec())
+}
+
+/// A padded local file of `n` instances and the same bytes (data and table) at `url`.
+fn local_and_remote(dir: &Path, name: &str, url: &str, n: usize) -> PathBuf {
+    let all: Vec<Vec<u8>> = kdd_sizes(n, 5)
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| payload(i, s))
+        .collect();
+    let (path, _) = write_padded(dir, name, &all, 4096, Fit::Next);
+    put(url, std::fs::read(&path).unwrap());
+    let table = tfrecord_lirs::default_table_path(&path);
+    put(&format!("{url}.offsets"), std::fs::read(table).unwrap());
+    path
+}
+
+fn epoch(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<Vec<u8>> {
+    let order = reader.epoch_order(spec).unwrap();
+    let options = FetchOptions {
+        threads,
+        window: 64,
+        depth: 4,
+    };
+    let mut fetcher = Fetcher::new(Arc::clone(reader), order, options).unwrap();
+    let mut out = Vec::new();
+    while let Some(w) = fetcher.next_window() {
+        let p = w.result.unwrap();
+        out.extend((0..p.len()).map(|i| p.payload(i).to_vec()));
+    }
+    out
+}
+
+#[test]
+fn a_url_reads_like_the_local_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "a", "mem://b/a.tfrecord", 900);
+    let opts = ReaderOptions::default();
+    let l = Arc::new(Reader::open_one(&local, None, &opts).unwrap());
+    let r = Arc::new(Reader::open_one(Path::new("mem://b/a.tfrecord"), None, &opts).unwrap());
+    assert_eq!(l.len(), r.len());
+    for id in [0, 1, 450, 899] {
+        assert_eq!(l.read(id).unwrap(), r.read(id).unwrap());
+    }
+    for page_aware in [false, true] {
+        for (num_shards, shard_index) in [(1, 0), (3, 2)] {
+            let spec = OrderSpec {
+                seed: 9,
+                epoch: 1,
+                page_aware,
+                num_shards,
+                shard_index,
+            };
+            assert_eq!(epoch(&l, &spec, 0), epoch(&r, &spec, 3), "{spec:?}");
+        }
+    }
+    assert_eq!(
+        r.location(5).unwrap().0,
+        Path::new("mem://b/a.tfrecord"),
+        "the URL is kept as given"
+    );
+}
+
+#[test]
+fn tables_are_built_scanned_and_written_through_the_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "t", "mem://b/t.tfrecord", 700);
+    let url = Path::new("mem://b/t.tfrecord");
+    let out = Path::new("mem://b/built.offsets");
+    assert_eq!(build_offset_table(url, out).unwrap(), 700);
+    let want = std::fs::read(tfrecord_lirs::default_table_path(&local)).unwrap();
+    assert_eq!(get("mem://b/built.offsets").unwrap(), want);
+    // No temporary object is left behind.
+    let leftovers: Vec<String> = mem()
+        .lock()
+        .unwrap()
+        .keys()
+        .filter(|k| k.contains(".lirs-tmp-"))
+        .cloned()
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // An explicit remote table, and a local table for a remote file.
+    let opts = ReaderOptions::default();
+    let r = Reader::open_one(url, Some(out), &opts).unwrap();
+    assert_eq!(r.len(), 700);
+    let local_table = tfrecord_lirs::default_table_path(&local);
+    assert_eq!(
+        Reader::open_one(url, Some(&local_table), &opts)
+            .unwrap()
+            .len(),
+        700
+    );
+    // The streaming scanner reads URLs too.
+    let mut scanner = RecordScanner::open(url).unwrap();
+    let mut instances = 0;
+    while let Some(record) = scanner.next_record().unwrap() {
+        instances += u64::from(!record.is_filler());
+    }
+    assert_eq!(instances, 700);
+}
+
+#[test]
+fn errors_name_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "e", "mem://b/e.tfrecord", 300);
+    let opts = ReaderOptions::default();
+
+    let missing = Reader::open_one(Path::new("mem://b/none"), None, &opts)
+        .err()
+        .unwrap();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    assert!(
+        missing.to_string().starts_with("mem://b/none: "),
+        "{missing}"
+    );
+
+    put("mem://b/notable", std::fs::read(&local).unwrap());
+    let no_table = Reader::open_one(Path::new("mem://b/notable"), None, &opts)
+        .err()
+        .unwrap();
+    assert_eq!(no_table.kind(), ErrorKind::NotFound);
+    assert!(
+        no_table.to_string().contains("mem://b/notable.offsets"),
+        "{no_table}"
+    );
+
+    let unknown = Reader::open_one(Path::new("zz://b/x"), None, &opts)
+        .err()
+        .unwrap();
+    assert_eq!(unknown.kind(), ErrorKind::InvalidArgument);
+    assert!(unknown.to_string().contains("not implemented"), "{unknown}");
+
+    for backend in [Backend::Pread, Backend::Mmap, Backend::Direct] {
+        let o = ReaderOptions { backend, ..opts };
+        let e = Reader::open_one(Path::new("mem://b/e.tfrecord"), None, &o)
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("mem://b/e.tfrecord"), "{e}");
+    }
+
+    // A damaged payload: DataLoss naming the URL, the instance and the byte.
+    let reader = Reader::open_one(&local, None, &opts).unwrap();
+    let (_, at) = reader.location(17).unwrap();
+    let mut bytes = std::fs::read(&local).unwrap();
+    bytes[at as usize + 12 + 3] ^= 0xff;
+    put("mem://b/bad", bytes);
+    let table = tfrecord_lirs::default_table_path(&local);
+    put("mem://b/bad.offsets", std::fs::read(table).unwrap());
+    let bad = Reader::open_one(Path::new("mem://b/bad"), None, &opts).unwrap();
+    let e = bad.read(17).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::DataLoss);
+    let text = e.to_string();
+    assert!(
+        text.contains("mem://b/bad") && text.contains("instance 17"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("byte {at}")), "{text}");
+    let scan = build_offset_table(Path::new("mem://b/bad"), Path::new("mem://b/x.offsets"));
+    assert_eq!(scan.unwrap_err().kind(), ErrorKind::DataLoss);
+}
