@@ -39,6 +39,11 @@ impl FetchOptions {
     /// are syscall-bound and overlap; more threads than the 2 cores TF leaves would only
     /// compete with TensorFlow's own threads).
     pub fn auto_threads(reader: &Reader) -> usize {
+        if reader.is_remote() {
+            // Remote storage: each read waits on the network, not a core, so
+            // throughput grows with the reads in flight.
+            return REMOTE_AUTO_THREADS;
+        }
         if reader.is_mapped() {
             0
         } else {
@@ -73,6 +78,10 @@ struct Done {
 /// part is one hand-off to a thread and back, which costs about as much as reading a
 /// few hot records.
 const MIN_PART_IDS: usize = 16;
+
+/// Threads (reads in flight) chosen for remote files when the caller has no
+/// preference ([`FetchOptions::auto_threads`]).
+pub const REMOTE_AUTO_THREADS: usize = 32;
 
 /// Used batches, handed back by the consumer so the threads reuse their buffers; at
 /// most `.1` are kept (one per thread is what the steady state needs; more would only
@@ -154,6 +163,10 @@ pub struct Fetcher {
     next_window: u64,
     next_deliver: u64,
     delivered: u64,
+    /// Ids per part, at least: [`MIN_PART_IDS`], or 1 for remote files, where a read
+    /// waits on the network and each run of consecutive ids (one coalesced request)
+    /// is a part of its own, so up to `threads` requests are in flight.
+    min_part_ids: usize,
 }
 
 impl Fetcher {
@@ -222,6 +235,7 @@ impl Fetcher {
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::InvalidArgument(format!("cannot start fetch threads: {e}")))?;
         let delivered = order.position();
+        let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
         Ok(Fetcher {
             order,
             options,
@@ -236,6 +250,7 @@ impl Fetcher {
             next_window: 0,
             next_deliver: 0,
             delivered,
+            min_part_ids,
         })
     }
 
@@ -271,7 +286,10 @@ impl Fetcher {
             if self.order.next_window(self.options.window, &mut ids) == 0 {
                 return;
             }
-            let most = self.options.threads.min(ids.len().div_ceil(MIN_PART_IDS));
+            let most = self
+                .options
+                .threads
+                .min(ids.len().div_ceil(self.min_part_ids));
             let (parts, slots) = split_runs(&ids, most);
             let window = self.next_window;
             self.next_window += 1;

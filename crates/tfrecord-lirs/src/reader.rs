@@ -369,6 +369,14 @@ impl Reader {
         self.layout.len
     }
 
+    /// Whether any file is a URL read through a registered file system
+    /// ([`crate::remote`]): high-latency storage, where many reads in flight pay.
+    pub fn is_remote(&self) -> bool {
+        self.files
+            .iter()
+            .any(|f| crate::remote::is_url(&f.data_path))
+    }
+
     /// Whether batches are read from memory maps now (the mmap backend, or the
     /// default backend while its leases hold).
     pub fn is_mapped(&self) -> bool {

@@ -8,6 +8,7 @@ mod common;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{kdd_sizes, payload, write_padded};
@@ -20,16 +21,30 @@ use tfrecord_lirs::{
 
 type Objects = Arc<Mutex<HashMap<String, Arc<Vec<u8>>>>>;
 
-/// Objects in memory under `mem://`; other schemes are unknown.
+/// Objects in memory under `mem://`; other schemes are unknown. Reads of objects
+/// under `mem://slow/` take `SLOW_READ` each (a high-latency store), and the most
+/// reads seen in flight at once is counted.
 #[derive(Default)]
 struct MemFs {
     objects: Objects,
 }
 
-struct MemFile(Arc<Vec<u8>>);
+const SLOW_READ: std::time::Duration = std::time::Duration::from_millis(20);
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static MOST_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static SLOW_READS: AtomicUsize = AtomicUsize::new(0);
+
+struct MemFile(Arc<Vec<u8>>, bool);
 
 impl ReadAt for MemFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if self.1 {
+            let now = IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
+            MOST_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
+            SLOW_READS.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(SLOW_READ);
+            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        }
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(self.0.len());
@@ -81,7 +96,7 @@ impl FileSystem for MemFs {
         MemFs::known(url)?;
         let bytes = self.objects.lock().unwrap().get(url).cloned();
         match bytes {
-            Some(b) => Ok(Box::new(MemFile(b))),
+            Some(b) => Ok(Box::new(MemFile(b, url.starts_with("mem://slow/")))),
             None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
         }
     }
@@ -290,4 +305,41 @@ fn errors_name_the_url() {
     assert!(text.contains(&format!("byte {at}")), "{text}");
     let scan = build_offset_table(Path::new("mem://b/bad"), Path::new("mem://b/x.offsets"));
     assert_eq!(scan.unwrap_err().kind(), ErrorKind::DataLoss);
+}
+
+#[test]
+fn remote_files_keep_many_reads_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    local_and_remote(dir.path(), "s", "mem://slow/s.tfrecord", 600);
+    let opts = ReaderOptions::default();
+    let r = Arc::new(Reader::open_one(Path::new("mem://slow/s.tfrecord"), None, &opts).unwrap());
+    assert!(r.is_remote());
+    assert_eq!(
+        FetchOptions::auto_threads(&r),
+        tfrecord_lirs::REMOTE_AUTO_THREADS
+    );
+    let spec = OrderSpec {
+        seed: 3,
+        ..Default::default()
+    };
+    let order = r.epoch_order(&spec).unwrap();
+    // As the op sets it up: 64-id windows, 4 ahead, 64 threads.
+    let options = FetchOptions {
+        threads: 64,
+        window: 64,
+        depth: 4,
+    };
+    let before = SLOW_READS.load(Ordering::SeqCst);
+    let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
+    let mut n = 0;
+    while let Some(w) = fetcher.next_window() {
+        n += w.result.unwrap().len();
+    }
+    assert_eq!(n, 600);
+    // Instance order: one request per instance (no two are adjacent in general),
+    // each a part of its own, so the threads all wait on reads at once.
+    let reads = SLOW_READS.load(Ordering::SeqCst) - before;
+    assert!(reads >= 300, "{reads} reads");
+    let most = MOST_IN_FLIGHT.load(Ordering::SeqCst);
+    assert!(most >= 48, "at most {most} reads were in flight at once");
 }
