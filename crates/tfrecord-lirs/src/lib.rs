@@ -57,7 +57,7 @@ mod writer;
 
 pub use compress::Compression;
 pub use error::{Error, ErrorKind, Location, Result};
-pub use fetch::{FetchOptions, Fetcher, Payloads, Window, REMOTE_AUTO_THREADS};
+pub use fetch::{FetchOptions, Fetcher, Payloads, Resume, Window, REMOTE_AUTO_THREADS};
 pub use format::PageSize;
 pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,

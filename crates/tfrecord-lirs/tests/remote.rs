@@ -33,11 +33,24 @@ const SLOW_READ: std::time::Duration = std::time::Duration::from_millis(20);
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 static MOST_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 static SLOW_READS: AtomicUsize = AtomicUsize::new(0);
+static STRAGGLERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
-struct MemFile(Arc<Vec<u8>>, bool);
+/// An object; `.1`: reads take `SLOW_READ`; `.2`: reads at the offsets in
+/// `STRAGGLERS` take `SKEWED_READ`, others 1 ms.
+struct MemFile(Arc<Vec<u8>>, bool, bool);
+
+const SKEWED_READ: std::time::Duration = std::time::Duration::from_millis(300);
 
 impl ReadAt for MemFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if self.2 {
+            let straggler = STRAGGLERS.lock().unwrap().contains(&offset);
+            std::thread::sleep(if straggler {
+                SKEWED_READ
+            } else {
+                std::time::Duration::from_millis(1)
+            });
+        }
         if self.1 {
             let now = IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
             MOST_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
@@ -96,7 +109,10 @@ impl FileSystem for MemFs {
         MemFs::known(url)?;
         let bytes = self.objects.lock().unwrap().get(url).cloned();
         match bytes {
-            Some(b) => Ok(Box::new(MemFile(b, url.starts_with("mem://slow/")))),
+            Some(b) => {
+                let skewed = url.starts_with("mem://skewed/");
+                Ok(Box::new(MemFile(b, url.starts_with("mem://slow/"), skewed)))
+            }
             None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
         }
     }
@@ -342,4 +358,107 @@ fn remote_files_keep_many_reads_in_flight() {
     assert!(reads >= 300, "{reads} reads");
     let most = MOST_IN_FLIGHT.load(Ordering::SeqCst);
     assert!(most >= 48, "at most {most} reads were in flight at once");
+}
+
+/// Every window an unordered fetcher hands out, with its ids.
+fn unordered_windows(fetcher: &mut Fetcher, most: usize) -> Vec<Vec<u64>> {
+    let mut out = Vec::new();
+    while out.len() < most {
+        let Some(w) = fetcher.next_window() else {
+            break;
+        };
+        let p = w.result.unwrap();
+        assert_eq!(p.len(), w.ids.len());
+        out.push(w.ids);
+    }
+    out
+}
+
+#[test]
+fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "k", "mem://skewed/k.tfrecord", 800);
+    let opts = ReaderOptions::default();
+    let r = Arc::new(Reader::open_one(Path::new("mem://skewed/k.tfrecord"), None, &opts).unwrap());
+    let spec = OrderSpec {
+        seed: 5,
+        ..Default::default()
+    };
+    let options = FetchOptions {
+        threads: 16,
+        window: 50,
+        depth: 4,
+    };
+    // In order: exact windows of 50 positions each.
+    let ordered = {
+        let order = r.epoch_order(&spec).unwrap();
+        let mut f = Fetcher::new(Arc::clone(&r), order, options)
+            .unwrap()
+            .exact_windows();
+        unordered_windows(&mut f, usize::MAX)
+    };
+    assert_eq!(ordered.len(), 16);
+    assert!(ordered.iter().all(|w| w.len() == 50));
+    // A straggler: every instance of the first window is slow to read.
+    let first = &ordered[0];
+    let l = Reader::open_one(&local, None, &opts).unwrap();
+    let stragglers: Vec<u64> = first.iter().map(|&id| l.location(id).unwrap().1).collect();
+    *STRAGGLERS.lock().unwrap() = stragglers.clone();
+    let order = r.epoch_order(&spec).unwrap();
+    let mut f = Fetcher::new(Arc::clone(&r), order, options)
+        .unwrap()
+        .exact_windows()
+        .unordered();
+    let got = unordered_windows(&mut f, usize::MAX);
+    // The same windows (the same batches), each whole, and so the same multiset...
+    let mut a = got.clone();
+    let mut b = ordered.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    // ...but the straggler's window is not the first handed out.
+    assert_ne!(&got[0], first, "the slow window held up the others");
+    STRAGGLERS.lock().unwrap().clear();
+
+    // Resume points: what was delivered plus what a resumed fetcher delivers is the
+    // epoch, each position once.
+    let all: Vec<u64> = ordered.iter().flatten().copied().collect();
+    for (windows, unserved) in [(0, 0), (1, 0), (3, 7), (5, 50), (16, 0)] {
+        *STRAGGLERS.lock().unwrap() = stragglers.clone();
+        let order = r.epoch_order(&spec).unwrap();
+        let mut f = Fetcher::new(Arc::clone(&r), order, options)
+            .unwrap()
+            .exact_windows()
+            .unordered();
+        let mut seen: Vec<u64> = Vec::new();
+        let taken = unordered_windows(&mut f, windows);
+        for (k, w) in taken.iter().enumerate() {
+            let keep = if k + 1 == taken.len() {
+                w.len() - unserved.min(w.len())
+            } else {
+                w.len()
+            };
+            seen.extend(&w[..keep]);
+        }
+        let resume = f.resume(if taken.is_empty() { 0 } else { unserved });
+        drop(f);
+        STRAGGLERS.lock().unwrap().clear();
+        let mut order = r.epoch_order(&spec).unwrap();
+        order.seek(resume.position).unwrap();
+        let mut g = Fetcher::new(Arc::clone(&r), order, options)
+            .unwrap()
+            .exact_windows()
+            .unordered()
+            .skip(resume.after.iter().copied());
+        for w in unordered_windows(&mut g, usize::MAX) {
+            seen.extend(w);
+        }
+        seen.sort_unstable();
+        let mut want = all.clone();
+        want.sort_unstable();
+        assert_eq!(
+            seen, want,
+            "after {windows} windows, {unserved} unserved: {resume:?}"
+        );
+    }
 }
