@@ -162,6 +162,10 @@ pub struct Fetcher {
     order: EpochOrder,
     options: FetchOptions,
     jobs: Option<mpsc::Sender<Job>>,
+    /// Set on drop: the workers pass over the jobs still queued instead of reading
+    /// them, so only the reads in progress (one per thread) are waited for, not up
+    /// to `depth` windows of them (seconds on remote storage).
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     done: mpsc::Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
     spares: Spares,
@@ -216,6 +220,7 @@ impl Fetcher {
         let inline = (options.threads == 0).then(|| Arc::clone(&reader));
         let (job_tx, job_rx) = mpsc::channel::<Job>();
         let job_rx = Arc::new(Mutex::new(job_rx));
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         let spares = Spares(Arc::default(), options.threads);
         #[cfg(feature = "fault-injection")]
@@ -223,6 +228,7 @@ impl Fetcher {
         let workers = (0..options.threads)
             .map(|_| {
                 let jobs = Arc::clone(&job_rx);
+                let stopping = Arc::clone(&stopping);
                 let done = done_tx.clone();
                 let reader = Arc::clone(&reader);
                 let spares = spares.clone();
@@ -237,6 +243,9 @@ impl Fetcher {
                             Err(_) => return,
                         };
                         let Ok(job) = job else { return };
+                        if stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                            continue; // the fetcher is gone: drain the queue unread
+                        }
                         // A panic must not kill the thread: the other threads keep the
                         // done channel open, so the consumer would wait for this reply
                         // forever. It becomes the job's (Internal) error instead; the
@@ -277,6 +286,7 @@ impl Fetcher {
             order,
             options,
             jobs: Some(job_tx),
+            stopping,
             done: done_rx,
             workers,
             spares,
@@ -632,6 +642,8 @@ impl Drop for Payloads {
 
 impl Drop for Fetcher {
     fn drop(&mut self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.jobs = None; // workers see the closed channel and exit
         for w in self.workers.drain(..) {
             let _ = w.join();

@@ -32,12 +32,18 @@ struct MemFs {
 const SLOW_READ: std::time::Duration = std::time::Duration::from_millis(20);
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 static MOST_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-static SLOW_READS: AtomicUsize = AtomicUsize::new(0);
+/// Slow reads by object.
+static READS: Mutex<std::collections::BTreeMap<String, usize>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+fn reads_of(url: &str) -> usize {
+    READS.lock().unwrap().get(url).copied().unwrap_or(0)
+}
 static STRAGGLERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
 /// An object; `.1`: reads take `SLOW_READ`; `.2`: reads at the offsets in
 /// `STRAGGLERS` take `SKEWED_READ`, others 1 ms.
-struct MemFile(Arc<Vec<u8>>, bool, bool);
+struct MemFile(Arc<Vec<u8>>, bool, bool, String);
 
 const SKEWED_READ: std::time::Duration = std::time::Duration::from_millis(300);
 
@@ -54,7 +60,7 @@ impl ReadAt for MemFile {
         if self.1 {
             let now = IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
             MOST_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
-            SLOW_READS.fetch_add(1, Ordering::SeqCst);
+            *READS.lock().unwrap().entry(self.3.clone()).or_default() += 1;
             std::thread::sleep(SLOW_READ);
             IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
         }
@@ -111,7 +117,12 @@ impl FileSystem for MemFs {
         match bytes {
             Some(b) => {
                 let skewed = url.starts_with("mem://skewed/");
-                Ok(Box::new(MemFile(b, url.starts_with("mem://slow/"), skewed)))
+                Ok(Box::new(MemFile(
+                    b,
+                    url.starts_with("mem://slow/"),
+                    skewed,
+                    url.to_string(),
+                )))
             }
             None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
         }
@@ -345,7 +356,6 @@ fn remote_files_keep_many_reads_in_flight() {
         window: 64,
         depth: 4,
     };
-    let before = SLOW_READS.load(Ordering::SeqCst);
     let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
     let mut n = 0;
     while let Some(w) = fetcher.next_window() {
@@ -354,7 +364,7 @@ fn remote_files_keep_many_reads_in_flight() {
     assert_eq!(n, 600);
     // Instance order: one request per instance (no two are adjacent in general),
     // each a part of its own, so the threads all wait on reads at once.
-    let reads = SLOW_READS.load(Ordering::SeqCst) - before;
+    let reads = reads_of("mem://slow/s.tfrecord");
     assert!(reads >= 300, "{reads} reads");
     let most = MOST_IN_FLIGHT.load(Ordering::SeqCst);
     assert!(most >= 48, "at most {most} reads were in flight at once");
@@ -461,4 +471,26 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
             "after {windows} windows, {unserved} unserved: {resume:?}"
         );
     }
+}
+
+#[test]
+fn dropping_a_fetcher_does_not_read_what_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    local_and_remote(dir.path(), "q", "mem://slow/q.tfrecord", 600);
+    let opts = ReaderOptions::default();
+    let r = Arc::new(Reader::open_one(Path::new("mem://slow/q.tfrecord"), None, &opts).unwrap());
+    let order = r.epoch_order(&OrderSpec::default()).unwrap();
+    let options = FetchOptions {
+        threads: 4,
+        window: 64,
+        depth: 4,
+    };
+    let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
+    let before = reads_of("mem://slow/q.tfrecord");
+    assert_eq!(fetcher.next_window().unwrap().result.unwrap().len(), 64);
+    drop(fetcher);
+    // The first window (4 parts of 16 reads) and at most the parts that were in
+    // progress when it was done (4 more); not the 4 more windows that were queued.
+    let reads = reads_of("mem://slow/q.tfrecord") - before;
+    assert!(reads <= 64 + 64, "{reads} reads for one window of 64");
 }
