@@ -189,3 +189,35 @@ def test_missing_objects_unknown_schemes_and_local_backends(files):
         with pytest.raises(tf.errors.InvalidArgumentError) as e:
             items(LIRSDataset(remote[0], backend=backend))
         assert remote[0] in e.value.message and backend in e.value.message
+
+
+@pytest.mark.parametrize("fit", ["next", "best"])
+def test_padded_writer_and_pad_write_to_ram(tmp_path, fit):
+    directory = uuid.uuid4().hex
+    recs = payloads(400, seed=4)
+    local = str(tmp_path / "w.tfrecord")
+    url = f"ram://{directory}/w.tfrecord"
+    for path in (local, url):
+        # A stale table at the URL is replaced.
+        if path == url:
+            with tf.io.gfile.GFile(url + ".offsets", "wb") as f:
+                f.write(b"stale")
+        with tfrecord_lirs.PaddedWriter(path, page_size=PAGE, fit=fit) as w:
+            for r in recs:
+                w.write(r)
+    read = lambda p: tf.io.gfile.GFile(p, "rb").read()  # noqa: E731
+    assert read(url) == read(local)
+    assert read(url + ".offsets") == read(local + ".offsets")
+    assert items(LIRSDataset(url, seed=2, page_size=PAGE)) == \
+        items(LIRSDataset(local, seed=2, page_size=PAGE))
+    # pad: local -> ram://, ram:// -> ram://.
+    src = write_tf(tmp_path / "src.tfrecord", recs)
+    src_url = to_ram(src, directory)
+    want = str(tmp_path / "padded.tfrecord")
+    tfrecord_lirs.pad(src, want, page_size=PAGE, fit=fit)
+    for source in (src, src_url):
+        dst = f"ram://{directory}/padded-{os.path.basename(source)}"
+        tfrecord_lirs.pad(source, dst, page_size=PAGE, fit=fit)
+        assert read(dst) == read(want)
+        assert read(dst + ".offsets") == read(want + ".offsets")
+    assert [n for n in tf.io.gfile.listdir(f"ram://{directory}") if ".lirs-tmp-" in n] == []

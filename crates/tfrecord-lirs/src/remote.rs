@@ -252,23 +252,36 @@ impl io::Write for RemoteWriter {
 /// (see [`Durability`]): to a temporary name then renamed where there is a rename,
 /// else straight to `url`.
 pub(crate) fn write_whole(url: &Path, bytes: &[u8]) -> Result<()> {
+    write_with(url, |w| io::Write::write_all(w, bytes))
+}
+
+/// Uploads the local file `local` as the whole object `url` (see [`write_whole`]).
+pub(crate) fn upload(local: &Path, url: &Path) -> Result<()> {
+    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
+    write_with(url, |w| io::copy(&mut file, w).map(|_| ()))
+}
+
+/// Deletes the object `url` if it exists.
+pub(crate) fn delete(url: &Path) -> Result<()> {
+    let fs = file_system(url)?;
+    fs.delete(url_str(url)).map_err(|e| error(url, e))
+}
+
+/// Writes the object `url` with `fill`, as atomically as its scheme allows.
+fn write_with(url: &Path, fill: impl FnOnce(&mut RemoteWriter) -> io::Result<()>) -> Result<()> {
     let fs = file_system(url)?;
     let target = url_str(url);
+    let write = |name: &Path| -> Result<()> {
+        let mut w = RemoteWriter::create(name)?;
+        fill(&mut w).map_err(|e| error(url, e))?;
+        w.close()
+    };
     match fs.durability(target) {
-        Durability::WholeObject => {
-            let mut w = RemoteWriter::create(url)?;
-            io::Write::write_all(&mut w, bytes).map_err(|e| error(url, e))?;
-            w.close()
-        }
+        Durability::WholeObject => write(url),
         Durability::Rename => {
             let temp = temp_name(target);
-            let temp_path = Path::new(&temp);
-            let written = (|| {
-                let mut w = RemoteWriter::create(temp_path)?;
-                io::Write::write_all(&mut w, bytes).map_err(|e| error(url, e))?;
-                w.close()?;
-                fs.rename(&temp, target).map_err(|e| error(url, e))
-            })();
+            let written = write(Path::new(&temp))
+                .and_then(|()| fs.rename(&temp, target).map_err(|e| error(url, e)));
             if written.is_err() {
                 let _ = fs.delete(&temp);
             }

@@ -136,6 +136,10 @@ impl FileSystem for MemFs {
         }))
     }
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        assert!(
+            !to.starts_with("mem://whole/"),
+            "rename on a store without one"
+        );
         let mut objects = self.objects.lock().unwrap();
         let v = objects
             .remove(from)
@@ -147,8 +151,13 @@ impl FileSystem for MemFs {
         self.objects.lock().unwrap().remove(url);
         Ok(())
     }
-    fn durability(&self, _url: &str) -> Durability {
-        Durability::Rename
+    /// Objects under `mem://whole/` behave as an object store (no rename).
+    fn durability(&self, url: &str) -> Durability {
+        if url.starts_with("mem://whole/") {
+            Durability::WholeObject
+        } else {
+            Durability::Rename
+        }
     }
 }
 
@@ -493,4 +502,66 @@ fn dropping_a_fetcher_does_not_read_what_is_queued() {
     // progress when it was done (4 more); not the 4 more windows that were queued.
     let reads = reads_of("mem://slow/q.tfrecord") - before;
     assert!(reads <= 64 + 64, "{reads} reads for one window of 64");
+}
+
+#[test]
+fn padded_writer_and_pad_write_urls_like_local_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let payloads: Vec<Vec<u8>> = kdd_sizes(700, 9)
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| payload(i, s))
+        .collect();
+    let options = tfrecord_lirs::PadOptions {
+        page_size: 4096,
+        fit: Fit::Best { window: 16 },
+        ..Default::default()
+    };
+    let write = |path: &Path| {
+        let mut w = tfrecord_lirs::PaddedWriter::create(path, &options).unwrap();
+        for p in &payloads {
+            w.write(p).unwrap();
+        }
+        w.finish().unwrap()
+    };
+    let local = dir.path().join("w.tfrecord");
+    let want = write(&local);
+    let want_data = std::fs::read(&local).unwrap();
+    let want_table = std::fs::read(tfrecord_lirs::default_table_path(&local)).unwrap();
+    for url in ["mem://b/w.tfrecord", "mem://whole/w.tfrecord"] {
+        // A stale table is replaced, never left beside new data.
+        put(&format!("{url}.offsets"), vec![1, 2, 3]);
+        let got = write(Path::new(url));
+        assert_eq!(got.instance_of_input, want.instance_of_input);
+        assert_eq!(get(url).unwrap(), want_data, "{url}");
+        assert_eq!(get(&format!("{url}.offsets")).unwrap(), want_table, "{url}");
+    }
+    let leftovers: Vec<String> = mem()
+        .lock()
+        .unwrap()
+        .keys()
+        .filter(|k| k.contains(".lirs-tmp-"))
+        .cloned()
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // pad: a URL source (plain or GZIP) to a URL destination, as locally.
+    let plain = common::write_plain(dir.path(), "src", &payloads);
+    let bytes = std::fs::read(&plain).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &bytes).unwrap();
+    put("mem://b/src.tfrecord", bytes);
+    put("mem://b/src.tfrecord.gz", gz.finish().unwrap());
+    let local_out = dir.path().join("padded");
+    tfrecord_lirs::pad_file(&plain, &local_out, &options).unwrap();
+    let want_data = std::fs::read(&local_out).unwrap();
+    for src in ["mem://b/src.tfrecord", "mem://b/src.tfrecord.gz"] {
+        let dst = Path::new("mem://whole/padded");
+        tfrecord_lirs::pad_file(Path::new(src), dst, &options).unwrap();
+        assert_eq!(get("mem://whole/padded").unwrap(), want_data, "{src}");
+    }
+    let e = tfrecord_lirs::pad_file(Path::new("mem://b/none"), Path::new("mem://b/o"), &options)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.to_string().contains("mem://b/none"), "{e}");
 }
