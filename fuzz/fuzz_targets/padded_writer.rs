@@ -121,10 +121,7 @@ fuzz_target!(|input: Input| {
     .unwrap();
     assert_eq!(reader.len(), payloads.len() as u64);
     for (input_index, p) in payloads.iter().enumerate() {
-        let id = match fit {
-            Fit::Next => input_index as u64,
-            Fit::Best { .. } => summary.instance_of_input[input_index],
-        };
+        let id = summary.instance_of(input_index as u64).unwrap();
         assert_eq!(
             &reader.read(id).unwrap(),
             p,

@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(frame.payload, &data[HEADER_LEN..HEADER_LEN + n]);
         }
     }
-    let _ = format::compression_magic(data);
+    let _ = format::compressed_head(data);
 
     // The scanner over a file holding the same bytes.
     let path = common::scratch_file("scan.tfrecord");

@@ -143,6 +143,8 @@ fuzz_target!(|input: Input| {
             Backend::Pread
         },
         trust_table: input.trust_table,
+        // SAFETY: the target's own scratch files, written above and unchanged while mapped.
+        mmap_opt_in: Some(unsafe { tfrecord_lirs::MmapOptIn::new() }),
     };
 
     // The full check.

@@ -11,7 +11,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tfrecord_lirs::text_index::{encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, Fit, Location, OrderSpec, PadOptions, PageSize, Reader,
+    default_table_path, Compression, Error, Fit, OrderSpec, PadOptions, PageSize, Reader,
     ReaderOptions,
 };
 
@@ -36,10 +36,9 @@ fn parse_page_size(s: &str) -> Result<u64, String> {
 
 /// `--window`: at least one record.
 fn parse_window(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>().map_err(|e| format!("{e}"))? {
-        0 => Err("the best-fit window must hold at least 1 record".into()),
-        n => Ok(n),
-    }
+    let n = s.parse::<usize>().map_err(|e| format!("{e}"))?;
+    tfrecord_lirs::options::best_fit_window(n as u64).map_err(|e| e.to_string())?;
+    Ok(n)
 }
 
 /// The default best-fit window, in records.
@@ -370,11 +369,7 @@ fn refuse_compressed(data: &Path, table: &Path) -> Outcome {
         return Ok(()); // the caller reports the missing file
     }
     match tfrecord_lirs::format::compressed_head(&head) {
-        Some(format) => Err(Error::Compressed {
-            at: Location::new(data, None, Some(0)),
-            format,
-        }
-        .into()),
+        Some(format) => Err(Error::compressed(data, format).into()),
         None => Ok(()),
     }
 }

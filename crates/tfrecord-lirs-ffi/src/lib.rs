@@ -302,11 +302,18 @@ fn open_reader(
                 )))
             }
         };
+        let mmap_opt_in = (backend == core::Backend::Mmap).then(|| {
+            // SAFETY: the user chose backend="mmap" by name; the Python (`backend=`) and op
+            // (`backend` attr) documentation state its hazard (no file may be written or
+            // truncated while it is mapped), which the caller thereby accepts.
+            unsafe { core::MmapOptIn::new() }
+        });
         let options = core::ReaderOptions {
             page_size,
             verify_payload_crc,
             backend,
             trust_table,
+            mmap_opt_in,
         };
         let reader = core::Reader::open(&pairs, &options)?;
         Ok(Box::new(LirsReader {
@@ -473,7 +480,7 @@ fn summary(s: core::PadSummary) -> PadSummary {
         pages: s.pages,
         filler_bytes: s.filler_bytes,
         data_bytes: s.data_bytes,
-        instance_of_input: s.instance_of_input,
+        instance_of_input: s.instance_of_input.unwrap_or_default(),
     }
 }
 

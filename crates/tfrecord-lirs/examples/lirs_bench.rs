@@ -24,9 +24,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tfrecord_lirs::{
-    cached_pages, drop_from_page_cache, format, io, read_table, Backend, Batch, FetchOptions,
-    Fetcher, OrderSpec, Reader, ReaderOptions, TFRecordWriter,
+    format, io, read_table, Backend, Batch, FetchOptions, Fetcher, MmapOptIn, OrderSpec, Reader,
+    ReaderOptions, TFRecordWriter,
 };
+// Benchmark-only page-cache tools (hidden from the library's API).
+use tfrecord_lirs::io::page_cache::{cached_pages, drop_from_page_cache};
+
+/// The mmap backend's opt-in, for the benchmark's own files.
+fn mmap_opt_in() -> Option<MmapOptIn> {
+    // SAFETY: the benchmark reads files it wrote itself, and nothing writes or
+    // truncates them while they are mapped.
+    Some(unsafe { MmapOptIn::new() })
+}
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -171,6 +180,7 @@ fn cache(action: &str, file: &Path) -> Res<()> {
 fn open(file: &Path, backend: Backend) -> Res<Arc<Reader>> {
     let options = ReaderOptions {
         backend,
+        mmap_opt_in: mmap_opt_in(),
         ..ReaderOptions::default()
     };
     Ok(Arc::new(Reader::open_one(file, None, &options)?))
@@ -463,7 +473,7 @@ fn gather_epoch(
 /// LIRS order of one epoch), 1 thread, interleaved over `rounds` rounds: ns per record,
 /// min and median.
 fn limit(mix: &Path, rounds: u64) -> Res<()> {
-    let mapped = io::open(mix, Backend::Mmap)?;
+    let mapped = io::open(mix, Backend::Mmap, mmap_opt_in())?;
     let map = mapped.mapped().ok_or("the mmap backend did not map")?;
     let offsets = read_table(&tfrecord_lirs::default_table_path(mix))?;
     let auto = open(mix, Backend::Auto)?;

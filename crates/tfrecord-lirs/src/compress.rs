@@ -83,7 +83,7 @@ impl FromStr for Compression {
             "none" => Ok(Compression::None),
             "gzip" => Ok(Compression::Gzip),
             "zlib" => Ok(Compression::Zlib),
-            _ => Err(Error::InvalidArgument(format!(
+            _ => Err(Error::invalid_argument(format!(
                 "unknown compression {s:?}: use \"auto\", \"none\", \"gzip\" or \"zlib\""
             ))),
         }
@@ -133,7 +133,7 @@ impl<R: BufRead> Read for MultiZlib<R> {
 /// The file at `path` as a stream: a local file, or a URL through its file system.
 fn open_stream(path: &Path) -> Result<Box<dyn Read + Send>> {
     if crate::remote::is_url(path) {
-        let src = crate::io::open(path, crate::io::Backend::Auto)?;
+        let src = crate::io::open(path, crate::io::Backend::Auto, None)?;
         return Ok(Box::new(crate::remote::ReadAtStream::new(src)));
     }
     Ok(Box::new(File::open(path).map_err(|e| Error::io(path, e))?))

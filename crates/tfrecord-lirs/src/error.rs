@@ -61,106 +61,197 @@ impl fmt::Display for Location {
     }
 }
 
-/// Errors of the crate.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An operating-system I/O error on a file.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Damaged record framing.
-    #[error("{at}: {frame}")]
-    Frame {
-        /// Where the record starts.
-        at: Location,
-        /// What is wrong with it.
-        frame: FrameError,
-    },
-    /// The file is GZIP or ZLIB compressed, which cannot be randomly accessed.
-    #[error("{at}: file looks {format}-compressed; random access needs an uncompressed TFRecord file: `tfrecord-lirs pad {path} OUT` (Python: tfrecord_lirs.pad) decompresses it as it reads and writes a padded copy OUT with its table in one step, or decompress it first (GZIP: `gunzip -c {path} > OUT`; ZLIB: `zlib-flate -uncompress < {path} > OUT`) and index that", path = .at.path.display())]
-    Compressed {
-        /// The file (offset 0).
-        at: Location,
-        /// "GZIP" or "ZLIB".
-        format: &'static str,
-    },
-    /// An offset table that is malformed or does not fit its data file.
-    #[error("{at}: {reason}")]
-    Table {
-        /// Where (the table file, or the data file when the mismatch shows there).
-        at: Location,
-        /// What does not fit.
-        reason: String,
-    },
-    /// A data file whose layout breaks a rule (e.g. a filler where an instance should be).
-    #[error("{at}: {reason}")]
-    Layout {
-        /// Where.
-        at: Location,
-        /// What rule is broken.
-        reason: String,
-    },
-    /// An offset table that does not exist. The message says how to make one.
-    #[error("{}", missing_table_message(.table, .data, .source))]
+/// The crate's error: what kind of failure ([`kind`](Error::kind)), where
+/// ([`file`](Error::file), [`instance`](Error::instance), [`offset`](Error::offset)),
+/// and a message (`Display`) that names all three where they apply, so a user can find
+/// the damage. Callers branch on the kind and the accessors, never on the message.
+///
+/// ```
+/// use tfrecord_lirs::{ErrorKind, Reader};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("data.tfrecord");
+/// let mut bytes = Vec::new();
+/// tfrecord_lirs::format::encode_record(b"a payload", &mut bytes);
+/// bytes[14] ^= 1; // damage the payload
+/// std::fs::write(&path, &bytes).unwrap();
+/// std::fs::write(dir.path().join("data.tfrecord.offsets"), 0u64.to_le_bytes()).unwrap();
+/// let reader = Reader::open_one(&path, None, &Default::default()).unwrap();
+/// let err = reader.read(0).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::DataLoss);
+/// assert_eq!(err.file(), Some(path.as_path()));
+/// assert_eq!((err.instance(), err.offset()), (Some(0), Some(0)));
+/// assert!(err.to_string().contains("instance 0 at byte 0"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Error {
+    kind: ErrorKind,
+    /// Where; `None` for bad arguments and internal errors.
+    at: Option<Location>,
+    detail: Detail,
+}
+
+/// What went wrong, beyond the kind and the place.
+#[derive(Debug)]
+enum Detail {
+    /// An operating-system I/O error on the file.
+    Io(std::io::Error),
+    /// Damaged record framing at the location.
+    Frame(FrameError),
+    /// The file is GZIP or ZLIB compressed ("GZIP" or "ZLIB"), which cannot be randomly
+    /// accessed.
+    Compressed(&'static str),
+    /// A rule the data or table at the location breaks (a table that does not fit its
+    /// data file, a filler where an instance should be, ...).
+    Reason(String),
+    /// A message with no place (a bad argument, an internal error).
+    Message(String),
+    /// No offset table at the location's path; `data` is the file it would describe.
     MissingTable {
-        /// The table path that was looked for.
-        table: PathBuf,
-        /// The data file it would describe (the table path without `.offsets` when
-        /// the data file is not known).
         data: PathBuf,
-        /// The OS error (kind `NotFound`).
-        #[source]
         source: std::io::Error,
     },
-    /// A text index (DALI, the `tfrecord` package) that does not parse or does not fit
-    /// its data file, at line `line`.
-    #[error("{index}: line {line}: {source}")]
-    TextIndex {
-        /// The index file.
-        index: String,
-        /// 1-based line number in it.
-        line: u64,
-        /// What is wrong (naming the data file, instance and byte where they apply).
-        source: Box<Error>,
-    },
-    /// A bad argument from the caller.
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// A bug or broken invariant inside the library (e.g. a caught panic); not the
-    /// caller's or the data's fault, and not worth retrying piecemeal.
-    #[error("{0}")]
-    Internal(String),
+    /// Line `line` of the text index at the location's path: `source` says what.
+    TextIndex { line: u64, source: Box<Error> },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = self.at.as_ref();
+        match (&self.detail, at) {
+            (Detail::Message(message), None) => f.write_str(message),
+            (Detail::Message(message), Some(at)) | (Detail::Reason(message), Some(at)) => {
+                write!(f, "{at}: {message}")
+            }
+            (Detail::Reason(message), None) => f.write_str(message),
+            (Detail::Io(source), Some(at)) => write!(f, "{at}: {source}"),
+            (Detail::Io(source), None) => write!(f, "{source}"),
+            (Detail::Frame(frame), Some(at)) => write!(f, "{at}: {frame}"),
+            (Detail::Frame(frame), None) => write!(f, "{frame}"),
+            (Detail::Compressed(format), at) => {
+                let path = at.map_or_else(|| "FILE".into(), |a| a.path.display().to_string());
+                if let Some(at) = at {
+                    write!(f, "{at}: ")?;
+                }
+                write!(
+                    f,
+                    "file looks {format}-compressed; random access needs an uncompressed TFRecord file: `tfrecord-lirs pad {path} OUT` (Python: tfrecord_lirs.pad) decompresses it as it reads and writes a padded copy OUT with its table in one step, or decompress it first (GZIP: `gunzip -c {path} > OUT`; ZLIB: `zlib-flate -uncompress < {path} > OUT`) and index that"
+                )
+            }
+            (Detail::MissingTable { data, source }, at) => {
+                let table = at.map_or_else(
+                    || crate::table::default_table_path(data),
+                    |a| a.path.clone(),
+                );
+                f.write_str(&missing_table_message(&table, data, source))
+            }
+            (Detail::TextIndex { line, source }, at) => {
+                if let Some(at) = at {
+                    write!(f, "{}: ", at.path.display())?;
+                }
+                write!(f, "line {line}: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.detail {
+            Detail::Io(source) | Detail::MissingTable { source, .. } => Some(source),
+            Detail::TextIndex { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
 }
 
 impl Error {
     /// The kind of failure, for mapping onto other error systems.
     pub fn kind(&self) -> ErrorKind {
-        match self {
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                ErrorKind::NotFound
-            }
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-                ErrorKind::DataLoss
-            }
-            Error::MissingTable { .. } => ErrorKind::NotFound,
-            Error::Io { .. } | Error::Internal(_) => ErrorKind::Internal,
-            Error::Frame { .. } | Error::Compressed { .. } | Error::Layout { .. } => {
-                ErrorKind::DataLoss
-            }
-            Error::Table { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
-            Error::TextIndex { source, .. } => source.kind(),
+        self.kind
+    }
+
+    /// The file the error is about: the data file, or the offset table or text index
+    /// (for an error about a text index line, the index). `None` for bad arguments and
+    /// internal errors.
+    pub fn file(&self) -> Option<&Path> {
+        self.at.as_ref().map(|at| at.path.as_path())
+    }
+
+    /// The instance id involved, if any (for a text index line, the instance of the
+    /// data file record it names).
+    pub fn instance(&self) -> Option<u64> {
+        match &self.detail {
+            Detail::TextIndex { source, .. } => source.instance(),
+            _ => self.at.as_ref().and_then(|at| at.instance),
+        }
+    }
+
+    /// The byte offset in [`file`](Error::file) where the damage is, if known (for a
+    /// text index line, the offset in the data file it names).
+    pub fn offset(&self) -> Option<u64> {
+        match &self.detail {
+            Detail::TextIndex { source, .. } => source.offset(),
+            _ => self.at.as_ref().and_then(|at| at.offset),
+        }
+    }
+
+    /// The error for a bad argument from the caller ([`ErrorKind::InvalidArgument`]);
+    /// `message` says what is allowed.
+    pub fn invalid_argument(message: impl Into<String>) -> Error {
+        Error::message(ErrorKind::InvalidArgument, message.into())
+    }
+
+    /// The error for a bug or broken invariant inside the library
+    /// ([`ErrorKind::Internal`], e.g. a caught panic): not the caller's or the data's
+    /// fault, and not worth retrying piecemeal.
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::message(ErrorKind::Internal, message.into())
+    }
+
+    /// The error for `path`, whose first bytes are a `format` ("GZIP" or "ZLIB")
+    /// stream: it says how to get a file that can be read at random
+    /// ([`ErrorKind::DataLoss`], at byte 0).
+    pub fn compressed(path: &Path, format: &'static str) -> Error {
+        Error {
+            kind: ErrorKind::DataLoss,
+            at: Some(Location::new(path, None, Some(0))),
+            detail: Detail::Compressed(format),
+        }
+    }
+
+    /// Constructor under the old variant's name, for callers not yet moved to
+    /// [`Error::invalid_argument`] (the fetch module).
+    #[allow(non_snake_case)]
+    pub(crate) fn InvalidArgument(message: String) -> Error {
+        Error::invalid_argument(message)
+    }
+
+    /// Constructor under the old variant's name, for callers not yet moved to
+    /// [`Error::internal`] (the fetch module).
+    #[allow(non_snake_case)]
+    pub(crate) fn Internal(message: String) -> Error {
+        Error::internal(message)
+    }
+
+    fn message(kind: ErrorKind, message: String) -> Error {
+        Error {
+            kind,
+            at: None,
+            detail: Detail::Message(message),
         }
     }
 
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
-        Error::Io {
-            path: path.display().to_string(),
-            source,
+        let kind = match source.kind() {
+            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            std::io::ErrorKind::UnexpectedEof => ErrorKind::DataLoss,
+            _ => ErrorKind::Internal,
+        };
+        Error {
+            kind,
+            at: Some(Location::new(path, None, None)),
+            detail: Detail::Io(source),
         }
     }
 
@@ -171,10 +262,10 @@ impl Error {
             return Error::io(table, source);
         }
         let data = data.map_or_else(|| data_of_table(table), Path::to_path_buf);
-        Error::MissingTable {
-            table: table.to_path_buf(),
-            data,
-            source,
+        Error {
+            kind: ErrorKind::NotFound,
+            at: Some(Location::new(table, None, None)),
+            detail: Detail::MissingTable { data, source },
         }
     }
 
@@ -184,34 +275,62 @@ impl Error {
         offset: u64,
         frame: FrameError,
     ) -> Error {
-        Error::Frame {
-            at: Location::new(path, instance, Some(offset)),
-            frame,
+        Error {
+            kind: ErrorKind::DataLoss,
+            at: Some(Location::new(path, instance, Some(offset))),
+            detail: Detail::Frame(frame),
         }
     }
 
+    /// A table that does not fit its data file ([`ErrorKind::InvalidArgument`]).
     pub(crate) fn table(
         path: &Path,
         instance: Option<u64>,
         offset: Option<u64>,
         reason: impl Into<String>,
     ) -> Error {
-        Error::Table {
-            at: Location::new(path, instance, offset),
-            reason: reason.into(),
+        let kind = ErrorKind::InvalidArgument;
+        Error {
+            kind,
+            ..Error::layout(path, instance, offset, reason)
         }
     }
 
+    /// A data file whose layout breaks a rule ([`ErrorKind::DataLoss`]), at `offset`
+    /// (`None` where the byte offset is unknown: inside a decompressed stream, whose
+    /// offsets are not file offsets).
     pub(crate) fn layout(
         path: &Path,
         instance: Option<u64>,
-        offset: u64,
+        offset: impl Into<Option<u64>>,
         reason: impl Into<String>,
     ) -> Error {
-        Error::Layout {
-            at: Location::new(path, instance, Some(offset)),
-            reason: reason.into(),
+        Error {
+            kind: ErrorKind::DataLoss,
+            at: Some(Location::new(path, instance, offset.into())),
+            detail: Detail::Reason(reason.into()),
         }
+    }
+
+    /// The error about line `line` of the text index `index`: `source`, of the same kind.
+    pub(crate) fn text_index(index: &Path, line: u64, source: Error) -> Error {
+        Error {
+            kind: source.kind(),
+            at: Some(Location::new(index, None, None)),
+            detail: Detail::TextIndex {
+                line,
+                source: Box::new(source),
+            },
+        }
+    }
+
+    /// For a framing error, its instance id replaced by `renumber(offset)` (a scanner
+    /// numbers instances by counting records; a trusted table numbers them by entry).
+    pub(crate) fn renumber_frame(mut self, renumber: impl FnOnce(u64) -> Option<u64>) -> Error {
+        if let (Detail::Frame(_), Some(at)) = (&self.detail, self.at.as_mut()) {
+            at.instance = at.offset.and_then(renumber);
+        }
+        self
     }
 }
 
@@ -240,4 +359,74 @@ fn missing_table_message(table: &Path, data: &Path, source: &std::io::Error) -> 
         table.display(),
         d.to_string()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors_and_messages_name_file_instance_and_byte() {
+        let data = Path::new("d.tfrecord");
+        let frame = Error::frame(
+            data,
+            Some(3),
+            120,
+            FrameError::Truncated {
+                needed: 9,
+                available: 4,
+            },
+        );
+        assert_eq!(frame.kind(), ErrorKind::DataLoss);
+        assert_eq!(
+            (frame.file(), frame.instance(), frame.offset()),
+            (Some(data), Some(3), Some(120))
+        );
+        assert_eq!(
+            frame.to_string(),
+            "d.tfrecord: instance 3 at byte 120: truncated record: needs 9 bytes, only 4 available"
+        );
+        let renumbered = frame.renumber_frame(|offset| Some(offset / 10));
+        assert_eq!(renumbered.instance(), Some(12));
+
+        let line = Error::text_index(
+            Path::new("d.idx"),
+            7,
+            Error::table(data, Some(2), Some(40), "bad"),
+        );
+        assert_eq!(line.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(
+            (line.file(), line.instance(), line.offset()),
+            (Some(Path::new("d.idx")), Some(2), Some(40))
+        );
+        assert_eq!(
+            line.to_string(),
+            "d.idx: line 7: d.tfrecord: instance 2 at byte 40: bad"
+        );
+
+        let gz = Error::compressed(data, "GZIP");
+        assert_eq!((gz.kind(), gz.offset()), (ErrorKind::DataLoss, Some(0)));
+        assert!(gz
+            .to_string()
+            .starts_with("d.tfrecord at byte 0: file looks GZIP-compressed"));
+
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let table = Error::table_io(Path::new("d.tfrecord.offsets"), None, missing);
+        assert_eq!(table.kind(), ErrorKind::NotFound);
+        assert!(
+            table.to_string().contains("tfrecord-lirs index d.tfrecord"),
+            "{table}"
+        );
+        assert!(std::error::Error::source(&table).is_some());
+
+        let eof = Error::io(
+            data,
+            std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+        );
+        assert_eq!((eof.kind(), eof.instance()), (ErrorKind::DataLoss, None));
+        let arg = Error::invalid_argument("page size 3 is not a power of two");
+        assert_eq!((arg.kind(), arg.file()), (ErrorKind::InvalidArgument, None));
+        assert_eq!(arg.to_string(), "page size 3 is not a power of two");
+        assert_eq!(Error::internal("bug").kind(), ErrorKind::Internal);
+    }
 }

@@ -5,17 +5,13 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::scan::RecordScanner;
+use crate::scan::{check_first_instance, RecordScanner};
 use crate::table::{check_output_path, check_table_path, write_atomically, write_table};
 use crate::text_index::{encode_text_index, parse_text_index, TextIndexEntry, TextIndexFormat};
 
 /// An error about line `line` of the text index `index`.
 fn at_line(index: &Path, line: u64, source: Error) -> Error {
-    Error::TextIndex {
-        index: index.display().to_string(),
-        line,
-        source: Box::new(source),
-    }
+    Error::text_index(index, line, source)
 }
 
 /// Line `line` of `index` does not fit `data` at byte `offset` (of `instance`, if known).
@@ -55,10 +51,11 @@ pub fn offsets_from_text_index(
         at_line(
             index,
             e.line,
-            Error::InvalidArgument(format!("not a {format} index: {}", e.reason)),
+            Error::invalid_argument(format!("not a {format} index: {}", e.reason)),
         )
     })?;
     let mut scanner = RecordScanner::open(data)?;
+    let file_size = scanner.file_size();
     let mut offsets = Vec::with_capacity(entries.len());
     let mut next = entries.iter().peekable();
     // The line an unlisted record would have been on: the next entry's, or one past the end.
@@ -133,13 +130,8 @@ pub fn offsets_from_text_index(
             None => {} // an unlisted filler
         }
         if !filler {
-            if offsets.is_empty() && record.offset != 0 {
-                return Err(Error::layout(
-                    data,
-                    None,
-                    0,
-                    "a filler record precedes the first instance: an offset table needs instance 0 at byte 0 (its spans tile the file from byte 0); rewrite the file with `tfrecord-lirs pad`",
-                ));
+            if offsets.is_empty() {
+                check_first_instance(data, Some(record.offset), file_size)?;
             }
             offsets.push(record.offset);
         }
@@ -158,14 +150,7 @@ pub fn offsets_from_text_index(
             ),
         ));
     }
-    if offsets.is_empty() && scanner.file_size() > 0 {
-        return Err(Error::layout(
-            data,
-            None,
-            0,
-            "the file holds only filler records, no instance: it has no offset table",
-        ));
-    }
+    check_first_instance(data, offsets.first().copied(), scanner.file_size())?;
     Ok(offsets)
 }
 

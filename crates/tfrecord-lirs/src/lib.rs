@@ -39,6 +39,7 @@
 
 #![deny(missing_docs)]
 
+mod batch;
 mod compress;
 mod error;
 pub mod example;
@@ -46,15 +47,21 @@ mod fetch;
 pub mod format;
 mod interop;
 pub mod io;
-mod leased;
+mod layout;
+pub mod options;
 mod order;
+mod pool;
 mod reader;
 pub mod remote;
 mod scan;
+mod spec;
+mod stats;
 mod table;
 pub mod text_index;
+mod verify;
 mod writer;
 
+pub use batch::Batch;
 pub use compress::Compression;
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{FetchOptions, Fetcher, Payloads, Resume, Window, REMOTE_AUTO_THREADS};
@@ -63,17 +70,18 @@ pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,
     offsets_from_text_index,
 };
-pub use io::{cached_pages, drop_from_page_cache, Backend};
+pub use io::{Backend, MmapOptIn};
+pub use layout::Layout;
 pub use order::{EpochOrder, OrderSpec};
-pub use reader::{Batch, IoStats, Layout, Reader, ReaderOptions, TFRecordLIRS, MAX_COALESCED_READ};
-pub use scan::{
-    inspect, inspect_with, inspect_with_progress, scan_offsets, Inspection, RecordScanner,
-    ScannedRecord,
-};
+pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
+pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
+pub use spec::TFRecordLIRS;
+pub use stats::IoStats;
 pub use table::{
     default_table_path, encode_table, parse_table, read_table, read_table_for, write_table,
     OffsetTableBuilder,
 };
+pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
     build_offset_table, build_offset_table_with, pad_file, pad_file_from_table, pad_file_with,
     pad_file_with_progress, Fit, PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter,

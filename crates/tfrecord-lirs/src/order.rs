@@ -35,7 +35,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
-use crate::reader::Layout;
+use crate::layout::Layout;
 
 const PURPOSE_INSTANCES: u64 = 1;
 const PURPOSE_UNITS: u64 = 2;
@@ -65,17 +65,6 @@ impl Default for OrderSpec {
             num_shards: 1,
             shard_index: 0,
         }
-    }
-}
-
-impl OrderSpec {
-    pub(crate) fn check_shards(num_shards: u64, shard_index: u64) -> Result<()> {
-        if num_shards == 0 || shard_index >= num_shards {
-            return Err(Error::InvalidArgument(format!(
-                "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
-            )));
-        }
-        Ok(())
     }
 }
 
@@ -362,7 +351,7 @@ pub struct EpochOrder {
 
 impl EpochOrder {
     pub(crate) fn new(layout: Arc<Layout>, spec: &OrderSpec) -> Result<EpochOrder> {
-        OrderSpec::check_shards(spec.num_shards, spec.shard_index)?;
+        crate::options::shard(spec.num_shards, spec.shard_index)?;
         let n = layout.len();
         let lo = shard_bound(n, spec.shard_index, spec.num_shards);
         let hi = shard_bound(n, spec.shard_index + 1, spec.num_shards);
@@ -409,7 +398,7 @@ impl EpochOrder {
     /// Continues from `position` (0 ..= len), e.g. when restoring a checkpoint.
     pub fn seek(&mut self, position: u64) -> Result<()> {
         if position > self.len {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "cannot seek to position {position}: the epoch order has {} ids",
                 self.len
             )));
@@ -509,7 +498,7 @@ fn unit_plan(layout: &Layout, spec: &OrderSpec, lo: u64, hi: u64) -> Units {
 /// every epoch and for both kinds of order (a page-aware shard is a slice of positions
 /// too).
 pub(crate) fn shard_len(layout: &Layout, num_shards: u64, shard_index: u64) -> Result<u64> {
-    OrderSpec::check_shards(num_shards, shard_index)?;
+    crate::options::shard(num_shards, shard_index)?;
     let n = layout.len();
     Ok(shard_bound(n, shard_index + 1, num_shards) - shard_bound(n, shard_index, num_shards))
 }

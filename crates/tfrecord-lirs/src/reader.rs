@@ -1,15 +1,21 @@
-//! Random access through offset tables (spec §1 `TFRecordLIRS.read(instance id)`) and
-//! the spec's stateful `shuffle_order` / `next` API.
+//! Random access through offset tables (spec §1 `TFRecordLIRS.read(instance id)`): the
+//! [`Reader`] and its I/O. The spec's stateful API is in `spec`, where instances are
+//! in `layout`, table checks against the data in `verify`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::error::{Error, Result, TRUST_TABLE_HINT};
+use crate::error::{Error, Result};
 use crate::format::{self, FrameError, Padding, PageSize, HEADER_LEN};
 use crate::io::{self, Backend, ReadAt};
+use crate::layout::{FileLayout, Layout};
+// Also imported from here by `fetch`.
+pub(crate) use crate::batch::Batch;
 use crate::order::{self, EpochOrder, OrderSpec};
+use crate::stats::{IoStats, Tally};
 use crate::table::{default_table_path, read_table_for};
+use crate::verify::{check_table, tail_error, walk_tail};
 
 /// Options of a [`Reader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +35,9 @@ pub struct ReaderOptions {
     /// records may follow an instance and the first one starts at byte 0, which catches
     /// tables missing entries.
     pub trust_table: bool,
+    /// The caller's promise that makes [`Backend::Mmap`] sound (see [`io::MmapOptIn`]);
+    /// without it that backend is refused. Default `None`.
+    pub mmap_opt_in: Option<io::MmapOptIn>,
 }
 
 impl ReaderOptions {
@@ -49,88 +58,8 @@ impl Default for ReaderOptions {
             verify_payload_crc: true,
             backend: Backend::Auto,
             trust_table: false,
+            mmap_opt_in: None,
         }
-    }
-}
-
-/// Where every instance of every file is: offsets, file sizes, global id ranges.
-#[derive(Debug)]
-pub struct Layout {
-    files: Vec<FileLayout>,
-    page: PageSize,
-    len: u64,
-}
-
-#[derive(Debug)]
-struct FileLayout {
-    offsets: Vec<u64>,
-    size: u64,
-    first_id: u64,
-}
-
-impl FileLayout {
-    fn span(&self, i: usize) -> (u64, u64) {
-        let end = self.offsets.get(i + 1).copied().unwrap_or(self.size);
-        (self.offsets[i], end)
-    }
-
-    fn span_len(&self, i: usize) -> u64 {
-        let (s, e) = self.span(i);
-        e - s
-    }
-
-    fn starts_unit(&self, i: usize, page: PageSize) -> bool {
-        i == 0
-            || page.page_of(self.offsets[i]) != page.page_of(self.offsets[i - 1])
-            || self.span_len(i - 1) > page.get()
-            || self.span_len(i) > page.get()
-    }
-}
-
-impl Layout {
-    /// Instances across all files.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Whether there are no instances.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The page size units are computed for.
-    pub fn page_size(&self) -> PageSize {
-        self.page
-    }
-
-    /// (file index, index within the file) of global `id`, which must be `< len`.
-    fn locate(&self, id: u64) -> (usize, usize) {
-        let f = self.files.partition_point(|file| file.first_id <= id) - 1;
-        (f, (id - self.files[f].first_id) as usize)
-    }
-
-    /// Calls `visit(first_id, len)` for every page-aware unit, in file order.
-    pub(crate) fn for_each_unit(&self, mut visit: impl FnMut(u64, u64)) {
-        for file in &self.files {
-            let mut start = 0usize;
-            for i in 1..=file.offsets.len() {
-                if i == file.offsets.len() || file.starts_unit(i, self.page) {
-                    visit(file.first_id + start as u64, (i - start) as u64);
-                    start = i;
-                }
-            }
-        }
-    }
-
-    /// Length of the unit that starts at `start`.
-    pub(crate) fn unit_len(&self, start: u64) -> u64 {
-        let (f, i) = self.locate(start);
-        let file = &self.files[f];
-        let mut end = i + 1;
-        while end < file.offsets.len() && !file.starts_unit(end, self.page) {
-            end += 1;
-        }
-        (end - i) as u64
     }
 }
 
@@ -149,123 +78,6 @@ const PREFETCH_RECORD_BYTES: u64 = 1024;
 
 /// Joined spans bigger than this are read separately by [`Reader::read_batch`].
 pub const MAX_COALESCED_READ: u64 = 1 << 20;
-
-/// Payloads of a batch, left in place in the buffer they were read into (no copy out of
-/// the framing): read them with [`payload`](Batch::payload) or [`payloads`](Batch::payloads).
-#[derive(Debug, Default, Clone)]
-pub struct Batch {
-    /// The instance ids, in batch order.
-    pub ids: Vec<u64>,
-    /// The bytes read, payloads in place among their framing (and filler); only
-    /// `buf[..used]` is this batch's, the rest is kept to be reused without zeroing.
-    buf: Vec<u8>,
-    used: usize,
-    /// Payload `i` is `buf[starts[i]..ends[i]]`.
-    starts: Vec<usize>,
-    ends: Vec<usize>,
-}
-
-impl Batch {
-    /// Number of payloads.
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// Payload `i`, or `None` past the end.
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
-        self.buf.get(*self.starts.get(i)?..*self.ends.get(i)?)
-    }
-
-    /// Payload `i`.
-    ///
-    /// # Panics
-    /// If `i >= self.len()`; see [`get`](Batch::get).
-    pub fn payload(&self, i: usize) -> &[u8] {
-        &self.buf[self.starts[i]..self.ends[i]]
-    }
-
-    /// The payloads, in batch order.
-    pub fn payloads(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
-        self.starts
-            .iter()
-            .zip(&self.ends)
-            .map(|(&s, &e)| &self.buf[s..e])
-    }
-
-    /// Total bytes of the payloads.
-    pub fn payload_bytes(&self) -> usize {
-        self.starts.iter().zip(&self.ends).map(|(s, e)| e - s).sum()
-    }
-
-    /// Empties the batch, keeping its allocations.
-    pub fn clear(&mut self) {
-        self.ids.clear();
-        self.used = 0;
-        self.starts.clear();
-        self.ends.clear();
-    }
-
-    /// Appends payload `bytes` of instance `id`.
-    pub fn push(&mut self, id: u64, bytes: &[u8]) {
-        self.align_for(bytes.as_ptr() as u64, bytes.len());
-        let at = self.used;
-        self.tail(bytes.len()).copy_from_slice(bytes);
-        self.used += bytes.len();
-        self.ids.push(id);
-        self.starts.push(at);
-        self.ends.push(at + bytes.len());
-    }
-
-    /// Makes room for `len` bytes copied from `source` (a file offset, or an address),
-    /// skipping up to [`io::COPY_ALIGN`]` - 1` bytes so that they land at the same place
-    /// within a cache line as their source: misaligned copies are several times slower.
-    fn align_for(&mut self, source: u64, len: usize) {
-        let room = self.used + io::COPY_ALIGN + len;
-        if self.buf.len() < room {
-            self.buf.resize(room, 0);
-        }
-        self.used += io::copy_pad(self.buf.as_ptr() as usize + self.used, source);
-    }
-
-    /// `len` writable bytes at `used` (zero-filled only where the buffer grows).
-    fn tail(&mut self, len: usize) -> &mut [u8] {
-        let end = self.used + len;
-        if self.buf.len() < end {
-            self.buf.resize(end, 0);
-        }
-        &mut self.buf[self.used..end]
-    }
-}
-
-/// A thread's not yet published [`IoStats`] counts.
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    reads: u64,
-    bytes: u64,
-    pages: u64,
-}
-
-/// Counters of what a reader read (for benchmarks and page tests). With the mmap
-/// backend there are no read calls: a "read" is one record decoded from the map, and
-/// its bytes and pages are those of the record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IoStats {
-    /// Positioned reads issued.
-    pub reads: u64,
-    /// Bytes read.
-    pub bytes_read: u64,
-    /// Pages touched, summed over reads (a read spanning 2 pages counts 2).
-    pub page_reads: u64,
-    /// Distinct pages touched since the last reset.
-    pub distinct_pages: u64,
-    /// Pages the data files span.
-    pub data_pages: u64,
-}
 
 struct OpenFile {
     data_path: PathBuf,
@@ -325,13 +137,24 @@ impl Reader {
         let mut open = Vec::with_capacity(files.len());
         let mut first_id = 0u64;
         for (data, table_path) in files {
-            // The data file is opened first, so that a missing one is reported as such.
+            // The data file is opened first, so that a missing one is reported as such;
+            // the default backend then maps that same open file if its records are small.
+            // A URL goes through the registered file system (crate::remote), with
+            // the default backend only.
             crate::remote::check_backend(data, options.backend)?;
-            let mut src = io::open(data, options.backend.without_map())?;
+            let opened = match (crate::remote::open_if_url(data)?, options.backend) {
+                (Some(remote), _) => Ok(remote),
+                (None, Backend::Auto | Backend::Pread) => Err(io::PreadFile::open(data)?),
+                (None, other) => Ok(io::open(data, other, options.mmap_opt_in)?),
+            };
             let offsets = read_table_for(data, table_path)?;
-            if options.backend != options.backend.without_map() && !crate::remote::is_url(data) {
-                src = io::open_with_records(data, options.backend, offsets.len() as u64)?;
-            }
+            let src: Box<dyn ReadAt> = match opened {
+                Ok(src) => src,
+                Err(pread) if options.backend == Backend::Auto => {
+                    Box::new(io::AutoFile::from_pread(pread, offsets.len() as u64))
+                }
+                Err(pread) => Box::new(pread),
+            };
             let size = src.size();
             let layout = FileLayout {
                 offsets,
@@ -350,11 +173,7 @@ impl Reader {
             layouts.push(layout);
         }
         Ok(Reader {
-            layout: Arc::new(Layout {
-                files: layouts,
-                page,
-                len: first_id,
-            }),
+            layout: Arc::new(Layout::new(layouts, page)),
             files: open,
             verify_payload_crc: options.verify_payload_crc,
             padding: options.padding(),
@@ -402,7 +221,7 @@ impl Reader {
 
     fn check_id(&self, id: u64) -> Result<()> {
         if id >= self.layout.len {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "instance id {id} out of range: the dataset has {} instances{}",
                 self.layout.len,
                 match self.files.as_slice() {
@@ -850,350 +669,5 @@ impl Reader {
     /// of order (a shard is a slice of positions of the epoch's order).
     pub fn shard_len(&self, num_shards: u64, shard_index: u64) -> Result<u64> {
         order::shard_len(&self.layout, num_shards, shard_index)
-    }
-}
-
-/// Most records [`walk_tail`] looks at: a tail of more fillers than this was not written
-/// by a LIRS writer (which puts at most a few in a span), and is not checked further.
-const MAX_TAIL_PROBES: usize = 4096;
-
-/// Checks with small positioned reads that the bytes `[from, end)` of `src` are
-/// padding records of kind `padding`; `on_read(at, len)` is told of each read. Returns
-/// the offset and reason of the first record that is not, if any.
-fn walk_tail(
-    src: &dyn ReadAt,
-    from: u64,
-    end: u64,
-    padding: Padding,
-    mut on_read: impl FnMut(u64, u64),
-) -> std::io::Result<Option<(u64, format::TailError)>> {
-    let mut probe = [0u8; format::FILLER_PROBE_LEN];
-    let mut at = from;
-    for _ in 0..MAX_TAIL_PROBES {
-        if at >= end {
-            break;
-        }
-        let available = end - at;
-        let len = (available as usize).min(probe.len());
-        io::read_exact_at(src, &mut probe[..len], at)?;
-        on_read(at, len as u64);
-        match padding.framed_len(&probe[..len], available) {
-            Ok(framed) => at += framed,
-            Err(e) => return Ok(Some((at, e))),
-        }
-    }
-    Ok(None)
-}
-
-/// The error for bytes at `at` inside instance `id`'s span that are not filler.
-fn tail_error(
-    (data, table): (&Path, &Path),
-    id: u64,
-    (start, end): (u64, u64),
-    at: u64,
-    e: format::TailError,
-) -> Error {
-    match e {
-        format::TailError::Frame(frame @ FrameError::LengthCrc { .. }) => {
-            Error::frame(data, Some(id), at, frame)
-        }
-        format::TailError::Frame(frame) => Error::table(
-            table,
-            Some(id),
-            Some(at),
-            format!(
-                "the bytes at {at} in instance {id}'s span [{start}, {end}) of {} are not a record that ends inside the span ({frame}): the table does not match the data file",
-                data.display()
-            ),
-        ),
-        format::TailError::NotFiller { framed_len } => Error::table(
-            table,
-            Some(id),
-            Some(at),
-            format!(
-                "byte {at} of {} starts a record of {framed_len} bytes that is not a filler, inside instance {id}'s span [{start}, {end}): the table does not index it (an entry missing, records appended after indexing, or another file's table); rebuild it with `tfrecord-lirs index`; or, {TRUST_TABLE_HINT}",
-                data.display()
-            ),
-        ),
-    }
-}
-
-/// Validates a table against its data file without reading the whole file.
-fn check_table(
-    data: &Path,
-    table: &Path,
-    layout: &FileLayout,
-    src: &dyn ReadAt,
-    padding: Padding,
-) -> Result<()> {
-    // A compressed file is named as such before its table is judged against it.
-    let mut head = [0u8; HEADER_LEN];
-    let head_len = (layout.size as usize).min(HEADER_LEN);
-    if io::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
-        if let Some(kind) = format::compressed_head(&head[..head_len]) {
-            return Err(Error::Compressed {
-                at: crate::error::Location::new(data, None, Some(0)),
-                format: kind,
-            });
-        }
-    }
-    let n = layout.offsets.len();
-    if n == 0 {
-        if layout.size > 0 {
-            return Err(Error::table(
-                table,
-                None,
-                None,
-                format!(
-                    "the table is empty but {} holds {} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`, or rewrite a file that holds only fillers with `tfrecord-lirs pad`",
-                    data.display(),
-                    layout.size
-                ),
-            ));
-        }
-        return Ok(());
-    }
-    // Spans tile the file from byte 0. A table whose first entry is elsewhere (entries
-    // missing at the front, another file's table) would silently shift every id; a
-    // trusted table may start later, after padding.
-    if layout.offsets[0] != 0 && padding == Padding::Fillers {
-        return Err(Error::table(
-            table,
-            Some(layout.first_id),
-            Some(layout.offsets[0]),
-            format!(
-                "instance 0 of {} must start at byte 0, but the table puts it at byte {}: the table does not match the data file (entries missing at the front?){}",
-                data.display(),
-                layout.offsets[0],
-                if starts_with_records(src, layout.offsets[0].min(layout.size)) {
-                    format!("; or, {TRUST_TABLE_HINT}")
-                } else {
-                    String::new()
-                }
-            ),
-        ));
-    }
-    if let Some(i) = layout.offsets.iter().position(|&o| o >= layout.size) {
-        return Err(Error::table(
-            table,
-            Some(i as u64),
-            Some(layout.offsets[i]),
-            format!(
-                "offset {} lies at or past the end of {} ({} bytes): the table does not match the data file",
-                layout.offsets[i],
-                data.display(),
-                layout.size
-            ),
-        ));
-    }
-    for i in [0, n - 1] {
-        let (start, end) = layout.span(i);
-        let mut header = [0u8; HEADER_LEN];
-        let checked = io::read_exact_at(src, &mut header, start)
-            .map_err(|_| FrameError::Truncated {
-                needed: HEADER_LEN as u64,
-                available: end - start,
-            })
-            .and_then(|_| format::decode_header(&header))
-            .and_then(|len| {
-                let framed = format::framed_len(len);
-                if framed > end - start {
-                    Err(FrameError::Truncated {
-                        needed: framed,
-                        available: end - start,
-                    })
-                } else {
-                    Ok(framed)
-                }
-            });
-        let framed = match checked {
-            Ok(framed) => framed,
-            Err(e) => {
-                if start == 0 {
-                    if let Some(kind) = format::compression_magic(&header) {
-                        return Err(Error::Compressed {
-                            at: crate::error::Location::new(data, None, Some(0)),
-                            format: kind,
-                        });
-                    }
-                }
-                return Err(Error::table(
-                    table,
-                    Some(layout.first_id + i as u64),
-                    Some(start),
-                    format!(
-                        "does not match {}: no valid record of that instance's span starts at byte {start} ({e})",
-                        data.display()
-                    ),
-                ));
-            }
-        };
-        // The last span runs to the end of the file: records appended after indexing, or
-        // entries missing at the end, would otherwise never be read or reported.
-        if i == n - 1 {
-            let id = layout.first_id + i as u64;
-            let found = walk_tail(src, start + framed, end, padding, |_, _| {})
-                .map_err(|e| Error::io(data, e))?;
-            if let Some((at, e)) = found {
-                return Err(tail_error((data, table), id, (start, end), at, e));
-            }
-        }
-    }
-    // A trusted table's first instance may follow padding: it must be records too.
-    if layout.offsets[0] > 0 {
-        let found = walk_tail(src, 0, layout.offsets[0], padding, |_, _| {})
-            .map_err(|e| Error::io(data, e))?;
-        if let Some((at, e)) = found {
-            return Err(Error::table(
-                table,
-                Some(layout.first_id),
-                Some(at),
-                format!(
-                    "the bytes at {at} of {}, before instance 0 at byte {}, are not padding records ({}): the table does not match the data file",
-                    data.display(),
-                    layout.offsets[0],
-                    match e {
-                        format::TailError::Frame(frame) => frame.to_string(),
-                        format::TailError::NotFiller { framed_len } =>
-                            format!("a record of {framed_len} bytes that is not a filler"),
-                    }
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Whether the bytes `[0, end)` of `src` are whole records (any payload): the padding
-/// another tool may put before a first instance.
-fn starts_with_records(src: &dyn ReadAt, end: u64) -> bool {
-    matches!(walk_tail(src, 0, end, Padding::Opaque, |_, _| {}), Ok(None))
-}
-
-/// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
-///
-/// ```
-/// use tfrecord_lirs::TFRecordLIRS;
-/// # fn main() -> tfrecord_lirs::Result<()> {
-/// # let dir = tempfile::tempdir().unwrap();
-/// # let path = dir.path().join("train.tfrecord");
-/// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
-/// # for i in 0..64u8 { w.write(&[i; 100])?; }
-/// # w.finish()?;
-/// let mut train_dataset = TFRecordLIRS::open(&path, None)?.with_seed(1234);
-/// for _epoch in 0..2 {
-///     train_dataset.shuffle_order(true)?; // page-aware
-///     let mut batch = Vec::new();
-///     for instance in train_dataset.by_ref().take(32) {
-///         batch.push(instance?);
-///     }
-///     assert_eq!(batch.len(), 32);
-/// }
-/// # Ok(()) }
-/// ```
-pub struct TFRecordLIRS {
-    reader: Arc<Reader>,
-    seed: u64,
-    next_epoch: u64,
-    num_shards: u64,
-    shard_index: u64,
-    order: Option<EpochOrder>,
-    /// `next()` before `shuffle_order` errs once, then ends (never an endless error stream).
-    misuse_reported: bool,
-}
-
-impl TFRecordLIRS {
-    /// Opens a data file and its table (`<data>.offsets` when `None`).
-    pub fn open(data: &Path, table: Option<&Path>) -> Result<TFRecordLIRS> {
-        Ok(TFRecordLIRS::from_reader(Arc::new(Reader::open_one(
-            data,
-            table,
-            &ReaderOptions::default(),
-        )?)))
-    }
-
-    /// Wraps a shared reader (seed 0, one shard).
-    pub fn from_reader(reader: Arc<Reader>) -> TFRecordLIRS {
-        TFRecordLIRS {
-            reader,
-            seed: 0,
-            next_epoch: 0,
-            num_shards: 1,
-            shard_index: 0,
-            order: None,
-            misuse_reported: false,
-        }
-    }
-
-    /// Sets the shuffle seed.
-    pub fn with_seed(mut self, seed: u64) -> TFRecordLIRS {
-        self.seed = seed;
-        self
-    }
-
-    /// Reads only shard `shard_index` of `num_shards` of every epoch.
-    pub fn with_shard(mut self, num_shards: u64, shard_index: u64) -> Result<TFRecordLIRS> {
-        OrderSpec::check_shards(num_shards, shard_index)?;
-        self.num_shards = num_shards;
-        self.shard_index = shard_index;
-        Ok(self)
-    }
-
-    /// The shared reader.
-    pub fn reader(&self) -> &Arc<Reader> {
-        &self.reader
-    }
-
-    /// Instances in the files.
-    pub fn len(&self) -> u64 {
-        self.reader.len()
-    }
-
-    /// Whether there are no instances.
-    pub fn is_empty(&self) -> bool {
-        self.reader.is_empty()
-    }
-
-    /// Spec §1: the payload of instance `id`.
-    pub fn read(&self, id: u64) -> Result<Vec<u8>> {
-        self.reader.read(id)
-    }
-
-    /// Spec §5: shuffles the next epoch's order (page-aware or instance-based); the
-    /// following `next()` calls walk it.
-    pub fn shuffle_order(&mut self, page_aware: bool) -> Result<()> {
-        let spec = OrderSpec {
-            seed: self.seed,
-            epoch: self.next_epoch,
-            page_aware,
-            num_shards: self.num_shards,
-            shard_index: self.shard_index,
-        };
-        self.order = Some(self.reader.epoch_order(&spec)?);
-        self.next_epoch += 1;
-        Ok(())
-    }
-
-    /// The order being walked, if `shuffle_order` was called.
-    pub fn order(&self) -> Option<&EpochOrder> {
-        self.order.as_ref()
-    }
-}
-
-/// Spec §2: `next()` returns the next instance of the shuffled order, `None` at the end
-/// of the epoch, and one error (then `None`) if `shuffle_order` was never called.
-impl Iterator for TFRecordLIRS {
-    type Item = Result<Vec<u8>>;
-
-    fn next(&mut self) -> Option<Result<Vec<u8>>> {
-        let Some(order) = self.order.as_mut() else {
-            if std::mem::replace(&mut self.misuse_reported, true) {
-                return None;
-            }
-            return Some(Err(Error::InvalidArgument(
-                "TFRecordLIRS::next called before shuffle_order".into(),
-            )));
-        };
-        order.next().map(|id| self.reader.read(id))
     }
 }

@@ -119,7 +119,7 @@ fn file_system(url: &Path) -> Result<Arc<dyn FileSystem>> {
         .ok()
         .and_then(|s| s.clone())
         .ok_or_else(|| {
-            Error::InvalidArgument(format!(
+            Error::invalid_argument(format!(
                 "{}: a URL ({}://), but this program reads local files only; read URLs \
                  through the Python package tfrecord_lirs, which uses TensorFlow's file systems",
                 url.display(),
@@ -139,7 +139,7 @@ fn url_str(path: &Path) -> &str {
 pub(crate) fn error(url: &Path, source: io::Error) -> Error {
     match source.kind() {
         io::ErrorKind::Unsupported | io::ErrorKind::InvalidInput => {
-            Error::InvalidArgument(format!("{}: {source}", url.display()))
+            Error::invalid_argument(format!("{}: {source}", url.display()))
         }
         _ => Error::io(url, source),
     }
@@ -151,7 +151,7 @@ pub(crate) fn check_backend(url: &Path, backend: Backend) -> Result<()> {
     if backend == Backend::Auto || !is_url(url) {
         return Ok(());
     }
-    Err(Error::InvalidArgument(format!(
+    Err(Error::invalid_argument(format!(
         "{}: backend \"{}\" reads local files only; a URL is read through its file \
          system (leave the backend at its default, \"auto\")",
         url.display(),

@@ -163,7 +163,7 @@ pub(crate) fn check_table_path(data: &Path, table: &Path) -> Result<()> {
 /// same file (it would replace the data).
 pub(crate) fn check_output_path(data: &Path, out: &Path, what: &str) -> Result<()> {
     if same_file(data, out) {
-        return Err(Error::InvalidArgument(format!(
+        return Err(Error::invalid_argument(format!(
             "the {what} path {} is the data file {}: writing the {what} would replace the data",
             out.display(),
             data.display()

@@ -116,7 +116,7 @@ impl<W: Write> TFRecordWriter<W> {
     /// with the filler magic, since readers would take it for padding.
     pub fn write_instance(&mut self, payload: &[u8]) -> Result<u64> {
         if format::is_filler(payload) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "{}: refusing to write an instance whose payload starts with the filler magic {:?} (readers would skip it as padding)",
                 self.name.display(),
                 String::from_utf8_lossy(FILLER_MAGIC)
@@ -140,7 +140,7 @@ impl<W: Write> TFRecordWriter<W> {
             return Ok(());
         }
         if !format::filler_fits(n) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "{}: padding of {n} bytes is impossible: a filler record takes at least {} bytes",
                 self.name.display(),
                 format::MIN_FILLER_LEN
@@ -227,12 +227,39 @@ pub struct PadSummary {
     pub filler_bytes: u64,
     /// Size of the data file.
     pub data_bytes: u64,
-    /// For each input (in the order given to `write`), the instance id it received.
-    /// Empty for next-fit, where input `i` is instance `i`.
-    pub instance_of_input: Vec<u64>,
+    /// Best-fit (which may reorder): for each input, in the order given to `write`, the
+    /// instance id it received. `None` for next-fit, where input `i` is instance `i`.
+    /// [`instance_of`](PadSummary::instance_of) answers for both.
+    pub instance_of_input: Option<Vec<u64>>,
 }
 
 impl PadSummary {
+    /// The instance id input `input` (counted in the order given to `write`) received,
+    /// or `None` past the last input.
+    ///
+    /// ```
+    /// # fn main() -> tfrecord_lirs::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use tfrecord_lirs::{Fit, PadOptions, PaddedWriter};
+    /// let options = PadOptions { fit: Fit::BEST, ..Default::default() };
+    /// let mut writer = PaddedWriter::create(&dir.path().join("d.tfrecord"), &options)?;
+    /// for len in [3000, 3000, 900] {
+    ///     writer.write(&vec![1u8; len])?;
+    /// }
+    /// let summary = writer.finish()?;
+    /// assert_eq!(summary.instance_of(2), Some(1)); // moved up to fill the first page
+    /// assert_eq!(summary.instance_of(3), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn instance_of(&self, input: u64) -> Option<u64> {
+        match &self.instance_of_input {
+            None => (input < self.instances).then_some(input),
+            Some(ids) => usize::try_from(input)
+                .ok()
+                .and_then(|i| ids.get(i).copied()),
+        }
+    }
+
     /// Filler bytes as a percentage of the instance bytes (framed).
     pub fn overhead_percent(&self) -> f64 {
         let instance_bytes = self.data_bytes - self.filler_bytes;
@@ -331,11 +358,9 @@ pub struct PaddedWriter {
 impl PaddedWriter {
     /// Starts writing `path` (and `<path>.offsets` on finish).
     pub fn create(path: &Path, options: &PadOptions) -> Result<PaddedWriter> {
-        let page = PageSize::checked(options.page_size)?;
-        if let Fit::Best { window: 0 } = options.fit {
-            return Err(Error::InvalidArgument(
-                "best-fit window must hold at least 1 record".into(),
-            ));
+        let page = crate::options::page_size(options.page_size)?;
+        if let Fit::Best { window } = options.fit {
+            crate::options::best_fit_window(window as u64)?;
         }
         // A URL is written locally first, then uploaded whole: the placement needs
         // the written bytes' positions only, and object stores take whole objects.
@@ -368,7 +393,7 @@ impl PaddedWriter {
     /// best-fit see [`PadSummary::instance_of_input`]).
     pub fn write(&mut self, payload: &[u8]) -> Result<u64> {
         if format::is_filler(payload) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "{}: input {} starts with the filler magic \\x00LIRSPAD and cannot be an instance",
                 self.path.display(),
                 self.inputs
@@ -453,7 +478,8 @@ impl PaddedWriter {
             pages: data_bytes.div_ceil(self.page.get()),
             filler_bytes: self.filler_bytes,
             data_bytes,
-            instance_of_input: std::mem::take(&mut self.instance_of_input),
+            instance_of_input: matches!(self.fit, Fit::Best { .. })
+                .then(|| std::mem::take(&mut self.instance_of_input)),
         }
     }
 }
@@ -566,7 +592,7 @@ fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
         None
     };
     match clash {
-        Some((what, a, other, b)) => Err(Error::InvalidArgument(format!(
+        Some((what, a, other, b)) => Err(Error::invalid_argument(format!(
             "{what} {} is {other} {}: pad must not overwrite its input; choose another output path",
             a.display(),
             b.display()

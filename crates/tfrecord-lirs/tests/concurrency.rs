@@ -106,6 +106,7 @@ fn shared_reader(backend: Backend) -> (tempfile::TempDir, Arc<Reader>, Vec<Vec<u
     let (pairs, all) = files(dir.path());
     let options = ReaderOptions {
         backend,
+        mmap_opt_in: common::mmap_opt_in(),
         ..ReaderOptions::default()
     };
     let reader = Arc::new(Reader::open(&pairs, &options).unwrap());

@@ -255,6 +255,7 @@ fn run_case(
         // The memory-mapped batch path decodes in place: it must agree, id by id.
         let mapped = ReaderOptions {
             backend: Backend::Mmap,
+            mmap_opt_in: common::mmap_opt_in(),
             ..ReaderOptions::default()
         };
         let mut batch = Batch::default();

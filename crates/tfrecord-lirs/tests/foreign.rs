@@ -108,6 +108,8 @@ fn reference_padded_files_read_exactly_their_instances_when_the_table_is_trusted
             let options = ReaderOptions {
                 page_size: page,
                 backend,
+                // SAFETY: the test's own temporary files, unchanged while mapped.
+                mmap_opt_in: Some(unsafe { tfrecord_lirs::MmapOptIn::new() }),
                 ..trusting()
             };
             let reader = Reader::open_one(&data, None, &options).unwrap();

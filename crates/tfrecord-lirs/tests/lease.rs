@@ -21,6 +21,7 @@ fn open(files: &[PathBuf], backend: Backend) -> Reader {
         .collect();
     let options = ReaderOptions {
         backend,
+        mmap_opt_in: common::mmap_opt_in(),
         ..ReaderOptions::default()
     };
     Reader::open(&pairs, &options).unwrap()

@@ -68,6 +68,7 @@ fn offsets_beyond_4_gib_in_a_sparse_file() {
     for backend in [Backend::Pread, Backend::Mmap] {
         let options = ReaderOptions {
             backend,
+            mmap_opt_in: common::mmap_opt_in(),
             ..ReaderOptions::default()
         };
         let reader = Reader::open_one(&data, None, &options).unwrap();
@@ -197,10 +198,7 @@ fn smallest_and_largest_page_sizes() {
             )
             .unwrap();
             for (input, p) in payloads.iter().enumerate() {
-                let id = match fit {
-                    Fit::Next => input as u64,
-                    Fit::Best { .. } => summary.instance_of_input[input],
-                };
+                let id = summary.instance_of(input as u64).unwrap();
                 assert_eq!(
                     &reader.read(id).unwrap(),
                     p,

@@ -52,10 +52,10 @@ fn check_padded(payloads: &[Vec<u8>], page_size: u64, fit: Fit) {
     }
 
     // Every input comes back exactly once; next-fit keeps the order.
-    let mapping: Vec<u64> = match fit {
-        Fit::Next => (0..payloads.len() as u64).collect(),
-        Fit::Best { .. } => summary.instance_of_input.clone(),
-    };
+    let mapping: Vec<u64> = (0..payloads.len() as u64)
+        .map(|input| summary.instance_of(input).unwrap())
+        .collect();
+    assert_eq!(summary.instance_of_input.is_none(), fit == Fit::Next);
     let reader = Reader::open_one(&path, None, &ReaderOptions::default()).unwrap();
     for (input, p) in payloads.iter().enumerate() {
         let id = mapping[input];

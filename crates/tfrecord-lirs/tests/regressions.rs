@@ -67,6 +67,7 @@ fn a_huge_span_does_not_allocate_the_span() {
     for backend in [tfrecord_lirs::Backend::Pread, tfrecord_lirs::Backend::Mmap] {
         let options = ReaderOptions {
             backend,
+            mmap_opt_in: common::mmap_opt_in(),
             ..ReaderOptions::default()
         };
         let reader = Reader::open_one(&path, None, &options).unwrap();
@@ -128,6 +129,7 @@ fn a_table_missing_an_entry_is_an_error_not_a_silent_skip() {
         for backend in [Backend::Pread, Backend::Mmap] {
             let options = ReaderOptions {
                 backend,
+                mmap_opt_in: common::mmap_opt_in(),
                 ..ReaderOptions::default()
             };
             let reader = Reader::open_one(&path, None, &options).unwrap();

@@ -75,6 +75,7 @@ fn we_index_and_read_what_tensorflow_wrote() {
         for backend in [tfrecord_lirs::Backend::Pread, tfrecord_lirs::Backend::Mmap] {
             let opts = ReaderOptions {
                 backend,
+                mmap_opt_in: common::mmap_opt_in(),
                 ..Default::default()
             };
             let reader = Reader::open_one(&data, None, &opts).unwrap();
@@ -158,10 +159,7 @@ fn tensorflow_files_pad_at_every_page_size_and_policy() {
                 .unwrap();
                 let reader = Reader::open_one(&out, None, &ReaderOptions::default()).unwrap();
                 for (input, p) in expected.iter().enumerate() {
-                    let id = match fit {
-                        Fit::Next => input as u64,
-                        Fit::Best { .. } => summary.instance_of_input[input],
-                    };
+                    let id = summary.instance_of(input as u64).unwrap();
                     assert_eq!(
                         &reader.read(id).unwrap(),
                         p,

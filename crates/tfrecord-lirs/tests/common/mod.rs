@@ -130,3 +130,10 @@ pub fn manifest_payloads(entry: &Value) -> Vec<Vec<u8>> {
         })
         .collect()
 }
+
+/// The mmap backend's opt-in, for tests that read their own temporary files through it.
+pub fn mmap_opt_in() -> Option<tfrecord_lirs::MmapOptIn> {
+    // SAFETY: the tests' own temporary files; nothing writes or truncates them while
+    // they are mapped.
+    Some(unsafe { tfrecord_lirs::MmapOptIn::new() })
+}

@@ -1,5 +1,6 @@
-//! A memory map that is safe against truncation underneath: the second module (after
-//! [`io`](crate::io)) allowed `unsafe`, each use with a `// SAFETY:` comment.
+//! A memory map that is safe against truncation underneath, for [`AutoFile`](super::AutoFile):
+//! part of the I/O module tree, the only place with `unsafe` (each use with a
+//! `// SAFETY:` comment).
 //!
 //! Why a map: a random read of a hot small record through `pread(2)` costs a syscall
 //! (~730 ns here), a load from a map ~100-300 ns. Why it is normally unsafe: if another
@@ -142,10 +143,15 @@ impl LeasedMap {
     /// leases, we neither own the file nor have `CAP_LEASE`, the file is empty, or
     /// `lease-break-time` is under a second): the caller then uses `pread`.
     pub fn open(path: &Path) -> Option<Arc<LeasedMap>> {
+        LeasedMap::from_file(File::open(path).ok()?)
+    }
+
+    /// [`LeasedMap::open`] for a file already open read-only (e.g. a duplicate of the
+    /// descriptor a reader already uses, so map and `pread` see the same file).
+    pub fn from_file(file: File) -> Option<Arc<LeasedMap>> {
         if !lease_break_time_ok() {
             return None;
         }
-        let file = File::open(path).ok()?;
         let fd = file.as_raw_fd();
         // SAFETY: plain fcntl calls on a descriptor we own.
         unsafe {
@@ -172,23 +178,13 @@ impl LeasedMap {
             unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
             return None;
         };
-        // SAFETY: a fresh read-only shared mapping of `len` bytes of a file we hold open
-        // under a read lease; it is only read through `Entered` and unmapped once.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
+        // A shared mapping of a file we hold open under a read lease; it is only read
+        // through `Entered` and unmapped once.
+        let Ok(addr) = super::map_shared(&file, len) else {
             // SAFETY: releasing the lease we took above.
             unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
             return None;
-        }
+        };
         let map = Arc::new(LeasedMap {
             file,
             addr: addr as *const u8,

@@ -1,0 +1,93 @@
+//! One validation function per user-facing option: the rules the CLI, the FFI bridge,
+//! the TensorFlow op and the Python package apply to their arguments, decided here once.
+//! The other layers call these and only translate the error ([`ErrorKind::InvalidArgument`]
+//! with the message below) into their own error type.
+//!
+//! ```
+//! use tfrecord_lirs::{options, Backend, Fit, ErrorKind};
+//! assert_eq!(options::page_size(4096)?.get(), 4096);
+//! assert_eq!(options::backend("pread")?, Backend::Pread);
+//! assert_eq!(options::best_fit_window(8)?, Fit::Best { window: 8 });
+//! assert_eq!(options::shard(4, 4).unwrap_err().kind(), ErrorKind::InvalidArgument);
+//! # Ok::<(), tfrecord_lirs::Error>(())
+//! ```
+//!
+//! [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
+
+use crate::compress::Compression;
+use crate::error::{Error, Result};
+use crate::format::PageSize;
+use crate::io::Backend;
+use crate::writer::Fit;
+
+/// A page size: a power of two from [`MIN_PAGE_SIZE`](crate::format::MIN_PAGE_SIZE) to
+/// [`MAX_PAGE_SIZE`](crate::format::MAX_PAGE_SIZE) bytes.
+pub fn page_size(bytes: u64) -> Result<PageSize> {
+    PageSize::checked(bytes)
+}
+
+/// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`.
+pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
+    if num_shards == 0 || shard_index >= num_shards {
+        return Err(Error::invalid_argument(format!(
+            "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
+        )));
+    }
+    Ok(())
+}
+
+/// A best-fit look-ahead window of `records` pending instances (at least 1): the
+/// [`Fit`] it selects. Next-fit is [`Fit::Next`], never a window of 0.
+pub fn best_fit_window(records: u64) -> Result<Fit> {
+    if records == 0 {
+        return Err(Error::invalid_argument(
+            "the best-fit window must hold at least 1 record",
+        ));
+    }
+    let window = usize::try_from(records)
+        .map_err(|_| Error::invalid_argument(format!("best-fit window {records} is too large")))?;
+    Ok(Fit::Best { window })
+}
+
+/// An I/O backend by name: `"auto"`, `"pread"`, `"mmap"` or `"direct"` (see
+/// [`Backend`]'s `FromStr`).
+pub fn backend(name: &str) -> Result<Backend> {
+    name.parse()
+}
+
+/// A compression by name: `"auto"` (or empty), `"none"`, `"gzip"`, `"zlib"`, in any case
+/// (see [`Compression`]'s `FromStr`).
+pub fn compression(name: &str) -> Result<Compression> {
+    name.parse()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn each_option_names_what_is_allowed() {
+        for bad in [0, 511, 4095, 32 << 20] {
+            let e = page_size(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.to_string().contains("power of two"), "{e}");
+        }
+        assert!(shard(1, 0).is_ok() && shard(3, 2).is_ok());
+        for (n, i) in [(0, 0), (2, 2), (1, u64::MAX)] {
+            let e = shard(n, i).unwrap_err();
+            assert!(e.to_string().contains("shard_index must be in"), "{e}");
+        }
+        assert!(best_fit_window(0)
+            .unwrap_err()
+            .to_string()
+            .contains("at least 1 record"));
+        assert_eq!(best_fit_window(1).unwrap(), Fit::Best { window: 1 });
+        let e = backend("bogus").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown I/O backend \"bogus\": use \"auto\", \"pread\", \"mmap\" or \"direct\""
+        );
+        assert_eq!(compression("GZIP").unwrap(), Compression::Gzip);
+    }
+}

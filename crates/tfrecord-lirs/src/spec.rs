@@ -1,0 +1,137 @@
+//! The spec's reader API (`TFRecordLIRS`, spec §1, §2, §5): random access plus an
+//! epoch-by-epoch shuffled walk, on top of [`Reader`] and [`EpochOrder`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::order::{EpochOrder, OrderSpec};
+use crate::reader::{Reader, ReaderOptions};
+
+/// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
+///
+/// ```
+/// use tfrecord_lirs::TFRecordLIRS;
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("train.tfrecord");
+/// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
+/// # for i in 0..64u8 { w.write(&[i; 100])?; }
+/// # w.finish()?;
+/// let mut train_dataset = TFRecordLIRS::open(&path, None)?.with_seed(1234);
+/// for _epoch in 0..2 {
+///     train_dataset.shuffle_order(true)?; // page-aware
+///     let mut batch = Vec::new();
+///     for instance in train_dataset.by_ref().take(32) {
+///         batch.push(instance?);
+///     }
+///     assert_eq!(batch.len(), 32);
+/// }
+/// # Ok(()) }
+/// ```
+pub struct TFRecordLIRS {
+    reader: Arc<Reader>,
+    seed: u64,
+    next_epoch: u64,
+    num_shards: u64,
+    shard_index: u64,
+    order: Option<EpochOrder>,
+    /// `next()` before `shuffle_order` errs once, then ends (never an endless error stream).
+    misuse_reported: bool,
+}
+
+impl TFRecordLIRS {
+    /// Opens a data file and its table (`<data>.offsets` when `None`).
+    pub fn open(data: &Path, table: Option<&Path>) -> Result<TFRecordLIRS> {
+        Ok(TFRecordLIRS::from_reader(Arc::new(Reader::open_one(
+            data,
+            table,
+            &ReaderOptions::default(),
+        )?)))
+    }
+
+    /// Wraps a shared reader (seed 0, one shard).
+    pub fn from_reader(reader: Arc<Reader>) -> TFRecordLIRS {
+        TFRecordLIRS {
+            reader,
+            seed: 0,
+            next_epoch: 0,
+            num_shards: 1,
+            shard_index: 0,
+            order: None,
+            misuse_reported: false,
+        }
+    }
+
+    /// Sets the shuffle seed.
+    pub fn with_seed(mut self, seed: u64) -> TFRecordLIRS {
+        self.seed = seed;
+        self
+    }
+
+    /// Reads only shard `shard_index` of `num_shards` of every epoch.
+    pub fn with_shard(mut self, num_shards: u64, shard_index: u64) -> Result<TFRecordLIRS> {
+        crate::options::shard(num_shards, shard_index)?;
+        self.num_shards = num_shards;
+        self.shard_index = shard_index;
+        Ok(self)
+    }
+
+    /// The shared reader.
+    pub fn reader(&self) -> &Arc<Reader> {
+        &self.reader
+    }
+
+    /// Instances in the files.
+    pub fn len(&self) -> u64 {
+        self.reader.len()
+    }
+
+    /// Whether there are no instances.
+    pub fn is_empty(&self) -> bool {
+        self.reader.is_empty()
+    }
+
+    /// Spec §1: the payload of instance `id`.
+    pub fn read(&self, id: u64) -> Result<Vec<u8>> {
+        self.reader.read(id)
+    }
+
+    /// Spec §5: shuffles the next epoch's order (page-aware or instance-based); the
+    /// following `next()` calls walk it.
+    pub fn shuffle_order(&mut self, page_aware: bool) -> Result<()> {
+        let spec = OrderSpec {
+            seed: self.seed,
+            epoch: self.next_epoch,
+            page_aware,
+            num_shards: self.num_shards,
+            shard_index: self.shard_index,
+        };
+        self.order = Some(self.reader.epoch_order(&spec)?);
+        self.next_epoch += 1;
+        Ok(())
+    }
+
+    /// The order being walked, if `shuffle_order` was called.
+    pub fn order(&self) -> Option<&EpochOrder> {
+        self.order.as_ref()
+    }
+}
+
+/// Spec §2: `next()` returns the next instance of the shuffled order, `None` at the end
+/// of the epoch, and one error (then `None`) if `shuffle_order` was never called.
+impl Iterator for TFRecordLIRS {
+    type Item = Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Result<Vec<u8>>> {
+        let Some(order) = self.order.as_mut() else {
+            if std::mem::replace(&mut self.misuse_reported, true) {
+                return None;
+            }
+            return Some(Err(Error::invalid_argument(
+                "TFRecordLIRS::next called before shuffle_order",
+            )));
+        };
+        order.next().map(|id| self.reader.read(id))
+    }
+}

@@ -1,0 +1,635 @@
+//! Inspection of a data file (and its table): what `verify` and `info` report, and the
+//! padded-file invariants checked against it; and the checks of an offset table
+//! against its data file that the [`Reader`](crate::Reader) makes at open and on reads.
+
+use std::path::Path;
+
+use crate::error::{Error, Result, TRUST_TABLE_HINT};
+use crate::format::{self, Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+use crate::format::{filler_fits_page, instance_is_placed, FrameError, HEADER_LEN};
+use crate::io::{self, ReadAt};
+use crate::layout::FileLayout;
+use crate::scan::{RecordScanner, PROGRESS_EVERY};
+
+/// What a full scan of a data file (and optionally its table) found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inspection {
+    /// Instances (non-filler records).
+    pub instances: u64,
+    /// Filler records.
+    pub fillers: u64,
+    /// File size in bytes.
+    pub file_size: u64,
+    /// Bytes taken by filler records.
+    pub filler_bytes: u64,
+    /// Smallest instance payload, in bytes (0 when there are none).
+    pub min_payload: u64,
+    /// Largest instance payload, in bytes.
+    pub max_payload: u64,
+    /// Sum of instance payload sizes.
+    pub total_payload: u64,
+    /// Page sizes for which the padded-file invariants (b) and (c) hold, when the file
+    /// has at least one filler and one instance (a file without fillers is reported as
+    /// not padded). Smallest first. Any page larger than a small file trivially holds
+    /// it whole, so this alone does not tell the page size: see
+    /// [`padded_for`](Inspection::padded_for).
+    pub padded_page_sizes: Vec<u64>,
+    /// The page size the fillers point to: the largest power of two P from 512 bytes
+    /// to 16 MiB such that every filler is one the padded writer could have written for
+    /// P: it ends on a page boundary, or starts fewer than 24 bytes before one (after a
+    /// large instance). `None` without fillers, or if some filler fits no page size.
+    pub filler_page_size: Option<u64>,
+    /// For each candidate page size, the first filler the padded writer could not have
+    /// written for it: (its offset, its end).
+    misfit_fillers: Vec<Option<(u64, u64)>>,
+    /// For each candidate page size, how many pairs of consecutive fillers have ends a
+    /// multiple of it apart (out of `filler_pairs`): the page grid of a file that
+    /// fits no grid because bytes were removed or inserted.
+    filler_spacing: Vec<u64>,
+    filler_pairs: u64,
+    /// For each candidate page size (512 B .. 16 MiB, smallest first), the first
+    /// instance placed against invariants (b)/(c).
+    violations: Vec<Option<Misplaced>>,
+}
+
+/// An instance placed against invariant (b) or (c) for some page size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Misplaced {
+    id: u64,
+    offset: u64,
+    framed: u64,
+    span: u64,
+}
+
+/// The error for instance `m` breaking (b) or (c) at page size `p`.
+fn misplaced_error(data: &Path, p: PageSize, m: Misplaced, how: &str) -> Error {
+    let Misplaced {
+        id,
+        offset,
+        framed,
+        span,
+    } = m;
+    let why = if p.is_small(framed) {
+        format!("padded-file invariant (b) broken for page size {}{how}: instance of {framed} framed bytes with span of {span} bytes crosses a page boundary", p.get())
+    } else {
+        format!("padded-file invariant (c) broken for page size {}{how}: instance of {framed} framed bytes does not start on a page boundary", p.get())
+    };
+    Error::layout(data, Some(id), offset, why)
+}
+
+impl Inspection {
+    /// The page size the file is padded for, judged from its fillers: the largest page
+    /// size, at most [`filler_page_size`](Inspection::filler_page_size), for which
+    /// invariants (b) and (c) hold. `None` if the file has no fillers (or no
+    /// instances), a filler off the 512-byte grid, or no such page size.
+    ///
+    /// Only page sizes every filler ends on are candidates, so a damaged padded file
+    /// is not passed off as padded for some page larger than the whole file.
+    pub fn padded_for(&self) -> Option<u64> {
+        let limit = self.filler_page_size?;
+        self.padded_page_sizes
+            .iter()
+            .rev()
+            .find(|&&p| p <= limit)
+            .copied()
+    }
+
+    /// Checks the padded-file invariants at the page size the fillers point to
+    /// (`verify` without `--page-size`). `Ok(None)` for a file without fillers or
+    /// instances (not padded: nothing to check); `Ok(Some(page size))` as
+    /// [`padded_for`](Inspection::padded_for). Otherwise an error naming `data`:
+    /// the first instance breaking (b)/(c) at
+    /// [`filler_page_size`](Inspection::filler_page_size); or, when the fillers fit
+    /// no page grid (bytes removed or inserted), the first instance or filler off the
+    /// grid of the page size most consecutive fillers are a multiple of apart; or else
+    /// the first filler not ending on a 512-byte boundary.
+    pub fn check_padded(&self, data: &Path) -> Result<Option<u64>> {
+        if self.fillers == 0 || self.instances == 0 {
+            return Ok(None);
+        }
+        if let Some(p) = self.padded_for() {
+            return Ok(Some(p));
+        }
+        let candidates: Vec<PageSize> = candidate_page_sizes().collect();
+        let index_of = |p: u64| candidates.iter().position(|c| c.get() == p);
+        if let Some(k) = self.filler_page_size.and_then(index_of) {
+            if let Some(m) = self.violations.get(k).copied().flatten() {
+                let how = " (the page size inferred from the fillers, which all end on its page boundaries)";
+                return Err(misplaced_error(data, candidates[k], m, how));
+            }
+        }
+        // The fillers fit no page grid: bytes were removed or inserted. If most
+        // fillers are still a whole number of pages apart, that is the page size:
+        // report the first instance or filler off its grid.
+        let guess = (0..candidates.len()).rev().find(|&k| {
+            self.filler_pairs > 0
+                && self
+                    .filler_spacing
+                    .get(k)
+                    .is_some_and(|&n| 2 * n > self.filler_pairs)
+        });
+        if let Some(k) = guess {
+            let p = candidates[k];
+            let how = " (the page size most fillers are spaced by)";
+            let instance = self.violations.get(k).copied().flatten();
+            let filler = self.misfit_fillers.get(k).copied().flatten();
+            match (instance, filler) {
+                (Some(m), Some((f, _))) if m.offset < f => {
+                    return Err(misplaced_error(data, p, m, how))
+                }
+                (Some(m), None) => return Err(misplaced_error(data, p, m, how)),
+                (_, Some((offset, end))) => {
+                    return Err(Error::layout(
+                        data,
+                        None,
+                        offset,
+                        format!(
+                            "filler record ends at byte {end}, not on a page boundary for page size {}{how}: the padded writer ends every filler on a page boundary (or starts it less than 24 bytes before one)",
+                            p.get()
+                        ),
+                    ))
+                }
+                (None, None) => {}
+            }
+        }
+        let (offset, end) = self
+            .misfit_fillers
+            .first()
+            .copied()
+            .flatten()
+            .unwrap_or((0, 0));
+        Err(Error::layout(
+            data,
+            None,
+            offset,
+            format!(
+                "filler record ends at byte {end}, not on a 512-byte boundary: the padded writer ends every filler on a page boundary (or starts it less than 24 bytes before one), so no page size can be inferred and the padded-file invariants cannot be checked (rewrite the file with `tfrecord-lirs pad`, or give --page-size)"
+            ),
+        ))
+    }
+
+    /// Mean instance payload size.
+    pub fn mean_payload(&self) -> f64 {
+        if self.instances == 0 {
+            0.0
+        } else {
+            self.total_payload as f64 / self.instances as f64
+        }
+    }
+}
+
+/// The page sizes of `candidates` whose first offence in `firsts` (one per candidate)
+/// is `None`, smallest first.
+fn clean_page_sizes<'a, T>(
+    candidates: &'a [PageSize],
+    firsts: &'a [Option<T>],
+) -> impl DoubleEndedIterator<Item = u64> + 'a {
+    candidates
+        .iter()
+        .zip(firsts)
+        .filter(|(_, first)| first.is_none())
+        .map(|(p, _)| p.get())
+}
+
+/// Every candidate page size, smallest first.
+fn candidate_page_sizes() -> impl Iterator<Item = PageSize> {
+    (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
+        .filter_map(|shift| PageSize::new(1 << shift))
+}
+
+/// Scans `data`, checking every record's CRCs and, if `table` is given, that the table
+/// matches the file: each entry is an instance's record start, each span holds one
+/// instance followed only by fillers, and the spans tile the file. With `page`, the
+/// padded-file invariants for that page size are checked too; without, see
+/// [`Inspection::check_padded`] to check them at the page size the fillers point to.
+pub fn inspect(
+    data: &Path,
+    table: Option<(&Path, &[u64])>,
+    page: Option<PageSize>,
+) -> Result<Inspection> {
+    inspect_with_progress(data, table, page, |_| {})
+}
+
+/// [`inspect`], calling `progress` with the bytes scanned so far now and then.
+pub fn inspect_with_progress(
+    data: &Path,
+    table: Option<(&Path, &[u64])>,
+    page: Option<PageSize>,
+    progress: impl FnMut(u64),
+) -> Result<Inspection> {
+    inspect_with(data, table, page, Padding::Fillers, progress)
+}
+
+/// [`inspect_with_progress`] with the table trusted as `padding` says. With
+/// [`Padding::Opaque`] and a table, the table is authoritative: the records at its
+/// offsets are the instances, and every other record (before the first, between,
+/// after the last) is padding, counted as a filler whatever its payload; every
+/// record's CRCs are still checked, padding's included, and each entry must be a
+/// record start that is not a LIRS filler. The page size is then inferred from the
+/// padding as from fillers.
+pub fn inspect_with(
+    data: &Path,
+    table: Option<(&Path, &[u64])>,
+    page: Option<PageSize>,
+    padding: Padding,
+    mut progress: impl FnMut(u64),
+) -> Result<Inspection> {
+    let opaque = padding == Padding::Opaque && table.is_some();
+    // The scanner numbers instances by counting non-filler records; with an
+    // authoritative table, an instance's id is its table position instead.
+    let renumber = |e: Error| match table {
+        Some((_, offsets)) if opaque => {
+            e.renumber_frame(|o| offsets.binary_search(&o).ok().map(|i| i as u64))
+        }
+        _ => e,
+    };
+    let mut scanner = RecordScanner::open(data)?;
+    let mut last_report = 0u64;
+    let file_size = scanner.file_size();
+    let mut out = Inspection {
+        instances: 0,
+        fillers: 0,
+        file_size,
+        filler_bytes: 0,
+        min_payload: u64::MAX,
+        max_payload: 0,
+        total_payload: 0,
+        padded_page_sizes: Vec::new(),
+        filler_page_size: None,
+        misfit_fillers: Vec::new(),
+        filler_spacing: Vec::new(),
+        filler_pairs: 0,
+        violations: Vec::new(),
+    };
+    let candidates: Vec<PageSize> = candidate_page_sizes().collect();
+    let mut violations: Vec<Option<Misplaced>> = vec![None; candidates.len()];
+    let mut misfit_fillers: Vec<Option<(u64, u64)>> = vec![None; candidates.len()];
+    let mut filler_spacing = vec![0u64; candidates.len()];
+    let mut last_filler_end: Option<u64> = None;
+    // The previous instance, whose span ends where the next instance starts.
+    let mut open_instance: Option<(u64, u64, u64)> = None; // (id, offset, framed)
+    let close = |inst: Option<(u64, u64, u64)>,
+                 end: u64,
+                 violations: &mut [Option<Misplaced>]|
+     -> Result<()> {
+        let Some((id, offset, framed)) = inst else {
+            return Ok(());
+        };
+        // Padding after an instance is another tool's when the table is trusted (the
+        // reference implementation pads before a large record up to its page, which can
+        // be pages away): (b) is judged on the instance's record alone.
+        let m = Misplaced {
+            id,
+            offset,
+            framed,
+            span: if opaque { framed } else { end - offset },
+        };
+        for (first, p) in violations.iter_mut().zip(&candidates) {
+            if first.is_none() && !instance_is_placed(*p, offset, framed, m.span) {
+                *first = Some(m);
+            }
+        }
+        if let Some(p) = page {
+            if !instance_is_placed(p, offset, framed, m.span) {
+                return Err(misplaced_error(data, p, m, ""));
+            }
+        }
+        Ok(())
+    };
+    let mut next_entry = 0usize; // index into the table of the next expected instance
+    while let Some(record) = scanner.next_record().map_err(renumber)? {
+        let (offset, framed) = (record.offset, record.framed_len);
+        let lirs_filler = record.is_filler();
+        let listed = table.is_some_and(|(_, offsets)| offsets.get(next_entry) == Some(&offset));
+        let filler = if opaque { !listed } else { lirs_filler };
+        if offset - last_report >= PROGRESS_EVERY {
+            last_report = offset;
+            progress(offset);
+        }
+        if filler {
+            out.fillers += 1;
+            out.filler_bytes += framed;
+            let end = offset + framed;
+            for (first, p) in misfit_fillers.iter_mut().zip(&candidates) {
+                if first.is_none() && !filler_fits_page(*p, offset, end) {
+                    *first = Some((offset, end));
+                }
+            }
+            if let Some(last) = last_filler_end {
+                out.filler_pairs += 1;
+                for (n, p) in filler_spacing.iter_mut().zip(&candidates) {
+                    *n += u64::from((end - last) % p.get() == 0);
+                }
+            }
+            last_filler_end = Some(end);
+        } else {
+            let n = record.payload.len() as u64;
+            out.min_payload = out.min_payload.min(n);
+            out.max_payload = out.max_payload.max(n);
+            out.total_payload += n;
+        }
+        if let Some((table_path, offsets)) = table {
+            let expected = offsets.get(next_entry).copied();
+            match expected {
+                // Entries are visited in order, so one that is not this record's start
+                // but lies before its end points into the middle of this record.
+                Some(e) if e != offset && e < offset + framed => {
+                    return Err(Error::table(
+                        table_path,
+                        Some(next_entry as u64),
+                        Some(e),
+                        format!(
+                            "offset {e} is not a record start in {} (it lies inside the record at byte {offset}): the table does not match the data file",
+                            data.display(),
+                        ),
+                    ));
+                }
+                Some(e) if e == offset => {
+                    if lirs_filler {
+                        return Err(Error::table(
+                            table_path,
+                            Some(next_entry as u64),
+                            Some(e),
+                            format!(
+                                "offset {e} points at a filler record in {}, not an instance",
+                                data.display()
+                            ),
+                        ));
+                    }
+                    next_entry += 1;
+                }
+                _ if !filler => {
+                    let why = if next_entry == offsets.len() {
+                        format!(
+                            "unindexed instance: the table {} covers {} instances but the data file goes on with more records; run `tfrecord-lirs index` to rebuild it; or, {TRUST_TABLE_HINT}",
+                            table_path.display(),
+                            offsets.len()
+                        )
+                    } else {
+                        format!(
+                            "instance record not in the table {} (the table's next entry is byte {}); or, {TRUST_TABLE_HINT}",
+                            table_path.display(),
+                            offsets[next_entry]
+                        )
+                    };
+                    return Err(Error::layout(data, None, offset, why));
+                }
+                _ if next_entry == 0 && !opaque => {
+                    return Err(Error::layout(
+                        data,
+                        None,
+                        offset,
+                        "filler before the first instance: spans must tile the file from byte 0",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if !filler {
+            close(open_instance, offset, &mut violations)?;
+            open_instance = Some((out.instances, offset, framed));
+            out.instances += 1;
+        }
+    }
+    close(open_instance, file_size, &mut violations)?;
+    progress(file_size);
+    if let Some((table_path, offsets)) = table {
+        if next_entry < offsets.len() {
+            return Err(Error::table(
+                table_path,
+                Some(next_entry as u64),
+                Some(offsets[next_entry]),
+                format!(
+                    "the table has {} entries but {} holds only {} instances",
+                    offsets.len(),
+                    data.display(),
+                    next_entry
+                ),
+            ));
+        }
+    }
+    if out.instances == 0 {
+        out.min_payload = 0;
+    }
+    if out.fillers > 0 && out.instances > 0 {
+        out.padded_page_sizes = clean_page_sizes(&candidates, &violations).collect();
+    }
+    if out.fillers > 0 {
+        out.filler_page_size = clean_page_sizes(&candidates, &misfit_fillers).next_back();
+    }
+    out.violations = violations;
+    out.misfit_fillers = misfit_fillers;
+    out.filler_spacing = filler_spacing;
+    Ok(out)
+}
+
+/// Most records [`walk_tail`] looks at: a tail of more fillers than this was not written
+/// by a LIRS writer (which puts at most a few in a span), and is not checked further.
+const MAX_TAIL_PROBES: usize = 4096;
+
+/// Checks with small positioned reads that the bytes `[from, end)` of `src` are
+/// padding records of kind `padding`; `on_read(at, len)` is told of each read. Returns
+/// the offset and reason of the first record that is not, if any.
+pub(crate) fn walk_tail(
+    src: &dyn ReadAt,
+    from: u64,
+    end: u64,
+    padding: Padding,
+    mut on_read: impl FnMut(u64, u64),
+) -> std::io::Result<Option<(u64, format::TailError)>> {
+    let mut probe = [0u8; format::FILLER_PROBE_LEN];
+    let mut at = from;
+    for _ in 0..MAX_TAIL_PROBES {
+        if at >= end {
+            break;
+        }
+        let available = end - at;
+        let len = (available as usize).min(probe.len());
+        io::read_exact_at(src, &mut probe[..len], at)?;
+        on_read(at, len as u64);
+        match padding.framed_len(&probe[..len], available) {
+            Ok(framed) => at += framed,
+            Err(e) => return Ok(Some((at, e))),
+        }
+    }
+    Ok(None)
+}
+
+/// The error for bytes at `at` inside instance `id`'s span that are not filler.
+pub(crate) fn tail_error(
+    (data, table): (&Path, &Path),
+    id: u64,
+    (start, end): (u64, u64),
+    at: u64,
+    e: format::TailError,
+) -> Error {
+    match e {
+        format::TailError::Frame(frame @ FrameError::LengthCrc { .. }) => {
+            Error::frame(data, Some(id), at, frame)
+        }
+        format::TailError::Frame(frame) => Error::table(
+            table,
+            Some(id),
+            Some(at),
+            format!(
+                "the bytes at {at} in instance {id}'s span [{start}, {end}) of {} are not a record that ends inside the span ({frame}): the table does not match the data file",
+                data.display()
+            ),
+        ),
+        format::TailError::NotFiller { framed_len } => Error::table(
+            table,
+            Some(id),
+            Some(at),
+            format!(
+                "byte {at} of {} starts a record of {framed_len} bytes that is not a filler, inside instance {id}'s span [{start}, {end}): the table does not index it (an entry missing, records appended after indexing, or another file's table); rebuild it with `tfrecord-lirs index`; or, {TRUST_TABLE_HINT}",
+                data.display()
+            ),
+        ),
+    }
+}
+
+/// Validates a table against its data file without reading the whole file.
+pub(crate) fn check_table(
+    data: &Path,
+    table: &Path,
+    layout: &FileLayout,
+    src: &dyn ReadAt,
+    padding: Padding,
+) -> Result<()> {
+    // A compressed file is named as such before its table is judged against it.
+    let mut head = [0u8; HEADER_LEN];
+    let head_len = (layout.size as usize).min(HEADER_LEN);
+    if io::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
+        if let Some(kind) = format::compressed_head(&head[..head_len]) {
+            return Err(Error::compressed(data, kind));
+        }
+    }
+    let n = layout.offsets.len();
+    if n == 0 {
+        if layout.size > 0 {
+            return Err(Error::table(
+                table,
+                None,
+                None,
+                format!(
+                    "the table is empty but {} holds {} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`, or rewrite a file that holds only fillers with `tfrecord-lirs pad`",
+                    data.display(),
+                    layout.size
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    // Spans tile the file from byte 0. A table whose first entry is elsewhere (entries
+    // missing at the front, another file's table) would silently shift every id; a
+    // trusted table may start later, after padding.
+    if layout.offsets[0] != 0 && padding == Padding::Fillers {
+        return Err(Error::table(
+            table,
+            Some(layout.first_id),
+            Some(layout.offsets[0]),
+            format!(
+                "instance 0 of {} must start at byte 0, but the table puts it at byte {}: the table does not match the data file (entries missing at the front?){}",
+                data.display(),
+                layout.offsets[0],
+                if starts_with_records(src, layout.offsets[0].min(layout.size)) {
+                    format!("; or, {TRUST_TABLE_HINT}")
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    if let Some(i) = layout.offsets.iter().position(|&o| o >= layout.size) {
+        return Err(Error::table(
+            table,
+            Some(i as u64),
+            Some(layout.offsets[i]),
+            format!(
+                "offset {} lies at or past the end of {} ({} bytes): the table does not match the data file",
+                layout.offsets[i],
+                data.display(),
+                layout.size
+            ),
+        ));
+    }
+    for i in [0, n - 1] {
+        let (start, end) = layout.span(i);
+        let mut header = [0u8; HEADER_LEN];
+        let checked = io::read_exact_at(src, &mut header, start)
+            .map_err(|_| FrameError::Truncated {
+                needed: HEADER_LEN as u64,
+                available: end - start,
+            })
+            .and_then(|_| format::decode_header(&header))
+            .and_then(|len| {
+                let framed = format::framed_len(len);
+                if framed > end - start {
+                    Err(FrameError::Truncated {
+                        needed: framed,
+                        available: end - start,
+                    })
+                } else {
+                    Ok(framed)
+                }
+            });
+        let framed = match checked {
+            Ok(framed) => framed,
+            Err(e) => {
+                if start == 0 {
+                    if let Some(kind) = format::compressed_head(&header) {
+                        return Err(Error::compressed(data, kind));
+                    }
+                }
+                return Err(Error::table(
+                    table,
+                    Some(layout.first_id + i as u64),
+                    Some(start),
+                    format!(
+                        "does not match {}: no valid record of that instance's span starts at byte {start} ({e})",
+                        data.display()
+                    ),
+                ));
+            }
+        };
+        // The last span runs to the end of the file: records appended after indexing, or
+        // entries missing at the end, would otherwise never be read or reported.
+        if i == n - 1 {
+            let id = layout.first_id + i as u64;
+            let found = walk_tail(src, start + framed, end, padding, |_, _| {})
+                .map_err(|e| Error::io(data, e))?;
+            if let Some((at, e)) = found {
+                return Err(tail_error((data, table), id, (start, end), at, e));
+            }
+        }
+    }
+    // A trusted table's first instance may follow padding: it must be records too.
+    if layout.offsets[0] > 0 {
+        let found = walk_tail(src, 0, layout.offsets[0], padding, |_, _| {})
+            .map_err(|e| Error::io(data, e))?;
+        if let Some((at, e)) = found {
+            return Err(Error::table(
+                table,
+                Some(layout.first_id),
+                Some(at),
+                format!(
+                    "the bytes at {at} of {}, before instance 0 at byte {}, are not padding records ({}): the table does not match the data file",
+                    data.display(),
+                    layout.offsets[0],
+                    match e {
+                        format::TailError::Frame(frame) => frame.to_string(),
+                        format::TailError::NotFiller { framed_len } =>
+                            format!("a record of {framed_len} bytes that is not a filler"),
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the bytes `[0, end)` of `src` are whole records (any payload): the padding
+/// another tool may put before a first instance.
+fn starts_with_records(src: &dyn ReadAt, end: u64) -> bool {
+    matches!(walk_tail(src, 0, end, Padding::Opaque, |_, _| {}), Ok(None))
+}
