@@ -29,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lirs_status.h"
+#include "tensorflow/core/data/dataset_utils.h"
 #include "tensorflow/core/data/name_utils.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -99,6 +100,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kNumParallelReads = "num_parallel_reads";
   static constexpr const char* const kBackend = "backend";
   static constexpr const char* const kTrustTable = "trust_table";
+  static constexpr const char* const kDeterministic = "deterministic";
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
@@ -120,6 +122,10 @@ class LIRSDatasetOp : public DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
     OP_REQUIRES_OK(ctx, ::tfrecord_lirs::CheckBackend(backend_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
+    std::string deterministic;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &deterministic));
+    OP_REQUIRES_OK(ctx, DeterminismPolicy::FromString(deterministic,
+                                                      &deterministic_));
   }
 
  protected:
@@ -134,6 +140,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   int64_t num_parallel_reads_ = -1;
   std::string backend_ = "auto";
   bool trust_table_ = false;
+  DeterminismPolicy deterministic_;
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
@@ -142,7 +149,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           std::vector<std::string> offset_tables, bool page_aware,
           RandomSeeds&& seeds, bool reshuffle, int64_t page_size,
           int64_t batch_size, bool drop_remainder, int64_t num_parallel_reads,
-          std::string backend, bool trust_table, int64_t num_shards,
+          std::string backend, bool trust_table,
+          DeterminismPolicy deterministic, int64_t num_shards,
           int64_t shard_index, std::unique_ptr<rust::Box<LirsReader>> reader,
           int64_t cardinality, SeedGeneratorManager* manager,
           ResourceHandle&& resource_handle, bool owns_resource)
@@ -158,6 +166,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         num_parallel_reads_(num_parallel_reads),
         backend_(std::move(backend)),
         trust_table_(trust_table),
+        deterministic_(deterministic),
         output_shapes_({batch_size == 0 ? PartialTensorShape({})
                         : drop_remainder ? PartialTensorShape({batch_size})
                                          : PartialTensorShape({-1})}),
@@ -254,6 +263,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     b->BuildAttrValue(backend_, &backend);
     AttrValue trust_table;
     b->BuildAttrValue(trust_table_, &trust_table);
+    AttrValue deterministic;
+    b->BuildAttrValue(deterministic_.String(), &deterministic);
     return b->AddDataset(
         this,
         {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
@@ -264,7 +275,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
          {kDropRemainder, drop_remainder},
          {kNumParallelReads, num_parallel_reads},
          {kBackend, backend},
-         {kTrustTable, trust_table}},
+         {kTrustTable, trust_table},
+         {kDeterministic, deterministic}},
         output);
   }
 
@@ -274,6 +286,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     static constexpr const char* const kSeedKey = "seed";
     static constexpr const char* const kSeed2Key = "seed2";
     static constexpr const char* const kPositionKey = "position";
+    // Unordered delivery: positions past `position` already delivered.
+    static constexpr const char* const kDeliveredAfterKey = "delivered_after";
     static constexpr const char* const kNumRandomSamples = "num_random_samples";
 
     explicit Iterator(const Params& params)
@@ -284,6 +298,15 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
     absl::Status Initialize(IteratorContext* ctx) override {
       mutex_lock l(mu_);
+      // Unordered (RINAS) when the op says so, or by default when the
+      // pipeline's tf.data.Options().deterministic is False.
+      const DeterminismPolicy& policy = dataset()->deterministic_;
+      const Options* options = ctx->options();
+      unordered_ = policy.IsNondeterministic() ||
+                   (policy.IsDefault() && options != nullptr &&
+                    options->optional_deterministic_case() ==
+                        Options::kDeterministic &&
+                    !options->deterministic());
       seed_generator_->GenerateSeeds(&seed_, &seed2_);
       partial_.clear();
       return ResetCursorLocked(0);
@@ -315,32 +338,44 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       uint64_t start = partial_start_;  // position of the batch's first payload
       for (tstring& p : partial_) flat(n++) = std::move(p);
       partial_.clear();
-      while (n < batch_size) {
-        if (block_ok_ && block_pos_ < block_ids_.size()) {
-          // The common case: the rest of a fetched window, in bulk.
-          const size_t take = std::min<size_t>(
-              static_cast<size_t>(batch_size - n), block_ids_.size() - block_pos_);
-          if (n == 0) start = emitted_;
-          const FetchCursor& cursor = **fetch_;
-          for (size_t k = 0; k < take; ++k) {
-            const rust::Slice<const uint8_t> p = cursor.payload(block_pos_ + k);
-            flat(n++).assign(reinterpret_cast<const char*>(p.data()), p.size());
+      for (;;) {
+        while (n < batch_size) {
+          // Unordered: a batch is one window (windows of exactly batch_size ids,
+          // the last one shorter), whichever completed; it never takes from two.
+          if (unordered_ && n > 0 && block_pos_ >= block_ids_.size()) break;
+          if (block_ok_ && block_pos_ < block_ids_.size()) {
+            // The common case: the rest of a fetched window, in bulk.
+            const size_t take = std::min<size_t>(
+                static_cast<size_t>(batch_size - n), block_ids_.size() - block_pos_);
+            if (n == 0) start = emitted_;
+            const FetchCursor& cursor = **fetch_;
+            for (size_t k = 0; k < take; ++k) {
+              const rust::Slice<const uint8_t> p = cursor.payload(block_pos_ + k);
+              flat(n++).assign(reinterpret_cast<const char*>(p.data()), p.size());
+            }
+            block_pos_ += take;
+            emitted_ += take;
+            continue;
           }
-          block_pos_ += take;
-          emitted_ += take;
+          // A new window, or one whose read failed (re-read one by one).
+          bool got = false;
+          absl::Status s = NextPayloadLocked(&flat(n), &got);
+          if (!s.ok()) {
+            for (int64_t i = 0; i < n; ++i) partial_.push_back(std::move(flat(i)));
+            partial_start_ = start;
+            return s;
+          }
+          if (!got) break;
+          if (n == 0) start = emitted_ - 1;
+          ++n;
+        }
+        if (unordered_ && n > 0 && d->drop_remainder_ && n < batch_size) {
+          // The short last window of the order may come before others:
+          // dropped, and the epoch goes on with the next window.
+          n = 0;
           continue;
         }
-        // A new window, or one whose read failed (re-read one by one).
-        bool got = false;
-        absl::Status s = NextPayloadLocked(&flat(n), &got);
-        if (!s.ok()) {
-          for (int64_t i = 0; i < n; ++i) partial_.push_back(std::move(flat(i)));
-          partial_start_ = start;
-          return s;
-        }
-        if (!got) break;
-        if (n == 0) start = emitted_ - 1;
-        ++n;
+        break;
       }
       if (n == 0 || (d->drop_remainder_ && n < batch_size)) {
         *end_of_sequence = true;
@@ -372,7 +407,26 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       // payloads of a batch left incomplete by an error are not stored either
       // (the state stays O(1)): the restored iterator re-reads them from the
       // first one on.
-      const uint64_t position = partial_.empty() ? emitted_ : partial_start_;
+      uint64_t position = partial_.empty() ? emitted_ : partial_start_;
+      if (unordered_ && fetch_ != nullptr) {
+        // What was delivered is no longer a prefix of the order: the first
+        // position not delivered, and those past it that were (their windows
+        // completed first). The unserved rest of the current window, and a
+        // batch left incomplete by an error, count as not delivered.
+        const size_t unserved =
+            block_ids_.size() - std::min(block_pos_, block_ids_.size()) +
+            partial_.size();
+        rust::Vec<uint64_t> after;
+        LIRS_RETURN_IF_RUST_ERROR(
+            "LIRSDataset checkpoint: ",
+            position = (*fetch_)->resume(unserved, after));
+        Tensor t(DT_INT64, TensorShape({static_cast<int64_t>(after.size())}));
+        auto flat = t.flat<int64_t>();
+        for (size_t i = 0; i < after.size(); ++i) {
+          flat(i) = static_cast<int64_t>(after[i]);
+        }
+        TF_RETURN_IF_ERROR(writer->WriteTensor(prefix(), kDeliveredAfterKey, t));
+      }
       TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kPositionKey,
                                              static_cast<int64_t>(position)));
       TF_RETURN_IF_ERROR(writer->WriteScalar(
@@ -397,7 +451,21 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                 position);
       }
       partial_.clear();
-      return ResetCursorLocked(static_cast<uint64_t>(position));
+      std::vector<uint64_t> after;
+      if (reader->Contains(prefix(), kDeliveredAfterKey)) {
+        Tensor t;
+        TF_RETURN_IF_ERROR(reader->ReadTensor(prefix(), kDeliveredAfterKey, &t));
+        auto flat = t.flat<int64_t>();
+        for (int64_t i = 0; i < flat.size(); ++i) {
+          if (flat(i) < position) {
+            return errors::DataLoss(
+                "LIRSDataset checkpoint: delivered position ", flat(i),
+                " before the restore position ", position);
+          }
+          after.push_back(static_cast<uint64_t>(flat(i)));
+        }
+      }
+      return ResetCursorLocked(static_cast<uint64_t>(position), after);
     }
 
    private:
@@ -456,8 +524,11 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
               emitted_ - 1);
         }
         // The cursor was dropped after an internal error: a fresh one from
-        // the current position.
-        absl::Status s = ResetCursorLocked(emitted_);
+        // the current position (unordered: from where it was, past the failed
+        // window).
+        absl::Status s = unordered_
+                             ? ResetCursorLocked(rebuild_position_, rebuild_after_)
+                             : ResetCursorLocked(emitted_);
         if (!s.ok()) {
           ++emitted_;
           return s;
@@ -486,6 +557,17 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       // ids singly would hide it, so it is reported as is. The cursor may be
       // half-updated (or poisoned): it is dropped, and the next call builds a
       // fresh one after the window's first position, which this error passes.
+      if (unordered_) {
+        // Where the consumer is; the failed window counts as delivered (passed).
+        rebuild_position_ = emitted_;
+        rebuild_after_.clear();
+        try {
+          rust::Vec<uint64_t> after;
+          rebuild_position_ = (*fetch_)->resume(0, after);
+          rebuild_after_.assign(after.begin(), after.end());
+        } catch (const std::exception&) {
+        }
+      }
       fetch_.reset();
       rebuild_ = true;
       block_ids_.clear();
@@ -497,8 +579,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     }
 
     // Recomputes this iteration's order from (seed_, seed2_), positioned at
-    // `position`, with a fresh fetch pool.
-    absl::Status ResetCursorLocked(uint64_t position)
+    // `position`, with a fresh fetch pool; `after`: positions past it already
+    // delivered (an unordered iterator's checkpoint), left out.
+    absl::Status ResetCursorLocked(uint64_t position,
+                                   const std::vector<uint64_t>& after = {})
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const Dataset* d = dataset();
       fetch_.reset();  // joins the previous pool's threads first
@@ -508,16 +592,22 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         const size_t threads = d->num_parallel_reads_ > 0
                                    ? static_cast<size_t>(d->num_parallel_reads_)
                                    : 0;
+        // Unordered batches: windows of exactly one batch, so that each batch
+        // holds the instances it holds in order.
+        const bool exact = unordered_ && d->batch_size_ > 0;
         const size_t window =
-            std::max<size_t>(kMinWindow, static_cast<size_t>(d->batch_size_));
+            exact ? static_cast<size_t>(d->batch_size_)
+                  : std::max<size_t>(kMinWindow,
+                                     static_cast<size_t>(d->batch_size_));
         auto fetch = d->reader().fetch(
             order_seed, /*epoch=*/0, d->page_aware_,
             static_cast<uint64_t>(d->num_shards_),
             static_cast<uint64_t>(d->shard_index_), position, threads, window,
-            kWindowsAhead);
+            kWindowsAhead, unordered_, exact,
+            rust::Slice<const uint64_t>(after.data(), after.size()));
         fetch_ = std::make_unique<rust::Box<FetchCursor>>(std::move(fetch));
       });
-      emitted_ = position;
+      emitted_ = position + after.size();  // instances delivered
       rebuild_ = false;
       block_ids_.clear();
       block_pos_ = 0;
@@ -526,6 +616,11 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     }
 
     mutex mu_;
+    // Windows are handed out as they complete (see Initialize).
+    bool unordered_ TF_GUARDED_BY(mu_) = false;
+    // Unordered: where a cursor dropped after an internal error resumes.
+    uint64_t rebuild_position_ TF_GUARDED_BY(mu_) = 0;
+    std::vector<uint64_t> rebuild_after_ TF_GUARDED_BY(mu_);
     std::shared_ptr<SeedGenerator> seed_generator_;
     int64_t seed_ TF_GUARDED_BY(mu_) = 0;
     int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
@@ -561,6 +656,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const int64_t num_parallel_reads_;
   const std::string backend_;
   const bool trust_table_;
+  const DeterminismPolicy deterministic_;
   const std::vector<PartialTensorShape> output_shapes_;
   const int64_t num_shards_;
   const int64_t shard_index_;
@@ -651,7 +747,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   *output = new Dataset(ctx, std::move(filenames), std::move(offset_tables),
                         page_aware, std::move(seeds), reshuffle_, page_size_,
                         batch_size_, drop_remainder_, num_parallel_reads_,
-                        backend_, trust_table_, num_shards, shard_index,
+                        backend_, trust_table_, deterministic_, num_shards,
+                        shard_index,
                         std::move(reader),
                         static_cast<int64_t>(shard_len), manager,
                         std::move(handle), owns_resource);

@@ -90,7 +90,11 @@ mod tests {
         let reader = LirsReader {
             inner: Arc::new(core::Reader::open_one(&path, None, &Default::default()).unwrap()),
         };
-        let cursor = || reader.fetch(1, 0, false, 1, 0, 0, 2, 64, 2).unwrap();
+        let cursor = || {
+            reader
+                .fetch(1, 0, false, 1, 0, 0, 2, 64, 2, false, false, &[])
+                .unwrap()
+        };
         let mut ids = Vec::new();
 
         // A panic on a fetch thread: INTERNAL, and the cursor keeps working.

@@ -85,7 +85,10 @@ mod ffi {
         /// by `threads` I/O threads (0: as many as suit the reader, see
         /// `FetchOptions::auto_threads`; none, i.e. on the caller's thread, for
         /// mapped files), `window` ids (at least) at a time, up to `depth`
-        /// windows ahead of the consumer.
+        /// windows ahead of the consumer. `unordered`: windows are handed out as
+        /// they complete (RINAS; `Fetcher::unordered`); `exact_windows`: of exactly
+        /// `window` ids (one batch each); `skip`: positions past `position` already
+        /// delivered (from `resume`).
         #[allow(clippy::too_many_arguments)]
         fn fetch(
             self: &LirsReader,
@@ -98,7 +101,14 @@ mod ffi {
             threads: usize,
             window: usize,
             depth: usize,
+            unordered: bool,
+            exact_windows: bool,
+            skip: &[u64],
         ) -> Result<Box<FetchCursor>>;
+        /// Where the consumer is, for a checkpoint, having used all but the last
+        /// `unserved` payloads of the current window: returns the first position not
+        /// delivered and puts the positions past it already delivered into `after`.
+        fn resume(self: &FetchCursor, unserved: usize, after: &mut Vec<u64>) -> Result<u64>;
 
         /// Moves to the next window and puts its ids into `ids`; its
         /// payloads are then read with `payload`, in place (no copy into a
@@ -366,6 +376,9 @@ impl LirsReader {
         threads: usize,
         window: usize,
         depth: usize,
+        unordered: bool,
+        exact_windows: bool,
+        skip: &[u64],
     ) -> FfiResult<Box<FetchCursor>> {
         guard("fetch", || {
             check_shard(num_shards, shard_index)?;
@@ -394,7 +407,14 @@ impl LirsReader {
                 window,
                 depth,
             };
-            let fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?;
+            let mut fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?
+                .skip(skip.iter().copied());
+            if unordered {
+                fetcher = fetcher.unordered();
+            }
+            if exact_windows {
+                fetcher = fetcher.exact_windows();
+            }
             Ok(Box::new(FetchCursor {
                 fetcher,
                 current: None,
@@ -444,6 +464,14 @@ impl FetchCursor {
             *ids = window.ids;
             *current = Some(window.result?);
             Ok(true)
+        })
+    }
+
+    fn resume(&self, unserved: usize, after: &mut Vec<u64>) -> FfiResult<u64> {
+        guard("resume", || {
+            let resume = self.fetcher.resume(unserved);
+            *after = resume.after;
+            Ok(resume.position)
         })
     }
 
