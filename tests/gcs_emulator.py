@@ -62,6 +62,15 @@ def namespace_unavailable() -> str | None:
     return None
 
 
+def require_namespace() -> None:
+    """Skips the calling pytest test where no private namespace can be made."""
+    import pytest
+
+    why = namespace_unavailable()
+    if why:
+        pytest.skip(f"no private network namespace for the GCS emulator: {why}")
+
+
 def make_certificate(directory: Path) -> Path:
     """A self-signed certificate for HOSTS; returns the PEM holding cert and key."""
     cert, key = directory / "cert.pem", directory / "key.pem"

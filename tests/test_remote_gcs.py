@@ -27,7 +27,7 @@ if str(REPO / "python") not in sys.path:
     sys.path.insert(0, str(REPO / "python"))
 
 import tfrecord_lirs  # noqa: E402
-from gcs_emulator import BUCKET, namespace_unavailable, run_with_gcs  # noqa: E402
+from gcs_emulator import BUCKET, require_namespace, run_with_gcs  # noqa: E402
 from test_lirs_dataset import payloads, write_tf  # noqa: E402
 from tfrecord_lirs import LIRSDataset  # noqa: E402
 
@@ -83,9 +83,7 @@ SNIPPET = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def gcs(tmp_path_factory):
-    why = namespace_unavailable()
-    if why:
-        pytest.skip(f"no private network namespace for the GCS emulator: {why}")
+    require_namespace()
     tmp = tmp_path_factory.mktemp("gcs")
     plain_recs = payloads(150)
     plain = write_tf(tmp / "plain.tfrecord", plain_recs)
@@ -150,9 +148,7 @@ def test_gs_missing_object_and_table_are_not_found(gcs):
 
 def test_stock_tfrecorddataset_reads_the_same_bytes(tmp_path):
     """The harness itself: stock tf.data over gs:// reads back the local bytes."""
-    why = namespace_unavailable()
-    if why:
-        pytest.skip(f"no private network namespace for the GCS emulator: {why}")
+    require_namespace()
     recs = payloads(500, seed=3)
     local = write_tf(tmp_path / "stock.tfrecord", recs)
     out = tmp_path / "stock.pkl"

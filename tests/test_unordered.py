@@ -26,7 +26,7 @@ if str(REPO / "python") not in sys.path:
     sys.path.insert(0, str(REPO / "python"))
 
 import tfrecord_lirs  # noqa: E402
-from gcs_emulator import BUCKET, namespace_unavailable, run_with_gcs  # noqa: E402
+from gcs_emulator import BUCKET, require_namespace, run_with_gcs  # noqa: E402
 from test_lirs_dataset import payloads, write_tf  # noqa: E402
 from tfrecord_lirs import LIRSDataset  # noqa: E402
 
@@ -159,9 +159,7 @@ SNIPPET = textwrap.dedent("""
 
 
 def test_gs_with_varying_latency(tmp_path):
-    why = namespace_unavailable()
-    if why:
-        pytest.skip(f"no private network namespace for the GCS emulator: {why}")
+    require_namespace()
     recs = payloads(600, seed=7)
     data = write_tf(tmp_path / "data.tfrecord", recs)
     tfrecord_lirs.build_offset_table(data)

@@ -173,6 +173,17 @@ fn mem() -> Objects {
     .clone()
 }
 
+/// No `.lirs-tmp-*` object is left behind by a write.
+fn assert_no_temporary_objects() {
+    let objects = mem();
+    let objects = objects.lock().unwrap();
+    let left: Vec<&String> = objects
+        .keys()
+        .filter(|k| k.contains(".lirs-tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 fn put(url: &str, bytes: Vec<u8>) {
     mem()
         .lock()
@@ -254,14 +265,7 @@ fn tables_are_built_scanned_and_written_through_the_file_system() {
     let want = std::fs::read(tfrecord_lirs::default_table_path(&local)).unwrap();
     assert_eq!(get("mem://b/built.offsets").unwrap(), want);
     // No temporary object is left behind.
-    let leftovers: Vec<String> = mem()
-        .lock()
-        .unwrap()
-        .keys()
-        .filter(|k| k.contains(".lirs-tmp-"))
-        .cloned()
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_no_temporary_objects();
     // An explicit remote table, and a local table for a remote file.
     let opts = ReaderOptions::default();
     let r = Reader::open_one(url, Some(out), &opts).unwrap();
@@ -536,14 +540,7 @@ fn padded_writer_and_pad_write_urls_like_local_files() {
         assert_eq!(get(url).unwrap(), want_data, "{url}");
         assert_eq!(get(&format!("{url}.offsets")).unwrap(), want_table, "{url}");
     }
-    let leftovers: Vec<String> = mem()
-        .lock()
-        .unwrap()
-        .keys()
-        .filter(|k| k.contains(".lirs-tmp-"))
-        .cloned()
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_no_temporary_objects();
 
     // pad: a URL source (plain or GZIP) to a URL destination, as locally.
     let plain = common::write_plain(dir.path(), "src", &payloads);
