@@ -20,6 +20,12 @@
 // Checkpoints hold O(1) state: the drawn (s1, s2), the position in the epoch
 // order and the generator's sample count (so later epochs continue exactly).
 // The order itself is recomputed from the seed on restore, never stored.
+//
+// Errors: the Rust fetch cursor decides them (a failed read is retried per
+// instance there, so each error names its own instance; a window fails as a
+// whole only on an internal error). The kernel's one policy, as TensorFlow's
+// TFRecordDataset: every error passes one position of the order, so a caller
+// that skips errors (ignore_errors) goes on, and checkpoints agree.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -42,42 +48,12 @@ namespace tensorflow {
 namespace data {
 namespace {
 
-using ::tfrecord_lirs::ffi::LirsReader;
+using ::tfrecord_lirs::CallRust;
 using ::tfrecord_lirs::ffi::FetchCursor;
+using ::tfrecord_lirs::ffi::LirsReader;
+namespace ffi = ::tfrecord_lirs::ffi;
 
 constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
-
-absl::Status ReadStringList(OpKernelContext* ctx, const char* name,
-                            std::vector<std::string>* out) {
-  const Tensor* t;
-  TF_RETURN_IF_ERROR(ctx->input(name, &t));
-  if (t->dims() > 1) {
-    return errors::InvalidArgument("`", name,
-                                   "` must be a scalar or a vector, got shape ",
-                                   t->shape().DebugString());
-  }
-  out->clear();
-  out->reserve(t->NumElements());
-  for (int64_t i = 0; i < t->NumElements(); ++i) {
-    out->push_back(std::string(t->flat<tstring>()(i)));
-  }
-  return absl::OkStatus();
-}
-
-// Opens the shared reader over (files, tables); tables may be empty.
-absl::Status OpenReader(const std::vector<std::string>& files,
-                        const std::vector<std::string>& tables,
-                        int64_t page_size, const std::string& backend,
-                        bool trust_table,
-                        std::unique_ptr<rust::Box<LirsReader>>* out) {
-  LIRS_RETURN_IF_RUST_ERROR("", {
-    // cxx takes CxxVector<CxxString> == std::vector<std::string>.
-    *out = std::make_unique<rust::Box<LirsReader>>(tfrecord_lirs::ffi::open_reader(
-        files, tables, static_cast<uint64_t>(page_size), /*verify_payload_crc=*/true,
-        rust::Str(backend), trust_table));
-  });
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -109,18 +85,14 @@ class LIRSDatasetOp : public DatasetOpKernel {
     OP_REQUIRES(ctx, page_size_ > 0,
                 errors::InvalidArgument("`page_size` must be positive, got ",
                                         page_size_));
+    // batch_size and num_parallel_reads are checked in Rust (MakeDataset).
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kBatchSize, &batch_size_));
-    OP_REQUIRES(ctx, batch_size_ >= 0,
-                errors::InvalidArgument("`batch_size` must be >= 0, got ",
-                                        batch_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kDropRemainder, &drop_remainder_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kNumParallelReads, &num_parallel_reads_));
-    OP_REQUIRES(ctx, num_parallel_reads_ == -1 || num_parallel_reads_ >= 1,
-                errors::InvalidArgument(
-                    "`num_parallel_reads` must be >= 1 or -1 (automatic), got ",
-                    num_parallel_reads_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
-    OP_REQUIRES_OK(ctx, ::tfrecord_lirs::CheckBackend(backend_));
+    OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
+                     ffi::check_backend(backend_, st);
+                   }));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
     std::string deterministic;
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &deterministic));
@@ -335,38 +307,21 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       Tensor records(ctx->allocator({}), DT_STRING, {batch_size});
       auto flat = records.flat<tstring>();
       int64_t n = 0;
-      uint64_t start = partial_start_;  // position of the batch's first payload
+      if (partial_.empty()) partial_start_ = emitted_;
       for (tstring& p : partial_) flat(n++) = std::move(p);
       partial_.clear();
       for (;;) {
         while (n < batch_size) {
-          // Unordered: a batch is one window (windows of exactly batch_size ids,
-          // the last one shorter), whichever completed; it never takes from two.
+          // Unordered: a batch is one window (windows of exactly batch_size
+          // ids, the last one shorter), whichever completed; never two.
           if (unordered_ && n > 0 && block_pos_ >= block_ids_.size()) break;
-          if (block_ok_ && block_pos_ < block_ids_.size()) {
-            // The common case: the rest of a fetched window, in bulk.
-            const size_t take = std::min<size_t>(
-                static_cast<size_t>(batch_size - n), block_ids_.size() - block_pos_);
-            if (n == 0) start = emitted_;
-            const FetchCursor& cursor = **fetch_;
-            for (size_t k = 0; k < take; ++k) {
-              const rust::Slice<const uint8_t> p = cursor.payload(block_pos_ + k);
-              flat(n++).assign(reinterpret_cast<const char*>(p.data()), p.size());
-            }
-            block_pos_ += take;
-            emitted_ += take;
-            continue;
-          }
-          // A new window, or one whose read failed (re-read one by one).
           bool got = false;
           absl::Status s = NextPayloadLocked(&flat(n), &got);
           if (!s.ok()) {
             for (int64_t i = 0; i < n; ++i) partial_.push_back(std::move(flat(i)));
-            partial_start_ = start;
             return s;
           }
           if (!got) break;
-          if (n == 0) start = emitted_ - 1;
           ++n;
         }
         if (unordered_ && n > 0 && d->drop_remainder_ && n < batch_size) {
@@ -417,9 +372,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
             block_ids_.size() - std::min(block_pos_, block_ids_.size()) +
             partial_.size();
         rust::Vec<uint64_t> after;
-        LIRS_RETURN_IF_RUST_ERROR(
-            "LIRSDataset checkpoint: ",
-            position = (*fetch_)->resume(unserved, after));
+        TF_RETURN_IF_ERROR(
+            CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
+              position = (*fetch_)->resume(unserved, after, st);
+            }));
         Tensor t(DT_INT64, TensorShape({static_cast<int64_t>(after.size())}));
         auto flat = t.flat<int64_t>();
         for (size_t i = 0; i < after.size(); ++i) {
@@ -478,104 +434,68 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         if (block_ids_.empty()) return absl::OkStatus();
       }
       const size_t i = block_pos_++;
-      const uint64_t id = block_ids_[i];
-      // Counted before reading: a caller that skips errors (ignore_errors)
-      // continues with the next instance, and checkpoints agree.
-      ++emitted_;
-      if (block_ok_) {
-        const rust::Slice<const uint8_t> payload = (*fetch_)->payload(i);
+      ++emitted_;  // before reading: an error passes this position
+      try {
+        const rust::Slice<const uint8_t> payload = (*fetch_)->payload(i, status_);
         out->assign(reinterpret_cast<const char*>(payload.data()),
                     payload.size());
-      } else {
-        // The window's read failed: read one by one so the error names the
-        // exact instance and the others are still delivered.
-        rust::Vec<uint8_t> payload;
-        LIRS_RETURN_IF_RUST_ERROR(
-            absl::StrCat("LIRSDataset: reading instance ", id, ": "),
-            payload = dataset()->reader().read(id));
-        out->assign(reinterpret_cast<const char*>(payload.data()),
-                    payload.size());
+      } catch (const rust::Error&) {
+        return ::tfrecord_lirs::TakeError(
+            status_,
+            absl::StrCat("LIRSDataset: reading instance ", block_ids_[i], ": "));
       }
       *got = true;
       return absl::OkStatus();
     }
 
-    // Takes the next window of the order from the fetch pool (which reads
+    // Takes the next window of the order from the fetch cursor (which reads
     // windows ahead in parallel; runs of consecutive ids, i.e. page-aware
     // units, cost one read each).
-    //
-    // Every error returned here passes one position of the order (as a failed
-    // instance does in NextPayloadLocked), so a caller that skips errors
-    // (ignore_errors) always reaches the end instead of spinning.
     absl::Status RefillLocked() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       block_pos_ = 0;
-      block_ok_ = false;
-      // Cleared here, not only in Rust: a failure before Rust clears them must
-      // not leave the previous window's ids to be retried (and repeated).
       block_ids_.clear();
-      const uint64_t end = static_cast<uint64_t>(dataset()->cardinality_);
       if (fetch_ == nullptr) {
+        const uint64_t end = static_cast<uint64_t>(dataset()->cardinality_);
         if (emitted_ >= end) return absl::OkStatus();  // nothing left to read
-        if (!rebuild_) {
-          ++emitted_;
-          return errors::FailedPrecondition(
-              "LIRSDataset: the iterator has no fetch cursor (building it "
-              "failed at initialization or restore); skipping position ",
-              emitted_ - 1);
-        }
-        // The cursor was dropped after an internal error: a fresh one from
-        // the current position (unordered: from where it was, past the failed
-        // window).
-        absl::Status s = unordered_
-                             ? ResetCursorLocked(rebuild_position_, rebuild_after_)
-                             : ResetCursorLocked(emitted_);
+        absl::Status s =
+            rebuild_ ? (unordered_ ? ResetCursorLocked(rebuild_position_,
+                                                       rebuild_after_)
+                                   : ResetCursorLocked(emitted_))
+                     : errors::FailedPrecondition(
+                           "LIRSDataset: the iterator has no fetch cursor "
+                           "(building it failed at initialization or restore); "
+                           "skipping position ",
+                           emitted_);
         if (!s.ok()) {
-          ++emitted_;
+          ++emitted_;  // the error policy
           return s;
         }
       }
-      std::string what;
-      try {
-        block_ok_ = (*fetch_)->next_window(block_ids_);
-        return absl::OkStatus();
-      } catch (const rust::Error& e) {
-        std::string message;
-        if (::tfrecord_lirs::ParseRustError(e.what(), &message) !=
-                ::tfrecord_lirs::kLirsInternal &&
-            !block_ids_.empty()) {
-          // A read error: `block_ids_` holds the failed window and
-          // NextPayloadLocked re-reads its ids singly, so the error names the
-          // exact instance and the good ones are still delivered.
-          block_ok_ = false;
-          return absl::OkStatus();
-        }
-        what = e.what();
-      } catch (const std::exception& e) {
-        what = absl::StrCat("INTERNAL: ", e.what());
-      }
-      // Not a read error (a panic in Rust, dead fetch threads): retrying the
-      // ids singly would hide it, so it is reported as is. The cursor may be
-      // half-updated (or poisoned): it is dropped, and the next call builds a
-      // fresh one after the window's first position, which this error passes.
-      if (unordered_) {
-        // Where the consumer is; the failed window counts as delivered (passed).
-        rebuild_position_ = emitted_;
-        rebuild_after_.clear();
-        try {
+      absl::Status s = CallRust("LIRSDataset: ", [&](ffi::Status& st) {
+        (*fetch_)->next_window(block_ids_, st);
+      });
+      if (!s.ok()) {
+        // The window failed as a whole (internal: a panic, dead fetch
+        // threads); the cursor may be half-updated, so the next call builds a
+        // fresh one after the position this error passes (unordered: from
+        // where it was, the failed window counted as passed).
+        if (unordered_) {
+          rebuild_position_ = emitted_;
+          rebuild_after_.clear();
           rust::Vec<uint64_t> after;
-          rebuild_position_ = (*fetch_)->resume(0, after);
-          rebuild_after_.assign(after.begin(), after.end());
-        } catch (const std::exception&) {
+          ffi::Status st{ffi::ErrorCode::Ok, rust::String()};
+          try {
+            rebuild_position_ = (*fetch_)->resume(0, after, st);
+            rebuild_after_.assign(after.begin(), after.end());
+          } catch (const std::exception&) {
+          }
         }
+        fetch_.reset();
+        rebuild_ = true;
+        block_ids_.clear();
+        ++emitted_;  // the error policy
       }
-      fetch_.reset();
-      rebuild_ = true;
-      block_ids_.clear();
-      ++emitted_;
-      std::string message;
-      const auto code = ::tfrecord_lirs::ParseRustError(what, &message);
-      return absl::Status(::tfrecord_lirs::ToStatusCode(code),
-                          absl::StrCat("LIRSDataset: ", message));
+      return s;
     }
 
     // Recomputes this iteration's order from (seed_, seed2_), positioned at
@@ -586,32 +506,26 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const Dataset* d = dataset();
       fetch_.reset();  // joins the previous pool's threads first
-      LIRS_RETURN_IF_RUST_ERROR("LIRSDataset: ", {
-        const uint64_t order_seed = tfrecord_lirs::ffi::mix_seeds(seed_, seed2_);
-        // 0 lets the core choose (FetchOptions::auto_threads).
-        const size_t threads = d->num_parallel_reads_ > 0
-                                   ? static_cast<size_t>(d->num_parallel_reads_)
-                                   : 0;
-        // Unordered batches: windows of exactly one batch, so that each batch
-        // holds the instances it holds in order.
-        const bool exact = unordered_ && d->batch_size_ > 0;
-        const size_t window =
-            exact ? static_cast<size_t>(d->batch_size_)
-                  : std::max<size_t>(kMinWindow,
-                                     static_cast<size_t>(d->batch_size_));
-        auto fetch = d->reader().fetch(
-            order_seed, /*epoch=*/0, d->page_aware_,
-            static_cast<uint64_t>(d->num_shards_),
-            static_cast<uint64_t>(d->shard_index_), position, threads, window,
-            kWindowsAhead, unordered_, exact,
-            rust::Slice<const uint64_t>(after.data(), after.size()));
-        fetch_ = std::make_unique<rust::Box<FetchCursor>>(std::move(fetch));
-      });
+      TF_RETURN_IF_ERROR(CallRust("LIRSDataset: ", [&](ffi::Status& st) {
+        // Threads, window and depth: Rust's defaults for this op's attrs.
+        ffi::FetchSpec spec =
+            d->reader().fetch_spec(d->batch_size_, d->num_parallel_reads_, st);
+        spec.seed = ffi::mix_seeds(seed_, seed2_);
+        spec.epoch = 0;  // the seed generator gives every iteration its seeds
+        spec.page_aware = d->page_aware_;
+        spec.num_shards = static_cast<uint64_t>(d->num_shards_);
+        spec.shard_index = static_cast<uint64_t>(d->shard_index_);
+        spec.position = position;
+        spec.unordered = unordered_;
+        spec.skip.clear();
+        for (uint64_t p : after) spec.skip.push_back(p);
+        fetch_ = std::make_unique<rust::Box<FetchCursor>>(
+            d->reader().fetch(spec, st));
+      }));
       emitted_ = position + after.size();  // instances delivered
       rebuild_ = false;
       block_ids_.clear();
       block_pos_ = 0;
-      block_ok_ = false;
       return absl::OkStatus();
     }
 
@@ -624,12 +538,6 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     std::shared_ptr<SeedGenerator> seed_generator_;
     int64_t seed_ TF_GUARDED_BY(mu_) = 0;
     int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
-    // Fetch pool defaults: the smallest window of ids, and windows read ahead
-    // of the consumer (threads: the core decides when num_parallel_reads is
-    // automatic).
-    static constexpr size_t kMinWindow = 64;
-    static constexpr size_t kWindowsAhead = 4;
-
     // Null after a failed (re)build, or after an internal error until the
     // next call rebuilds it (`rebuild_`).
     std::unique_ptr<rust::Box<FetchCursor>> fetch_ TF_GUARDED_BY(mu_);
@@ -638,7 +546,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     // The current window's ids; its payloads are served by `fetch_` in place.
     rust::Vec<uint64_t> block_ids_ TF_GUARDED_BY(mu_);
     size_t block_pos_ TF_GUARDED_BY(mu_) = 0;
-    bool block_ok_ TF_GUARDED_BY(mu_) = false;
+    // Reused by the per-payload calls (no allocation while they succeed).
+    ffi::Status status_ TF_GUARDED_BY(mu_){ffi::ErrorCode::Ok, rust::String()};
     // Batched output: the batch being filled (kept across errors), and the
     // position of its first payload.
     std::vector<tstring> partial_ TF_GUARDED_BY(mu_);
@@ -669,17 +578,16 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 };
 
 void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
+  const Tensor* filenames_t;
+  OP_REQUIRES_OK(ctx, ctx->input(kFileNames, &filenames_t));
   std::vector<std::string> filenames;
-  OP_REQUIRES_OK(ctx, ReadStringList(ctx, kFileNames, &filenames));
-  OP_REQUIRES(ctx, !filenames.empty(),
-              errors::InvalidArgument("`filenames` must not be empty"));
+  OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(*filenames_t, kFileNames,
+                                                  &filenames));
+  const Tensor* offset_tables_t;
+  OP_REQUIRES_OK(ctx, ctx->input(kOffsetTables, &offset_tables_t));
   std::vector<std::string> offset_tables;
-  OP_REQUIRES_OK(ctx, ReadStringList(ctx, kOffsetTables, &offset_tables));
-  OP_REQUIRES(
-      ctx, offset_tables.empty() || offset_tables.size() == filenames.size(),
-      errors::InvalidArgument("got ", offset_tables.size(),
-                              " offset tables for ", filenames.size(),
-                              " files: give one per file, or none"));
+  OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(
+                          *offset_tables_t, kOffsetTables, &offset_tables));
 
   bool page_aware = false;
   OP_REQUIRES_OK(ctx, ParseScalarArgument<bool>(ctx, kPageAware, &page_aware));
@@ -691,23 +599,24 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
                  ParseScalarArgument<int64_t>(ctx, kNumShards, &num_shards));
   OP_REQUIRES_OK(ctx,
                  ParseScalarArgument<int64_t>(ctx, kShardIndex, &shard_index));
-  OP_REQUIRES(ctx, num_shards >= 1,
-              errors::InvalidArgument("`num_shards` must be >= 1, got ",
-                                      num_shards));
-  OP_REQUIRES(ctx, shard_index >= 0 && shard_index < num_shards,
-              errors::InvalidArgument("`shard_index` must be in [0, ",
-                                      num_shards, "), got ", shard_index));
+  // Checked before any file is opened.
+  OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
+                   ffi::check_shard(num_shards, shard_index, st);
+                 }));
 
   std::unique_ptr<rust::Box<LirsReader>> reader;
-  OP_REQUIRES_OK(
-      ctx, OpenReader(filenames, offset_tables, page_size_, backend_,
-                      trust_table_, &reader));
   uint64_t shard_len = 0;
-  OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
-    LIRS_RETURN_IF_RUST_ERROR(
-        "", shard_len = (*reader)->shard_len(num_shards, shard_index));
-    return absl::OkStatus();
-  }());
+  OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
+                   reader = std::make_unique<rust::Box<LirsReader>>(
+                       ffi::open_reader(::tfrecord_lirs::MakeReaderSpec(
+                                            filenames, offset_tables,
+                                            page_size_, backend_, trust_table_),
+                                        st));
+                   shard_len = (*reader)->shard_len(num_shards, shard_index, st);
+                   // Checks batch_size and num_parallel_reads now, not at the
+                   // first iteration.
+                   (*reader)->fetch_spec(batch_size_, num_parallel_reads_, st);
+                 }));
 
   // Seed generator: the ShuffleDatasetV3 protocol. Python passes a dummy
   // handle; if nothing is registered under it, this dataset creates (and owns)

@@ -18,21 +18,11 @@
 namespace tensorflow {
 namespace {
 
-absl::Status StringList(const Tensor& t, const char* name,
-                        std::vector<std::string>* out) {
-  if (t.dims() > 1) {
-    return errors::InvalidArgument("`", name,
-                                   "` must be a scalar or a vector, got shape ",
-                                   t.shape().DebugString());
-  }
-  out->clear();
-  for (int64_t i = 0; i < t.NumElements(); ++i) {
-    out->push_back(std::string(t.flat<tstring>()(i)));
-  }
-  return absl::OkStatus();
-}
+using ::tfrecord_lirs::CallRust;
+using ::tfrecord_lirs::StringList;
+namespace ffi = ::tfrecord_lirs::ffi;
 
-using ReaderPtr = std::shared_ptr<rust::Box<tfrecord_lirs::ffi::LirsReader>>;
+using ReaderPtr = std::shared_ptr<rust::Box<ffi::LirsReader>>;
 
 // Opened readers of LIRSRead, shared by all its kernels: opening loads every
 // offset table, far more work than a typical read(ids) call. The key holds
@@ -47,23 +37,25 @@ class ReaderCache {
     return cache;
   }
 
-  // The key of (files, tables, options), or "" when a file cannot be
-  // stat()ed (then the caller opens without the cache and gets the error).
-  static std::string Key(const std::vector<std::string>& files,
-                         const std::vector<std::string>& tables,
-                         int64_t page_size, const std::string& backend,
-                         bool trust_table) {
-    std::string key = absl::StrCat(page_size, "|", backend, "|",
-                                   trust_table ? "trust" : "strict");
-    for (size_t i = 0; i < files.size(); ++i) {
-      const std::string table = (i < tables.size() && !tables[i].empty())
-                                    ? tables[i]
-                                    : files[i] + ".offsets";
-      for (const std::string* path : {&files[i], &table}) {
+  // The key of the reader `spec` opens, or "" when a file cannot be stat()ed or
+  // the spec is bad (then the caller opens without the cache and gets the error).
+  static std::string Key(const ffi::ReaderSpec& spec) {
+    rust::Vec<ffi::FilePath> tables;
+    if (!CallRust("", [&](ffi::Status& st) { tables = ffi::table_paths(spec, st); })
+             .ok()) {
+      return "";
+    }
+    std::string key = absl::StrCat(spec.page_size, "|", std::string(spec.backend),
+                                   "|", spec.trust_table ? "trust" : "strict");
+    for (size_t i = 0; i < spec.files.size(); ++i) {
+      const ffi::FilePath& table = tables[i];
+      for (const ffi::FilePath* p : {&spec.files[i], &table}) {
+        const std::string path(reinterpret_cast<const char*>(p->bytes.data()),
+                               p->bytes.size());
         struct stat st;
-        if (::stat(path->c_str(), &st) != 0) return "";
+        if (::stat(path.c_str(), &st) != 0) return "";
         // Paths are length-prefixed so no two lists give the same key.
-        absl::StrAppend(&key, "|", path->size(), ":", *path, "@", st.st_dev,
+        absl::StrAppend(&key, "|", path.size(), ":", path, "@", st.st_dev,
                         ",", st.st_ino, ",", st.st_size, ",",
                         st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
       }
@@ -115,7 +107,9 @@ class LIRSReadOp : public OpKernel {
                 errors::InvalidArgument("`page_size` must be positive, got ",
                                         page_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
-    OP_REQUIRES_OK(ctx, ::tfrecord_lirs::CheckBackend(backend_));
+    OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
+                     ffi::check_backend(backend_, st);
+                   }));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
   }
 
@@ -132,12 +126,6 @@ class LIRSReadOp : public OpKernel {
     std::vector<std::string> filenames, tables;
     OP_REQUIRES_OK(ctx, StringList(*filenames_t, kFileNames, &filenames));
     OP_REQUIRES_OK(ctx, StringList(*tables_t, kOffsetTables, &tables));
-    OP_REQUIRES(ctx, !filenames.empty(),
-                errors::InvalidArgument("`filenames` must not be empty"));
-    OP_REQUIRES(ctx, tables.empty() || tables.size() == filenames.size(),
-                errors::InvalidArgument("got ", tables.size(),
-                                        " offset tables for ", filenames.size(),
-                                        " files: give one per file, or none"));
     const auto ids_flat = ids_t->flat<int64_t>();
     std::vector<uint64_t> ids(ids_flat.size());
     for (int64_t i = 0; i < ids_flat.size(); ++i) {
@@ -150,30 +138,29 @@ class LIRSReadOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ids_t->shape(), &out));
     auto out_flat = out->flat<tstring>();
     OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
-      const std::string key =
-          ReaderCache::Key(filenames, tables, page_size_, backend_, trust_table_);
+      const ffi::ReaderSpec spec = ::tfrecord_lirs::MakeReaderSpec(
+          filenames, tables, page_size_, backend_, trust_table_);
+      const std::string key = ReaderCache::Key(spec);
       ReaderPtr reader = key.empty() ? nullptr : ReaderCache::Global()->Find(key);
       if (reader == nullptr) {
-        LIRS_RETURN_IF_RUST_ERROR("LIRSRead: ", {
-          reader = std::make_shared<rust::Box<tfrecord_lirs::ffi::LirsReader>>(
-              tfrecord_lirs::ffi::open_reader(
-                  filenames, tables, static_cast<uint64_t>(page_size_),
-                  /*verify_payload_crc=*/true, rust::Str(backend_), trust_table_));
-        });
+        TF_RETURN_IF_ERROR(CallRust("LIRSRead: ", [&](ffi::Status& st) {
+          reader = std::make_shared<rust::Box<ffi::LirsReader>>(
+              ffi::open_reader(spec, st));
+        }));
         if (!key.empty()) ReaderCache::Global()->Insert(key, reader);
       }
-      LIRS_RETURN_IF_RUST_ERROR("LIRSRead: ", {
-        rust::Vec<uint8_t> data;
-        rust::Vec<uint64_t> ends;
+      rust::Vec<uint8_t> data;
+      rust::Vec<uint64_t> ends;
+      TF_RETURN_IF_ERROR(CallRust("LIRSRead: ", [&](ffi::Status& st) {
         (*reader)->read_batch(
-            rust::Slice<const uint64_t>(ids.data(), ids.size()), data, ends);
-        uint64_t begin = 0;
-        for (size_t i = 0; i < ids.size(); ++i) {
-          out_flat(i).assign(reinterpret_cast<const char*>(data.data()) + begin,
-                             ends[i] - begin);
-          begin = ends[i];
-        }
-      });
+            rust::Slice<const uint64_t>(ids.data(), ids.size()), data, ends, st);
+      }));
+      uint64_t begin = 0;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        out_flat(i).assign(reinterpret_cast<const char*>(data.data()) + begin,
+                           ends[i] - begin);
+        begin = ends[i];
+      }
       return absl::OkStatus();
     }());
   }
@@ -194,16 +181,16 @@ class LIRSIsFillerOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, records.shape(), &out));
     auto in_flat = records.flat<tstring>();
     auto out_flat = out->flat<bool>();
-    OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
-      LIRS_RETURN_IF_RUST_ERROR("LIRSIsFiller: ", {
-        for (int64_t i = 0; i < in_flat.size(); ++i) {
-          const tstring& r = in_flat(i);
-          out_flat(i) = tfrecord_lirs::ffi::is_filler(rust::Slice<const uint8_t>(
-              reinterpret_cast<const uint8_t*>(r.data()), r.size()));
-        }
-      });
-      return absl::OkStatus();
-    }());
+    OP_REQUIRES_OK(ctx, CallRust("LIRSIsFiller: ", [&](ffi::Status& st) {
+                     for (int64_t i = 0; i < in_flat.size(); ++i) {
+                       const tstring& r = in_flat(i);
+                       out_flat(i) = ffi::is_filler(
+                           rust::Slice<const uint8_t>(
+                               reinterpret_cast<const uint8_t*>(r.data()),
+                               r.size()),
+                           st);
+                     }
+                   }));
   }
 };
 

@@ -1,103 +1,122 @@
-// Error mapping between the Rust bridge (crates/tfrecord-lirs-ffi) and
-// absl::Status.
+// The C++ side of the cxx bridge's conventions (crates/tfrecord-lirs-ffi/src/lib.rs):
+// calling into Rust with an error turned into absl::Status, and the specs the kernels
+// hand to Rust.
 //
-// Every fallible bridge function throws rust::Error whose what() is
-// "<KIND>: <message>"; KIND is DATA_LOSS, INVALID_ARGUMENT, NOT_FOUND or
-// INTERNAL. Nothing here ever produces OutOfRange: for a dataset iterator that
+// Errors: every fallible bridge function takes the caller's ffi::Status last; when it
+// fails, Rust fills that Status (an ErrorCode and a message) and cxx throws
+// rust::Error as the signal. CallRust catches it and maps the code with one switch
+// (ToStatusCode). Nothing here ever produces OutOfRange: for a dataset iterator that
 // code means "end of sequence" and would silently truncate the data.
 #ifndef TFRECORD_LIRS_TF_OP_LIRS_STATUS_H_
 #define TFRECORD_LIRS_TF_OP_LIRS_STATUS_H_
 
+#include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "rust/cxx.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/errors.h"
 #include "tfrecord-lirs-ffi/src/lib.rs.h"
 
 namespace tfrecord_lirs {
 
-// Stable numeric codes, shared with python/tfrecord_lirs/_native.py (ctypes).
-enum LirsCode : int {
-  kLirsOk = 0,
-  kLirsDataLoss = 1,
-  kLirsInvalidArgument = 2,
-  kLirsNotFound = 3,
-  kLirsInternal = 4,
-};
-
-// The I/O backends the Rust reader knows (attr `backend` of both kernels).
-inline absl::Status CheckBackend(const std::string& backend) {
-  if (backend == "auto" || backend == "pread" || backend == "mmap" ||
-      backend == "direct") {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "`backend` must be \"auto\", \"pread\", \"mmap\" or \"direct\", got \"",
-      backend,
-      "\""));
-}
-
-inline absl::StatusCode ToStatusCode(LirsCode code) {
+inline absl::StatusCode ToStatusCode(ffi::ErrorCode code) {
   switch (code) {
-    case kLirsOk:
+    case ffi::ErrorCode::Ok:
       return absl::StatusCode::kOk;
-    case kLirsDataLoss:
+    case ffi::ErrorCode::DataLoss:
       return absl::StatusCode::kDataLoss;
-    case kLirsInvalidArgument:
+    case ffi::ErrorCode::InvalidArgument:
       return absl::StatusCode::kInvalidArgument;
-    case kLirsNotFound:
+    case ffi::ErrorCode::NotFound:
       return absl::StatusCode::kNotFound;
-    default:
+    case ffi::ErrorCode::Internal:
       return absl::StatusCode::kInternal;
   }
+  return absl::StatusCode::kInternal;
 }
 
-// Splits "<KIND>: <message>" into a code and the bare message.
-inline LirsCode ParseRustError(absl::string_view what, std::string* message) {
-  struct Prefix {
-    absl::string_view text;
-    LirsCode code;
-  };
-  static constexpr Prefix kPrefixes[] = {
-      {"DATA_LOSS: ", kLirsDataLoss},
-      {"INVALID_ARGUMENT: ", kLirsInvalidArgument},
-      {"NOT_FOUND: ", kLirsNotFound},
-      {"INTERNAL: ", kLirsInternal},
-  };
-  for (const Prefix& p : kPrefixes) {
-    if (what.size() >= p.text.size() &&
-        what.substr(0, p.text.size()) == p.text) {
-      *message = std::string(what.substr(p.text.size()));
-      return p.code;
-    }
+// The absl::Status of a failed bridge call, from the ffi::Status Rust filled in
+// (reset to Ok, so the caller can reuse it); the message is prefixed by `context`.
+inline absl::Status TakeError(ffi::Status& status, absl::string_view context) {
+  if (status.code == ffi::ErrorCode::Ok) {  // cannot happen: Rust fills it on Err
+    return absl::InternalError(
+        absl::StrCat(context, "tfrecord-lirs failed without an error status"));
   }
-  *message = std::string(what);
-  return kLirsInternal;
+  absl::Status s(ToStatusCode(status.code),
+                 absl::StrCat(context, std::string(status.message)));
+  status.code = ffi::ErrorCode::Ok;
+  status.message = rust::String();
+  return s;
 }
 
-inline absl::Status StatusFromRustError(const rust::Error& e,
-                                        absl::string_view context) {
-  std::string message;
-  LirsCode code = ParseRustError(e.what(), &message);
-  return absl::Status(ToStatusCode(code), absl::StrCat(context, message));
+// Runs `f(status)`, a call into Rust that passes `status` as the bridge function's
+// last argument; its error becomes an absl::Status whose message is prefixed by
+// `context`.
+template <typename F>
+absl::Status CallRust(absl::string_view context, F&& f) {
+  ffi::Status status{ffi::ErrorCode::Ok, rust::String()};
+  try {
+    f(status);
+    return absl::OkStatus();
+  } catch (const rust::Error&) {
+    return TakeError(status, context);
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc in the glue
+    return absl::InternalError(absl::StrCat(context, e.what()));
+  }
+}
+
+// The strings of a scalar or vector string tensor (input `name`).
+inline absl::Status StringList(const tensorflow::Tensor& t, const char* name,
+                               std::vector<std::string>* out) {
+  if (t.dims() > 1) {
+    return tensorflow::errors::InvalidArgument(
+        "`", name, "` must be a scalar or a vector, got shape ",
+        t.shape().DebugString());
+  }
+  out->clear();
+  out->reserve(t.NumElements());
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    out->push_back(std::string(t.flat<tensorflow::tstring>()(i)));
+  }
+  return absl::OkStatus();
+}
+
+inline rust::Vec<ffi::FilePath> FilePaths(const std::vector<std::string>& paths) {
+  rust::Vec<ffi::FilePath> out;
+  out.reserve(paths.size());
+  for (const std::string& p : paths) {
+    ffi::FilePath path;
+    path.bytes.reserve(p.size());
+    for (char c : p) path.bytes.push_back(static_cast<uint8_t>(c));
+    out.push_back(std::move(path));
+  }
+  return out;
+}
+
+// The spec of a reader over `files` and their `tables` (empty: the defaults), with
+// payload CRCs checked; Rust validates every field.
+inline ffi::ReaderSpec MakeReaderSpec(const std::vector<std::string>& files,
+                                      const std::vector<std::string>& tables,
+                                      int64_t page_size,
+                                      const std::string& backend,
+                                      bool trust_table) {
+  ffi::ReaderSpec spec;
+  spec.files = FilePaths(files);
+  spec.tables = FilePaths(tables);
+  spec.page_size = static_cast<uint64_t>(page_size);
+  spec.verify_payload_crc = true;
+  spec.backend = rust::String::lossy(backend);  // a bad name is rejected in Rust
+  spec.trust_table = trust_table;
+  return spec;
 }
 
 }  // namespace tfrecord_lirs
-
-// Runs `stmt` (calls into Rust); converts a thrown error into a returned
-// absl::Status, prefixed by `context`.
-#define LIRS_RETURN_IF_RUST_ERROR(context, stmt)                             \
-  do {                                                                       \
-    try {                                                                    \
-      stmt;                                                                  \
-    } catch (const rust::Error& lirs_e__) {                                  \
-      return ::tfrecord_lirs::StatusFromRustError(lirs_e__, (context));      \
-    } catch (const std::exception& lirs_e__) {                               \
-      return absl::InternalError(absl::StrCat((context), lirs_e__.what()));  \
-    }                                                                        \
-  } while (0)
 
 #endif  // TFRECORD_LIRS_TF_OP_LIRS_STATUS_H_

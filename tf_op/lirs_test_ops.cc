@@ -6,10 +6,12 @@
 // * op LIRSTestOnlyPanic: panics inside Rust; must surface as an Internal error;
 // * C function lirs_test_set_panic_point: makes every call of the bridged Rust
 //   entry point `point` panic (inside its catch_unwind guard) until called
-//   again with "".
+//   again with "". The convention of the C ABI (crates/tfrecord-lirs-ffi/src/c_api.rs):
+//   an ErrorCode value (0 = ok), the message in `err`.
+#include <algorithm>
+#include <cstring>
 #include <string>
 
-#include "lirs_c_call.h"
 #include "lirs_status.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -36,11 +38,11 @@ class LIRSTestOnlyPanicOp : public OpKernel {
     OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(message.shape()),
                 errors::InvalidArgument("`message` must be a scalar"));
     const std::string m(message.scalar<tstring>()());
-    OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
-      LIRS_RETURN_IF_RUST_ERROR("LIRSTestOnlyPanic: ",
-                                tfrecord_lirs::ffi::debug_panic(m));
-      return absl::OkStatus();
-    }());
+    OP_REQUIRES_OK(ctx, ::tfrecord_lirs::CallRust(
+                            "LIRSTestOnlyPanic: ",
+                            [&](::tfrecord_lirs::ffi::Status& st) {
+                              ::tfrecord_lirs::ffi::debug_panic(m, st);
+                            }));
   }
 };
 
@@ -50,10 +52,15 @@ REGISTER_KERNEL_BUILDER(Name("LIRSTestOnlyPanic").Device(DEVICE_CPU),
 }  // namespace
 }  // namespace tensorflow
 
-LIRS_EXPORT int lirs_test_set_panic_point(const char* point, char* err,
-                                          size_t err_len) {
-  return tfrecord_lirs::Call(err, err_len, [&] {
-    tfrecord_lirs::ffi::set_test_panic_point(
-        rust::Str(point == nullptr ? "" : point));
+extern "C" __attribute__((visibility("default"))) int lirs_test_set_panic_point(
+    const char* point, char* err, size_t err_len) {
+  const absl::Status s = ::tfrecord_lirs::CallRust("", [&](::tfrecord_lirs::ffi::Status& st) {
+    ::tfrecord_lirs::ffi::set_test_panic_point(point == nullptr ? "" : point, st);
   });
+  if (!s.ok() && err != nullptr && err_len > 0) {
+    const size_t n = std::min(err_len - 1, s.message().size());
+    std::memcpy(err, s.message().data(), n);
+    err[n] = '\0';
+  }
+  return s.ok() ? 0 : static_cast<int>(::tfrecord_lirs::ffi::ErrorCode::Internal);
 }

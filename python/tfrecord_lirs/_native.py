@@ -1,7 +1,11 @@
 """Loads the op library (`_lirs_ops.so`) twice over: as TensorFlow ops and,
-for the file-writing helpers, as plain C functions through ctypes.
+for the file-writing helpers and the argument checks, as the C ABI of its Rust
+library through ctypes (crates/tfrecord-lirs-ffi/src/c_api.rs: one table of
+functions, returned by the library's `lirs_c_api()`).
 
-Both views share one copy of the Rust core (format implemented once).
+Both views share one copy of the Rust core, which decides every rule and error;
+this module only translates: error codes to tf.errors classes (or ValueError for
+the argument checks).
 
 The environment variable TFRECORD_LIRS_OP_LIBRARY names a custom build of the op
 library to load instead (the project's tests use it for their fault-injection
@@ -80,28 +84,59 @@ lib = ctypes.CDLL(LIB_PATH)
 
 _u64 = ctypes.c_uint64
 _u64p = ctypes.POINTER(ctypes.c_uint64)
-_err_args = [ctypes.c_char_p, ctypes.c_size_t]
+_i64p = ctypes.POINTER(ctypes.c_int64)
+_str = ctypes.c_char_p
+_err = [ctypes.c_char_p, ctypes.c_size_t]
 
-lib.lirs_build_offset_table.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _u64p] + _err_args
-lib.lirs_build_offset_table.restype = ctypes.c_int
-lib.lirs_pad_file.argtypes = [
-    ctypes.c_char_p, ctypes.c_char_p, _u64, _u64, ctypes.c_char_p, ctypes.c_int,
-    _u64p] + _err_args
-lib.lirs_pad_file.restype = ctypes.c_int
-lib.lirs_writer_create.argtypes = [
-    ctypes.c_char_p, _u64, _u64, ctypes.POINTER(ctypes.c_void_p)] + _err_args
-lib.lirs_writer_create.restype = ctypes.c_int
-lib.lirs_writer_write.argtypes = [
-    ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, _u64p] + _err_args
-lib.lirs_writer_write.restype = ctypes.c_int
-lib.lirs_writer_finish.argtypes = [ctypes.c_void_p, _u64p] + _err_args
-lib.lirs_writer_finish.restype = ctypes.c_int
-lib.lirs_writer_instance_of_input.argtypes = [ctypes.c_void_p, _u64p, ctypes.c_size_t]
-lib.lirs_writer_instance_of_input.restype = ctypes.c_size_t
-lib.lirs_writer_free.argtypes = [ctypes.c_void_p]
-lib.lirs_writer_free.restype = None
 
-# Codes of tf_op/lirs_status.h (LirsCode).
+class PadSpec(ctypes.Structure):
+    """`c_api::PadSpec`."""
+    _fields_ = [("page_size", _u64), ("fit", _str), ("compression", _str),
+                ("trust_table", ctypes.c_bool)]
+
+
+class PadSummary(ctypes.Structure):
+    """`c_api::PadSummary`."""
+    _fields_ = [("instances", _u64), ("pages", _u64), ("filler_bytes", _u64),
+                ("data_bytes", _u64), ("inputs_mapped", _u64)]
+
+
+def _fn(restype, *argtypes):
+    return ctypes.CFUNCTYPE(restype, *argtypes)
+
+
+_status = ctypes.c_int
+_writer = ctypes.c_void_p
+
+
+class _CApi(ctypes.Structure):
+    """`c_api::CApi`, field for field (checked by its version)."""
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("build_offset_table", _fn(_status, _str, _str, _u64p, *_err)),
+        ("pad_file", _fn(_status, _str, _str, ctypes.POINTER(PadSpec),
+                         ctypes.POINTER(PadSummary), *_err)),
+        ("writer_create", _fn(_status, _str, ctypes.POINTER(PadSpec),
+                              ctypes.POINTER(_writer), *_err)),
+        ("writer_write", _fn(_status, _writer, _str, ctypes.c_size_t, _u64p, *_err)),
+        ("writer_finish", _fn(_status, _writer, ctypes.POINTER(PadSummary), *_err)),
+        ("writer_instance_of_input", _fn(ctypes.c_size_t, _writer, _u64p, ctypes.c_size_t)),
+        ("writer_free", _fn(None, _writer)),
+        ("check_backend", _fn(_status, _str, *_err)),
+        ("check_fit", _fn(_status, _str, *_err)),
+        ("check_shard", _fn(_status, _i64p, _i64p, *_err)),
+        ("default_table_path", _fn(ctypes.c_size_t, _str, ctypes.c_char_p, ctypes.c_size_t)),
+    ]
+
+
+_C_API_VERSION = 1
+lib.lirs_c_api.restype = ctypes.POINTER(_CApi)
+api = lib.lirs_c_api().contents
+if api.version != _C_API_VERSION:
+    raise ImportError(f"tfrecord_lirs: the op library {LIB_PATH} has C ABI version {api.version}, "
+                      f"this package needs {_C_API_VERSION}: rebuild it with `make -C tf_op`")
+
+# ErrorCode of the bridge (crates/tfrecord-lirs-ffi/src/lib.rs) -> tf.errors.
 _ERRORS = {
     1: tf.errors.DataLossError,
     2: tf.errors.InvalidArgumentError,
@@ -111,14 +146,62 @@ _ERRORS = {
 _ERR_LEN = 4096
 
 
-def call(fn, *args):
-    """Calls a `lirs_*` C function whose last two arguments are (err, err_len);
-    raises the matching tf.errors.OpError subclass on a non-zero code."""
+def _run(fn, args):
+    """(code, message) of a C ABI call whose last two arguments are (err, err_len)."""
     err = ctypes.create_string_buffer(_ERR_LEN)
     code = fn(*args, err, _ERR_LEN)
+    return code, err.value.decode("utf-8", errors="replace")
+
+
+def call(fn, *args):
+    """Calls a C ABI function whose last two arguments are (err, err_len); raises the
+    tf.errors.OpError subclass of its error code."""
+    code, message = _run(fn, args)
     if code != 0:
-        message = err.value.decode("utf-8", errors="replace")
         raise _ERRORS.get(code, tf.errors.InternalError)(None, None, message)
+
+
+def check(fn, *args):
+    """Calls one of the C ABI's argument checks; raises ValueError with Rust's message."""
+    code, message = _run(fn, args)
+    if code != 0:
+        raise ValueError(message)
+
+
+def text(value, name):
+    """`value` (a str) as the bytes a C ABI string argument takes; ValueError otherwise."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a str, got {value!r}")
+    return value.encode("utf-8")
+
+
+def check_backend(backend):
+    check(api.check_backend, text(backend, "backend"))
+    return backend
+
+
+def check_fit(fit):
+    check(api.check_fit, text(fit, "fit"))
+    return fit
+
+
+def check_shard(num_shards, shard_index):
+    """Checks the pair; either may be None (not known yet, e.g. a tensor)."""
+    n = None if num_shards is None else ctypes.byref(ctypes.c_int64(num_shards))
+    i = None if shard_index is None else ctypes.byref(ctypes.c_int64(shard_index))
+    check(api.check_shard, n, i)
+
+
+def default_table_path(path):
+    """The offset table used for data file `path` when none is given (a str)."""
+    data = path_bytes(path)
+    size = len(data) + 64
+    while True:
+        out = ctypes.create_string_buffer(size)
+        n = api.default_table_path(data, out, size)
+        if n < size:
+            return os.fsdecode(out.raw[:n])
+        size = n + 1
 
 
 def path_bytes(path):

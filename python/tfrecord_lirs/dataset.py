@@ -8,7 +8,7 @@ from tensorflow.python.data.util import random_seed
 from tensorflow.python.ops import gen_dataset_ops
 
 from tfrecord_lirs import _native
-from tfrecord_lirs.io import _check_backend, _check_page_size, _string_vector
+from tfrecord_lirs.io import _check_page_size, _string_vector
 
 
 def _static_int(value):
@@ -76,13 +76,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  *, page_size=4096, batch_size=None, drop_remainder=False,
                  num_parallel_reads=None, backend="auto", trust_table=False,
                  deterministic=None):
-        n, i = _static_int(num_shards), _static_int(shard_index)
-        if n is not None and n < 1:
-            raise ValueError(f"num_shards must be >= 1, got {n}")
-        if i is not None and i < 0:
-            raise ValueError(f"shard_index must be >= 0, got {i}")
-        if n is not None and i is not None and i >= n:
-            raise ValueError(f"shard_index ({i}) must be < num_shards ({n})")
+        _native.check_shard(_static_int(num_shards), _static_int(shard_index))
         _check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int) or batch_size < 1):
@@ -93,7 +87,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
               or num_parallel_reads < 1):
             raise ValueError("num_parallel_reads must be a positive int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
-        _check_backend(backend)
+        _native.check_backend(backend)
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size

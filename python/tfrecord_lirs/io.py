@@ -13,13 +13,12 @@ PadSummary = collections.namedtuple(
 
 _MIN_PAGE = 512
 _MAX_PAGE = 16 << 20
-_DEFAULT_BEST_FIT_WINDOW = 1024
 
 
 def default_table_path(path):
     """`<path>.offsets`, the offset table used when none is given (a str, also
     for a bytes or PathLike `path`)."""
-    return os.fsdecode(path) + ".offsets"
+    return _native.default_table_path(path)
 
 
 def _check_page_size(page_size):
@@ -32,27 +31,13 @@ def _check_page_size(page_size):
     return page_size
 
 
-def _check_backend(backend):
-    if backend not in ("auto", "pread", "mmap", "direct"):
-        raise ValueError(
-            f'backend must be "auto", "pread", "mmap" or "direct", got {backend!r}')
-    return backend
-
-
-def _fit_window(fit):
-    """'next' -> 0; 'best' -> default window; 'best:N' -> N (pending instances)."""
-    if fit == "next":
-        return 0
-    if fit == "best":
-        return _DEFAULT_BEST_FIT_WINDOW
-    if isinstance(fit, str) and fit.startswith("best:"):
-        try:
-            window = int(fit[len("best:"):])
-        except ValueError:
-            window = 0
-        if window > 0:
-            return window
-    raise ValueError(f"fit must be 'next', 'best' or 'best:<window>', got {fit!r}")
+def _pad_spec(page_size, fit, compression=None, trust_table=False):
+    """The C ABI's PadSpec; ValueError for a bad page size or fit."""
+    _check_page_size(page_size)
+    _native.check_fit(fit)
+    return _native.PadSpec(page_size=page_size, fit=fit.encode("utf-8"),
+                           compression=(compression or "").encode("utf-8"),
+                           trust_table=bool(trust_table))
 
 
 def build_offset_table(path, table=None):
@@ -60,7 +45,7 @@ def build_offset_table(path, table=None):
     `<path>.offsets`). Returns the table path."""
     table = default_table_path(path) if table is None else os.fsdecode(table)
     count = ctypes.c_uint64()
-    _native.call(_native.lib.lirs_build_offset_table, _native.path_bytes(path),
+    _native.call(_native.api.build_offset_table, _native.path_bytes(path),
                  _native.path_bytes(table), ctypes.byref(count))
     return table
 
@@ -80,15 +65,13 @@ def pad(src, dst, page_size=4096, fit="next", compression=None, trust_table=Fals
     file padded by another tool (e.g. the LIRS reference implementation),
     whose padding records a scan would take for instances.
     """
-    _check_page_size(page_size)
-    window = _fit_window(fit)
     if compression is not None and not isinstance(compression, str):
         raise TypeError(f"compression must be a str or None, got {compression!r}")
-    out = (ctypes.c_uint64 * 4)()
-    _native.call(_native.lib.lirs_pad_file, _native.path_bytes(src), _native.path_bytes(dst),
-                 page_size, window, (compression or "").encode("utf-8"), int(bool(trust_table)),
-                 out)
-    return PadSummary(*out)
+    spec = _pad_spec(page_size, fit, compression, trust_table)
+    out = _native.PadSummary()
+    _native.call(_native.api.pad_file, _native.path_bytes(src), _native.path_bytes(dst),
+                 ctypes.byref(spec), ctypes.byref(out))
+    return PadSummary(out.instances, out.pages, out.filler_bytes, out.data_bytes)
 
 
 class PaddedWriter:
@@ -102,14 +85,13 @@ class PaddedWriter:
     """
 
     def __init__(self, path, page_size=4096, fit="next"):
-        _check_page_size(page_size)
-        window = _fit_window(fit)
+        spec = _pad_spec(page_size, fit)
         self._path = os.fspath(path)
         self._handle = ctypes.c_void_p()
         self._summary = None
         self._instance_ids = None
-        _native.call(_native.lib.lirs_writer_create, _native.path_bytes(path), page_size,
-                     window, ctypes.byref(self._handle))
+        _native.call(_native.api.writer_create, _native.path_bytes(path), ctypes.byref(spec),
+                     ctypes.byref(self._handle))
 
     @property
     def path(self):
@@ -122,7 +104,7 @@ class PaddedWriter:
             record = record.encode("utf-8")
         record = bytes(record)
         index = ctypes.c_uint64()
-        _native.call(_native.lib.lirs_writer_write, self._handle, record, len(record),
+        _native.call(_native.api.writer_write, self._handle, record, len(record),
                      ctypes.byref(index))
         return index.value
 
@@ -132,16 +114,16 @@ class PaddedWriter:
             return self._summary
         if self._handle is None or not self._handle.value:
             raise ValueError("PaddedWriter was discarded")
-        out = (ctypes.c_uint64 * 5)()
+        out = _native.PadSummary()
         try:
-            _native.call(_native.lib.lirs_writer_finish, self._handle, out)
-            n = out[4]
+            _native.call(_native.api.writer_finish, self._handle, ctypes.byref(out))
+            n = out.inputs_mapped
             ids = (ctypes.c_uint64 * max(n, 1))()
-            _native.lib.lirs_writer_instance_of_input(self._handle, ids, n)
+            _native.api.writer_instance_of_input(self._handle, ids, n)
             self._instance_ids = list(ids[:n])
         finally:
             self._free()
-        self._summary = PadSummary(*out[:4])
+        self._summary = PadSummary(out.instances, out.pages, out.filler_bytes, out.data_bytes)
         return self._summary
 
     @property
@@ -155,7 +137,7 @@ class PaddedWriter:
 
     def _free(self):
         if self._handle is not None and self._handle.value:
-            _native.lib.lirs_writer_free(self._handle)
+            _native.api.writer_free(self._handle)
         self._handle = None
 
     def __enter__(self):
@@ -201,7 +183,7 @@ def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="auto",
     and such pipelines can be checkpointed.
     """
     _check_page_size(page_size)
-    _check_backend(backend)
+    _native.check_backend(backend)
     files = _string_vector(filenames, "filenames")
     tables = (tf.constant([], dtype=tf.string) if offset_tables is None
               else _string_vector(offset_tables, "offset_tables"))

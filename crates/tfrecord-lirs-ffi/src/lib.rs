@@ -1,27 +1,45 @@
-//! The one cxx bridge between the `tfrecord-lirs` core crate and the
-//! TensorFlow op library in `tf_op/`.
+//! The bridges between the `tfrecord-lirs` core crate and its two foreign users:
 //!
-//! Error protocol: every fallible entry point returns `Result<_, FfiError>`;
-//! cxx turns an `Err` into a C++ `rust::Error` whose `what()` is
-//! `"<KIND>: <message>"`, with `<KIND>` one of `DATA_LOSS`, `INVALID_ARGUMENT`,
-//! `NOT_FOUND`, `INTERNAL` (see [`KIND_PREFIXES`]). `tf_op/lirs_status.h` maps
-//! the prefix back onto an `absl::Status` code.
+//! * one cxx bridge (this module) for the TensorFlow op library in `tf_op/`: readers,
+//!   fetch cursors, filler checks and the options the kernels validate;
+//! * a plain C ABI ([`c_api`]) for Python's ctypes (`python/tfrecord_lirs/_native.py`),
+//!   exported from the same op library: writing, padding and indexing files, and the
+//!   argument checks Python runs before it builds a graph.
 //!
-//! Panic protocol: no panic may unwind into C++ (cxx would abort the process).
-//! Every fallible entry point runs its body under [`guard`], which catches the
-//! unwind and reports it as an `INTERNAL` error; the few infallible ones
-//! (`payload`, `mix_seeds`) are panic-free by construction (see each). A
-//! handle whose method panicked may be half-updated, so it is poisoned: every
-//! later call on it fails with `INTERNAL` (`FetchCursor`, `LirsWriter`). Panics
-//! on the core's fetch threads are caught there and arrive as `INTERNAL`
-//! errors of `next_window`. All of this needs `panic = "unwind"`, which the
-//! workspace's Cargo.toml sets explicitly for every profile.
+//! Every rule either side needs (the backend names, the shard check, the default
+//! offset-table path, the fetch defaults, the fit syntax, the error classes) is decided
+//! here or in the core, once; C++ and Python only translate.
 //!
-//! Fault injection (the panic points the tests use to prove all of the above)
-//! exists only with the cargo feature `fault-injection`: see `src/fault_injection.rs`
-//! (a second bridge) and `tf_op/lirs_test_ops.cc`. The staticlib linked into the
-//! op library users install is built without it, so it has no test entry point
-//! and no per-call check.
+//! # Errors
+//!
+//! An error crosses as an [`ErrorCode`] (mapped once, from
+//! [`tfrecord_lirs::Error::kind`], in [`FfiError`]'s `From`) and a message, never as a
+//! text prefix to parse. cxx can carry only a string in the C++ exception it throws for
+//! an `Err`, so every fallible bridge function takes the caller's [`Status`] as its last
+//! argument and returns `Result<T>`: on `Err` it has first written the code and the
+//! message into that `Status`, and the `rust::Error` thrown is only the signal (its
+//! `what()` is the same message). The C++ side (`tf_op/lirs_status.h`) catches it and
+//! turns the `Status` into an `absl::Status` with one switch. `Result` rather than a
+//! returned `Status` because the constructors return `Box<T>` and cxx has no
+//! `Option<Box<T>>`. The C ABI returns the code's value (0 = ok) and copies the message
+//! into the caller's buffer.
+//!
+//! # Panics
+//!
+//! No panic may unwind into C++ or C (that aborts the process). Every fallible entry
+//! point runs its body under [`guard`], which catches the unwind and reports it as an
+//! `Internal` error; the infallible ones (`mix_seeds`) are panic-free by construction.
+//! A handle whose method panicked may be half-updated, so it is poisoned: every later
+//! call on it fails with `Internal` (`FetchCursor`, the C ABI's writer). Panics on the
+//! core's fetch threads are caught there and arrive as `Internal` window errors of
+//! `next_window`. All of this needs `panic = "unwind"`, which the workspace's
+//! Cargo.toml sets explicitly for every profile.
+//!
+//! Fault injection (the panic points the tests use to prove all of the above) exists
+//! only with the cargo feature `fault-injection`: see `src/fault_injection.rs` (a
+//! second bridge) and `tf_op/lirs_test_ops.cc`. The staticlib linked into the op
+//! library users install is built without it, so it has no test entry point and no
+//! per-call check.
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -30,160 +48,216 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cxx::{CxxString, CxxVector};
 use tfrecord_lirs as core;
 
+pub mod c_api;
 #[cfg(feature = "fault-injection")]
 pub mod fault_injection;
+pub mod rules;
 #[cfg(feature = "tensorflow")]
 pub mod tf_fs;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
 mod ffi {
-    /// Mirror of `tfrecord_lirs::PadSummary`.
-    #[derive(Debug, Clone, Default)]
-    struct PadSummary {
-        instances: u64,
-        pages: u64,
-        filler_bytes: u64,
-        data_bytes: u64,
-        /// Instance id of each input (best fit); empty for next fit.
-        instance_of_input: Vec<u64>,
+    /// The class of an error, as TensorFlow's status codes know it (C++ maps it onto
+    /// `absl::StatusCode`, Python onto `tf.errors`). The values are also the return
+    /// codes of the C ABI. Never `OutOfRange`: for a dataset iterator that code means
+    /// "end of sequence" and would silently truncate the data.
+    #[derive(Debug)]
+    #[repr(i32)]
+    enum ErrorCode {
+        Ok = 0,
+        /// The bytes are damaged: CRC mismatch, truncation, not a record.
+        DataLoss = 1,
+        /// Bad arguments, or a table that does not fit its data file.
+        InvalidArgument = 2,
+        /// A file does not exist.
+        NotFound = 3,
+        /// Anything else (I/O failures, bugs, caught panics).
+        Internal = 4,
+    }
+
+    /// The outcome of a bridge call: filled in by Rust when the call fails.
+    #[derive(Debug)]
+    struct Status {
+        code: ErrorCode,
+        message: String,
+    }
+
+    /// A file path as bytes (TensorFlow's strings are bytes; no UTF-8 is required).
+    #[derive(Debug, Clone)]
+    struct FilePath {
+        bytes: Vec<u8>,
+    }
+
+    /// What to open: data files and their offset tables, and how to read them.
+    #[derive(Debug, Clone)]
+    struct ReaderSpec {
+        files: Vec<FilePath>,
+        /// Empty (→ the default table of every file), or one per file, where an empty
+        /// path also means the default (see `table_paths`).
+        tables: Vec<FilePath>,
+        page_size: u64,
+        verify_payload_crc: bool,
+        /// "auto", "pread", "mmap" or "direct" (see `check_backend`).
+        backend: String,
+        trust_table: bool,
+    }
+
+    /// One epoch's order of one shard and how to fetch it: `seed`, `epoch`,
+    /// `page_aware`, `num_shards`, `shard_index` define the order, `position` where to
+    /// start in it, and `threads` I/O threads (0: on the consumer's thread) read
+    /// `window` ids (at least) at a time, up to `depth` windows ahead. `unordered`:
+    /// windows are handed out as they complete (RINAS, `Fetcher::unordered`), and with
+    /// `batch_size` (the in-kernel batch, 0: none) each window is exactly one batch;
+    /// `skip`: positions past `position` already delivered (from `resume`). Start from
+    /// `LirsReader::fetch_spec`, which decides the defaults.
+    #[derive(Debug, Clone)]
+    struct FetchSpec {
+        seed: u64,
+        epoch: u64,
+        page_aware: bool,
+        num_shards: u64,
+        shard_index: u64,
+        position: u64,
+        threads: usize,
+        window: usize,
+        depth: usize,
+        unordered: bool,
+        batch_size: usize,
+        skip: Vec<u64>,
     }
 
     extern "Rust" {
         /// Shared, immutable reader over (data, offset table) pairs.
         type LirsReader;
-        /// One iterator's epoch order with its I/O thread pool; not
-        /// thread-safe (callers lock). Dropping it joins the threads.
+        /// One iterator's epoch order with its I/O thread pool; not thread-safe
+        /// (callers lock). Dropping it joins the threads.
         type FetchCursor;
-        /// Page-aligned writer; `finish` consumes the inner writer.
-        type LirsWriter;
 
-        /// `tables` may be empty (→ `<data>.offsets` for every file) or the
-        /// same length as `files`; an empty table name also means the default.
-        fn open_reader(
-            files: &CxxVector<CxxString>,
-            tables: &CxxVector<CxxString>,
-            page_size: u64,
-            verify_payload_crc: bool,
-            backend: &str,
-            trust_table: bool,
-        ) -> Result<Box<LirsReader>>;
-        fn read(self: &LirsReader, id: u64) -> Result<Vec<u8>>;
-        /// Payloads of `ids`, concatenated into `data`; `ends[i]` is the end
-        /// offset of payload i in `data` (both vectors are cleared first).
-        /// Runs of consecutive ids are fetched with one read (page-aware units).
+        /// Checks an I/O backend name (the `backend` attr of the kernels).
+        fn check_backend(backend: &str, status: &mut Status) -> Result<()>;
+        /// Checks a (`num_shards`, `shard_index`) pair as TensorFlow gives it.
+        fn check_shard(num_shards: i64, shard_index: i64, status: &mut Status) -> Result<()>;
+        /// The offset table of each data file of `spec` (the given one, or the
+        /// default path), in file order.
+        fn table_paths(spec: &ReaderSpec, status: &mut Status) -> Result<Vec<FilePath>>;
+
+        fn open_reader(spec: &ReaderSpec, status: &mut Status) -> Result<Box<LirsReader>>;
+        /// Payloads of `ids`, concatenated into `data`; `ends[i]` is the end offset of
+        /// payload i in `data` (both vectors are cleared first). Runs of consecutive
+        /// ids are fetched with one read (page-aware units).
         fn read_batch(
             self: &LirsReader,
             ids: &[u64],
             data: &mut Vec<u8>,
             ends: &mut Vec<u64>,
+            status: &mut Status,
         ) -> Result<()>;
-        fn shard_len(self: &LirsReader, num_shards: u64, shard_index: u64) -> Result<u64>;
-        /// This shard's order for (`seed`, `epoch`), from `position`, fetched
-        /// by `threads` I/O threads (0: as many as suit the reader, see
-        /// `FetchOptions::auto_threads`; none, i.e. on the caller's thread, for
-        /// mapped files), `window` ids (at least) at a time, up to `depth`
-        /// windows ahead of the consumer. `unordered`: windows are handed out as
-        /// they complete (RINAS; `Fetcher::unordered`); `exact_windows`: of exactly
-        /// `window` ids (one batch each); `skip`: positions past `position` already
-        /// delivered (from `resume`).
-        #[allow(clippy::too_many_arguments)]
+        /// Instances of shard `shard_index` of `num_shards` (checked as `check_shard`).
+        fn shard_len(
+            self: &LirsReader,
+            num_shards: i64,
+            shard_index: i64,
+            status: &mut Status,
+        ) -> Result<u64>;
+        /// The fetch settings of a LIRSDataset with `batch_size` (0: unbatched) and
+        /// `num_parallel_reads` (-1: automatic, the op attr's convention) over this
+        /// reader now; the order fields are left for the caller (0, shard 0 of 1).
+        fn fetch_spec(
+            self: &LirsReader,
+            batch_size: i64,
+            num_parallel_reads: i64,
+            status: &mut Status,
+        ) -> Result<FetchSpec>;
+        /// Starts fetching the order of `spec` from its position.
         fn fetch(
             self: &LirsReader,
-            seed: u64,
-            epoch: u64,
-            page_aware: bool,
-            num_shards: u64,
-            shard_index: u64,
-            position: u64,
-            threads: usize,
-            window: usize,
-            depth: usize,
-            unordered: bool,
-            exact_windows: bool,
-            skip: &[u64],
+            spec: &FetchSpec,
+            status: &mut Status,
         ) -> Result<Box<FetchCursor>>;
         /// Where the consumer is, for a checkpoint, having used all but the last
         /// `unserved` payloads of the current window: returns the first position not
         /// delivered and puts the positions past it already delivered into `after`.
-        fn resume(self: &FetchCursor, unserved: usize, after: &mut Vec<u64>) -> Result<u64>;
+        fn resume(
+            self: &FetchCursor,
+            unserved: usize,
+            after: &mut Vec<u64>,
+            status: &mut Status,
+        ) -> Result<u64>;
 
-        /// Moves to the next window and puts its ids into `ids`; its
-        /// payloads are then read with `payload`, in place (no copy into a
-        /// joined buffer). Returns false at the end of the epoch. On a read
-        /// error `ids` still holds the window's ids (so the caller can retry
-        /// them singly) and the error is thrown. An `INTERNAL` error is not a
-        /// read error (retrying the ids singly is pointless): after one from a
-        /// panic here the cursor is poisoned and every later call fails too.
-        fn next_window(self: &mut FetchCursor, ids: &mut Vec<u64>) -> Result<bool>;
-        /// Payload `i` of the current window; empty past its end or when the
-        /// window failed. Valid until the next `next_window` call.
-        fn payload(self: &FetchCursor, i: usize) -> &[u8];
+        /// Moves to the next window and puts its ids into `ids`; false at the end of
+        /// the epoch. Its payloads are then read with `payload`, in place. An error
+        /// here fails the whole window and is always `Internal` (a panic in Rust, dead
+        /// fetch threads): after a panic in this call the cursor is poisoned and every
+        /// later call fails too.
+        fn next_window(
+            self: &mut FetchCursor,
+            ids: &mut Vec<u64>,
+            status: &mut Status,
+        ) -> Result<bool>;
+        /// Payload `i` of the current window, or the error reading that instance
+        /// (naming its file and byte). Valid until the next `next_window` call.
+        /// (`unsafe` only because cxx requires it to name the lifetime; safe to call.)
+        unsafe fn payload<'a>(
+            self: &'a FetchCursor,
+            i: usize,
+            status: &mut Status,
+        ) -> Result<&'a [u8]>;
 
-        fn build_offset_table(data: &[u8], table: &[u8]) -> Result<u64>;
-        /// `best_fit_window == 0` → `Fit::Next`, else `Fit::Best { window }`.
-        /// `compression`: "" (detect), "none", "gzip" or "zlib" (any case).
-        /// `trust_table`: take the instances from `src`'s trusted table instead.
-        fn pad_file(
-            src: &[u8],
-            dst: &[u8],
-            page_size: u64,
-            best_fit_window: u64,
-            compression: &str,
-            trust_table: bool,
-        ) -> Result<PadSummary>;
-        fn create_writer(
-            path: &[u8],
-            page_size: u64,
-            best_fit_window: u64,
-        ) -> Result<Box<LirsWriter>>;
-        fn write(self: &mut LirsWriter, payload: &[u8]) -> Result<u64>;
-        fn finish(self: &mut LirsWriter) -> Result<PadSummary>;
-
-        fn is_filler(record: &[u8]) -> Result<bool>;
+        /// Whether `record` is a filler record.
+        fn is_filler(record: &[u8], status: &mut Status) -> Result<bool>;
         /// Folds a TensorFlow (seed, seed2) pair into the core's u64 seed.
         fn mix_seeds(seed: i64, seed2: i64) -> u64;
     }
 }
 
-pub use ffi::PadSummary;
+pub use ffi::{ErrorCode, FetchSpec, FilePath, ReaderSpec, Status};
 
-/// Message prefixes, one per `tfrecord_lirs::ErrorKind`, in the order
-/// DataLoss, InvalidArgument, NotFound, Internal.
-pub const KIND_PREFIXES: [&str; 4] = ["DATA_LOSS", "INVALID_ARGUMENT", "NOT_FOUND", "INTERNAL"];
+impl From<core::ErrorKind> for ErrorCode {
+    /// The one mapping of the core's error kinds onto the bridge's codes.
+    fn from(kind: core::ErrorKind) -> Self {
+        match kind {
+            core::ErrorKind::DataLoss => ErrorCode::DataLoss,
+            core::ErrorKind::InvalidArgument => ErrorCode::InvalidArgument,
+            core::ErrorKind::NotFound => ErrorCode::NotFound,
+            core::ErrorKind::Internal => ErrorCode::Internal,
+        }
+    }
+}
 
-/// Error crossing the bridge: a kind and a message.
+/// Error crossing the bridge: a code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FfiError {
-    pub kind: core::ErrorKind,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl FfiError {
-    fn new(kind: core::ErrorKind, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         FfiError {
-            kind,
+            code,
             message: message.into(),
         }
     }
-    fn invalid(message: impl Into<String>) -> Self {
-        Self::new(core::ErrorKind::InvalidArgument, message)
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
     }
-    fn prefix(&self) -> &'static str {
-        match self.kind {
-            core::ErrorKind::DataLoss => KIND_PREFIXES[0],
-            core::ErrorKind::InvalidArgument => KIND_PREFIXES[1],
-            core::ErrorKind::NotFound => KIND_PREFIXES[2],
-            core::ErrorKind::Internal => KIND_PREFIXES[3],
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+    fn to_status(&self) -> Status {
+        Status {
+            code: self.code,
+            message: self.message.clone(),
         }
     }
 }
 
+/// The message only: the code travels in the caller's [`Status`].
 impl fmt::Display for FfiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.prefix(), self.message)
+        f.write_str(&self.message)
     }
 }
 
@@ -191,31 +265,36 @@ impl std::error::Error for FfiError {}
 
 impl From<core::Error> for FfiError {
     fn from(e: core::Error) -> Self {
-        FfiError::new(e.kind(), e.to_string())
+        FfiError::new(e.kind().into(), e.to_string())
     }
 }
 
-type FfiResult<T> = Result<T, FfiError>;
+impl From<&core::Error> for FfiError {
+    fn from(e: &core::Error) -> Self {
+        FfiError::new(e.kind().into(), e.to_string())
+    }
+}
 
-/// Runs `f` (the body of entry point `point`), turning a panic into an
-/// `INTERNAL` error instead of unwinding into C++.
+pub type FfiResult<T> = Result<T, FfiError>;
+
+/// Runs `f` (the body of entry point `point`), turning a panic into an `Internal`
+/// error instead of unwinding into C++ or C.
 pub fn guard<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
     catch(point, f).unwrap_or_else(Err)
 }
 
 /// Like [`guard`], for a method of a stateful handle: once its body panicked,
-/// `*poisoned` is set and this and every later call fail with `INTERNAL`
-/// (the handle's state may be half-updated).
-fn guard_poisoning<T>(
+/// `*poisoned` is set and this and every later call fail with `Internal` (the
+/// handle's state may be half-updated).
+pub fn guard_poisoning<T>(
     point: &str,
     poisoned: &mut bool,
     f: impl FnOnce() -> FfiResult<T>,
 ) -> FfiResult<T> {
     if *poisoned {
-        return Err(FfiError::new(
-            core::ErrorKind::Internal,
-            format!("`{point}` on a handle that is unusable after an earlier panic in it"),
-        ));
+        return Err(FfiError::internal(format!(
+            "`{point}` on a handle that is unusable after an earlier panic in it"
+        )));
     }
     catch(point, f).unwrap_or_else(|panic| {
         *poisoned = true;
@@ -223,36 +302,40 @@ fn guard_poisoning<T>(
     })
 }
 
-/// Runs `f`; `Err` only if it panicked (as an `INTERNAL` error).
-/// `point` names the entry point for fault injection (unused without it).
+/// Writes the error of `result`, if any, into `status` (the cxx error protocol).
+fn report<T>(status: &mut Status, result: FfiResult<T>) -> FfiResult<T> {
+    if let Err(e) = &result {
+        *status = e.to_status();
+    }
+    result
+}
+
+/// Runs `f`; `Err` only if it panicked (as an `Internal` error). `point` names the
+/// entry point for fault injection (unused without it).
 #[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
 fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T>, FfiError> {
-    match catch_unwind(AssertUnwindSafe(|| {
+    catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         fault_injection::panic_if_armed(point);
         // URLs are read through TensorFlow's file systems (op library builds only).
         #[cfg(feature = "tensorflow")]
         tf_fs::install();
         f()
-    })) {
-        Ok(r) => Ok(r),
-        Err(payload) => {
-            let what = if let Some(s) = payload.downcast_ref::<&str>() {
-                (*s).to_string()
-            } else if let Some(s) = payload.downcast_ref::<String>() {
-                s.clone()
-            } else {
-                "non-string panic payload".to_string()
-            };
-            Err(FfiError::new(
-                core::ErrorKind::Internal,
-                format!("panic in tfrecord-lirs (Rust): {what}"),
-            ))
-        }
-    }
+    }))
+    .map_err(|payload| {
+        let what = if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "non-string panic payload".to_string()
+        };
+        FfiError::internal(format!("panic in tfrecord-lirs (Rust): {what}"))
+    })
 }
 
-fn path_of(bytes: &[u8]) -> PathBuf {
+/// A path from the bytes of a foreign string.
+pub fn path_of(bytes: &[u8]) -> PathBuf {
     Path::new(OsStr::from_bytes(bytes)).to_path_buf()
 }
 
@@ -270,66 +353,64 @@ const _: () = {
 const _: () = {
     const fn assert_send<T: Send>() {}
     assert_send::<FetchCursor>();
-    assert_send::<LirsWriter>();
 };
 
-fn open_reader(
-    files: &CxxVector<CxxString>,
-    tables: &CxxVector<CxxString>,
-    page_size: u64,
-    verify_payload_crc: bool,
-    backend: &str,
-    trust_table: bool,
-) -> FfiResult<Box<LirsReader>> {
-    guard("open_reader", || {
-        if files.is_empty() {
-            return Err(FfiError::invalid("no data files given"));
-        }
-        if !tables.is_empty() && tables.len() != files.len() {
-            return Err(FfiError::invalid(format!(
-                "got {} offset tables for {} data files (give one per file, or none)",
-                tables.len(),
-                files.len()
-            )));
-        }
-        let mut pairs = Vec::with_capacity(files.len());
-        for (i, f) in files.iter().enumerate() {
-            let data = path_of(f.as_bytes());
-            let table = match tables.get(i) {
-                Some(t) if !t.is_empty() => path_of(t.as_bytes()),
-                _ => core::default_table_path(&data),
+fn check_backend(backend: &str, status: &mut Status) -> FfiResult<()> {
+    report(
+        status,
+        guard("check_backend", || rules::parse_backend(backend).map(drop)),
+    )
+}
+
+fn check_shard(num_shards: i64, shard_index: i64, status: &mut Status) -> FfiResult<()> {
+    report(
+        status,
+        guard("check_shard", || {
+            rules::check_shard(Some(num_shards), Some(shard_index)).map(drop)
+        }),
+    )
+}
+
+fn table_paths(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Vec<FilePath>> {
+    report(
+        status,
+        guard("table_paths", || {
+            Ok(rules::file_pairs(spec)?
+                .into_iter()
+                .map(|(_, table)| FilePath {
+                    bytes: table.into_os_string().into_encoded_bytes(),
+                })
+                .collect())
+        }),
+    )
+}
+
+fn open_reader(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Box<LirsReader>> {
+    report(
+        status,
+        guard("open_reader", || {
+            let pairs = rules::file_pairs(spec)?;
+            let backend = rules::parse_backend(&spec.backend)?;
+            let mmap_opt_in = (backend == core::Backend::Mmap).then(|| {
+                // SAFETY: the user chose backend="mmap" by name; the Python (`backend=`)
+                // and op (`backend` attr) documentation state its hazard (no file may be
+                // written or truncated while it is mapped), which the caller thereby
+                // accepts.
+                unsafe { core::MmapOptIn::new() }
+            });
+            let options = core::ReaderOptions {
+                page_size: spec.page_size,
+                verify_payload_crc: spec.verify_payload_crc,
+                backend,
+                trust_table: spec.trust_table,
+                mmap_opt_in,
             };
-            pairs.push((data, table));
-        }
-        let backend = match backend {
-            "" | "auto" => core::Backend::Auto,
-            "pread" => core::Backend::Pread,
-            "mmap" => core::Backend::Mmap,
-            "direct" => core::Backend::Direct,
-            other => {
-                return Err(FfiError::invalid(format!(
-                    "unknown I/O backend {other:?}: use \"auto\", \"pread\", \"mmap\" or \"direct\""
-                )))
-            }
-        };
-        let mmap_opt_in = (backend == core::Backend::Mmap).then(|| {
-            // SAFETY: the user chose backend="mmap" by name; the Python (`backend=`) and op
-            // (`backend` attr) documentation state its hazard (no file may be written or
-            // truncated while it is mapped), which the caller thereby accepts.
-            unsafe { core::MmapOptIn::new() }
-        });
-        let options = core::ReaderOptions {
-            page_size,
-            verify_payload_crc,
-            backend,
-            trust_table,
-            mmap_opt_in,
-        };
-        let reader = core::Reader::open(&pairs, &options)?;
-        Ok(Box::new(LirsReader {
-            inner: Arc::new(reader),
-        }))
-    })
+            let reader = core::Reader::open(&pairs, &options)?;
+            Ok(Box::new(LirsReader {
+                inner: Arc::new(reader),
+            }))
+        }),
+    )
 }
 
 impl LirsReader {
@@ -338,102 +419,101 @@ impl LirsReader {
         &self.inner
     }
 
-    fn read(&self, id: u64) -> FfiResult<Vec<u8>> {
-        guard("read", || Ok(self.inner.read(id)?))
-    }
-
-    fn read_batch(&self, ids: &[u64], data: &mut Vec<u8>, ends: &mut Vec<u64>) -> FfiResult<()> {
-        guard("read_batch", || {
-            data.clear();
-            ends.clear();
-            let mut batch = core::Batch::default();
-            self.inner.read_batch(ids, &mut batch)?;
-            data.reserve(batch.payload_bytes());
-            for payload in batch.payloads() {
-                data.extend_from_slice(payload);
-                ends.push(data.len() as u64);
-            }
-            Ok(())
-        })
-    }
-
-    fn shard_len(&self, num_shards: u64, shard_index: u64) -> FfiResult<u64> {
-        guard("shard_len", || {
-            check_shard(num_shards, shard_index)?;
-            Ok(self.inner.shard_len(num_shards, shard_index)?)
-        })
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn fetch(
+    fn read_batch(
         &self,
-        seed: u64,
-        epoch: u64,
-        page_aware: bool,
-        num_shards: u64,
-        shard_index: u64,
-        position: u64,
-        threads: usize,
-        window: usize,
-        depth: usize,
-        unordered: bool,
-        exact_windows: bool,
-        skip: &[u64],
-    ) -> FfiResult<Box<FetchCursor>> {
-        guard("fetch", || {
-            check_shard(num_shards, shard_index)?;
-            let spec = core::OrderSpec {
-                seed,
-                epoch,
-                page_aware,
-                num_shards,
-                shard_index,
-            };
-            let mut order = self.inner.epoch_order(&spec)?;
-            if position > order.len() {
-                return Err(FfiError::invalid(format!(
-                    "position {position} is past the end of this epoch ({} instances)",
-                    order.len()
-                )));
-            }
-            order.seek(position)?;
-            let threads = if threads == 0 {
-                core::FetchOptions::auto_threads(&self.inner)
-            } else {
-                threads
-            };
-            let options = core::FetchOptions {
-                threads,
-                window,
-                depth,
-            };
-            let mut fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?
-                .skip(skip.iter().copied());
-            if unordered {
-                fetcher = fetcher.unordered();
-            }
-            if exact_windows {
-                fetcher = fetcher.exact_windows();
-            }
-            Ok(Box::new(FetchCursor {
-                fetcher,
-                current: None,
-                poisoned: false,
-            }))
-        })
+        ids: &[u64],
+        data: &mut Vec<u8>,
+        ends: &mut Vec<u64>,
+        status: &mut Status,
+    ) -> FfiResult<()> {
+        report(
+            status,
+            guard("read_batch", || {
+                data.clear();
+                ends.clear();
+                let mut batch = core::Batch::default();
+                self.inner.read_batch(ids, &mut batch)?;
+                data.reserve(batch.payload_bytes());
+                for payload in batch.payloads() {
+                    data.extend_from_slice(payload);
+                    ends.push(data.len() as u64);
+                }
+                Ok(())
+            }),
+        )
     }
-}
 
-fn check_shard(num_shards: u64, shard_index: u64) -> FfiResult<()> {
-    if num_shards == 0 {
-        return Err(FfiError::invalid("num_shards must be >= 1"));
+    fn shard_len(&self, num_shards: i64, shard_index: i64, status: &mut Status) -> FfiResult<u64> {
+        report(
+            status,
+            guard("shard_len", || {
+                let (n, i) = rules::check_shard(Some(num_shards), Some(shard_index))?;
+                Ok(self.inner.shard_len(n, i)?)
+            }),
+        )
     }
-    if shard_index >= num_shards {
-        return Err(FfiError::invalid(format!(
-            "shard_index ({shard_index}) must be < num_shards ({num_shards})"
-        )));
+
+    fn fetch_spec(
+        &self,
+        batch_size: i64,
+        num_parallel_reads: i64,
+        status: &mut Status,
+    ) -> FfiResult<FetchSpec> {
+        report(
+            status,
+            guard("fetch_spec", || {
+                rules::dataset_fetch_spec(&self.inner, batch_size, num_parallel_reads)
+            }),
+        )
     }
-    Ok(())
+
+    /// Starts fetching `spec`'s order (public for Rust-side tests).
+    pub fn fetch(&self, spec: &FetchSpec, status: &mut Status) -> FfiResult<Box<FetchCursor>> {
+        report(
+            status,
+            guard("fetch", || {
+                let (num_shards, shard_index) = (spec.num_shards, spec.shard_index);
+                rules::check_shard_u64(num_shards, shard_index)?;
+                let order_spec = core::OrderSpec {
+                    seed: spec.seed,
+                    epoch: spec.epoch,
+                    page_aware: spec.page_aware,
+                    num_shards,
+                    shard_index,
+                };
+                let mut order = self.inner.epoch_order(&order_spec)?;
+                if spec.position > order.len() {
+                    return Err(FfiError::invalid(format!(
+                        "position {} is past the end of this epoch ({} instances)",
+                        spec.position,
+                        order.len()
+                    )));
+                }
+                order.seek(spec.position)?;
+                // Unordered batches: windows of exactly one batch, so each batch holds
+                // the instances it holds in order.
+                let exact = spec.unordered && spec.batch_size > 0;
+                let options = core::FetchOptions {
+                    threads: spec.threads,
+                    window: if exact { spec.batch_size } else { spec.window },
+                    depth: spec.depth,
+                };
+                let mut fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?
+                    .skip(spec.skip.iter().copied());
+                if spec.unordered {
+                    fetcher = fetcher.unordered();
+                }
+                if exact {
+                    fetcher = fetcher.exact_windows();
+                }
+                Ok(Box::new(FetchCursor {
+                    fetcher,
+                    current: None,
+                    poisoned: false,
+                }))
+            }),
+        )
+    }
 }
 
 pub struct FetchCursor {
@@ -445,14 +525,15 @@ pub struct FetchCursor {
 }
 
 impl FetchCursor {
-    fn next_window(&mut self, ids: &mut Vec<u64>) -> FfiResult<bool> {
+    /// Moves to the next window (public for Rust-side tests).
+    pub fn next_window(&mut self, ids: &mut Vec<u64>, status: &mut Status) -> FfiResult<bool> {
         // Disjoint borrows: the body does not touch `poisoned`.
         let FetchCursor {
             fetcher,
             current,
             poisoned,
         } = self;
-        guard_poisoning("next_window", poisoned, || {
+        let result = guard_poisoning("next_window", poisoned, || {
             ids.clear();
             // Dropping the last window hands its buffers back to the fetch threads.
             *current = None;
@@ -461,154 +542,71 @@ impl FetchCursor {
             let Some(window) = fetcher.next_window() else {
                 return Ok(false);
             };
-            *ids = window.ids;
             *current = Some(window.result?);
+            *ids = window.ids;
             Ok(true)
-        })
+        });
+        report(status, result)
     }
 
-    fn resume(&self, unserved: usize, after: &mut Vec<u64>) -> FfiResult<u64> {
-        guard("resume", || {
-            let resume = self.fetcher.resume(unserved);
-            *after = resume.after;
-            Ok(resume.position)
-        })
+    /// Where the consumer is (see the bridge declaration; public for Rust-side tests).
+    pub fn resume(
+        &self,
+        unserved: usize,
+        after: &mut Vec<u64>,
+        status: &mut Status,
+    ) -> FfiResult<u64> {
+        report(
+            status,
+            guard("resume", || {
+                let resume = self.fetcher.resume(unserved);
+                *after = resume.after;
+                Ok(resume.position)
+            }),
+        )
     }
 
-    fn payload(&self, i: usize) -> &[u8] {
-        // Not guarded (it is called per element), panic-free by construction:
-        // `Payloads::payload` looks up with `get` and answers an empty slice for
-        // any index out of range; a poisoned cursor has no `current`.
-        if self.poisoned {
-            return &[];
-        }
-        self.current.as_ref().map_or(&[], |p| p.payload(i))
-    }
-}
-
-fn pad_options(page_size: u64, best_fit_window: u64) -> FfiResult<core::PadOptions> {
-    let fit = if best_fit_window == 0 {
-        core::Fit::Next
-    } else {
-        let window = usize::try_from(best_fit_window).map_err(|_| {
-            FfiError::invalid(format!("best-fit window {best_fit_window} is too large"))
-        })?;
-        core::Fit::Best { window }
-    };
-    Ok(core::PadOptions {
-        page_size,
-        fit,
-        ..Default::default()
-    })
-}
-
-fn summary(s: core::PadSummary) -> PadSummary {
-    PadSummary {
-        instances: s.instances,
-        pages: s.pages,
-        filler_bytes: s.filler_bytes,
-        data_bytes: s.data_bytes,
-        instance_of_input: s.instance_of_input.unwrap_or_default(),
-    }
-}
-
-fn build_offset_table(data: &[u8], table: &[u8]) -> FfiResult<u64> {
-    guard("build_offset_table", || {
-        let data = path_of(data);
-        let table = if table.is_empty() {
-            core::default_table_path(&data)
-        } else {
-            path_of(table)
+    /// Payload `i` of the current window (public for Rust-side tests).
+    pub fn payload<'a>(&'a self, i: usize, status: &mut Status) -> FfiResult<&'a [u8]> {
+        // Not guarded (it is called per element): panic-free by construction, a
+        // lookup with `get` and no arithmetic.
+        let result = match &self.current {
+            _ if self.poisoned => Err(FfiError::internal(
+                "`payload` on a cursor that is unusable after an earlier panic in it",
+            )),
+            Some(payloads) => match payloads.get(i) {
+                Some(Ok(bytes)) => Ok(bytes),
+                Some(Err(e)) => Err(FfiError::from(e)),
+                None => Err(FfiError::internal(format!(
+                    "payload {i} of a window of {}",
+                    payloads.len()
+                ))),
+            },
+            None => Err(FfiError::internal(
+                "payload() with no current window (the last next_window failed or ended)",
+            )),
         };
-        Ok(core::build_offset_table(&data, &table)?)
-    })
-}
-
-fn pad_file(
-    src: &[u8],
-    dst: &[u8],
-    page_size: u64,
-    best_fit_window: u64,
-    compression: &str,
-    trust_table: bool,
-) -> FfiResult<PadSummary> {
-    guard("pad_file", || {
-        let options = pad_options(page_size, best_fit_window)?;
-        let compression: core::Compression = compression.parse()?;
-        let (src, dst) = (path_of(src), path_of(dst));
-        if trust_table {
-            if compression != core::Compression::Auto {
-                return Err(FfiError::invalid(
-                    "trust_table reads the input at random: it cannot be compressed",
-                ));
-            }
-            return Ok(summary(core::pad_file_from_table(
-                &src,
-                &dst,
-                &options,
-                |_| {},
-            )?));
-        }
-        Ok(summary(core::pad_file_with(
-            &src,
-            &dst,
-            &options,
-            compression,
-            |_| {},
-        )?))
-    })
-}
-
-pub struct LirsWriter {
-    inner: Option<core::PaddedWriter>,
-    /// Set when `write` or `finish` panicked: the file may be half-written, so
-    /// it must not be finished (or written) as if it were whole.
-    poisoned: bool,
-}
-
-fn create_writer(path: &[u8], page_size: u64, best_fit_window: u64) -> FfiResult<Box<LirsWriter>> {
-    guard("create_writer", || {
-        let options = pad_options(page_size, best_fit_window)?;
-        let w = core::PaddedWriter::create(&path_of(path), &options)?;
-        Ok(Box::new(LirsWriter {
-            inner: Some(w),
-            poisoned: false,
-        }))
-    })
-}
-
-impl LirsWriter {
-    fn write(&mut self, payload: &[u8]) -> FfiResult<u64> {
-        let LirsWriter { inner, poisoned } = self;
-        guard_poisoning("write", poisoned, || match inner.as_mut() {
-            Some(w) => Ok(w.write(payload)?),
-            None => Err(FfiError::invalid("write() on a closed PaddedWriter")),
-        })
-    }
-
-    fn finish(&mut self) -> FfiResult<PadSummary> {
-        let LirsWriter { inner, poisoned } = self;
-        guard_poisoning("finish", poisoned, || match inner.take() {
-            Some(w) => Ok(summary(w.finish()?)),
-            None => Err(FfiError::invalid("PaddedWriter is already closed")),
-        })
+        report(status, result)
     }
 }
 
-fn is_filler(record: &[u8]) -> FfiResult<bool> {
-    // Guarded although `is_filler` is a prefix comparison: it is cheap, and the
-    // test panic point "is_filler" proves the kernel's error path.
-    guard("is_filler", || Ok(core::format::is_filler(record)))
+fn is_filler(record: &[u8], status: &mut Status) -> FfiResult<bool> {
+    // Guarded although `is_filler` is a prefix comparison: it is cheap, and the test
+    // panic point "is_filler" proves the kernel's error path.
+    report(
+        status,
+        guard("is_filler", || Ok(core::format::is_filler(record))),
+    )
 }
 
-/// Mapping from TensorFlow seeds onto the core's single u64 seed: the two
-/// int64 seeds (TF's (seed, seed2) pair, or the pair a seed generator hands
-/// out for one iteration) are folded with SplitMix64 so that every bit of both
-/// affects the result and nearby pairs give unrelated seeds. The core's
-/// `epoch` is then used for the iteration number (see tf_op/lirs_dataset_op.cc).
+/// Mapping from TensorFlow seeds onto the core's single u64 seed: the two int64 seeds
+/// (TF's (seed, seed2) pair, or the pair a seed generator hands out for one
+/// iteration) are folded with SplitMix64 so that every bit of both affects the result
+/// and nearby pairs give unrelated seeds. The core's `epoch` is then used for the
+/// iteration number (see tf_op/lirs_dataset_op.cc).
 ///
-/// Not guarded: panic-free by construction (casts, shifts, xor and wrapping
-/// arithmetic only; no overflow checks can fire even in debug builds).
+/// Not guarded: panic-free by construction (casts, shifts, xor and wrapping arithmetic
+/// only; no overflow checks can fire even in debug builds).
 fn mix_seeds(seed: i64, seed2: i64) -> u64 {
     fn splitmix(mut z: u64) -> u64 {
         z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -619,16 +617,71 @@ fn mix_seeds(seed: i64, seed2: i64) -> u64 {
     splitmix(splitmix(seed as u64) ^ (seed2 as u64))
 }
 
+/// A fresh `Status` (code `Ok`), as a caller passes one.
+pub fn ok_status() -> Status {
+    Status {
+        code: ErrorCode::Ok,
+        message: String::new(),
+    }
+}
+
+/// Helpers of the crate's tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
+
+    use super::{core, FilePath, ReaderSpec};
+
+    /// A padded file `dir/d` of 300 instances, instance i holding `i` as 4 LE bytes.
+    pub fn write_u32_file(dir: &Path) -> PathBuf {
+        let path = dir.join("d");
+        let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for i in 0..300u32 {
+            w.write(&i.to_le_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    }
+
+    /// The spec of a reader of `path` (default table) with `backend`.
+    pub fn reader_spec(path: &Path, backend: &str) -> ReaderSpec {
+        ReaderSpec {
+            files: vec![FilePath {
+                bytes: path.as_os_str().as_bytes().to_vec(),
+            }],
+            tables: vec![],
+            page_size: 4096,
+            verify_payload_crc: true,
+            backend: backend.into(),
+            trust_table: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn error_prefixes() {
-        let e = FfiError::new(core::ErrorKind::DataLoss, "x");
-        assert_eq!(e.to_string(), "DATA_LOSS: x");
-        let e = FfiError::invalid("y");
-        assert_eq!(e.to_string(), "INVALID_ARGUMENT: y");
+    fn errors_carry_their_code_and_fill_the_status() {
+        let mut status = ok_status();
+        let err = check_backend("io_uring", &mut status).unwrap_err();
+        assert_eq!(status.code, ErrorCode::InvalidArgument);
+        assert_eq!(status.message, err.message);
+        assert_eq!(err.to_string(), err.message); // no prefix in what()
+        assert!(status.message.contains("backend"), "{}", status.message);
+        let mut status = ok_status();
+        check_backend("mmap", &mut status).unwrap();
+        assert_eq!(status.code, ErrorCode::Ok);
+        for (kind, code) in [
+            (core::ErrorKind::DataLoss, ErrorCode::DataLoss),
+            (core::ErrorKind::InvalidArgument, ErrorCode::InvalidArgument),
+            (core::ErrorKind::NotFound, ErrorCode::NotFound),
+            (core::ErrorKind::Internal, ErrorCode::Internal),
+        ] {
+            assert_eq!(ErrorCode::from(kind), code);
+        }
     }
 
     #[test]
@@ -638,10 +691,59 @@ mod tests {
         assert_eq!(mix_seeds(7, 9), mix_seeds(7, 9));
     }
 
+    /// Not with `fault-injection`: its tests arm process-wide panic points that would
+    /// hit this test's fetches.
+    #[cfg(not(feature = "fault-injection"))]
     #[test]
-    fn bad_shards_rejected() {
-        assert!(check_shard(0, 0).is_err());
-        assert!(check_shard(2, 2).is_err());
-        assert!(check_shard(2, 1).is_ok());
+    fn cursor_slots_carry_their_own_errors() {
+        use super::test_support::{reader_spec, write_u32_file};
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_u32_file(dir.path());
+        // Damage instance 7's payload (a CRC mismatch).
+        let reader = core::Reader::open_one(&path, None, &Default::default()).unwrap();
+        let (_, off) = reader.location(7).unwrap();
+        drop(reader);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[off as usize + 12] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+
+        // Inline (mapped, automatic threads) and with a pool of 2 threads.
+        for (backend, parallel_reads) in [("mmap", -1), ("pread", 2)] {
+            let mut st = ok_status();
+            let reader = open_reader(&reader_spec(&path, backend), &mut st).unwrap();
+            let mut fetch = reader.fetch_spec(16, parallel_reads, &mut st).unwrap();
+            assert_eq!(fetch.threads, if backend == "mmap" { 0 } else { 2 });
+            fetch.seed = 5;
+            let mut cursor = reader.fetch(&fetch, &mut st).unwrap();
+            let (mut ids, mut seen, mut failed) = (Vec::new(), 0, 0);
+            while cursor.next_window(&mut ids, &mut st).unwrap() {
+                for (i, &id) in ids.iter().enumerate() {
+                    let mut st = ok_status();
+                    match cursor.payload(i, &mut st) {
+                        Ok(p) => assert_eq!(p, (id as u32).to_le_bytes()),
+                        Err(e) => {
+                            assert_eq!(id, 7);
+                            assert_eq!(st.code, ErrorCode::DataLoss);
+                            assert!(e.message.contains("instance 7"), "{e}");
+                            failed += 1;
+                        }
+                    }
+                    seen += 1;
+                }
+                let mut st = ok_status();
+                assert!(cursor.payload(ids.len(), &mut st).is_err());
+                assert_eq!(st.code, ErrorCode::Internal);
+            }
+            assert_eq!((seen, failed), (300, 1), "{backend}");
+        }
+        let mut st = ok_status();
+        let reader = open_reader(&reader_spec(&path, "auto"), &mut st).unwrap();
+        // Shards are checked in Rust, with the one wording.
+        let mut st = ok_status();
+        assert!(reader.shard_len(2, 2, &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::InvalidArgument);
+        assert!(st
+            .message
+            .contains("shard_index must be in [0, num_shards)"));
     }
 }

@@ -8,6 +8,12 @@
 //! within a window in the order's order, so the sequence is the same as reading the
 //! order one id at a time.
 //!
+//! Errors are per slot: when the coalesced read of a run fails, the fetch thread reads
+//! that run's ids one by one, so each failed slot holds the error of its own instance
+//! (naming its file and byte) and every other payload of the window is still delivered.
+//! Only a failure of the machinery itself (a panic in a fetch thread, the threads gone)
+//! fails a whole window, as an [`ErrorKind::Internal`](crate::ErrorKind::Internal) error.
+//!
 //! Unordered delivery ([`Fetcher::unordered`], RINAS's answer to high-latency storage):
 //! windows are handed out as they complete, whichever of those in flight that is, so a
 //! slow read holds up only its own window and the pool stays busy. Each window is
@@ -81,7 +87,37 @@ struct Job {
 struct Done {
     window: u64,
     part: usize,
-    result: Result<Batch>,
+    /// `Err` only for a panic while reading the part (a window-level failure).
+    result: Result<PartRead>,
+}
+
+/// One part of a window as read: its payloads in part order (an empty one for each
+/// failed id) and the failed ids' positions in the part with their errors.
+struct PartRead {
+    batch: Batch,
+    failed: Vec<(usize, Error)>,
+}
+
+/// Reads `ids` into `batch` with one coalesced read; if that fails, reads them one by
+/// one, so each error names its own instance and the others are still read. A failed
+/// id gets an empty payload in `batch`, and its position and error are returned.
+fn read_part(reader: &Reader, ids: &[u64], batch: &mut Batch) -> Vec<(usize, Error)> {
+    if reader.read_batch(ids, batch).is_ok() {
+        return Vec::new();
+    }
+    batch.clear();
+    let mut failed = Vec::new();
+    let mut span = Vec::new();
+    for (k, &id) in ids.iter().enumerate() {
+        match reader.read_span_into(id, &mut span) {
+            Ok(payload) => batch.push(id, &span[payload]),
+            Err(e) => {
+                batch.push(id, &[]);
+                failed.push((k, e));
+            }
+        }
+    }
+    failed
 }
 
 /// A window is cut into parts of at least this many ids (when it has that many): a
@@ -128,8 +164,9 @@ struct Pending {
     /// The order positions of `ids`.
     positions: Vec<u64>,
     slots: Vec<(usize, usize)>,
-    parts: Vec<Option<Batch>>,
+    parts: Vec<Option<PartRead>>,
     missing: usize,
+    /// A window-level failure (a panic in a fetch thread).
     error: Option<Error>,
 }
 
@@ -149,10 +186,15 @@ struct Pending {
 /// let mut fetcher = Fetcher::new(Arc::clone(&reader), order, FetchOptions::default())?;
 /// let mut n = 0;
 /// while let Some(window) = fetcher.next_window() {
-///     let payloads = window.result?;
+///     let payloads = window.result?; // Err: the window as a whole failed (a bug)
 ///     for i in 0..payloads.len() {
+///         match payloads.get(i) {
+///             Some(Ok(payload)) => assert_eq!(payload.len(), 4),
+///             // Only this instance could not be read; the error names it.
+///             Some(Err(e)) => eprintln!("skipped: {e}"),
+///             None => unreachable!("i < len"),
+///         }
 ///         n += 1;
-///         assert_eq!(payloads.payload(i).len(), 4);
 ///     }
 /// }
 /// assert_eq!(n, 500);
@@ -163,8 +205,8 @@ pub struct Fetcher {
     options: FetchOptions,
     jobs: Option<mpsc::Sender<Job>>,
     /// Set on drop: the workers pass over the jobs still queued instead of reading
-    /// them, so only the reads in progress (one per thread) are waited for, not up
-    /// to `depth` windows of them (seconds on remote storage).
+    /// them, so only the reads in progress (one part per thread) are waited for, not
+    /// up to `depth` windows of them (seconds on remote storage).
     stopping: Arc<std::sync::atomic::AtomicBool>,
     done: mpsc::Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
@@ -222,7 +264,8 @@ impl Fetcher {
         let job_rx = Arc::new(Mutex::new(job_rx));
         let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
-        let spares = Spares(Arc::default(), options.threads);
+        // At least one: with no threads, the consumer reuses its own last batch.
+        let spares = Spares(Arc::default(), options.threads.max(1));
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
         let workers = (0..options.threads)
@@ -256,16 +299,17 @@ impl Fetcher {
                                 panic!("test panic injected into a fetch thread");
                             }
                             let mut batch = spares.take();
-                            reader.read_batch(&job.ids, &mut batch).map(|()| batch)
+                            let failed = read_part(&reader, &job.ids, &mut batch);
+                            PartRead { batch, failed }
                         }))
-                        .unwrap_or_else(|payload| {
-                            Err(Error::Internal(format!(
+                        .map_err(|payload| {
+                            Error::Internal(format!(
                                 "panic in a tfrecord-lirs fetch thread reading {} instances \
                                  from instance {}: {}",
                                 job.ids.len(),
                                 job.ids.first().copied().unwrap_or_default(),
                                 panic_message(payload.as_ref())
-                            )))
+                            ))
                         });
                         let sent = done.send(Done {
                             window: job.window,
@@ -451,8 +495,10 @@ impl Fetcher {
         }
     }
 
-    /// The next window: its ids, and its payloads or the first read error among them
-    /// (so a caller can retry the ids one by one). `None` at the end of the epoch.
+    /// The next window: its ids and their payloads, each read or failed on its own
+    /// (see [`Payloads::get`]); `Err` only when the window as a whole failed (a panic in
+    /// a fetch thread, the threads gone: [`ErrorKind::Internal`](crate::ErrorKind::Internal)).
+    /// `None` at the end of the epoch.
     pub fn next_window(&mut self) -> Option<Window> {
         if let Some(reader) = &self.inline {
             return self.next_window_inline(&Arc::clone(reader));
@@ -479,8 +525,8 @@ impl Fetcher {
             }
             let Ok(done) = self.done.recv() else {
                 // Every thread is gone (cannot happen while they catch panics).
-                // This window fails and is passed, like a failed read: each later
-                // window fails the same way and the epoch still ends.
+                // This window fails and is passed: each later window fails the same
+                // way and the epoch still ends.
                 let (ids, positions) = self
                     .pending
                     .remove(&head)
@@ -491,7 +537,6 @@ impl Fetcher {
                 self.hand_out(positions);
                 return Some(Window {
                     ids,
-                    // Not the caller's fault, and retrying the ids would not help.
                     result: Err(Error::Internal(
                         "tfrecord-lirs fetch threads stopped unexpectedly".into(),
                     )),
@@ -500,7 +545,7 @@ impl Fetcher {
             if let Some(p) = self.pending.get_mut(&done.window) {
                 p.missing = p.missing.saturating_sub(1);
                 match (done.result, p.parts.get_mut(done.part)) {
-                    (Ok(batch), Some(slot)) => *slot = Some(batch),
+                    (Ok(read), Some(slot)) => *slot = Some(read),
                     (Ok(_), None) => {
                         p.error.get_or_insert(Error::Internal(format!(
                             "fetch thread answered for part {} of a window of {} parts",
@@ -519,23 +564,46 @@ impl Fetcher {
         self.next_deliver += 1;
         self.delivered += window.ids.len() as u64;
         self.hand_out(window.positions);
-        let parts: Vec<Batch> = window.parts.into_iter().flatten().collect();
         let result = match window.error {
             Some(e) => {
-                self.spares.give(parts);
+                self.spares
+                    .give(window.parts.into_iter().flatten().map(|r| r.batch));
                 Err(e)
             }
-            None => Ok(Payloads {
-                parts,
-                slots: window.slots,
-                spares: self.spares.clone(),
-            }),
+            None => Ok(self.assemble(window.parts, window.slots)),
         };
         self.submit();
         Some(Window {
             ids: window.ids,
             result,
         })
+    }
+
+    /// The payloads of a window from its parts (all present) and where each slot is.
+    fn assemble(&self, parts: Vec<Option<PartRead>>, slots: Vec<(usize, usize)>) -> Payloads {
+        let mut batches = Vec::with_capacity(parts.len());
+        // (part, index in part) -> error, for the rare parts with failed ids.
+        let mut part_errors = BTreeMap::new();
+        for (p, read) in parts.into_iter().flatten().enumerate() {
+            for (j, e) in read.failed {
+                part_errors.insert((p, j), e);
+            }
+            batches.push(read.batch);
+        }
+        let failed = if part_errors.is_empty() {
+            Vec::new()
+        } else {
+            slots
+                .iter()
+                .enumerate()
+                .filter_map(|(k, at)| Some((k, part_errors.remove(at)?)))
+                .collect()
+        };
+        Payloads {
+            parts: Parts::Scattered { batches, slots },
+            failed,
+            spares: self.spares.clone(),
+        }
     }
 
     /// [`next_window`](Fetcher::next_window) with no pool: the window is read here, in
@@ -556,19 +624,23 @@ impl Fetcher {
             });
         }
         let mut batch = self.spares.take();
-        let result = reader.read_batch(&ids, &mut batch).map(|()| Payloads {
-            parts: vec![batch],
-            slots: Vec::new(),
+        let failed = read_part(reader, &ids, &mut batch);
+        let payloads = Payloads {
+            parts: Parts::InOrder(batch),
+            failed,
             spares: self.spares.clone(),
-        });
-        Some(Window { ids, result })
+        };
+        Some(Window {
+            ids,
+            result: Ok(payloads),
+        })
     }
 
-    /// The next window's payloads, in order, copied into one [`Batch`]; `None` at the
-    /// end of the epoch.
+    /// The next window's payloads, in order, copied into one [`Batch`] (or the error of
+    /// its first failed slot); `None` at the end of the epoch.
     pub fn next_batch(&mut self) -> Option<Result<Batch>> {
-        self.next_window()
-            .map(|w| w.result.map(|p| p.to_batch(&w.ids)))
+        let window = self.next_window()?;
+        Some(window.result.and_then(|p| p.into_batch(&window.ids)))
     }
 }
 
@@ -577,25 +649,39 @@ impl Fetcher {
 pub struct Window {
     /// The ids of the window, in order.
     pub ids: Vec<u64>,
-    /// Their payloads, or the first error reading them.
+    /// Their payloads (each read or failed on its own), or the error that failed the
+    /// whole window (always [`ErrorKind::Internal`](crate::ErrorKind::Internal)).
     pub result: Result<Payloads>,
 }
 
 /// The payloads of one window where the fetch threads put them (no copy into one
-/// buffer); payload `i` is that of the window's `i`-th id.
+/// buffer); slot `i` is the window's `i`-th id: its payload, or the error reading it.
 pub struct Payloads {
-    parts: Vec<Batch>,
-    /// (part, index in part) of each payload; empty when there is one part, in order.
-    slots: Vec<(usize, usize)>,
+    parts: Parts,
+    /// (slot, error) of each slot whose read failed, by slot; usually empty.
+    failed: Vec<(usize, Error)>,
     spares: Spares,
 }
 
+/// Where the payloads of a window are.
+enum Parts {
+    /// One batch holding the window's payloads in window order (read on the
+    /// consumer's thread).
+    InOrder(Batch),
+    /// Batches read by the fetch threads; slot `i` is `batches[slots[i].0]`, payload
+    /// `slots[i].1`.
+    Scattered {
+        batches: Vec<Batch>,
+        slots: Vec<(usize, usize)>,
+    },
+}
+
 impl Payloads {
-    /// Number of payloads.
+    /// Number of slots (the window's ids).
     pub fn len(&self) -> usize {
-        match (self.slots.is_empty(), self.parts.as_slice()) {
-            (true, [one]) => one.len(),
-            _ => self.slots.len(),
+        match &self.parts {
+            Parts::InOrder(batch) => batch.len(),
+            Parts::Scattered { slots, .. } => slots.len(),
         }
     }
 
@@ -604,24 +690,43 @@ impl Payloads {
         self.len() == 0
     }
 
-    /// Payload `i` (empty if `i` is out of range).
-    pub fn payload(&self, i: usize) -> &[u8] {
-        if self.slots.is_empty() {
-            return self.parts.first().and_then(|p| p.get(i)).unwrap_or(&[]);
+    /// Slot `i`: the payload of the window's `i`-th id, or the error reading that
+    /// instance (naming its file, id and byte); `None` if `i` is out of range.
+    pub fn get(&self, i: usize) -> Option<std::result::Result<&[u8], &Error>> {
+        if !self.failed.is_empty() {
+            if let Ok(k) = self.failed.binary_search_by_key(&i, |&(slot, _)| slot) {
+                return Some(Err(&self.failed[k].1));
+            }
         }
-        self.slots
-            .get(i)
-            .and_then(|&(p, j)| self.parts.get(p)?.get(j))
-            .unwrap_or(&[])
+        let payload = match &self.parts {
+            Parts::InOrder(batch) => batch.get(i),
+            Parts::Scattered { batches, slots } => {
+                let &(p, j) = slots.get(i)?;
+                batches.get(p)?.get(j)
+            }
+        };
+        payload.map(Ok)
     }
 
-    /// The payloads copied into one [`Batch`] with `ids`, the window's ids.
-    pub fn to_batch(&self, ids: &[u64]) -> Batch {
-        let mut out = Batch::default();
-        for (i, &id) in ids.iter().enumerate().take(self.len()) {
-            out.push(id, self.payload(i));
+    /// The slots that failed, in window order, with their errors.
+    pub fn failures(&self) -> impl ExactSizeIterator<Item = (usize, &Error)> + '_ {
+        self.failed.iter().map(|(slot, e)| (*slot, e))
+    }
+
+    /// The payloads copied into one [`Batch`] with `ids`, the window's ids; the error of
+    /// the first failed slot if any failed.
+    pub fn into_batch(mut self, ids: &[u64]) -> Result<Batch> {
+        if !self.failed.is_empty() {
+            return Err(self.failed.swap_remove(0).1);
         }
-        out
+        let mut out = Batch::default();
+        for (i, &id) in ids.iter().enumerate() {
+            match self.get(i) {
+                Some(Ok(payload)) => out.push(id, payload),
+                _ => break,
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -629,14 +734,17 @@ impl std::fmt::Debug for Payloads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Payloads")
             .field("len", &self.len())
-            .field("parts", &self.parts.len())
+            .field("failed", &self.failed.len())
             .finish()
     }
 }
 
 impl Drop for Payloads {
     fn drop(&mut self) {
-        self.spares.give(self.parts.drain(..));
+        match std::mem::replace(&mut self.parts, Parts::InOrder(Batch::default())) {
+            Parts::InOrder(batch) => self.spares.give([batch]),
+            Parts::Scattered { batches, .. } => self.spares.give(batches),
+        }
     }
 }
 

@@ -77,7 +77,7 @@ fn read_epoch(reader: &Arc<Reader>, spec: &OrderSpec, how: Path, all: &[Vec<u8>]
                 let payloads = window.result.unwrap();
                 assert_eq!(payloads.len(), window.ids.len());
                 for (i, &id) in window.ids.iter().enumerate() {
-                    check(id, payloads.payload(i));
+                    check(id, payloads.get(i).unwrap().unwrap());
                 }
             }
         }

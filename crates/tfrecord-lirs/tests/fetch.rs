@@ -138,23 +138,40 @@ fn fetch_errors_arrive_in_order_and_nothing_hangs() {
         }
     }
     assert_eq!(ok_ids as u64, position_of_250 / 50 * 50);
-    // The failed window hands back its ids, so a caller can retry them one by one.
+    // The failed read is retried per id inside the fetcher: the window delivers every
+    // other payload, and only the slot of instance 250 holds an error, naming it.
     let spec = OrderSpec::default();
-    let mut fetcher = Fetcher::new(
-        Arc::clone(&reader),
-        reader.epoch_order(&spec).unwrap(),
-        FetchOptions {
-            threads: 2,
-            window: 50,
-            depth: 2,
-        },
-    )
-    .unwrap();
-    let failed = std::iter::from_fn(|| fetcher.next_window())
-        .find(|w| w.result.is_err())
+    for threads in [0, 2] {
+        let mut fetcher = Fetcher::new(
+            Arc::clone(&reader),
+            reader.epoch_order(&spec).unwrap(),
+            FetchOptions {
+                threads,
+                window: 50,
+                depth: 2,
+            },
+        )
         .unwrap();
-    assert!(failed.ids.contains(&250));
-    assert_eq!(failed.ids.len(), 50);
+        let mut failed_slots = 0;
+        while let Some(w) = fetcher.next_window() {
+            let p = w.result.unwrap();
+            assert_eq!(p.len(), w.ids.len());
+            for (i, &id) in w.ids.iter().enumerate() {
+                match p.get(i).unwrap() {
+                    Ok(payload) => assert_eq!(payload, all[id as usize].as_slice()),
+                    Err(e) => {
+                        assert_eq!(id, 250);
+                        assert_eq!(e.kind(), tfrecord_lirs::ErrorKind::DataLoss, "{e}");
+                        assert!(e.to_string().contains("instance 250"), "{e}");
+                        failed_slots += 1;
+                    }
+                }
+            }
+            assert_eq!(p.failures().len(), usize::from(w.ids.contains(&250)));
+            assert!(p.get(w.ids.len()).is_none());
+        }
+        assert_eq!(failed_slots, 1, "{threads} threads");
+    }
 }
 
 fn page_reads_per_epoch(reader: &Arc<Reader>, spec: OrderSpec) -> tfrecord_lirs::IoStats {
@@ -283,7 +300,7 @@ fn panic_in_a_fetch_thread_is_an_internal_error_not_a_hang() {
             while let Some(w) = fetcher.next_window() {
                 if let Ok(p) = &w.result {
                     for (i, &id) in w.ids.iter().enumerate() {
-                        assert_eq!(p.payload(i), all[id as usize].as_slice());
+                        assert_eq!(p.get(i).unwrap().unwrap(), all[id as usize].as_slice());
                     }
                 }
                 got.extend(w.ids);

@@ -61,7 +61,7 @@ fn fetched(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<(u64, 
         let p = w.result.unwrap();
         assert_eq!(p.len(), w.ids.len());
         for (i, &id) in w.ids.iter().enumerate() {
-            out.push((id, p.payload(i).to_vec()));
+            out.push((id, p.get(i).unwrap().unwrap().to_vec()));
         }
     }
     out

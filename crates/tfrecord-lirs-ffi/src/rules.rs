@@ -1,0 +1,233 @@
+//! The option rules of the op library and the Python package, decided here once: the
+//! I/O backend names, the shard check, the offset-table path of each file, the fit
+//! syntax, and the fetch settings of a LIRSDataset. The kernels reach them through the
+//! cxx bridge, Python through the C ABI ([`crate::c_api`]); neither repeats them.
+//!
+//! The option rules themselves are the core's ([`core::options`]); this module adds
+//! what only the foreign callers need: TensorFlow's signed integers, the default table
+//! of each file, the fit syntax of the Python API and the LIRSDataset fetch defaults.
+
+use std::path::PathBuf;
+
+use tfrecord_lirs as core;
+
+use crate::{path_of, FetchSpec, FfiError, FfiResult, ReaderSpec};
+
+/// The I/O backend named `name` ([`core::options::backend`]).
+pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
+    Ok(core::options::backend(name)?)
+}
+
+/// Checks `num_shards` and `shard_index` as a caller gives them (either may be unknown
+/// yet, e.g. a tensor Python cannot see into); returns them as the core's u64 pair
+/// (an unknown one as 1 shard / index 0).
+pub fn check_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> FfiResult<(u64, u64)> {
+    if let Some(n) = num_shards.filter(|&n| n < 0) {
+        return Err(FfiError::invalid(format!(
+            "num_shards must be >= 1, got {n}"
+        )));
+    }
+    if let Some(i) = shard_index.filter(|&i| i < 0) {
+        return Err(FfiError::invalid(format!(
+            "shard_index must be >= 0, got {i}"
+        )));
+    }
+    // Both non-negative now: the rule is the core's (an unknown index checks as 0).
+    let n = num_shards.map_or(1, |n| n.unsigned_abs());
+    let i = shard_index.map_or(0, |i| i.unsigned_abs());
+    if num_shards.is_some() {
+        check_shard_u64(n, i)?;
+    }
+    Ok((n, i))
+}
+
+/// [`core::options::shard`].
+pub fn check_shard_u64(num_shards: u64, shard_index: u64) -> FfiResult<()> {
+    Ok(core::options::shard(num_shards, shard_index)?)
+}
+
+/// The offset table of `data` when none is given (the core's convention).
+pub fn default_table_path(data: &[u8]) -> PathBuf {
+    core::default_table_path(&path_of(data))
+}
+
+/// The (data, table) pairs of `spec`: `tables` is empty (every file's default table)
+/// or one per file, where an empty path also means the default.
+pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
+    if spec.files.is_empty() {
+        return Err(FfiError::invalid("no data files given"));
+    }
+    if !spec.tables.is_empty() && spec.tables.len() != spec.files.len() {
+        return Err(FfiError::invalid(format!(
+            "got {} offset tables for {} data files (give one per file, or none)",
+            spec.tables.len(),
+            spec.files.len()
+        )));
+    }
+    Ok(spec
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let table = match spec.tables.get(i) {
+                Some(t) if !t.bytes.is_empty() => path_of(&t.bytes),
+                _ => default_table_path(&f.bytes),
+            };
+            (path_of(&f.bytes), table)
+        })
+        .collect())
+}
+
+/// The smallest fetch window of a LIRSDataset, in ids (a batch larger than this is
+/// one window).
+const DATASET_MIN_WINDOW: usize = 64;
+/// Windows a LIRSDataset reads ahead of its consumer.
+const DATASET_WINDOWS_AHEAD: usize = 4;
+
+/// The fetch settings of a LIRSDataset with `batch_size` (0: unbatched) and
+/// `num_parallel_reads` (-1: automatic, else at least 1) over `reader` now: automatic
+/// threads are [`core::FetchOptions::auto_threads`] (none while the reader maps its
+/// files). The order fields are left at their neutral values (seed 0, epoch 0, shard
+/// 0 of 1, position 0) for the caller to set.
+pub fn dataset_fetch_spec(
+    reader: &core::Reader,
+    batch_size: i64,
+    num_parallel_reads: i64,
+) -> FfiResult<FetchSpec> {
+    let batch = usize::try_from(batch_size)
+        .map_err(|_| FfiError::invalid(format!("batch_size must be >= 0, got {batch_size}")))?;
+    let threads = match num_parallel_reads {
+        -1 => core::FetchOptions::auto_threads(reader),
+        n if n >= 1 => usize::try_from(n)
+            .map_err(|_| FfiError::invalid(format!("num_parallel_reads {n} is too large")))?,
+        n => {
+            return Err(FfiError::invalid(format!(
+                "num_parallel_reads must be >= 1 or -1 (automatic), got {n}"
+            )))
+        }
+    };
+    Ok(FetchSpec {
+        seed: 0,
+        epoch: 0,
+        page_aware: false,
+        num_shards: 1,
+        shard_index: 0,
+        position: 0,
+        threads,
+        window: DATASET_MIN_WINDOW.max(batch),
+        depth: DATASET_WINDOWS_AHEAD,
+        unordered: false,
+        batch_size: batch,
+        skip: Vec::new(),
+    })
+}
+
+/// The placement policy named `fit`: "next", "best" (the core's default window,
+/// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
+/// [`core::options::best_fit_window`]).
+pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
+    let bad = || {
+        FfiError::invalid(format!(
+            "fit must be 'next', 'best' or 'best:<window>', got {fit:?}"
+        ))
+    };
+    match fit {
+        "next" => Ok(core::Fit::Next),
+        "best" => Ok(core::Fit::BEST),
+        _ => {
+            let window = fit
+                .strip_prefix("best:")
+                .and_then(|w| w.parse::<u64>().ok())
+                .ok_or_else(bad)?;
+            Ok(core::options::best_fit_window(window)?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends() {
+        for (name, backend) in [
+            ("auto", core::Backend::Auto),
+            ("pread", core::Backend::Pread),
+            ("mmap", core::Backend::Mmap),
+            ("direct", core::Backend::Direct),
+        ] {
+            assert_eq!(parse_backend(name).unwrap(), backend);
+        }
+        for bad in ["", "MMAP", "io_uring"] {
+            let e = parse_backend(bad).unwrap_err();
+            assert!(e.message.starts_with("unknown I/O backend"), "{e}");
+        }
+    }
+
+    #[test]
+    fn shards() {
+        assert_eq!(check_shard(Some(2), Some(1)).unwrap(), (2, 1));
+        assert_eq!(check_shard(Some(3), None).unwrap(), (3, 0));
+        assert_eq!(check_shard(None, Some(4)).unwrap(), (1, 4));
+        for (n, i, want) in [
+            (
+                Some(0),
+                Some(0),
+                "shard_index must be in [0, num_shards), got shard_index=0 num_shards=0",
+            ),
+            (Some(-2), None, "num_shards must be >= 1, got -2"),
+            (None, Some(-1), "shard_index must be >= 0, got -1"),
+            (
+                Some(2),
+                Some(2),
+                "shard_index must be in [0, num_shards), got shard_index=2 num_shards=2",
+            ),
+        ] {
+            assert_eq!(check_shard(n, i).unwrap_err().message, want);
+        }
+        assert!(check_shard_u64(0, 0).is_err());
+        assert!(check_shard_u64(2, 1).is_ok());
+    }
+
+    #[test]
+    fn fits() {
+        assert_eq!(parse_fit("next").unwrap(), core::Fit::Next);
+        assert_eq!(parse_fit("best").unwrap(), core::Fit::BEST);
+        assert_eq!(parse_fit("best:7").unwrap(), core::Fit::Best { window: 7 });
+        for bad in ["", "worst", "best:", "best:0", "best:-1", "best:x"] {
+            assert!(parse_fit(bad).unwrap_err().message.contains("fit"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pairs_and_default_tables() {
+        let spec = |files: &[&str], tables: &[&str]| ReaderSpec {
+            files: files
+                .iter()
+                .map(|f| crate::FilePath {
+                    bytes: f.as_bytes().to_vec(),
+                })
+                .collect(),
+            tables: tables
+                .iter()
+                .map(|f| crate::FilePath {
+                    bytes: f.as_bytes().to_vec(),
+                })
+                .collect(),
+            page_size: 4096,
+            verify_payload_crc: true,
+            backend: "auto".into(),
+            trust_table: false,
+        };
+        let pairs = file_pairs(&spec(&["a", "b"], &["", "t"])).unwrap();
+        assert_eq!(
+            pairs,
+            vec![
+                (PathBuf::from("a"), PathBuf::from("a.offsets")),
+                (PathBuf::from("b"), PathBuf::from("t"))
+            ]
+        );
+        assert!(file_pairs(&spec(&["a", "b"], &["t"])).is_err());
+        assert!(file_pairs(&spec(&[], &[])).is_err());
+    }
+}
