@@ -1,11 +1,14 @@
 //! The spec's reader API (`TFRecordLIRS`, spec §1, §2, §5): random access plus an
-//! epoch-by-epoch shuffled walk, on top of [`Reader`] and [`EpochOrder`].
+//! epoch-by-epoch shuffled walk, on top of [`Reader`] and [`EpochOrder`]. The walk reads
+//! through a [`Fetcher`], so it gets what the dataset op gets: the order's next windows
+//! read ahead, runs of consecutive ids (page-aware units) read with one request each.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::order::{EpochOrder, OrderSpec};
+use crate::fetch::{FetchOptions, Fetcher, Payloads, Window};
+use crate::order::OrderSpec;
 use crate::reader::{Reader, ReaderOptions};
 
 /// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
@@ -35,7 +38,12 @@ pub struct TFRecordLIRS {
     next_epoch: u64,
     num_shards: u64,
     shard_index: u64,
-    order: Option<EpochOrder>,
+    /// The epoch being walked, once `shuffle_order` was called; `None` after a
+    /// window-level failure ended it.
+    fetcher: Option<Fetcher>,
+    /// The window being handed out (its ids and payloads), and the next slot of it.
+    window: Option<(Vec<u64>, Payloads, usize)>,
+    epoch_started: bool,
     /// `next()` before `shuffle_order` errs once, then ends (never an endless error stream).
     misuse_reported: bool,
 }
@@ -58,7 +66,9 @@ impl TFRecordLIRS {
             next_epoch: 0,
             num_shards: 1,
             shard_index: 0,
-            order: None,
+            fetcher: None,
+            window: None,
+            epoch_started: false,
             misuse_reported: false,
         }
     }
@@ -107,16 +117,31 @@ impl TFRecordLIRS {
             num_shards: self.num_shards,
             shard_index: self.shard_index,
         };
-        self.order = Some(self.reader.epoch_order(&spec)?);
+        let order = self.reader.epoch_order(&spec)?;
+        let options = FetchOptions {
+            threads: FetchOptions::auto_threads(&self.reader),
+            window: WALK_WINDOW,
+            depth: WALK_DEPTH,
+        };
+        // The previous epoch's fetcher (and its threads) goes first.
+        self.window = None;
+        self.fetcher = None;
+        self.fetcher = Some(Fetcher::new(Arc::clone(&self.reader), order, options)?);
+        self.epoch_started = true;
         self.next_epoch += 1;
         Ok(())
     }
 
-    /// The order being walked, if `shuffle_order` was called.
-    pub fn order(&self) -> Option<&EpochOrder> {
-        self.order.as_ref()
+    /// Instances in the epoch being walked (this shard's), if `shuffle_order` was called.
+    pub fn epoch_len(&self) -> Option<u64> {
+        self.fetcher.as_ref().map(Fetcher::len)
     }
 }
+
+/// Ids the walk reads ahead per window (a page-aware window grows to a unit boundary).
+const WALK_WINDOW: usize = 256;
+/// Windows in flight ahead of the walk.
+const WALK_DEPTH: usize = 2;
 
 /// Spec §2: `next()` returns the next instance of the shuffled order, `None` at the end
 /// of the epoch, and one error (then `None`) if `shuffle_order` was never called.
@@ -124,14 +149,38 @@ impl Iterator for TFRecordLIRS {
     type Item = Result<Vec<u8>>;
 
     fn next(&mut self) -> Option<Result<Vec<u8>>> {
-        let Some(order) = self.order.as_mut() else {
+        if !self.epoch_started {
             if std::mem::replace(&mut self.misuse_reported, true) {
                 return None;
             }
             return Some(Err(Error::invalid_argument(
                 "TFRecordLIRS::next called before shuffle_order",
             )));
-        };
-        order.next().map(|id| self.reader.read(id))
+        }
+        loop {
+            if let Some((ids, payloads, at)) = &mut self.window {
+                if *at < ids.len() {
+                    let slot = *at;
+                    *at += 1;
+                    return Some(match payloads.get(slot) {
+                        Some(Ok(payload)) => Ok(payload.to_vec()),
+                        // Re-read to own the error (the same check fails the same way,
+                        // naming the file, instance and byte).
+                        _ => self.reader.read(ids[slot]),
+                    });
+                }
+            }
+            self.window = None;
+            let Window { ids, result } = self.fetcher.as_mut()?.next_window()?;
+            match result {
+                Ok(payloads) => self.window = Some((ids, payloads, 0)),
+                Err(e) => {
+                    // A window-level failure (a panic in a fetch thread, the threads
+                    // gone) ends the epoch: reported once, never skipped over silently.
+                    self.fetcher = None;
+                    return Some(Err(e));
+                }
+            }
+        }
     }
 }

@@ -382,6 +382,52 @@ fn spec_api_walks_epochs() {
     assert_ne!(epochs[0], epochs[1]);
 }
 
+/// The spec walk reads through a Fetcher (read-ahead windows, one request per run):
+/// on the pread backend (fetch threads) and the default one (mapped, inline) it yields
+/// exactly the epoch order read id by id, and a damaged record is an error for that
+/// instance alone (naming it) while the walk goes on.
+#[test]
+fn spec_walk_equals_the_order_read_id_by_id_and_reports_damage_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let payloads: Vec<Vec<u8>> = (0..1500).map(|i| payload(i, 100)).collect();
+    let (path, _) = write_padded(dir.path(), "w", &payloads, 4096, Fit::Next);
+    // Damage one payload byte of instance 777.
+    let table = std::fs::read(default_table_path(&path)).unwrap();
+    let at = u64::from_le_bytes(table[777 * 8..778 * 8].try_into().unwrap());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at as usize + 12 + 5] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    for backend in [tfrecord_lirs::Backend::Pread, tfrecord_lirs::Backend::Auto] {
+        let options = ReaderOptions {
+            backend,
+            ..Default::default()
+        };
+        let reader = Arc::new(Reader::open_one(&path, None, &options).unwrap());
+        let mut lirs = TFRecordLIRS::from_reader(Arc::clone(&reader)).with_seed(5);
+        for (epoch, page_aware) in [(0, true), (1, false)] {
+            lirs.shuffle_order(page_aware).unwrap();
+            assert_eq!(lirs.epoch_len(), Some(1500));
+            let order: Vec<u64> = reader
+                .epoch_order(&spec(5, epoch, page_aware, 1, 0))
+                .unwrap()
+                .collect();
+            let walked: Vec<_> = lirs.by_ref().collect();
+            assert_eq!(walked.len(), order.len(), "{backend:?}: nothing skipped");
+            let errors = walked.iter().filter(|r| r.is_err()).count();
+            assert_eq!(errors, 1, "{backend:?}: the damaged instance, once");
+            for (id, got) in order.iter().zip(walked) {
+                match got {
+                    Ok(p) => assert_eq!(p, payloads[*id as usize], "{backend:?} id {id}"),
+                    Err(e) => {
+                        assert_eq!((*id, e.instance()), (777, Some(777)), "{backend:?}: {e}");
+                        assert_eq!(e.kind(), tfrecord_lirs::ErrorKind::DataLoss);
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn one_reader_many_threads_many_epochs() {
     let (_d, reader) = padded_reader(2000);
