@@ -220,7 +220,7 @@ fn epoch(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<Vec<u8>>
     let mut out = Vec::new();
     while let Some(w) = fetcher.next_window() {
         let p = w.result.unwrap();
-        out.extend((0..p.len()).map(|i| p.payload(i).to_vec()));
+        out.extend((0..p.len()).map(|i| p.get(i).unwrap().unwrap().to_vec()));
     }
     out
 }
