@@ -25,6 +25,8 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi --all-targets --features fault-injection -- -D warnings
+	# The bridge to TensorFlow's file systems (checked here; linked only into the op library).
+	cargo clippy -p tfrecord-lirs-ffi --all-targets --features tensorflow -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
 # Then the fault-injection tests (panic points exist only with that cargo feature).

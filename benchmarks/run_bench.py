@@ -662,6 +662,14 @@ def report(path, t, m, meta, results):
         "one epoch; instance-based reads each id alone, page-aware goes through `Fetcher` "
         "(one coalesced read per unit).",
         "* Rust micro-benchmarks: best of repeated runs of `lirs_bench micro`.",
+        "* High-latency storage (row 8, `benchmarks/latency_bench.py`): one process inside "
+        "a private network namespace reads `gs://` through TensorFlow's own GCS client "
+        "(libcurl, TLS) from the GCS emulator of `tests/gcs_emulator.py` on loopback; every "
+        "object read waits a seeded lognormal latency (median and sigma in the row) before "
+        "the emulator answers, and the emulator serves requests concurrently, as remote "
+        "storage does. Each contender times a prefix of one epoch after its first element; "
+        "TensorFlow's 64 MB GCS read-ahead buffer is off for the run "
+        "(`GCS_READ_CACHE_BLOCK_SIZE_MB=0`: with it each random read fetches up to 64 MB).",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
@@ -739,7 +747,13 @@ def main():
         results["micro"] = bench_micro(t, d)
     if not only or "3" in only:
         results["cold"] = bench_cold(t, d, results)
-    # Table order: rows 1..7.
+    if not only or "8" in only:
+        # Row 8: gs:// through TensorFlow's GCS client, emulator with injected latency.
+        import latency_bench
+        log("row 8: high-latency storage (gs:// emulator)")
+        results["latency"] = latency_bench.run_latency(args.out)
+        latency_bench.add_rows(t, results["latency"], check, fmt_rate)
+    # Table order: rows 1..8.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

@@ -35,6 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lirs_status.h"
+#include "tensorflow/core/data/dataset_utils.h"
 #include "tensorflow/core/data/name_utils.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -75,6 +76,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kNumParallelReads = "num_parallel_reads";
   static constexpr const char* const kBackend = "backend";
   static constexpr const char* const kTrustTable = "trust_table";
+  static constexpr const char* const kDeterministic = "deterministic";
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
@@ -92,6 +94,10 @@ class LIRSDatasetOp : public DatasetOpKernel {
                      ffi::check_backend(backend_, st);
                    }));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
+    std::string deterministic;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &deterministic));
+    OP_REQUIRES_OK(ctx, DeterminismPolicy::FromString(deterministic,
+                                                      &deterministic_));
   }
 
  protected:
@@ -106,6 +112,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   int64_t num_parallel_reads_ = -1;
   std::string backend_ = "auto";
   bool trust_table_ = false;
+  DeterminismPolicy deterministic_;
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
@@ -114,7 +121,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           std::vector<std::string> offset_tables, bool page_aware,
           RandomSeeds&& seeds, bool reshuffle, int64_t page_size,
           int64_t batch_size, bool drop_remainder, int64_t num_parallel_reads,
-          std::string backend, bool trust_table, int64_t num_shards,
+          std::string backend, bool trust_table,
+          DeterminismPolicy deterministic, int64_t num_shards,
           int64_t shard_index, std::unique_ptr<rust::Box<LirsReader>> reader,
           int64_t cardinality, SeedGeneratorManager* manager,
           ResourceHandle&& resource_handle, bool owns_resource)
@@ -130,6 +138,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         num_parallel_reads_(num_parallel_reads),
         backend_(std::move(backend)),
         trust_table_(trust_table),
+        deterministic_(deterministic),
         output_shapes_({batch_size == 0 ? PartialTensorShape({})
                         : drop_remainder ? PartialTensorShape({batch_size})
                                          : PartialTensorShape({-1})}),
@@ -226,6 +235,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     b->BuildAttrValue(backend_, &backend);
     AttrValue trust_table;
     b->BuildAttrValue(trust_table_, &trust_table);
+    AttrValue deterministic;
+    b->BuildAttrValue(deterministic_.String(), &deterministic);
     return b->AddDataset(
         this,
         {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
@@ -236,7 +247,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
          {kDropRemainder, drop_remainder},
          {kNumParallelReads, num_parallel_reads},
          {kBackend, backend},
-         {kTrustTable, trust_table}},
+         {kTrustTable, trust_table},
+         {kDeterministic, deterministic}},
         output);
   }
 
@@ -246,6 +258,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     static constexpr const char* const kSeedKey = "seed";
     static constexpr const char* const kSeed2Key = "seed2";
     static constexpr const char* const kPositionKey = "position";
+    // Unordered delivery: positions past `position` already delivered.
+    static constexpr const char* const kDeliveredAfterKey = "delivered_after";
     static constexpr const char* const kNumRandomSamples = "num_random_samples";
 
     explicit Iterator(const Params& params)
@@ -256,6 +270,15 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
     absl::Status Initialize(IteratorContext* ctx) override {
       mutex_lock l(mu_);
+      // Unordered (RINAS) when the op says so, or by default when the
+      // pipeline's tf.data.Options().deterministic is False.
+      const DeterminismPolicy& policy = dataset()->deterministic_;
+      const Options* options = ctx->options();
+      unordered_ = policy.IsNondeterministic() ||
+                   (policy.IsDefault() && options != nullptr &&
+                    options->optional_deterministic_case() ==
+                        Options::kDeterministic &&
+                    !options->deterministic());
       seed_generator_->GenerateSeeds(&seed_, &seed2_);
       partial_.clear();
       return ResetCursorLocked(0);
@@ -287,15 +310,27 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       if (partial_.empty()) partial_start_ = emitted_;
       for (tstring& p : partial_) flat(n++) = std::move(p);
       partial_.clear();
-      while (n < batch_size) {
-        bool got = false;
-        absl::Status s = NextPayloadLocked(&flat(n), &got);
-        if (!s.ok()) {
-          for (int64_t i = 0; i < n; ++i) partial_.push_back(std::move(flat(i)));
-          return s;
+      for (;;) {
+        while (n < batch_size) {
+          // Unordered: a batch is one window (windows of exactly batch_size
+          // ids, the last one shorter), whichever completed; never two.
+          if (unordered_ && n > 0 && block_pos_ >= block_ids_.size()) break;
+          bool got = false;
+          absl::Status s = NextPayloadLocked(&flat(n), &got);
+          if (!s.ok()) {
+            for (int64_t i = 0; i < n; ++i) partial_.push_back(std::move(flat(i)));
+            return s;
+          }
+          if (!got) break;
+          ++n;
         }
-        if (!got) break;
-        ++n;
+        if (unordered_ && n > 0 && d->drop_remainder_ && n < batch_size) {
+          // The short last window of the order may come before others:
+          // dropped, and the epoch goes on with the next window.
+          n = 0;
+          continue;
+        }
+        break;
       }
       if (n == 0 || (d->drop_remainder_ && n < batch_size)) {
         *end_of_sequence = true;
@@ -327,7 +362,27 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       // payloads of a batch left incomplete by an error are not stored either
       // (the state stays O(1)): the restored iterator re-reads them from the
       // first one on.
-      const uint64_t position = partial_.empty() ? emitted_ : partial_start_;
+      uint64_t position = partial_.empty() ? emitted_ : partial_start_;
+      if (unordered_ && fetch_ != nullptr) {
+        // What was delivered is no longer a prefix of the order: the first
+        // position not delivered, and those past it that were (their windows
+        // completed first). The unserved rest of the current window, and a
+        // batch left incomplete by an error, count as not delivered.
+        const size_t unserved =
+            block_ids_.size() - std::min(block_pos_, block_ids_.size()) +
+            partial_.size();
+        rust::Vec<uint64_t> after;
+        TF_RETURN_IF_ERROR(
+            CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
+              position = (*fetch_)->resume(unserved, after, st);
+            }));
+        Tensor t(DT_INT64, TensorShape({static_cast<int64_t>(after.size())}));
+        auto flat = t.flat<int64_t>();
+        for (size_t i = 0; i < after.size(); ++i) {
+          flat(i) = static_cast<int64_t>(after[i]);
+        }
+        TF_RETURN_IF_ERROR(writer->WriteTensor(prefix(), kDeliveredAfterKey, t));
+      }
       TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kPositionKey,
                                              static_cast<int64_t>(position)));
       TF_RETURN_IF_ERROR(writer->WriteScalar(
@@ -352,7 +407,21 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                 position);
       }
       partial_.clear();
-      return ResetCursorLocked(static_cast<uint64_t>(position));
+      std::vector<uint64_t> after;
+      if (reader->Contains(prefix(), kDeliveredAfterKey)) {
+        Tensor t;
+        TF_RETURN_IF_ERROR(reader->ReadTensor(prefix(), kDeliveredAfterKey, &t));
+        auto flat = t.flat<int64_t>();
+        for (int64_t i = 0; i < flat.size(); ++i) {
+          if (flat(i) < position) {
+            return errors::DataLoss(
+                "LIRSDataset checkpoint: delivered position ", flat(i),
+                " before the restore position ", position);
+          }
+          after.push_back(static_cast<uint64_t>(flat(i)));
+        }
+      }
+      return ResetCursorLocked(static_cast<uint64_t>(position), after);
     }
 
    private:
@@ -389,7 +458,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         const uint64_t end = static_cast<uint64_t>(dataset()->cardinality_);
         if (emitted_ >= end) return absl::OkStatus();  // nothing left to read
         absl::Status s =
-            rebuild_ ? ResetCursorLocked(emitted_)
+            rebuild_ ? (unordered_ ? ResetCursorLocked(rebuild_position_,
+                                                       rebuild_after_)
+                                   : ResetCursorLocked(emitted_))
                      : errors::FailedPrecondition(
                            "LIRSDataset: the iterator has no fetch cursor "
                            "(building it failed at initialization or restore); "
@@ -406,7 +477,19 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       if (!s.ok()) {
         // The window failed as a whole (internal: a panic, dead fetch
         // threads); the cursor may be half-updated, so the next call builds a
-        // fresh one after the position this error passes.
+        // fresh one after the position this error passes (unordered: from
+        // where it was, the failed window counted as passed).
+        if (unordered_) {
+          rebuild_position_ = emitted_;
+          rebuild_after_.clear();
+          rust::Vec<uint64_t> after;
+          ffi::Status st{ffi::ErrorCode::Ok, rust::String()};
+          try {
+            rebuild_position_ = (*fetch_)->resume(0, after, st);
+            rebuild_after_.assign(after.begin(), after.end());
+          } catch (const std::exception&) {
+          }
+        }
         fetch_.reset();
         rebuild_ = true;
         block_ids_.clear();
@@ -416,8 +499,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     }
 
     // Recomputes this iteration's order from (seed_, seed2_), positioned at
-    // `position`, with a fresh fetch pool.
-    absl::Status ResetCursorLocked(uint64_t position)
+    // `position`, with a fresh fetch pool; `after`: positions past it already
+    // delivered (an unordered iterator's checkpoint), left out.
+    absl::Status ResetCursorLocked(uint64_t position,
+                                   const std::vector<uint64_t>& after = {})
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const Dataset* d = dataset();
       fetch_.reset();  // joins the previous pool's threads first
@@ -431,10 +516,13 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         spec.num_shards = static_cast<uint64_t>(d->num_shards_);
         spec.shard_index = static_cast<uint64_t>(d->shard_index_);
         spec.position = position;
+        spec.unordered = unordered_;
+        spec.skip.clear();
+        for (uint64_t p : after) spec.skip.push_back(p);
         fetch_ = std::make_unique<rust::Box<FetchCursor>>(
             d->reader().fetch(spec, st));
       }));
-      emitted_ = position;
+      emitted_ = position + after.size();  // instances delivered
       rebuild_ = false;
       block_ids_.clear();
       block_pos_ = 0;
@@ -442,6 +530,11 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     }
 
     mutex mu_;
+    // Windows are handed out as they complete (see Initialize).
+    bool unordered_ TF_GUARDED_BY(mu_) = false;
+    // Unordered: where a cursor dropped after an internal error resumes.
+    uint64_t rebuild_position_ TF_GUARDED_BY(mu_) = 0;
+    std::vector<uint64_t> rebuild_after_ TF_GUARDED_BY(mu_);
     std::shared_ptr<SeedGenerator> seed_generator_;
     int64_t seed_ TF_GUARDED_BY(mu_) = 0;
     int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
@@ -472,6 +565,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const int64_t num_parallel_reads_;
   const std::string backend_;
   const bool trust_table_;
+  const DeterminismPolicy deterministic_;
   const std::vector<PartialTensorShape> output_shapes_;
   const int64_t num_shards_;
   const int64_t shard_index_;
@@ -562,7 +656,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   *output = new Dataset(ctx, std::move(filenames), std::move(offset_tables),
                         page_aware, std::move(seeds), reshuffle_, page_size_,
                         batch_size_, drop_remainder_, num_parallel_reads_,
-                        backend_, trust_table_, num_shards, shard_index,
+                        backend_, trust_table_, deterministic_, num_shards,
+                        shard_index,
                         std::move(reader),
                         static_cast<int64_t>(shard_len), manager,
                         std::move(handle), owns_resource);

@@ -42,6 +42,9 @@ REGISTER_OP("LIRSDataset")
     // Trust the offset tables: records between entries are another tool's
     // padding (see ReaderOptions::trust_table in the Rust core).
     .Attr("trust_table: bool = false")
+    // "true": in order; "false": windows handed out as their reads complete
+    // (RINAS); "default": as tf.data.Options().deterministic says (True if unset).
+    .Attr("deterministic: string = 'default'")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {

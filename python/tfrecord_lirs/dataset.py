@@ -59,6 +59,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
         reference implementation's '0'-filled records. The padding must still
         be valid TFRecord framing. Default False: strict, only LIRS filler
         records may follow an instance, which catches tables missing entries.
+      deterministic: (keyword only) False: the windows of the order being read
+        are delivered as their reads complete (RINAS; for high-latency storage
+        such as gs://), not in order: each epoch is still every instance once,
+        and batches formed in the kernel (batch_size) hold the same instances,
+        in another order. None (default): as `tf.data.Options().deterministic`
+        says (True when unset), like `Dataset.interleave`. A checkpoint of an
+        unordered iterator restores exactly the instances it had not delivered
+        (in the order their reads complete).
     Elements are scalar tf.string payloads (or batches of them); filler
     records never appear.
     """
@@ -66,7 +74,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
     def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
                  reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
                  *, page_size=4096, batch_size=None, drop_remainder=False,
-                 num_parallel_reads=None, backend="auto", trust_table=False):
+                 num_parallel_reads=None, backend="auto", trust_table=False,
+                 deterministic=None):
         _native.check_shard(_static_int(num_shards), _static_int(shard_index))
         _native.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
@@ -79,6 +88,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
             raise ValueError("num_parallel_reads must be a positive int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
         _native.check_backend(backend)
+        if deterministic is not None and not isinstance(deterministic, bool):
+            raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
         self._drop_remainder = bool(drop_remainder)
         if isinstance(filenames, (str, bytes, os.PathLike)):
@@ -122,6 +133,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             num_parallel_reads=num_parallel_reads,
             backend=backend,
             trust_table=bool(trust_table),
+            deterministic="default" if deterministic is None else str(deterministic).lower(),
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
 

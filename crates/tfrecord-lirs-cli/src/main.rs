@@ -274,8 +274,33 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
     }
 }
 
+/// The first argument that is a URL (`gs://…`, also as `--opt=URL`): the CLI reads
+/// local files only (URLs need TensorFlow's file systems, i.e. the Python package).
+fn url_argument() -> Option<String> {
+    std::env::args_os().skip(1).find_map(|arg| {
+        let arg = arg.to_str()?;
+        let value = match arg.strip_prefix("--") {
+            Some(opt) => opt.split_once('=')?.1,
+            None => arg,
+        };
+        tfrecord_lirs::remote::is_url(Path::new(value)).then(|| value.to_string())
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse(); // usage errors exit 2
+    if let Some(url) = url_argument() {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::InvalidValue,
+                format!(
+                    "{url} is a URL, but tfrecord-lirs reads local files only; read URLs \
+                     (gs://, s3://, ram://, ...) with the Python package tfrecord_lirs, \
+                     which uses TensorFlow's file systems"
+                ),
+            )
+            .exit(); // exit 2: a usage error
+    }
     if let Err((name, msg)) = check_usage(&cli.command) {
         let mut cmd = Cli::command();
         cmd.build();

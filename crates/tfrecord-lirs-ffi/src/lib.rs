@@ -54,6 +54,8 @@ pub mod c_api;
 #[cfg(feature = "fault-injection")]
 pub mod fault_injection;
 pub mod rules;
+#[cfg(feature = "tensorflow")]
+pub mod tf_fs;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
 mod ffi {
@@ -105,7 +107,10 @@ mod ffi {
     /// One epoch's order of one shard and how to fetch it: `seed`, `epoch`,
     /// `page_aware`, `num_shards`, `shard_index` define the order, `position` where to
     /// start in it, and `threads` I/O threads (0: on the consumer's thread) read
-    /// `window` ids (at least) at a time, up to `depth` windows ahead. Start from
+    /// `window` ids (at least) at a time, up to `depth` windows ahead. `unordered`:
+    /// windows are handed out as they complete (RINAS, `Fetcher::unordered`), and with
+    /// `batch_size` (the in-kernel batch, 0: none) each window is exactly one batch;
+    /// `skip`: positions past `position` already delivered (from `resume`). Start from
     /// `LirsReader::fetch_spec`, which decides the defaults.
     #[derive(Debug, Clone)]
     struct FetchSpec {
@@ -118,6 +123,9 @@ mod ffi {
         threads: usize,
         window: usize,
         depth: usize,
+        unordered: bool,
+        batch_size: usize,
+        skip: Vec<u64>,
     }
 
     extern "Rust" {
@@ -168,6 +176,15 @@ mod ffi {
             spec: &FetchSpec,
             status: &mut Status,
         ) -> Result<Box<FetchCursor>>;
+        /// Where the consumer is, for a checkpoint, having used all but the last
+        /// `unserved` payloads of the current window: returns the first position not
+        /// delivered and puts the positions past it already delivered into `after`.
+        fn resume(
+            self: &FetchCursor,
+            unserved: usize,
+            after: &mut Vec<u64>,
+            status: &mut Status,
+        ) -> Result<u64>;
 
         /// Moves to the next window and puts its ids into `ids`; false at the end of
         /// the epoch. Its payloads are then read with `payload`, in place. An error
@@ -300,6 +317,9 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
     catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         fault_injection::panic_if_armed(point);
+        // URLs are read through TensorFlow's file systems (op library builds only).
+        #[cfg(feature = "tensorflow")]
+        tf_fs::install();
         f()
     }))
     .map_err(|payload| {
@@ -470,12 +490,22 @@ impl LirsReader {
                     )));
                 }
                 order.seek(spec.position)?;
+                // Unordered batches: windows of exactly one batch, so each batch holds
+                // the instances it holds in order.
+                let exact = spec.unordered && spec.batch_size > 0;
                 let options = core::FetchOptions {
                     threads: spec.threads,
-                    window: spec.window,
+                    window: if exact { spec.batch_size } else { spec.window },
                     depth: spec.depth,
                 };
-                let fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?;
+                let mut fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?
+                    .skip(spec.skip.iter().copied());
+                if spec.unordered {
+                    fetcher = fetcher.unordered();
+                }
+                if exact {
+                    fetcher = fetcher.exact_windows();
+                }
                 Ok(Box::new(FetchCursor {
                     fetcher,
                     current: None,
@@ -517,6 +547,23 @@ impl FetchCursor {
             Ok(true)
         });
         report(status, result)
+    }
+
+    /// Where the consumer is (see the bridge declaration; public for Rust-side tests).
+    pub fn resume(
+        &self,
+        unserved: usize,
+        after: &mut Vec<u64>,
+        status: &mut Status,
+    ) -> FfiResult<u64> {
+        report(
+            status,
+            guard("resume", || {
+                let resume = self.fetcher.resume(unserved);
+                *after = resume.after;
+                Ok(resume.position)
+            }),
+        )
     }
 
     /// Payload `i` of the current window (public for Rust-side tests).

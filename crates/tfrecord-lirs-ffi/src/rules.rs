@@ -133,6 +133,9 @@ pub fn dataset_fetch_spec(
         threads,
         window: DATASET_MIN_WINDOW.max(batch),
         depth: DATASET_WINDOWS_AHEAD,
+        unordered: false,
+        batch_size: batch,
+        skip: Vec::new(),
     })
 }
 

@@ -62,8 +62,9 @@ impl Compression {
             return Ok(self);
         }
         let mut head = Vec::with_capacity(format::HEADER_LEN);
-        File::open(path)
-            .and_then(|f| f.take(format::HEADER_LEN as u64).read_to_end(&mut head))
+        open_stream(path)?
+            .take(format::HEADER_LEN as u64)
+            .read_to_end(&mut head)
             .map_err(|e| Error::io(path, e))?;
         Ok(match format::compressed_head(&head) {
             Some("GZIP") => Compression::Gzip,
@@ -129,6 +130,15 @@ impl<R: BufRead> Read for MultiZlib<R> {
     }
 }
 
+/// The file at `path` as a stream: a local file, or a URL through its file system.
+fn open_stream(path: &Path) -> Result<Box<dyn Read + Send>> {
+    if crate::remote::is_url(path) {
+        let src = crate::io::open(path, crate::io::Backend::Auto, None)?;
+        return Ok(Box::new(crate::remote::ReadAtStream::new(src)));
+    }
+    Ok(Box::new(File::open(path).map_err(|e| Error::io(path, e))?))
+}
+
 /// The decompressed bytes of the file at `path` (`compression` resolved, not
 /// [`Auto`](Compression::Auto)), and a counter of the file's bytes read so far.
 pub(crate) fn open_decompressed(
@@ -136,7 +146,7 @@ pub(crate) fn open_decompressed(
     compression: Compression,
 ) -> Result<(Box<dyn Read + Send>, Arc<AtomicU64>)> {
     let count = Arc::new(AtomicU64::new(0));
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = open_stream(path)?;
     let raw = BufReader::with_capacity(
         1 << 16,
         Counting {

@@ -13,8 +13,18 @@
 //! (naming its file and byte) and every other payload of the window is still delivered.
 //! Only a failure of the machinery itself (a panic in a fetch thread, the threads gone)
 //! fails a whole window, as an [`ErrorKind::Internal`](crate::ErrorKind::Internal) error.
+//!
+//! Unordered delivery ([`Fetcher::unordered`], RINAS's answer to high-latency storage):
+//! windows are handed out as they complete, whichever of those in flight that is, so a
+//! slow read holds up only its own window and the pool stays busy. Each window is
+//! still whole (with [`Fetcher::exact_windows`], exactly `window` ids: one batch), so
+//! an epoch is the same multiset and the same batches, in another order. Where the
+//! consumer is in the order is then no longer a position but a [`Resume`] point: a
+//! position and the positions after it already handed out, which a new fetcher skips
+//! ([`Fetcher::skip`]): a restored iterator delivers exactly the instances not yet
+//! delivered.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +55,11 @@ impl FetchOptions {
     /// are syscall-bound and overlap; more threads than the 2 cores TF leaves would only
     /// compete with TensorFlow's own threads).
     pub fn auto_threads(reader: &Reader) -> usize {
+        if reader.is_remote() {
+            // Remote storage: each read waits on the network, not a core, so
+            // throughput grows with the reads in flight.
+            return REMOTE_AUTO_THREADS;
+        }
         if reader.is_mapped() {
             0
         } else {
@@ -110,6 +125,10 @@ fn read_part(reader: &Reader, ids: &[u64], batch: &mut Batch) -> Vec<(usize, Err
 /// few hot records.
 const MIN_PART_IDS: usize = 16;
 
+/// Threads (reads in flight) chosen for remote files when the caller has no
+/// preference ([`FetchOptions::auto_threads`]).
+pub const REMOTE_AUTO_THREADS: usize = 32;
+
 /// Used batches, handed back by the consumer so the threads reuse their buffers; at
 /// most `.1` are kept (one per thread is what the steady state needs; more would only
 /// hold memory).
@@ -142,6 +161,8 @@ impl Spares {
 /// parts that came back.
 struct Pending {
     ids: Vec<u64>,
+    /// The order positions of `ids`.
+    positions: Vec<u64>,
     slots: Vec<(usize, usize)>,
     parts: Vec<Option<PartRead>>,
     missing: usize,
@@ -183,6 +204,10 @@ pub struct Fetcher {
     order: EpochOrder,
     options: FetchOptions,
     jobs: Option<mpsc::Sender<Job>>,
+    /// Set on drop: the workers pass over the jobs still queued instead of reading
+    /// them, so only the reads in progress (one part per thread) are waited for, not
+    /// up to `depth` windows of them (seconds on remote storage).
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     done: mpsc::Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
     spares: Spares,
@@ -196,6 +221,34 @@ pub struct Fetcher {
     next_window: u64,
     next_deliver: u64,
     delivered: u64,
+    /// Ids per part, at least: [`MIN_PART_IDS`], or 1 for remote files, where a read
+    /// waits on the network and each run of consecutive ids (one coalesced request)
+    /// is a part of its own, so up to `threads` requests are in flight.
+    min_part_ids: usize,
+    /// Windows are handed out as they complete ([`Fetcher::unordered`]).
+    unordered: bool,
+    /// Windows of exactly `window` ids, not extended to a unit's end.
+    exact: bool,
+    /// Positions handed out before this fetcher started (from a [`Resume`] point):
+    /// left out of the windows.
+    skip: BTreeSet<u64>,
+    /// Every position below `low` is handed out, and so are those in `handed`
+    /// (all but the last window's, which are in `last`).
+    low: u64,
+    handed: BTreeSet<u64>,
+    last: Vec<u64>,
+}
+
+/// Where a consumer is in an epoch order, for a checkpoint: every position below
+/// `position` and every one in `after` has been delivered, and nothing else. In order,
+/// `after` is empty; with unordered delivery it holds the windows delivered ahead of a
+/// slower one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// The first position not delivered.
+    pub position: u64,
+    /// Positions past `position` already delivered, ascending.
+    pub after: Vec<u64>,
 }
 
 impl Fetcher {
@@ -209,6 +262,7 @@ impl Fetcher {
         let inline = (options.threads == 0).then(|| Arc::clone(&reader));
         let (job_tx, job_rx) = mpsc::channel::<Job>();
         let job_rx = Arc::new(Mutex::new(job_rx));
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         // At least one: with no threads, the consumer reuses its own last batch.
         let spares = Spares(Arc::default(), options.threads.max(1));
@@ -217,6 +271,7 @@ impl Fetcher {
         let workers = (0..options.threads)
             .map(|_| {
                 let jobs = Arc::clone(&job_rx);
+                let stopping = Arc::clone(&stopping);
                 let done = done_tx.clone();
                 let reader = Arc::clone(&reader);
                 let spares = spares.clone();
@@ -231,6 +286,9 @@ impl Fetcher {
                             Err(_) => return,
                         };
                         let Ok(job) = job else { return };
+                        if stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                            continue; // the fetcher is gone: drain the queue unread
+                        }
                         // A panic must not kill the thread: the other threads keep the
                         // done channel open, so the consumer would wait for this reply
                         // forever. It becomes the job's (Internal) error instead; the
@@ -266,10 +324,13 @@ impl Fetcher {
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::InvalidArgument(format!("cannot start fetch threads: {e}")))?;
         let delivered = order.position();
+        let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
+        let low = order.position();
         Ok(Fetcher {
             order,
             options,
             jobs: Some(job_tx),
+            stopping,
             done: done_rx,
             workers,
             spares,
@@ -280,7 +341,94 @@ impl Fetcher {
             next_window: 0,
             next_deliver: 0,
             delivered,
+            min_part_ids,
+            unordered: false,
+            exact: false,
+            skip: BTreeSet::new(),
+            low,
+            handed: BTreeSet::new(),
+            last: Vec::new(),
         })
+    }
+
+    /// Hands windows out as they complete instead of in order (see the module docs).
+    /// With no threads (reads on the consumer's thread) there is nothing to reorder.
+    pub fn unordered(mut self) -> Fetcher {
+        self.unordered = true;
+        self
+    }
+
+    /// Cuts windows of exactly `window` ids (the last one may be shorter), not
+    /// extended to the end of a page-aware unit: with unordered delivery, each
+    /// window is then one batch of the in-order sequence.
+    pub fn exact_windows(mut self) -> Fetcher {
+        self.exact = true;
+        self
+    }
+
+    /// Leaves out the positions `after` of a [`Resume`] point (already delivered);
+    /// the order must be positioned at its `position`. Positions before the order's
+    /// position are ignored.
+    pub fn skip(mut self, after: impl IntoIterator<Item = u64>) -> Fetcher {
+        let low = self.low;
+        self.skip.extend(after.into_iter().filter(|&p| p >= low));
+        self.handed.extend(self.skip.iter().copied());
+        self
+    }
+
+    /// Where the consumer is, having used all but the last `unserved` payloads of the
+    /// last window handed out.
+    pub fn resume(&self, unserved: usize) -> Resume {
+        let served = self.last.len().saturating_sub(unserved);
+        let mut done: BTreeSet<u64> = self.handed.clone();
+        done.extend(self.last[..served].iter().copied());
+        let mut position = self.low;
+        while done.remove(&position) {
+            position += 1;
+        }
+        Resume {
+            position,
+            after: done.into_iter().filter(|&p| p > position).collect(),
+        }
+    }
+
+    /// The next window of the order: its ids and their positions, without skipped
+    /// positions; `None` at the end of the order.
+    fn cut_window(&mut self) -> Option<(Vec<u64>, Vec<u64>)> {
+        loop {
+            let start = self.order.position();
+            let mut ids = Vec::with_capacity(self.options.window);
+            let taken = if self.exact {
+                self.order.next_batch(self.options.window, &mut ids)
+            } else {
+                self.order.next_window(self.options.window, &mut ids)
+            };
+            if taken == 0 {
+                return None;
+            }
+            let mut positions: Vec<u64> = (start..start + ids.len() as u64).collect();
+            if !self.skip.is_empty() {
+                let keep: Vec<bool> = positions.iter().map(|p| !self.skip.remove(p)).collect();
+                let mut k = keep.iter();
+                ids.retain(|_| *k.next().unwrap_or(&true));
+                let mut k = keep.iter();
+                positions.retain(|_| *k.next().unwrap_or(&true));
+                if ids.is_empty() {
+                    continue;
+                }
+            }
+            return Some((ids, positions));
+        }
+    }
+
+    /// Records that the window at `positions` is handed out (the previous one is then
+    /// used up).
+    fn hand_out(&mut self, positions: Vec<u64>) {
+        let previous = std::mem::replace(&mut self.last, positions);
+        self.handed.extend(previous);
+        while self.handed.remove(&self.low) {
+            self.low += 1;
+        }
     }
 
     /// Ids handed out so far in this epoch (failed windows included).
@@ -309,13 +457,18 @@ impl Fetcher {
 
     /// Queues windows until `depth` are in flight or the order is exhausted.
     fn submit(&mut self) {
-        let Some(jobs) = &self.jobs else { return };
+        if self.jobs.is_none() {
+            return;
+        }
         while self.pending.len() < self.options.depth {
-            let mut ids = Vec::with_capacity(self.options.window);
-            if self.order.next_window(self.options.window, &mut ids) == 0 {
+            let Some((ids, positions)) = self.cut_window() else {
                 return;
-            }
-            let most = self.options.threads.min(ids.len().div_ceil(MIN_PART_IDS));
+            };
+            let Some(jobs) = &self.jobs else { return };
+            let most = self
+                .options
+                .threads
+                .min(ids.len().div_ceil(self.min_part_ids));
             let (parts, slots) = split_runs(&ids, most);
             let window = self.next_window;
             self.next_window += 1;
@@ -332,6 +485,7 @@ impl Fetcher {
                 window,
                 Pending {
                     ids,
+                    positions,
                     slots,
                     parts: (0..count).map(|_| None).collect(),
                     missing: count,
@@ -350,24 +504,37 @@ impl Fetcher {
             return self.next_window_inline(&Arc::clone(reader));
         }
         self.submit();
-        let head = self.next_deliver;
+        let mut head = self.next_deliver;
         loop {
-            match self.pending.get(&head) {
-                None => return None,
-                Some(p) if p.missing == 0 => break,
-                Some(_) => {}
+            if self.unordered {
+                // The first complete window in flight, if any.
+                match self.pending.iter().find(|(_, p)| p.missing == 0) {
+                    Some((&w, _)) => {
+                        head = w;
+                        break;
+                    }
+                    None if self.pending.is_empty() => return None,
+                    None => head = self.pending.keys().next().copied().unwrap_or(head),
+                }
+            } else {
+                match self.pending.get(&head) {
+                    None => return None,
+                    Some(p) if p.missing == 0 => break,
+                    Some(_) => {}
+                }
             }
             let Ok(done) = self.done.recv() else {
                 // Every thread is gone (cannot happen while they catch panics).
                 // This window fails and is passed: each later window fails the same
                 // way and the epoch still ends.
-                let ids = self
+                let (ids, positions) = self
                     .pending
                     .remove(&head)
-                    .map(|p| p.ids)
+                    .map(|p| (p.ids, p.positions))
                     .unwrap_or_default();
                 self.next_deliver += 1;
                 self.delivered += ids.len() as u64;
+                self.hand_out(positions);
                 return Some(Window {
                     ids,
                     result: Err(Error::Internal(
@@ -396,6 +563,7 @@ impl Fetcher {
         let window = self.pending.remove(&head)?;
         self.next_deliver += 1;
         self.delivered += window.ids.len() as u64;
+        self.hand_out(window.positions);
         let result = match window.error {
             Some(e) => {
                 self.spares
@@ -441,13 +609,11 @@ impl Fetcher {
     /// [`next_window`](Fetcher::next_window) with no pool: the window is read here, in
     /// order, into one reused batch.
     fn next_window_inline(&mut self, reader: &Reader) -> Option<Window> {
-        let mut ids = Vec::with_capacity(self.options.window);
-        if self.order.next_window(self.options.window, &mut ids) == 0 {
-            return None;
-        }
+        let (ids, positions) = self.cut_window()?;
         self.next_window += 1;
         self.next_deliver += 1;
         self.delivered += ids.len() as u64;
+        self.hand_out(positions);
         #[cfg(feature = "fault-injection")]
         if self.test_panic.load(Ordering::Relaxed) {
             return Some(Window {
@@ -584,6 +750,8 @@ impl Drop for Payloads {
 
 impl Drop for Fetcher {
     fn drop(&mut self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.jobs = None; // workers see the closed channel and exit
         for w in self.workers.drain(..) {
             let _ = w.join();

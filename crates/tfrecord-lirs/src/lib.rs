@@ -13,6 +13,8 @@
 //! * [`text_index`], [`build_offset_table_from_text_index`], [`export_text_index`]:
 //!   the text indexes of NVIDIA DALI and the `tfrecord` Python package, read (checked
 //!   against the file) and written.
+//! * [`remote`]: files named by URLs (`gs://`, `ram://`, …), read through a file
+//!   system the embedding program registers (the TensorFlow op registers TensorFlow's).
 //! * [`Reader`], [`TFRecordLIRS`]: random access, epoch orders (instance-based or
 //!   page-aware, sharded, version-stable), I/O statistics.
 //!
@@ -50,6 +52,7 @@ pub mod options;
 mod order;
 mod pool;
 mod reader;
+pub mod remote;
 mod scan;
 mod spec;
 mod stats;
@@ -61,7 +64,7 @@ mod writer;
 pub use batch::Batch;
 pub use compress::Compression;
 pub use error::{Error, ErrorKind, Location, Result};
-pub use fetch::{FetchOptions, Fetcher, Payloads, Window};
+pub use fetch::{FetchOptions, Fetcher, Payloads, Resume, Window, REMOTE_AUTO_THREADS};
 pub use format::PageSize;
 pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,

@@ -139,9 +139,13 @@ impl Reader {
         for (data, table_path) in files {
             // The data file is opened first, so that a missing one is reported as such;
             // the default backend then maps that same open file if its records are small.
-            let opened = match options.backend {
-                Backend::Auto | Backend::Pread => Err(io::PreadFile::open(data)?),
-                other => Ok(io::open(data, other, options.mmap_opt_in)?),
+            // A URL goes through the registered file system (crate::remote), with
+            // the default backend only.
+            crate::remote::check_backend(data, options.backend)?;
+            let opened = match (crate::remote::open_if_url(data)?, options.backend) {
+                (Some(remote), _) => Ok(remote),
+                (None, Backend::Auto | Backend::Pread) => Err(io::PreadFile::open(data)?),
+                (None, other) => Ok(io::open(data, other, options.mmap_opt_in)?),
             };
             let offsets = read_table_for(data, table_path)?;
             let src: Box<dyn ReadAt> = match opened {
@@ -182,6 +186,14 @@ impl Reader {
     /// Instances across all files.
     pub fn len(&self) -> u64 {
         self.layout.len
+    }
+
+    /// Whether any file is a URL read through a registered file system
+    /// ([`crate::remote`]): high-latency storage, where many reads in flight pay.
+    pub fn is_remote(&self) -> bool {
+        self.files
+            .iter()
+            .any(|f| crate::remote::is_url(&f.data_path))
     }
 
     /// Whether batches are read from memory maps now (the mmap backend, or the

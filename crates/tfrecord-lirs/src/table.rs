@@ -75,7 +75,10 @@ pub fn read_table_for(data: &Path, table: &Path) -> Result<Vec<u64>> {
 }
 
 fn read_table_of(path: &Path, data: Option<&Path>) -> Result<Vec<u64>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::table_io(path, data, e))?;
+    let bytes = crate::remote::read_all(path).map_err(|e| match e {
+        crate::remote::ReadAllError::Io(e) => Error::table_io(path, data, e),
+        crate::remote::ReadAllError::Other(e) => e,
+    })?;
     parse_table(path, &bytes)
 }
 
@@ -202,7 +205,8 @@ pub(crate) fn write_atomically<T>(
 
 /// Writes `offsets` as a table file at `path`, atomically: a temporary file beside it,
 /// renamed over `path` once complete, so never a partial table under `path`. With `sync`, the table and its directory are
-/// fsynced, so it is durable once this returns.
+/// fsynced, so it is durable once this returns. A URL is written through its file
+/// system (see [`crate::remote::Durability`]).
 pub fn write_table(path: &Path, offsets: &[u64], sync: bool) -> Result<()> {
     write_table_with(path, sync, |add| add(offsets))
 }
@@ -221,6 +225,16 @@ pub(crate) fn write_table_with<T>(
     // size, so they go to the file directly, each from where the copy into the page
     // cache is cache-line aligned, which on some CPUs is several times faster (see
     // `io::COPY_ALIGN`).
+    if crate::remote::is_url(path) {
+        // Through the URL's file system, whole, as atomically as its scheme allows.
+        let mut bytes = Vec::new();
+        let filled = fill(&mut |entries: &[u64]| {
+            bytes.extend(entries.iter().flat_map(|offset| offset.to_le_bytes()));
+            Ok(())
+        })?;
+        crate::remote::write_whole(path, &bytes)?;
+        return Ok(filled);
+    }
     let mut buf = vec![0u8; TABLE_WRITE_BUFFER + crate::io::COPY_ALIGN];
     let at = crate::io::copy_pad(buf.as_ptr() as usize, 0);
     let piece = &mut buf[at..at + TABLE_WRITE_BUFFER];

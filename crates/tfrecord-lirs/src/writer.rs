@@ -62,8 +62,14 @@ impl TFRecordWriter<BufWriter<File>> {
     /// Flushes the file and renames it into place; with `sync`, fsyncs the file before
     /// the rename and its directory after it, so the file survives a power failure once
     /// this returns.
-    pub fn finish_synced(mut self, sync: bool) -> Result<()> {
+    pub fn finish_synced(self, sync: bool) -> Result<()> {
         let name = self.name.clone();
+        self.finish_to(&name, sync)
+    }
+
+    /// [`finish_synced`](TFRecordWriter::finish_synced), renaming the file to `name`.
+    fn finish_to(mut self, name: &Path, sync: bool) -> Result<()> {
+        let name = name.to_path_buf();
         let file = self
             .inner
             .into_inner()
@@ -335,6 +341,9 @@ impl Window {
 /// ```
 pub struct PaddedWriter {
     path: PathBuf,
+    /// For a URL: the local directory the data is staged in before it is uploaded
+    /// by [`finish`](PaddedWriter::finish) (see [`crate::remote`]).
+    staging: Option<tempfile::TempDir>,
     page: PageSize,
     fit: Fit,
     sync: bool,
@@ -353,12 +362,25 @@ impl PaddedWriter {
         if let Fit::Best { window } = options.fit {
             crate::options::best_fit_window(window as u64)?;
         }
+        // A URL is written locally first, then uploaded whole: the placement needs
+        // the written bytes' positions only, and object stores take whole objects.
+        let staging = if crate::remote::is_url(path) {
+            Some(tempfile::tempdir().map_err(|e| Error::io(path, e))?)
+        } else {
+            None
+        };
+        let local = staging
+            .as_ref()
+            .map_or_else(|| path.to_path_buf(), |d| d.path().join("data"));
+        let mut writer = TFRecordWriter::create(&local)?;
+        writer.name = path.to_path_buf();
         Ok(PaddedWriter {
             path: path.to_path_buf(),
+            staging,
             page,
             fit: options.fit,
             sync: options.sync,
-            writer: TFRecordWriter::create(path)?,
+            writer,
             table: OffsetTableBuilder::new(Some(page)),
             window: Window::default(),
             inputs: 0,
@@ -424,6 +446,17 @@ impl PaddedWriter {
         let data_bytes = self.writer.position();
         self.writer.flush()?;
         let table_path = default_table_path(&self.path);
+        let summary = self.summary(data_bytes);
+        if let Some(staging) = self.staging.take() {
+            // A URL: the same steps through its file system (old table removed, data
+            // uploaded whole, then the table).
+            let local = staging.path().join("data");
+            crate::remote::delete(&table_path)?;
+            self.writer.finish_to(&local, false)?;
+            crate::remote::upload(&local, &self.path)?;
+            write_table(&table_path, self.table.offsets(), self.sync)?;
+            return Ok(summary);
+        }
         // Old table first: between the two renames there is no table rather than a wrong one.
         match std::fs::remove_file(&table_path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -435,14 +468,19 @@ impl PaddedWriter {
         // Renames the data into place (fsyncing it and the directory with `sync`).
         self.writer.finish_synced(self.sync)?;
         write_table(&table_path, self.table.offsets(), self.sync)?;
-        Ok(PadSummary {
+        Ok(summary)
+    }
+
+    /// What was written (taking the instance ids of the inputs).
+    fn summary(&mut self, data_bytes: u64) -> PadSummary {
+        PadSummary {
             instances: self.table.offsets().len() as u64,
             pages: data_bytes.div_ceil(self.page.get()),
             filler_bytes: self.filler_bytes,
             data_bytes,
             instance_of_input: matches!(self.fit, Fit::Best { .. })
-                .then_some(self.instance_of_input),
-        })
+                .then(|| std::mem::take(&mut self.instance_of_input)),
+        }
     }
 }
 

@@ -120,6 +120,12 @@ pub fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usiz
     fill(|rest, at| file.read_at(rest, at), buf, offset)
 }
 
+/// [`read_full_at`] for any positioned-read source (a local file through its backend,
+/// or a URL through its file system).
+pub fn read_full_from(src: &dyn ReadAt, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    fill(|rest, at| src.read_at(rest, at), buf, offset)
+}
+
 /// Reads `src` into `buf` until `buf` is full or the stream ends, retrying short and
 /// interrupted reads; returns the bytes read (fewer only at the end of the stream).
 pub fn read_full(src: &mut (impl io::Read + ?Sized), buf: &mut [u8]) -> io::Result<usize> {
@@ -255,12 +261,16 @@ fn copy_out(bytes: &[u8], buf: &mut [u8], offset: u64) -> usize {
 /// Opens `path` with `backend`; `records` (the table's length) lets [`Backend::Auto`]
 /// decide whether mapping pays. [`Backend::Mmap`] needs `mmap_opt_in` (see
 /// [`MmapOptIn`]), and without it is an `InvalidArgument` error that says so.
+/// A URL (see [`crate::remote`]) is opened through the registered file system.
 pub fn open_with_records(
     path: &Path,
     backend: Backend,
     records: u64,
     mmap_opt_in: Option<MmapOptIn>,
 ) -> Result<Box<dyn ReadAt>> {
+    if let Some(src) = crate::remote::open_if_url(path)? {
+        return Ok(src);
+    }
     Ok(match backend {
         Backend::Auto => Box::new(AutoFile::open(path, records)?),
         Backend::Pread => Box::new(PreadFile::open(path)?),

@@ -1,7 +1,6 @@
 //! [`scan_offsets`]: the instance offsets of a file, its chunks checked in parallel.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -66,7 +65,7 @@ struct Walk {
 
 /// What the workers of one [`scan_offsets`] share.
 struct Scan<'a> {
-    src: &'a File,
+    src: &'a dyn io::ReadAt,
     /// The file mapped under a read lease, if the kernel granted one: chunks are then
     /// checked in place (no copy); once a writer revokes it, chunks are read with
     /// `pread` again, which sees a truncation as an early end of the file.
@@ -231,7 +230,7 @@ impl Scan<'_> {
         }
         let data: &[u8] = match mapped {
             Some(bytes) => bytes,
-            None => match io::read_full_at(self.src, buf, base) {
+            None => match io::read_full_from(self.src, buf, base) {
                 Ok(n) => &buf[..n],
                 // Where this chunk's records end is unknown, so no later chunk can be
                 // walked.
@@ -276,7 +275,7 @@ impl Scan<'_> {
             let (header, head) = match rest.first_chunk::<HEADER_LEN>() {
                 Some(header) => (header, rest),
                 // The header itself runs past the chunk.
-                None => match io::read_full_at(self.src, &mut split, offset) {
+                None => match io::read_full_from(self.src, &mut split, offset) {
                     Ok(HEADER_LEN) => (&split, &split[..]),
                     Ok(n) => {
                         bad = Some(truncated(offset, HEADER_LEN as u64, n as u64, true));
@@ -334,7 +333,8 @@ impl Scan<'_> {
         let record = &mut carry[..framed];
         let here = &data[pos..];
         record[..here.len()].copy_from_slice(here);
-        let have = match io::read_full_at(self.src, &mut record[here.len()..], base + got as u64) {
+        let have = match io::read_full_from(self.src, &mut record[here.len()..], base + got as u64)
+        {
             Ok(n) => here.len() + n,
             Err(e) => return Some((Some(Bad::Io(e)), last)),
         };
@@ -377,13 +377,18 @@ fn scan_offsets_to_with(
     mut progress: impl FnMut(u64),
     mut sink: impl FnMut(&[u64]) -> Result<()>,
 ) -> Result<u64> {
-    let src = File::open(data).map_err(|e| Error::io(data, e))?;
-    let file_size = src.metadata().map_err(|e| Error::io(data, e))?.len();
+    // Local files with pread; URLs through their file system (crate::remote).
+    let src = io::open(data, io::Backend::Pread, None)?;
+    let file_size = src.size();
     let chunk = chunk.max(1);
     let chunks = usize::try_from(file_size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
-    let map = crate::io::leased::LeasedMap::open(data);
+    let map = if crate::remote::is_url(data) {
+        None
+    } else {
+        crate::io::leased::LeasedMap::open(data)
+    };
     let scan = Scan {
-        src: &src,
+        src: &*src,
         map: map.as_deref(),
         file_size,
         chunk,

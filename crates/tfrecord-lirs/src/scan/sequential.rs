@@ -237,6 +237,13 @@ impl RecordScanner {
     /// buffers (0: no read-ahead thread). Tests use tiny chunks to put chunk
     /// boundaries everywhere.
     pub(super) fn open_with(path: &Path, chunk: usize, ring: usize) -> Result<RecordScanner> {
+        if crate::remote::is_url(path) {
+            let src = crate::io::open(path, crate::io::Backend::Auto, None)?;
+            let file_size = src.size();
+            let stream = crate::remote::ReadAtStream::new(src);
+            let source = Source::new(Box::new(stream), file_size, chunk.max(1), ring);
+            return Ok(RecordScanner::new(path, source, file_size, None));
+        }
         let src = File::open(path).map_err(|e| Error::io(path, e))?;
         let file_size = src.metadata().map_err(|e| Error::io(path, e))?.len();
         let source = Source::new(Box::new(src), file_size, chunk.max(1), ring);

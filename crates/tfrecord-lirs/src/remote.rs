@@ -1,0 +1,345 @@
+//! Files named by URLs (`gs://bucket/x.tfrecord`, `ram://x`, `s3://…`), reached
+//! through a file system registered by the embedding program.
+//!
+//! The core decides here, and only here, what a URL is: a path that starts with a
+//! scheme, `^[A-Za-z][A-Za-z0-9+.-]*://` ([`is_url`]). Local paths keep the backends
+//! of [`io`](crate::io) unchanged; a URL is opened through the [`FileSystem`] given to
+//! [`register`]. The TensorFlow op library registers TensorFlow's own file systems
+//! (`tensorflow::Env`), so every scheme TensorFlow knows works there, with its
+//! credentials and settings. With nothing registered (the `tfrecord-lirs` CLI, plain
+//! Rust users) a URL is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument)
+//! error saying so, never a "No such file or directory" for a local path of that name.
+//!
+//! ```
+//! use std::path::Path;
+//! use tfrecord_lirs::remote::is_url;
+//! assert!(is_url(Path::new("gs://bucket/train.tfrecord")));
+//! assert!(is_url(Path::new("ram://x")));
+//! assert!(!is_url(Path::new("/data/train.tfrecord")));
+//! assert!(!is_url(Path::new("c:/x")));
+//! ```
+
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use crate::error::{Error, Result};
+use crate::io::{Backend, ReadAt};
+
+/// A file system reached by URL: positioned reads, whole small objects, and writes.
+///
+/// Errors are [`io::Error`]s whose kind the core maps: `NotFound` (a missing object),
+/// `Unsupported` (a scheme the file system does not know), `InvalidInput`, and
+/// `UnexpectedEof` (a read that ended early); every other kind is an I/O failure.
+pub trait FileSystem: Send + Sync {
+    /// Opens `url` for positioned reads; the returned source knows the object's size.
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>>;
+
+    /// The whole object at `url` (for small ones, such as offset tables).
+    fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
+        let src = self.open_read(url)?;
+        let size = usize::try_from(src.size())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "object too large"))?;
+        let mut bytes = vec![0u8; size];
+        crate::io::read_exact_at(&*src, &mut bytes, 0)?;
+        Ok(bytes)
+    }
+
+    /// Creates (or truncates) `url` for writing.
+    fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>>;
+
+    /// Renames `from` to `to`, replacing `to`. `Unsupported` where the scheme has no
+    /// rename (see [`Durability`]).
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+
+    /// Deletes `url` (missing is not an error).
+    fn delete(&self, url: &str) -> io::Result<()>;
+
+    /// What a finished write at `url` guarantees.
+    fn durability(&self, url: &str) -> Durability;
+}
+
+/// What a write through a [`FileSystem`] guarantees, per scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Written to a temporary name and renamed over the target: readers see the old
+    /// object or the new one, never a part (local files, HDFS, `ram://`).
+    Rename,
+    /// No rename (object stores such as `gs://` and `s3://`, where TensorFlow's
+    /// "rename" is a copy then a delete): the object is uploaded whole and appears
+    /// when its upload is finished (the store's own atomicity), so it is written
+    /// straight to its name; a failed upload leaves the old object (or none).
+    WholeObject,
+}
+
+/// An object being written: appended to, then closed (which makes it visible and,
+/// where the scheme can, durable).
+pub trait RemoteWrite: Send {
+    /// Appends `data`.
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Flushes and closes the object; an error means it may not have been written.
+    fn close(&mut self) -> io::Result<()>;
+}
+
+/// The registered file system, if any.
+static FILE_SYSTEM: RwLock<Option<Arc<dyn FileSystem>>> = RwLock::new(None);
+
+/// Registers the file system that URLs are opened through, replacing any earlier one.
+pub fn register(fs: Arc<dyn FileSystem>) {
+    if let Ok(mut slot) = FILE_SYSTEM.write() {
+        *slot = Some(fs);
+    }
+}
+
+/// Whether a file system is registered (URLs can be opened).
+pub fn is_registered() -> bool {
+    FILE_SYSTEM.read().is_ok_and(|s| s.is_some())
+}
+
+/// The scheme of `path` (`"gs"` for `gs://b/x`), if it is a URL.
+pub fn scheme(path: &Path) -> Option<&str> {
+    let s = path.to_str()?;
+    let (scheme, _) = s.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-')))
+    .then_some(scheme)
+}
+
+/// Whether `path` is a URL (`scheme://…`) rather than a local path.
+pub fn is_url(path: &Path) -> bool {
+    scheme(path).is_some()
+}
+
+/// The registered file system for `url`, or the error saying there is none.
+fn file_system(url: &Path) -> Result<Arc<dyn FileSystem>> {
+    FILE_SYSTEM
+        .read()
+        .ok()
+        .and_then(|s| s.clone())
+        .ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "{}: a URL ({}://), but this program reads local files only; read URLs \
+                 through the Python package tfrecord_lirs, which uses TensorFlow's file systems",
+                url.display(),
+                scheme(url).unwrap_or_default()
+            ))
+        })
+}
+
+/// `path` as the string a file system takes (URLs are always valid UTF-8: see
+/// [`scheme`]).
+fn url_str(path: &Path) -> &str {
+    path.to_str().unwrap_or_default()
+}
+
+/// The crate's error for `source` failing on `url`: a scheme the file system does not
+/// know, or a bad URL, is an invalid argument; anything else keeps its I/O kind.
+pub(crate) fn error(url: &Path, source: io::Error) -> Error {
+    match source.kind() {
+        io::ErrorKind::Unsupported | io::ErrorKind::InvalidInput => {
+            Error::invalid_argument(format!("{}: {source}", url.display()))
+        }
+        _ => Error::io(url, source),
+    }
+}
+
+/// Checks that `backend` makes sense for `url`: the local backends (pread, mmap,
+/// O_DIRECT) do not, so only the default is accepted.
+pub(crate) fn check_backend(url: &Path, backend: Backend) -> Result<()> {
+    if backend == Backend::Auto || !is_url(url) {
+        return Ok(());
+    }
+    Err(Error::invalid_argument(format!(
+        "{}: backend \"{}\" reads local files only; a URL is read through its file \
+         system (leave the backend at its default, \"auto\")",
+        url.display(),
+        format!("{backend:?}").to_lowercase()
+    )))
+}
+
+/// Opens URL `path` for positioned reads, or `None` if it is a local path.
+pub(crate) fn open_if_url(path: &Path) -> Result<Option<Box<dyn ReadAt>>> {
+    if !is_url(path) {
+        return Ok(None);
+    }
+    let fs = file_system(path)?;
+    fs.open_read(url_str(path))
+        .map(Some)
+        .map_err(|e| error(path, e))
+}
+
+/// The whole of `path`: through the registered file system for a URL, else from the
+/// local file. Errors keep their [`io::Error`] so callers can name a missing file.
+pub(crate) fn read_all(path: &Path) -> std::result::Result<Vec<u8>, ReadAllError> {
+    if !is_url(path) {
+        return std::fs::read(path).map_err(ReadAllError::Io);
+    }
+    let fs = file_system(path).map_err(ReadAllError::Other)?;
+    fs.read_all(url_str(path)).map_err(|e| match e.kind() {
+        io::ErrorKind::Unsupported | io::ErrorKind::InvalidInput => {
+            ReadAllError::Other(error(path, e))
+        }
+        _ => ReadAllError::Io(e),
+    })
+}
+
+/// Why [`read_all`] failed: an I/O error on the file (the caller names it), or an
+/// error already complete.
+#[derive(Debug)]
+pub(crate) enum ReadAllError {
+    Io(io::Error),
+    Other(Error),
+}
+
+/// A [`ReadAt`] read front to back as a stream (for scanning a URL).
+pub(crate) struct ReadAtStream {
+    src: Box<dyn ReadAt>,
+    pos: u64,
+}
+
+impl ReadAtStream {
+    pub(crate) fn new(src: Box<dyn ReadAt>) -> ReadAtStream {
+        ReadAtStream { src, pos: 0 }
+    }
+}
+
+impl io::Read for ReadAtStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.src.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// A [`RemoteWrite`] as an [`io::Write`]; [`close`](RemoteWriter::close) must be
+/// called to finish the object (dropping it unclosed abandons the write).
+pub(crate) struct RemoteWriter {
+    url: std::path::PathBuf,
+    inner: Box<dyn RemoteWrite>,
+}
+
+impl RemoteWriter {
+    /// Creates `url` (which must be a URL) for writing.
+    pub(crate) fn create(url: &Path) -> Result<RemoteWriter> {
+        let fs = file_system(url)?;
+        let inner = fs.create(url_str(url)).map_err(|e| error(url, e))?;
+        Ok(RemoteWriter {
+            url: url.to_path_buf(),
+            inner,
+        })
+    }
+
+    /// Closes the object: written, visible and (where the scheme can) durable.
+    pub(crate) fn close(mut self) -> Result<()> {
+        self.inner.close().map_err(|e| error(&self.url, e))
+    }
+}
+
+impl io::Write for RemoteWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.append(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes `bytes` as the whole object `url`, as atomically as its scheme allows
+/// (see [`Durability`]): to a temporary name then renamed where there is a rename,
+/// else straight to `url`.
+pub(crate) fn write_whole(url: &Path, bytes: &[u8]) -> Result<()> {
+    write_with(url, |w| io::Write::write_all(w, bytes))
+}
+
+/// Uploads the local file `local` as the whole object `url` (see [`write_whole`]).
+pub(crate) fn upload(local: &Path, url: &Path) -> Result<()> {
+    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
+    write_with(url, |w| io::copy(&mut file, w).map(|_| ()))
+}
+
+/// Deletes the object `url` if it exists.
+pub(crate) fn delete(url: &Path) -> Result<()> {
+    let fs = file_system(url)?;
+    fs.delete(url_str(url)).map_err(|e| error(url, e))
+}
+
+/// Writes the object `url` with `fill`, as atomically as its scheme allows.
+fn write_with(url: &Path, fill: impl FnOnce(&mut RemoteWriter) -> io::Result<()>) -> Result<()> {
+    let fs = file_system(url)?;
+    let target = url_str(url);
+    let write = |name: &Path| -> Result<()> {
+        let mut w = RemoteWriter::create(name)?;
+        fill(&mut w).map_err(|e| error(url, e))?;
+        w.close()
+    };
+    match fs.durability(target) {
+        Durability::WholeObject => write(url),
+        Durability::Rename => {
+            let temp = temp_name(target);
+            let written = write(Path::new(&temp))
+                .and_then(|()| fs.rename(&temp, target).map_err(|e| error(url, e)));
+            if written.is_err() {
+                let _ = fs.delete(&temp);
+            }
+            written
+        }
+    }
+}
+
+/// A temporary name beside `url` (same directory, so a rename stays inside it).
+pub(crate) fn temp_name(url: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let (dir, name) = url.rsplit_once('/').unwrap_or(("", url));
+    format!(
+        "{dir}/.lirs-tmp-{}-{}-{name}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes() {
+        for (path, want) in [
+            ("gs://b/x", Some("gs")),
+            ("ram://x", Some("ram")),
+            ("s3+x.y-z://b", Some("s3+x.y-z")),
+            ("hdfs://nn:9000/p", Some("hdfs")),
+            ("/abs/gs://x", None),
+            ("rel/x", None),
+            ("1gs://x", None),
+            ("://x", None),
+            ("g s://x", None),
+            ("file.tfrecord", None),
+        ] {
+            assert_eq!(scheme(Path::new(path)), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn local_backends_are_refused_for_urls() {
+        let url = Path::new("gs://b/x");
+        assert!(check_backend(url, Backend::Auto).is_ok());
+        for b in [Backend::Pread, Backend::Mmap, Backend::Direct] {
+            let e = check_backend(url, b).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert!(e.to_string().contains("gs://b/x"), "{e}");
+            assert!(check_backend(Path::new("/x"), b).is_ok());
+        }
+    }
+
+    #[test]
+    fn temp_names_stay_in_the_directory() {
+        let t = temp_name("gs://b/dir/x.offsets");
+        assert!(t.starts_with("gs://b/dir/.lirs-tmp-"), "{t}");
+        assert!(t.ends_with("-x.offsets"), "{t}");
+    }
+}

@@ -1,0 +1,564 @@
+//! URLs through a registered file system (`tfrecord_lirs::remote`): the same
+//! payloads, orders, tables and errors as the local file with the same bytes. The
+//! file system here is an in-memory one of this test (scheme `mem://`); TensorFlow's
+//! own file systems are tested from Python (tests/test_remote_*.py).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{kdd_sizes, payload, write_padded};
+use tfrecord_lirs::io::ReadAt;
+use tfrecord_lirs::remote::{self, Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::{
+    build_offset_table, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderSpec, Reader,
+    ReaderOptions, RecordScanner,
+};
+
+type Objects = Arc<Mutex<HashMap<String, Arc<Vec<u8>>>>>;
+
+/// Objects in memory under `mem://`; other schemes are unknown. Reads of objects
+/// under `mem://slow/` take `SLOW_READ` each (a high-latency store), and the most
+/// reads seen in flight at once is counted.
+#[derive(Default)]
+struct MemFs {
+    objects: Objects,
+}
+
+const SLOW_READ: std::time::Duration = std::time::Duration::from_millis(20);
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static MOST_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// Slow reads by object.
+static READS: Mutex<std::collections::BTreeMap<String, usize>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+fn reads_of(url: &str) -> usize {
+    READS.lock().unwrap().get(url).copied().unwrap_or(0)
+}
+static STRAGGLERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+/// An object; `.1`: reads take `SLOW_READ`; `.2`: reads at the offsets in
+/// `STRAGGLERS` take `SKEWED_READ`, others 1 ms.
+struct MemFile(Arc<Vec<u8>>, bool, bool, String);
+
+const SKEWED_READ: std::time::Duration = std::time::Duration::from_millis(300);
+
+impl ReadAt for MemFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if self.2 {
+            let straggler = STRAGGLERS.lock().unwrap().contains(&offset);
+            std::thread::sleep(if straggler {
+                SKEWED_READ
+            } else {
+                std::time::Duration::from_millis(1)
+            });
+        }
+        if self.1 {
+            let now = IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
+            MOST_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
+            *READS.lock().unwrap().entry(self.3.clone()).or_default() += 1;
+            std::thread::sleep(SLOW_READ);
+            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        }
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.0.len());
+        let n = buf.len().min(self.0.len() - start);
+        buf[..n].copy_from_slice(&self.0[start..start + n]);
+        Ok(n)
+    }
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+struct MemWrite {
+    objects: Objects,
+    url: String,
+    data: Vec<u8>,
+}
+
+impl RemoteWrite for MemWrite {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.data.extend_from_slice(data);
+        Ok(())
+    }
+    fn close(&mut self) -> io::Result<()> {
+        let data = std::mem::take(&mut self.data);
+        self.objects
+            .lock()
+            .unwrap()
+            .insert(self.url.clone(), Arc::new(data));
+        Ok(())
+    }
+}
+
+impl MemFs {
+    fn known(url: &str) -> io::Result<()> {
+        if url.starts_with("mem://") {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("File system scheme not implemented (file: '{url}')"),
+            ))
+        }
+    }
+}
+
+impl FileSystem for MemFs {
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+        MemFs::known(url)?;
+        let bytes = self.objects.lock().unwrap().get(url).cloned();
+        match bytes {
+            Some(b) => {
+                let skewed = url.starts_with("mem://skewed/");
+                Ok(Box::new(MemFile(
+                    b,
+                    url.starts_with("mem://slow/"),
+                    skewed,
+                    url.to_string(),
+                )))
+            }
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
+        }
+    }
+    fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        MemFs::known(url)?;
+        Ok(Box::new(MemWrite {
+            objects: Arc::clone(&self.objects),
+            url: url.to_string(),
+            data: Vec::new(),
+        }))
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        assert!(
+            !to.starts_with("mem://whole/"),
+            "rename on a store without one"
+        );
+        let mut objects = self.objects.lock().unwrap();
+        let v = objects
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, from.to_string()))?;
+        objects.insert(to.to_string(), v);
+        Ok(())
+    }
+    fn delete(&self, url: &str) -> io::Result<()> {
+        self.objects.lock().unwrap().remove(url);
+        Ok(())
+    }
+    /// Objects under `mem://whole/` behave as an object store (no rename).
+    fn durability(&self, url: &str) -> Durability {
+        if url.starts_with("mem://whole/") {
+            Durability::WholeObject
+        } else {
+            Durability::Rename
+        }
+    }
+}
+
+/// The one file system of this test binary (registration is process-wide).
+fn mem() -> Objects {
+    static FS: std::sync::OnceLock<Objects> = std::sync::OnceLock::new();
+    FS.get_or_init(|| {
+        let fs = MemFs::default();
+        let objects = Arc::clone(&fs.objects);
+        remote::register(Arc::new(fs));
+        objects
+    })
+    .clone()
+}
+
+/// No `.lirs-tmp-*` object is left behind by a write.
+fn assert_no_temporary_objects() {
+    let objects = mem();
+    let objects = objects.lock().unwrap();
+    let left: Vec<&String> = objects
+        .keys()
+        .filter(|k| k.contains(".lirs-tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+fn put(url: &str, bytes: Vec<u8>) {
+    mem()
+        .lock()
+        .unwrap()
+        .insert(url.to_string(), Arc::new(bytes));
+}
+
+fn get(url: &str) -> Option<Vec<u8>> {
+    mem().lock().unwrap().get(url).map(|b| b.to_vec())
+}
+
+/// A padded local file of `n` instances and the same bytes (data and table) at `url`.
+fn local_and_remote(dir: &Path, name: &str, url: &str, n: usize) -> PathBuf {
+    let all: Vec<Vec<u8>> = kdd_sizes(n, 5)
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| payload(i, s))
+        .collect();
+    let (path, _) = write_padded(dir, name, &all, 4096, Fit::Next);
+    put(url, std::fs::read(&path).unwrap());
+    let table = tfrecord_lirs::default_table_path(&path);
+    put(&format!("{url}.offsets"), std::fs::read(table).unwrap());
+    path
+}
+
+fn epoch(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<Vec<u8>> {
+    let order = reader.epoch_order(spec).unwrap();
+    let options = FetchOptions {
+        threads,
+        window: 64,
+        depth: 4,
+    };
+    let mut fetcher = Fetcher::new(Arc::clone(reader), order, options).unwrap();
+    let mut out = Vec::new();
+    while let Some(w) = fetcher.next_window() {
+        let p = w.result.unwrap();
+        out.extend((0..p.len()).map(|i| p.get(i).unwrap().unwrap().to_vec()));
+    }
+    out
+}
+
+#[test]
+fn a_url_reads_like_the_local_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "a", "mem://b/a.tfrecord", 900);
+    let opts = ReaderOptions::default();
+    let l = Arc::new(Reader::open_one(&local, None, &opts).unwrap());
+    let r = Arc::new(Reader::open_one(Path::new("mem://b/a.tfrecord"), None, &opts).unwrap());
+    assert_eq!(l.len(), r.len());
+    for id in [0, 1, 450, 899] {
+        assert_eq!(l.read(id).unwrap(), r.read(id).unwrap());
+    }
+    for page_aware in [false, true] {
+        for (num_shards, shard_index) in [(1, 0), (3, 2)] {
+            let spec = OrderSpec {
+                seed: 9,
+                epoch: 1,
+                page_aware,
+                num_shards,
+                shard_index,
+            };
+            assert_eq!(epoch(&l, &spec, 0), epoch(&r, &spec, 3), "{spec:?}");
+        }
+    }
+    assert_eq!(
+        r.location(5).unwrap().0,
+        Path::new("mem://b/a.tfrecord"),
+        "the URL is kept as given"
+    );
+}
+
+#[test]
+fn tables_are_built_scanned_and_written_through_the_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "t", "mem://b/t.tfrecord", 700);
+    let url = Path::new("mem://b/t.tfrecord");
+    let out = Path::new("mem://b/built.offsets");
+    assert_eq!(build_offset_table(url, out).unwrap(), 700);
+    let want = std::fs::read(tfrecord_lirs::default_table_path(&local)).unwrap();
+    assert_eq!(get("mem://b/built.offsets").unwrap(), want);
+    // No temporary object is left behind.
+    assert_no_temporary_objects();
+    // An explicit remote table, and a local table for a remote file.
+    let opts = ReaderOptions::default();
+    let r = Reader::open_one(url, Some(out), &opts).unwrap();
+    assert_eq!(r.len(), 700);
+    let local_table = tfrecord_lirs::default_table_path(&local);
+    assert_eq!(
+        Reader::open_one(url, Some(&local_table), &opts)
+            .unwrap()
+            .len(),
+        700
+    );
+    // The streaming scanner reads URLs too.
+    let mut scanner = RecordScanner::open(url).unwrap();
+    let mut instances = 0;
+    while let Some(record) = scanner.next_record().unwrap() {
+        instances += u64::from(!record.is_filler());
+    }
+    assert_eq!(instances, 700);
+}
+
+#[test]
+fn errors_name_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "e", "mem://b/e.tfrecord", 300);
+    let opts = ReaderOptions::default();
+
+    let missing = Reader::open_one(Path::new("mem://b/none"), None, &opts)
+        .err()
+        .unwrap();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    assert!(
+        missing.to_string().starts_with("mem://b/none: "),
+        "{missing}"
+    );
+
+    put("mem://b/notable", std::fs::read(&local).unwrap());
+    let no_table = Reader::open_one(Path::new("mem://b/notable"), None, &opts)
+        .err()
+        .unwrap();
+    assert_eq!(no_table.kind(), ErrorKind::NotFound);
+    assert!(
+        no_table.to_string().contains("mem://b/notable.offsets"),
+        "{no_table}"
+    );
+
+    let unknown = Reader::open_one(Path::new("zz://b/x"), None, &opts)
+        .err()
+        .unwrap();
+    assert_eq!(unknown.kind(), ErrorKind::InvalidArgument);
+    assert!(unknown.to_string().contains("not implemented"), "{unknown}");
+
+    for backend in [Backend::Pread, Backend::Mmap, Backend::Direct] {
+        let o = ReaderOptions { backend, ..opts };
+        let e = Reader::open_one(Path::new("mem://b/e.tfrecord"), None, &o)
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("mem://b/e.tfrecord"), "{e}");
+    }
+
+    // A damaged payload: DataLoss naming the URL, the instance and the byte.
+    let reader = Reader::open_one(&local, None, &opts).unwrap();
+    let (_, at) = reader.location(17).unwrap();
+    let mut bytes = std::fs::read(&local).unwrap();
+    bytes[at as usize + 12 + 3] ^= 0xff;
+    put("mem://b/bad", bytes);
+    let table = tfrecord_lirs::default_table_path(&local);
+    put("mem://b/bad.offsets", std::fs::read(table).unwrap());
+    let bad = Reader::open_one(Path::new("mem://b/bad"), None, &opts).unwrap();
+    let e = bad.read(17).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::DataLoss);
+    let text = e.to_string();
+    assert!(
+        text.contains("mem://b/bad") && text.contains("instance 17"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("byte {at}")), "{text}");
+    let scan = build_offset_table(Path::new("mem://b/bad"), Path::new("mem://b/x.offsets"));
+    assert_eq!(scan.unwrap_err().kind(), ErrorKind::DataLoss);
+}
+
+#[test]
+fn remote_files_keep_many_reads_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    local_and_remote(dir.path(), "s", "mem://slow/s.tfrecord", 600);
+    let opts = ReaderOptions::default();
+    let r = Arc::new(Reader::open_one(Path::new("mem://slow/s.tfrecord"), None, &opts).unwrap());
+    assert!(r.is_remote());
+    assert_eq!(
+        FetchOptions::auto_threads(&r),
+        tfrecord_lirs::REMOTE_AUTO_THREADS
+    );
+    let spec = OrderSpec {
+        seed: 3,
+        ..Default::default()
+    };
+    let order = r.epoch_order(&spec).unwrap();
+    // As the op sets it up: 64-id windows, 4 ahead, 64 threads.
+    let options = FetchOptions {
+        threads: 64,
+        window: 64,
+        depth: 4,
+    };
+    let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
+    let mut n = 0;
+    while let Some(w) = fetcher.next_window() {
+        n += w.result.unwrap().len();
+    }
+    assert_eq!(n, 600);
+    // Instance order: one request per instance (no two are adjacent in general),
+    // each a part of its own, so the threads all wait on reads at once.
+    let reads = reads_of("mem://slow/s.tfrecord");
+    assert!(reads >= 300, "{reads} reads");
+    let most = MOST_IN_FLIGHT.load(Ordering::SeqCst);
+    assert!(most >= 48, "at most {most} reads were in flight at once");
+}
+
+/// Every window an unordered fetcher hands out, with its ids.
+fn unordered_windows(fetcher: &mut Fetcher, most: usize) -> Vec<Vec<u64>> {
+    let mut out = Vec::new();
+    while out.len() < most {
+        let Some(w) = fetcher.next_window() else {
+            break;
+        };
+        let p = w.result.unwrap();
+        assert_eq!(p.len(), w.ids.len());
+        out.push(w.ids);
+    }
+    out
+}
+
+#[test]
+fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "k", "mem://skewed/k.tfrecord", 800);
+    let opts = ReaderOptions::default();
+    let r = Arc::new(Reader::open_one(Path::new("mem://skewed/k.tfrecord"), None, &opts).unwrap());
+    let spec = OrderSpec {
+        seed: 5,
+        ..Default::default()
+    };
+    let options = FetchOptions {
+        threads: 16,
+        window: 50,
+        depth: 4,
+    };
+    // In order: exact windows of 50 positions each.
+    let ordered = {
+        let order = r.epoch_order(&spec).unwrap();
+        let mut f = Fetcher::new(Arc::clone(&r), order, options)
+            .unwrap()
+            .exact_windows();
+        unordered_windows(&mut f, usize::MAX)
+    };
+    assert_eq!(ordered.len(), 16);
+    assert!(ordered.iter().all(|w| w.len() == 50));
+    // A straggler: every instance of the first window is slow to read.
+    let first = &ordered[0];
+    let l = Reader::open_one(&local, None, &opts).unwrap();
+    let stragglers: Vec<u64> = first.iter().map(|&id| l.location(id).unwrap().1).collect();
+    *STRAGGLERS.lock().unwrap() = stragglers.clone();
+    let order = r.epoch_order(&spec).unwrap();
+    let mut f = Fetcher::new(Arc::clone(&r), order, options)
+        .unwrap()
+        .exact_windows()
+        .unordered();
+    let got = unordered_windows(&mut f, usize::MAX);
+    // The same windows (the same batches), each whole, and so the same multiset...
+    let mut a = got.clone();
+    let mut b = ordered.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    // ...but the straggler's window is not the first handed out.
+    assert_ne!(&got[0], first, "the slow window held up the others");
+    STRAGGLERS.lock().unwrap().clear();
+
+    // Resume points: what was delivered plus what a resumed fetcher delivers is the
+    // epoch, each position once.
+    let all: Vec<u64> = ordered.iter().flatten().copied().collect();
+    for (windows, unserved) in [(0, 0), (1, 0), (3, 7), (5, 50), (16, 0)] {
+        *STRAGGLERS.lock().unwrap() = stragglers.clone();
+        let order = r.epoch_order(&spec).unwrap();
+        let mut f = Fetcher::new(Arc::clone(&r), order, options)
+            .unwrap()
+            .exact_windows()
+            .unordered();
+        let mut seen: Vec<u64> = Vec::new();
+        let taken = unordered_windows(&mut f, windows);
+        for (k, w) in taken.iter().enumerate() {
+            let keep = if k + 1 == taken.len() {
+                w.len() - unserved.min(w.len())
+            } else {
+                w.len()
+            };
+            seen.extend(&w[..keep]);
+        }
+        let resume = f.resume(if taken.is_empty() { 0 } else { unserved });
+        drop(f);
+        STRAGGLERS.lock().unwrap().clear();
+        let mut order = r.epoch_order(&spec).unwrap();
+        order.seek(resume.position).unwrap();
+        let mut g = Fetcher::new(Arc::clone(&r), order, options)
+            .unwrap()
+            .exact_windows()
+            .unordered()
+            .skip(resume.after.iter().copied());
+        for w in unordered_windows(&mut g, usize::MAX) {
+            seen.extend(w);
+        }
+        seen.sort_unstable();
+        let mut want = all.clone();
+        want.sort_unstable();
+        assert_eq!(
+            seen, want,
+            "after {windows} windows, {unserved} unserved: {resume:?}"
+        );
+    }
+}
+
+#[test]
+fn dropping_a_fetcher_does_not_read_what_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    local_and_remote(dir.path(), "q", "mem://slow/q.tfrecord", 600);
+    let opts = ReaderOptions::default();
+    let r = Arc::new(Reader::open_one(Path::new("mem://slow/q.tfrecord"), None, &opts).unwrap());
+    let order = r.epoch_order(&OrderSpec::default()).unwrap();
+    let options = FetchOptions {
+        threads: 4,
+        window: 64,
+        depth: 4,
+    };
+    let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
+    let before = reads_of("mem://slow/q.tfrecord");
+    assert_eq!(fetcher.next_window().unwrap().result.unwrap().len(), 64);
+    drop(fetcher);
+    // The first window (4 parts of 16 reads) and at most the parts that were in
+    // progress when it was done (4 more); not the 4 more windows that were queued.
+    let reads = reads_of("mem://slow/q.tfrecord") - before;
+    assert!(reads <= 64 + 64, "{reads} reads for one window of 64");
+}
+
+#[test]
+fn padded_writer_and_pad_write_urls_like_local_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let payloads: Vec<Vec<u8>> = kdd_sizes(700, 9)
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| payload(i, s))
+        .collect();
+    let options = tfrecord_lirs::PadOptions {
+        page_size: 4096,
+        fit: Fit::Best { window: 16 },
+        ..Default::default()
+    };
+    let write = |path: &Path| {
+        let mut w = tfrecord_lirs::PaddedWriter::create(path, &options).unwrap();
+        for p in &payloads {
+            w.write(p).unwrap();
+        }
+        w.finish().unwrap()
+    };
+    let local = dir.path().join("w.tfrecord");
+    let want = write(&local);
+    let want_data = std::fs::read(&local).unwrap();
+    let want_table = std::fs::read(tfrecord_lirs::default_table_path(&local)).unwrap();
+    for url in ["mem://b/w.tfrecord", "mem://whole/w.tfrecord"] {
+        // A stale table is replaced, never left beside new data.
+        put(&format!("{url}.offsets"), vec![1, 2, 3]);
+        let got = write(Path::new(url));
+        assert_eq!(got.instance_of_input, want.instance_of_input);
+        assert_eq!(get(url).unwrap(), want_data, "{url}");
+        assert_eq!(get(&format!("{url}.offsets")).unwrap(), want_table, "{url}");
+    }
+    assert_no_temporary_objects();
+
+    // pad: a URL source (plain or GZIP) to a URL destination, as locally.
+    let plain = common::write_plain(dir.path(), "src", &payloads);
+    let bytes = std::fs::read(&plain).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &bytes).unwrap();
+    put("mem://b/src.tfrecord", bytes);
+    put("mem://b/src.tfrecord.gz", gz.finish().unwrap());
+    let local_out = dir.path().join("padded");
+    tfrecord_lirs::pad_file(&plain, &local_out, &options).unwrap();
+    let want_data = std::fs::read(&local_out).unwrap();
+    for src in ["mem://b/src.tfrecord", "mem://b/src.tfrecord.gz"] {
+        let dst = Path::new("mem://whole/padded");
+        tfrecord_lirs::pad_file(Path::new(src), dst, &options).unwrap();
+        assert_eq!(get("mem://whole/padded").unwrap(), want_data, "{src}");
+    }
+    let e = tfrecord_lirs::pad_file(Path::new("mem://b/none"), Path::new("mem://b/o"), &options)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.to_string().contains("mem://b/none"), "{e}");
+}

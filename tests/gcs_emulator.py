@@ -1,0 +1,266 @@
+"""TensorFlow's real gs:// client against a GCS emulator, all on loopback.
+
+`run_with_gcs(workdir, objects, code)` runs the Python `code` in a fresh process
+inside a private network and mount namespace (`unshare -nm`, made here; needs
+root or CAP_SYS_ADMIN) where:
+
+* `gcp-storage-emulator` (PyPI) serves bucket `BUCKET` from memory on
+  127.0.0.1:9023, holding `objects` (uploaded with simple media uploads: the
+  emulator does not finish TensorFlow's own resumable uploads);
+* a TLS front (Python's ssl module, a self-signed certificate made with the
+  openssl command) listens on 127.0.0.1:443 and forwards to it;
+* a bind-mounted /etc/hosts, seen only in the namespace, maps
+  storage.googleapis.com and www.googleapis.com to 127.0.0.1;
+* `code` runs with CURL_CA_BUNDLE (the certificate), GOOGLE_AUTH_TOKEN_FOR_TESTING
+  and NO_GCE_CHECK set, so TensorFlow's GCS file system talks TLS to the emulator
+  and never looks for credentials or a metadata server.
+
+Nothing leaves loopback: the namespace has no other interface. Everything is
+bounded: the whole run has a timeout, after which its process group is killed;
+the emulator and the TLS front live in the namespace's first process and end with
+it. `latency` optionally delays each object read (GET of object media) by a
+seeded lognormal draw, to model remote storage (the emulator is made
+multi-threaded here so delayed requests overlap, as on real storage).
+
+This file is also the program run inside the namespace (`python gcs_emulator.py
+inner WORKDIR`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+BUCKET = "bkt"
+EMULATOR_PORT = 9023
+HOSTS = ("storage.googleapis.com", "www.googleapis.com")
+
+
+class GcsRunError(AssertionError):
+    """The snippet failed (or timed out); the message carries its output."""
+
+
+def namespace_unavailable() -> str | None:
+    """Why a private network+mount namespace cannot be made here, or None."""
+    if shutil.which("unshare") is None:
+        return "the unshare command is missing"
+    probe = subprocess.run(["unshare", "-nm", "true"], capture_output=True, text=True,
+                           timeout=30)
+    if probe.returncode != 0:
+        return f"unshare -nm failed: {probe.stderr.strip()}"
+    return None
+
+
+def require_namespace() -> None:
+    """Skips the calling pytest test where no private namespace can be made."""
+    import pytest
+
+    why = namespace_unavailable()
+    if why:
+        pytest.skip(f"no private network namespace for the GCS emulator: {why}")
+
+
+def make_certificate(directory: Path) -> Path:
+    """A self-signed certificate for HOSTS; returns the PEM holding cert and key."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    san = ",".join(f"DNS:{h}" for h in HOSTS)
+    # An EC key: its TLS handshakes cost the front a fraction of an RSA key's, and
+    # TensorFlow's client makes a new connection for every request.
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={HOSTS[0]}",
+                    "-addext", f"subjectAltName={san}"],
+                   check=True, capture_output=True, timeout=60)
+    return cert
+
+
+def run_with_gcs(workdir: Path, objects: dict[str, Path | bytes], code: str, *,
+                 latency: dict | None = None, timeout: float = 600,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs `code` (Python source) against gs://BUCKET holding `objects` (name ->
+    local file or bytes). Returns the finished process (stdout/stderr as text);
+    raises GcsRunError if it failed or did not finish within `timeout` seconds.
+
+    `latency`: {"median_ms": m, "sigma": s, "seed": k} delays every object read
+    by a lognormal draw (median m ms, log-space sigma s). `env`: more variables
+    for the snippet.
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    cert = make_certificate(workdir)
+    staged = workdir / "objects"
+    staged.mkdir(exist_ok=True)
+    names = {}
+    for i, (name, value) in enumerate(objects.items()):
+        local = staged / f"{i}"
+        if isinstance(value, bytes):
+            local.write_bytes(value)
+        else:
+            shutil.copyfile(value, local)
+        names[name] = str(local)
+    (workdir / "snippet.py").write_text(code)
+    (workdir / "config.json").write_text(json.dumps({
+        "objects": names, "cert": str(cert), "key": str(workdir / "key.pem"),
+        "latency": latency, "env": env or {}, "timeout": timeout}))
+    proc = subprocess.Popen(
+        ["unshare", "-nm", sys.executable, str(Path(__file__).resolve()), "inner",
+         str(workdir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise GcsRunError(f"gs:// run timed out after {timeout + 60} s\n--- stdout\n{out}"
+                          f"\n--- stderr\n{err[-20000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if done.returncode != 0:
+        raise GcsRunError(f"gs:// run failed (exit {done.returncode})\n--- stdout\n{out}"
+                          f"\n--- stderr\n{err[-20000:]}")
+    return done
+
+
+# ----------------------------------------------------------------------------------
+# Inside the namespace.
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(1 << 16)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _tls_front(cert: str, key: str, stop: threading.Event) -> socket.socket:
+    """Listens on 127.0.0.1:443 with TLS, forwarding each connection to the emulator."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 443), backlog=256)
+
+    def serve_one(raw: socket.socket) -> None:
+        try:
+            client = context.wrap_socket(raw, server_side=True)
+        except (OSError, ssl.SSLError):
+            raw.close()
+            return
+        backend = socket.create_connection(("127.0.0.1", EMULATOR_PORT))
+        back = threading.Thread(target=_pump, args=(backend, client), daemon=True)
+        back.start()
+        _pump(client, backend)
+        back.join()
+        client.close()
+        backend.close()
+
+    def accept_loop() -> None:
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_one, args=(raw,), daemon=True).start()
+
+    threading.Thread(target=accept_loop, daemon=True).start()
+    return listener
+
+
+def _start_emulator(latency: dict | None):
+    """The emulator in this process, threaded (delayed reads overlap), in memory."""
+    import http.server
+    import logging
+    import random
+
+    # The emulator serves one request at a time (http.server.HTTPServer); remote
+    # storage serves many, which is what parallel reads are for.
+    http.server.HTTPServer = http.server.ThreadingHTTPServer
+    from gcp_storage_emulator import server as emulator
+
+    logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
+    if latency:
+        rng = random.Random(latency.get("seed", 0))
+        lock = threading.Lock()
+        handler_get = emulator.RequestHandler.do_GET
+        median_s = latency["median_ms"] / 1000.0
+        sigma = latency.get("sigma", 0.0)
+
+        def delayed_get(self):
+            # Object media reads only (GET /BUCKET/NAME or ?alt=media); metadata
+            # requests (stat) are not delayed.
+            path = self.path
+            if path.startswith(f"/{BUCKET}/") or "alt=media" in path:
+                with lock:
+                    delay = median_s * rng.lognormvariate(0.0, sigma)
+                time.sleep(delay)
+            return handler_get(self)
+
+        emulator.RequestHandler.do_GET = delayed_get
+    server = emulator.Server("127.0.0.1", EMULATOR_PORT, in_memory=True,
+                             default_bucket=BUCKET)
+    server.start()
+    return server
+
+
+def _upload(name: str, local: str) -> None:
+    url = (f"http://127.0.0.1:{EMULATOR_PORT}/upload/storage/v1/b/{BUCKET}/o?"
+           + urllib.parse.urlencode({"uploadType": "media", "name": name}))
+    data = Path(local).read_bytes()
+    request = urllib.request.Request(url, data=data, method="POST",
+                                     headers={"Content-Type": "application/octet-stream"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        if response.status != 200:
+            raise RuntimeError(f"upload of {name}: HTTP {response.status}")
+
+
+def _inner(workdir: Path) -> int:
+    config = json.loads((workdir / "config.json").read_text())
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=30)
+    hosts = workdir / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in HOSTS))
+    # Only this mount namespace sees it (unshare makes mounts private).
+    subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True, timeout=30)
+    stop = threading.Event()
+    server = _start_emulator(config["latency"])
+    listener = _tls_front(config["cert"], config["key"], stop)
+    try:
+        for name, local in config["objects"].items():
+            _upload(name, local)
+        env = dict(os.environ)
+        env.update(CURL_CA_BUNDLE=config["cert"], GOOGLE_AUTH_TOKEN_FOR_TESTING="dummy",
+                   NO_GCE_CHECK="true", TF_CPP_MIN_LOG_LEVEL="2")
+        env.update(config["env"])
+        snippet = subprocess.run([sys.executable, str(workdir / "snippet.py")], env=env,
+                                 timeout=config["timeout"])
+        return snippet.returncode
+    finally:
+        stop.set()
+        listener.close()
+        server.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "inner":
+        sys.exit(_inner(Path(sys.argv[2])))
+    sys.exit("usage: gcs_emulator.py inner WORKDIR (run by run_with_gcs)")
