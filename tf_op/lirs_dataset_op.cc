@@ -51,6 +51,7 @@ namespace {
 using ::tfrecord_lirs::CallRust;
 using ::tfrecord_lirs::ffi::FetchCursor;
 using ::tfrecord_lirs::ffi::LirsReader;
+namespace attr = ::tfrecord_lirs::attr;
 namespace ffi = ::tfrecord_lirs::ffi;
 
 constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
@@ -60,8 +61,6 @@ constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
 class LIRSDatasetOp : public DatasetOpKernel {
  public:
   static constexpr const char* const kDatasetType = "LIRS";
-  static constexpr const char* const kFileNames = "filenames";
-  static constexpr const char* const kOffsetTables = "offset_tables";
   static constexpr const char* const kPageAware = "page_aware";
   static constexpr const char* const kSeed = "seed";
   static constexpr const char* const kSeed2 = "seed2";
@@ -70,18 +69,15 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kShardIndex = "shard_index";
   static constexpr const char* const kReshuffleEachIteration =
       "reshuffle_each_iteration";
-  static constexpr const char* const kPageSize = "page_size";
   static constexpr const char* const kBatchSize = "batch_size";
   static constexpr const char* const kDropRemainder = "drop_remainder";
   static constexpr const char* const kNumParallelReads = "num_parallel_reads";
-  static constexpr const char* const kBackend = "backend";
-  static constexpr const char* const kTrustTable = "trust_table";
   static constexpr const char* const kDeterministic = "deterministic";
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
                    ctx->GetAttr(kReshuffleEachIteration, &reshuffle_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(kPageSize, &page_size_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kPageSize, &page_size_));
     OP_REQUIRES(ctx, page_size_ > 0,
                 errors::InvalidArgument("`page_size` must be positive, got ",
                                         page_size_));
@@ -89,11 +85,11 @@ class LIRSDatasetOp : public DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kBatchSize, &batch_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kDropRemainder, &drop_remainder_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kNumParallelReads, &num_parallel_reads_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kBackend, &backend_));
     OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
                      ffi::check_backend(backend_, st);
                    }));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &trust_table_));
     std::string deterministic;
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &deterministic));
     OP_REQUIRES_OK(ctx, DeterminismPolicy::FromString(deterministic,
@@ -221,34 +217,24 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     TF_RETURN_IF_ERROR(b->AddScalar(num_shards_, &num_shards));
     Node* shard_index = nullptr;
     TF_RETURN_IF_ERROR(b->AddScalar(shard_index_, &shard_index));
-    AttrValue reshuffle;
-    b->BuildAttrValue(reshuffle_, &reshuffle);
-    AttrValue page_size;
-    b->BuildAttrValue(page_size_, &page_size);
-    AttrValue batch_size;
-    b->BuildAttrValue(batch_size_, &batch_size);
-    AttrValue drop_remainder;
-    b->BuildAttrValue(drop_remainder_, &drop_remainder);
-    AttrValue num_parallel_reads;
-    b->BuildAttrValue(num_parallel_reads_, &num_parallel_reads);
-    AttrValue backend;
-    b->BuildAttrValue(backend_, &backend);
-    AttrValue trust_table;
-    b->BuildAttrValue(trust_table_, &trust_table);
-    AttrValue deterministic;
-    b->BuildAttrValue(deterministic_.String(), &deterministic);
+    // Each attr as the AttrValue the graph stores.
+    auto attr_value = [b](const auto& value) {
+      AttrValue out;
+      b->BuildAttrValue(value, &out);
+      return out;
+    };
     return b->AddDataset(
         this,
         {filenames, offset_tables, page_aware, seed, seed2, seed_generator,
          num_shards, shard_index},
-        {{kReshuffleEachIteration, reshuffle},
-         {kPageSize, page_size},
-         {kBatchSize, batch_size},
-         {kDropRemainder, drop_remainder},
-         {kNumParallelReads, num_parallel_reads},
-         {kBackend, backend},
-         {kTrustTable, trust_table},
-         {kDeterministic, deterministic}},
+        {{kReshuffleEachIteration, attr_value(reshuffle_)},
+         {attr::kPageSize, attr_value(page_size_)},
+         {kBatchSize, attr_value(batch_size_)},
+         {kDropRemainder, attr_value(drop_remainder_)},
+         {kNumParallelReads, attr_value(num_parallel_reads_)},
+         {attr::kBackend, attr_value(backend_)},
+         {attr::kTrustTable, attr_value(trust_table_)},
+         {kDeterministic, attr_value(deterministic_.String())}},
         output);
   }
 
@@ -579,15 +565,15 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
 void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   const Tensor* filenames_t;
-  OP_REQUIRES_OK(ctx, ctx->input(kFileNames, &filenames_t));
+  OP_REQUIRES_OK(ctx, ctx->input(attr::kFileNames, &filenames_t));
   std::vector<std::string> filenames;
-  OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(*filenames_t, kFileNames,
+  OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(*filenames_t, attr::kFileNames,
                                                   &filenames));
   const Tensor* offset_tables_t;
-  OP_REQUIRES_OK(ctx, ctx->input(kOffsetTables, &offset_tables_t));
+  OP_REQUIRES_OK(ctx, ctx->input(attr::kOffsetTables, &offset_tables_t));
   std::vector<std::string> offset_tables;
   OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(
-                          *offset_tables_t, kOffsetTables, &offset_tables));
+                          *offset_tables_t, attr::kOffsetTables, &offset_tables));
 
   bool page_aware = false;
   OP_REQUIRES_OK(ctx, ParseScalarArgument<bool>(ctx, kPageAware, &page_aware));

@@ -20,6 +20,7 @@ namespace {
 
 using ::tfrecord_lirs::CallRust;
 using ::tfrecord_lirs::StringList;
+namespace attr = ::tfrecord_lirs::attr;
 namespace ffi = ::tfrecord_lirs::ffi;
 
 using ReaderPtr = std::shared_ptr<rust::Box<ffi::LirsReader>>;
@@ -94,38 +95,33 @@ class ReaderCache {
 
 class LIRSReadOp : public OpKernel {
  public:
-  static constexpr const char* const kFileNames = "filenames";
-  static constexpr const char* const kOffsetTables = "offset_tables";
   static constexpr const char* const kIds = "ids";
-  static constexpr const char* const kPageSize = "page_size";
-  static constexpr const char* const kBackend = "backend";
-  static constexpr const char* const kTrustTable = "trust_table";
 
   explicit LIRSReadOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(kPageSize, &page_size_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kPageSize, &page_size_));
     OP_REQUIRES(ctx, page_size_ > 0,
                 errors::InvalidArgument("`page_size` must be positive, got ",
                                         page_size_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(kBackend, &backend_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kBackend, &backend_));
     OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
                      ffi::check_backend(backend_, st);
                    }));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrustTable, &trust_table_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &trust_table_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor* filenames_t;
-    OP_REQUIRES_OK(ctx, ctx->input(kFileNames, &filenames_t));
+    OP_REQUIRES_OK(ctx, ctx->input(attr::kFileNames, &filenames_t));
     const Tensor* tables_t;
-    OP_REQUIRES_OK(ctx, ctx->input(kOffsetTables, &tables_t));
+    OP_REQUIRES_OK(ctx, ctx->input(attr::kOffsetTables, &tables_t));
     const Tensor* ids_t;
     OP_REQUIRES_OK(ctx, ctx->input(kIds, &ids_t));
     OP_REQUIRES(ctx, TensorShapeUtils::IsVector(ids_t->shape()),
                 errors::InvalidArgument("`ids` must be a vector, got shape ",
                                         ids_t->shape().DebugString()));
     std::vector<std::string> filenames, tables;
-    OP_REQUIRES_OK(ctx, StringList(*filenames_t, kFileNames, &filenames));
-    OP_REQUIRES_OK(ctx, StringList(*tables_t, kOffsetTables, &tables));
+    OP_REQUIRES_OK(ctx, StringList(*filenames_t, attr::kFileNames, &filenames));
+    OP_REQUIRES_OK(ctx, StringList(*tables_t, attr::kOffsetTables, &tables));
     const auto ids_flat = ids_t->flat<int64_t>();
     std::vector<uint64_t> ids(ids_flat.size());
     for (int64_t i = 0; i < ids_flat.size(); ++i) {

@@ -117,6 +117,16 @@ inline ffi::ReaderSpec MakeReaderSpec(const std::vector<std::string>& files,
   return spec;
 }
 
+// Input and attr names that both kernels (LIRSDataset, LIRSRead) take, as
+// registered in lirs_ops.cc.
+namespace attr {
+inline constexpr char kFileNames[] = "filenames";
+inline constexpr char kOffsetTables[] = "offset_tables";
+inline constexpr char kPageSize[] = "page_size";
+inline constexpr char kBackend[] = "backend";
+inline constexpr char kTrustTable[] = "trust_table";
+}  // namespace attr
+
 }  // namespace tfrecord_lirs
 
 #endif  // TFRECORD_LIRS_TF_OP_LIRS_STATUS_H_

@@ -81,6 +81,19 @@ fn status(code: i32, message: String) -> io::Result<()> {
     Err(io::Error::new(kind, message))
 }
 
+/// The file a TensorFlow open call returns, its status (and a null file) as errors.
+fn opened<T: cxx::memory::UniquePtrTarget>(
+    open: impl FnOnce(&mut i32, &mut String) -> UniquePtr<T>,
+) -> io::Result<UniquePtr<T>> {
+    let (mut code, mut message) = (OK, String::new());
+    let file = open(&mut code, &mut message);
+    status(code, message)?;
+    if file.is_null() {
+        return Err(io::Error::other("TensorFlow returned no file"));
+    }
+    Ok(file)
+}
+
 struct TfRead(UniquePtr<bridge::TfReadFile>);
 
 impl ReadAt for TfRead {
@@ -117,22 +130,12 @@ struct TensorFlowFileSystem;
 
 impl FileSystem for TensorFlowFileSystem {
     fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
-        let (mut code, mut message) = (OK, String::new());
-        let file = bridge::tf_open_read(url, &mut code, &mut message);
-        status(code, message)?;
-        if file.is_null() {
-            return Err(io::Error::other("TensorFlow returned no file"));
-        }
+        let file = opened(|code, message| bridge::tf_open_read(url, code, message))?;
         Ok(Box::new(TfRead(file)))
     }
 
     fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
-        let (mut code, mut message) = (OK, String::new());
-        let file = bridge::tf_create(url, &mut code, &mut message);
-        status(code, message)?;
-        if file.is_null() {
-            return Err(io::Error::other("TensorFlow returned no file"));
-        }
+        let file = opened(|code, message| bridge::tf_create(url, code, message))?;
         Ok(Box::new(TfWrite(file)))
     }
 

@@ -277,49 +277,47 @@ impl Fetcher {
                 let spares = spares.clone();
                 #[cfg(feature = "fault-injection")]
                 let test_panic = Arc::clone(&test_panic);
-                std::thread::Builder::new()
-                    .name("lirs-fetch".into())
-                    .spawn(move || loop {
-                        // The lock is held only while taking a job, never while reading.
-                        let job = match jobs.lock() {
-                            Ok(rx) => rx.recv(),
-                            Err(_) => return,
-                        };
-                        let Ok(job) = job else { return };
-                        if stopping.load(std::sync::atomic::Ordering::Relaxed) {
-                            continue; // the fetcher is gone: drain the queue unread
+                crate::pool::spawn("lirs-fetch", move || loop {
+                    // The lock is held only while taking a job, never while reading.
+                    let job = match jobs.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(job) = job else { return };
+                    if stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                        continue; // the fetcher is gone: drain the queue unread
+                    }
+                    // A panic must not kill the thread: the other threads keep the
+                    // done channel open, so the consumer would wait for this reply
+                    // forever. It becomes the job's (Internal) error instead; the
+                    // buffer it may have left half-written is dropped, not reused.
+                    let result = catch_unwind(AssertUnwindSafe(|| {
+                        #[cfg(feature = "fault-injection")]
+                        if test_panic.load(Ordering::Relaxed) {
+                            panic!("test panic injected into a fetch thread");
                         }
-                        // A panic must not kill the thread: the other threads keep the
-                        // done channel open, so the consumer would wait for this reply
-                        // forever. It becomes the job's (Internal) error instead; the
-                        // buffer it may have left half-written is dropped, not reused.
-                        let result = catch_unwind(AssertUnwindSafe(|| {
-                            #[cfg(feature = "fault-injection")]
-                            if test_panic.load(Ordering::Relaxed) {
-                                panic!("test panic injected into a fetch thread");
-                            }
-                            let mut batch = spares.take();
-                            let failed = read_part(&reader, &job.ids, &mut batch);
-                            PartRead { batch, failed }
-                        }))
-                        .map_err(|payload| {
-                            Error::Internal(format!(
-                                "panic in a tfrecord-lirs fetch thread reading {} instances \
+                        let mut batch = spares.take();
+                        let failed = read_part(&reader, &job.ids, &mut batch);
+                        PartRead { batch, failed }
+                    }))
+                    .map_err(|payload| {
+                        Error::Internal(format!(
+                            "panic in a tfrecord-lirs fetch thread reading {} instances \
                                  from instance {}: {}",
-                                job.ids.len(),
-                                job.ids.first().copied().unwrap_or_default(),
-                                panic_message(payload.as_ref())
-                            ))
-                        });
-                        let sent = done.send(Done {
-                            window: job.window,
-                            part: job.part,
-                            result,
-                        });
-                        if sent.is_err() {
-                            return;
-                        }
-                    })
+                            job.ids.len(),
+                            job.ids.first().copied().unwrap_or_default(),
+                            panic_message(payload.as_ref())
+                        ))
+                    });
+                    let sent = done.send(Done {
+                        window: job.window,
+                        part: job.part,
+                        result,
+                    });
+                    if sent.is_err() {
+                        return;
+                    }
+                })
             })
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::InvalidArgument(format!("cannot start fetch threads: {e}")))?;

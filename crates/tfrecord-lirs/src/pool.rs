@@ -1,6 +1,6 @@
 //! The crate's worker threads: how many to use, how they are named and started, and
 //! how helpers that share the caller's work are run and joined. Used by the parallel
-//! scan and the scanner's read-ahead; made for the fetch pool as well.
+//! scan, the scanner's read-ahead, the fetch pool and the lease watcher.
 //!
 //! Starting a thread can fail (resource limits); every user is written so that the
 //! work still gets done without it (the caller, or the other threads, do its share).

@@ -275,9 +275,7 @@ mod watcher {
         };
         reg.maps.push(Arc::downgrade(map));
         if !reg.running {
-            let started = std::thread::Builder::new()
-                .name("lirs-lease".into())
-                .spawn(watch);
+            let started = crate::pool::spawn("lirs-lease", watch);
             if started.is_ok() {
                 reg.running = true;
             } else {
