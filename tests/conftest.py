@@ -1,8 +1,9 @@
 """Shared helpers for the pytest conformance suite.
 
-Everything here is an independent Python reference: TFRecord framing and
-masked CRC32C are re-implemented from the format description, so the tests
-never take their expectations from the Rust implementation under test.
+Everything here is an independent Python reference: TFRecord framing and the
+CRC masking are re-implemented from the format description (the CRC-32C itself
+is Google's `google-crc32c`), so the tests never take their expectations from
+the Rust implementation under test.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import google_crc32c  # noqa: E402
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,27 +37,10 @@ TF_FILES = ["empty.tfrecord", "one.tfrecord", "sizes.tfrecord", "mixed.tfrecord"
 
 
 # --------------------------------------------------------------------------
-# CRC32C (Castagnoli, reflected polynomial 0x82F63B78) and TFRecord masking.
-
-def _make_crc_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC_TABLE = _make_crc_table()
-
+# CRC32C (Castagnoli) from Google's `google-crc32c` package, and TFRecord masking.
 
 def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    table = _CRC_TABLE
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+    return google_crc32c.value(bytes(data))
 
 
 def masked_crc32c(data: bytes) -> int:
