@@ -220,20 +220,6 @@ impl Error {
         }
     }
 
-    /// Constructor under the old variant's name, for callers not yet moved to
-    /// [`Error::invalid_argument`] (the fetch module).
-    #[allow(non_snake_case)]
-    pub(crate) fn InvalidArgument(message: String) -> Error {
-        Error::invalid_argument(message)
-    }
-
-    /// Constructor under the old variant's name, for callers not yet moved to
-    /// [`Error::internal`] (the fetch module).
-    #[allow(non_snake_case)]
-    pub(crate) fn Internal(message: String) -> Error {
-        Error::internal(message)
-    }
-
     fn message(kind: ErrorKind, message: String) -> Error {
         Error {
             kind,

@@ -255,7 +255,7 @@ impl Fetcher {
     /// Starts the pool; fetching begins with the first `next_window`.
     pub fn new(reader: Arc<Reader>, order: EpochOrder, options: FetchOptions) -> Result<Fetcher> {
         if options.window == 0 || options.depth == 0 {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "fetch options need window and depth of at least 1, got {options:?}"
             )));
         }
@@ -301,7 +301,7 @@ impl Fetcher {
                         PartRead { batch, failed }
                     }))
                     .map_err(|payload| {
-                        Error::Internal(format!(
+                        Error::internal(format!(
                             "panic in a tfrecord-lirs fetch thread reading {} instances \
                                  from instance {}: {}",
                             job.ids.len(),
@@ -320,7 +320,7 @@ impl Fetcher {
                 })
             })
             .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| Error::InvalidArgument(format!("cannot start fetch threads: {e}")))?;
+            .map_err(|e| Error::invalid_argument(format!("cannot start fetch threads: {e}")))?;
         let delivered = order.position();
         let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
         let low = order.position();
@@ -423,6 +423,16 @@ impl Fetcher {
     /// used up).
     fn hand_out(&mut self, positions: Vec<u64>) {
         let previous = std::mem::replace(&mut self.last, positions);
+        // In order (the usual case, and the hot path) the previous window is the run of
+        // positions from `low` (positions ascend): no set needed.
+        let run = previous.len() as u64;
+        if self.handed.is_empty()
+            && previous.first() == Some(&self.low)
+            && previous.last().is_some_and(|&p| p + 1 == self.low + run)
+        {
+            self.low += run;
+            return;
+        }
         self.handed.extend(previous);
         while self.handed.remove(&self.low) {
             self.low += 1;
@@ -535,8 +545,8 @@ impl Fetcher {
                 self.hand_out(positions);
                 return Some(Window {
                     ids,
-                    result: Err(Error::Internal(
-                        "tfrecord-lirs fetch threads stopped unexpectedly".into(),
+                    result: Err(Error::internal(
+                        "tfrecord-lirs fetch threads stopped unexpectedly",
                     )),
                 });
             };
@@ -545,7 +555,7 @@ impl Fetcher {
                 match (done.result, p.parts.get_mut(done.part)) {
                     (Ok(read), Some(slot)) => *slot = Some(read),
                     (Ok(_), None) => {
-                        p.error.get_or_insert(Error::Internal(format!(
+                        p.error.get_or_insert(Error::internal(format!(
                             "fetch thread answered for part {} of a window of {} parts",
                             done.part,
                             p.parts.len()
@@ -616,8 +626,8 @@ impl Fetcher {
         if self.test_panic.load(Ordering::Relaxed) {
             return Some(Window {
                 ids,
-                result: Err(Error::Internal(
-                    "test panic injected into a fetch thread (inline fetch)".into(),
+                result: Err(Error::internal(
+                    "test panic injected into a fetch thread (inline fetch)",
                 )),
             });
         }
