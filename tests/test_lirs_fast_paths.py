@@ -145,3 +145,34 @@ def test_damaged_instance_in_a_parallel_window_names_it(tmp_path, backend):
     # Skipping the bad one delivers every other instance exactly once.
     rest = _seq(ds.ignore_errors())
     assert sorted(rest) == sorted(recs[:123] + recs[124:])
+
+
+@pytest.mark.parametrize("backend,threads", [("auto", None), ("pread", 2), ("mmap", 1)])
+def test_batches_stay_intact_while_later_windows_reuse_buffers(padded, backend, threads):
+    """In-kernel batches view their payloads in the fetch's buffers (no copy per
+    record); a buffer is reused only once no string views it any more. Batches kept
+    across the epoch, copies made of their strings downstream (unbatch, slicing,
+    string ops), and elements kept after the dataset and its iterator are gone all
+    still hold the right bytes, while later windows keep reusing buffers."""
+    path, recs = padded
+    reference = _seq(LIRSDataset(path, seed=3, num_parallel_reads=1))
+    ds = LIRSDataset(path, seed=3, batch_size=32, backend=backend, num_parallel_reads=threads)
+    kept = []
+    it = iter(ds)
+    for k, batch in enumerate(it):
+        if k % 3 == 0:
+            kept.append((k, batch))  # held while 2 more windows are read after it
+    sliced = [(k, batch[5:9]) for k, batch in kept]  # a view of the same buffer in TF
+    # Downstream copies of viewed strings (a fresh dataset: the same first epoch).
+    elements = list(LIRSDataset(path, seed=3, batch_size=32, backend=backend).unbatch().take(40))
+    joined = [tf.strings.join([b, b"!"]) for _, b in kept[:3]]
+    del it, ds
+    for _ in range(3):  # more epochs of another dataset over the same file
+        _seq(LIRSDataset(path, seed=9, batch_size=32, backend=backend))
+    for k, batch in kept:
+        assert batch.numpy().tolist() == reference[32 * k:32 * (k + 1)], k
+    for k, part in sliced:
+        assert part.numpy().tolist() == reference[32 * k + 5:32 * k + 9], k
+    assert [e.numpy() for e in elements] == reference[:40]
+    for (k, _), j in zip(kept[:3], joined):
+        assert j.numpy().tolist() == [r + b"!" for r in reference[32 * k:32 * (k + 1)]]

@@ -43,6 +43,8 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/kernels/data/random_seed_ops.h"
 #include "tensorflow/core/platform/mutex.h"
+#include "tensorflow/core/platform/refcount.h"
+#include "tensorflow/core/platform/tstring.h"
 
 namespace tensorflow {
 namespace data {
@@ -51,10 +53,16 @@ namespace {
 using ::tfrecord_lirs::CallRust;
 using ::tfrecord_lirs::ffi::FetchCursor;
 using ::tfrecord_lirs::ffi::LirsReader;
+using ::tfrecord_lirs::ffi::WindowPayloads;
 namespace attr = ::tfrecord_lirs::attr;
 namespace ffi = ::tfrecord_lirs::ffi;
 
 constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
+
+// A window's payloads (Rust owns the buffers they were read into), shared by
+// reference count between the iterator and every tstring that views them: the
+// buffers go back to the fetch for reuse when the last of those is gone.
+using WindowOwner = tstring::owner<rust::Box<WindowPayloads>>;
 
 }  // namespace
 
@@ -278,14 +286,16 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       if (d->batch_size_ == 0) {
         Tensor record(ctx->allocator({}), DT_STRING, {});
         bool got = false;
-        TF_RETURN_IF_ERROR(NextPayloadLocked(&record.scalar<tstring>()(), &got));
+        TF_RETURN_IF_ERROR(NextPayloadLocked(&record.scalar<tstring>()(), &got,
+                                             /*share=*/false));
         *end_of_sequence = !got;
         if (got) out_tensors->push_back(std::move(record));
         return absl::OkStatus();
       }
       // A batch formed in the kernel (the paper's random assignment table ->
-      // batches): no per-element tf.data overhead. Payloads are copied once,
-      // from the window the cursor holds straight into the output tensor. If
+      // batches): no per-element tf.data overhead. Payloads are not copied:
+      // each string of the batch views its payload where the fetch read it
+      // (see NextPayloadLocked). If
       // an error interrupts the batch, the payloads already read move to
       // `partial_` and the next call (e.g. from ignore_errors) completes the
       // batch from there, so an error costs only its own instance.
@@ -302,7 +312,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           // ids, the last one shorter), whichever completed; never two.
           if (unordered_ && n > 0 && block_pos_ >= block_ids_.size()) break;
           bool got = false;
-          absl::Status s = NextPayloadLocked(&flat(n), &got);
+          absl::Status s = NextPayloadLocked(&flat(n), &got, /*share=*/true);
           if (!s.ok()) {
             for (int64_t i = 0; i < n; ++i) partial_.push_back(std::move(flat(i)));
             return s;
@@ -412,7 +422,13 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
    private:
     // The next payload of the order into `*out` (`*got` false at the end).
-    absl::Status NextPayloadLocked(tstring* out, bool* got)
+    // `share`: `*out` views the payload in the window's buffer and holds a
+    // reference to the window (no allocation, no copy per record); used for
+    // batches, whose strings come from the same few windows and live and die
+    // together. A single element would keep its whole window alive (e.g. in a
+    // downstream shuffle buffer), so elements get a copy; so do payloads that
+    // fit in a tstring's inline buffer.
+    absl::Status NextPayloadLocked(tstring* out, bool* got, bool share)
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       *got = false;
       if (block_pos_ >= block_ids_.size()) {
@@ -421,14 +437,24 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       }
       const size_t i = block_pos_++;
       ++emitted_;  // before reading: an error passes this position
-      try {
-        const rust::Slice<const uint8_t> payload = (*fetch_)->payload(i, status_);
-        out->assign(reinterpret_cast<const char*>(payload.data()),
-                    payload.size());
-      } catch (const rust::Error&) {
-        return ::tfrecord_lirs::TakeError(
-            status_,
-            absl::StrCat("LIRSDataset: reading instance ", block_ids_[i], ": "));
+      const WindowPayloads& window = *window_->value();
+      rust::Slice<const uint8_t> payload;
+      if (window_all_read_) {
+        payload = window.payload_at(i);  // the hot path: no status, no throw
+      } else {
+        try {
+          payload = window.payload(i, status_);
+        } catch (const rust::Error&) {
+          return ::tfrecord_lirs::TakeError(
+              status_, absl::StrCat("LIRSDataset: reading instance ",
+                                    block_ids_[i], ": "));
+        }
+      }
+      const char* data = reinterpret_cast<const char*>(payload.data());
+      if (share && payload.size() > TF_TString_SmallCapacity) {
+        out->assign_as_shared_view(data, payload.size(), window_.get());
+      } else {
+        out->assign(data, payload.size());
       }
       *got = true;
       return absl::OkStatus();
@@ -457,10 +483,14 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           return s;
         }
       }
+      window_.reset();
       absl::Status s = CallRust("LIRSDataset: ", [&](ffi::Status& st) {
         (*fetch_)->next_window(block_ids_, st);
       });
-      if (!s.ok()) {
+      if (s.ok()) {
+        window_.reset(new WindowOwner((*fetch_)->take_window()));
+        window_all_read_ = window_->value()->all_read();
+      } else {
         // The window failed as a whole (internal: a panic, dead fetch
         // threads); the cursor may be half-updated, so the next call builds a
         // fresh one after the position this error passes (unordered: from
@@ -510,6 +540,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       }));
       emitted_ = position + after.size();  // instances delivered
       rebuild_ = false;
+      window_.reset();
       block_ids_.clear();
       block_pos_ = 0;
       return absl::OkStatus();
@@ -529,8 +560,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     std::unique_ptr<rust::Box<FetchCursor>> fetch_ TF_GUARDED_BY(mu_);
     bool rebuild_ TF_GUARDED_BY(mu_) = false;
     uint64_t emitted_ TF_GUARDED_BY(mu_) = 0;  // Position in the epoch order.
-    // The current window's ids; its payloads are served by `fetch_` in place.
+    // The current window's ids and payloads (null before the first window).
     rust::Vec<uint64_t> block_ids_ TF_GUARDED_BY(mu_);
+    core::RefCountPtr<WindowOwner> window_ TF_GUARDED_BY(mu_);
+    bool window_all_read_ TF_GUARDED_BY(mu_) = false;
     size_t block_pos_ TF_GUARDED_BY(mu_) = 0;
     // Reused by the per-payload calls (no allocation while they succeed).
     ffi::Status status_ TF_GUARDED_BY(mu_){ffi::ErrorCode::Ok, rust::String()};

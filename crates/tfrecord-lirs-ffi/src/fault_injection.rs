@@ -121,7 +121,8 @@ mod tests {
         // A panic in `next_window` itself poisons the cursor for good.
         let mut c = cursor();
         assert!(c.next_window(&mut ids, &mut st).unwrap());
-        assert_eq!(c.payload(0, &mut st).unwrap().len(), 4);
+        let window = c.take_window();
+        assert_eq!(window.payload(0, &mut st).unwrap().len(), 4);
         arm_panic_point("next_window").unwrap();
         let err = c.next_window(&mut ids, &mut st).unwrap_err();
         arm_panic_point("").unwrap();
@@ -131,6 +132,8 @@ mod tests {
             assert_eq!(err.code, ErrorCode::Internal);
             assert!(err.message.contains("unusable"), "{err}");
         }
-        assert!(c.payload(0, &mut st).is_err());
+        assert!(c.take_window().payload(0, &mut st).is_err());
+        // A window taken before the panic stays readable.
+        assert_eq!(window.payload_at(0).len(), 4);
     }
 }

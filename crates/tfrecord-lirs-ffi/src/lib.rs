@@ -134,6 +134,9 @@ mod ffi {
         /// One iterator's epoch order with its I/O thread pool; not thread-safe
         /// (callers lock). Dropping it joins the threads.
         type FetchCursor;
+        /// The payloads of one window, owned by the caller (`take_window`);
+        /// immutable, so safe to share between threads.
+        type WindowPayloads;
 
         /// Checks an I/O backend name (the `backend` attr of the kernels).
         fn check_backend(backend: &str, status: &mut Status) -> Result<()>;
@@ -187,8 +190,8 @@ mod ffi {
         ) -> Result<u64>;
 
         /// Moves to the next window and puts its ids into `ids`; false at the end of
-        /// the epoch. Its payloads are then read with `payload`, in place. An error
-        /// here fails the whole window and is always `Internal` (a panic in Rust, dead
+        /// the epoch. Its payloads are then taken with `take_window`. An error here
+        /// fails the whole window and is always `Internal` (a panic in Rust, dead
         /// fetch threads): after a panic in this call the cursor is poisoned and every
         /// later call fails too.
         fn next_window(
@@ -196,11 +199,23 @@ mod ffi {
             ids: &mut Vec<u64>,
             status: &mut Status,
         ) -> Result<bool>;
-        /// Payload `i` of the current window, or the error reading that instance
-        /// (naming its file and byte). Valid until the next `next_window` call.
+        /// The payloads of the window the last `next_window` moved to, handed over:
+        /// they stay where they were read, valid as long as the box lives (an empty
+        /// window if there is none). Dropping the box gives the buffers back for reuse.
+        fn take_window(self: &mut FetchCursor) -> Box<WindowPayloads>;
+
+        /// Slots in the window (its ids).
+        fn len(self: &WindowPayloads) -> usize;
+        /// Whether every slot was read (no instance failed): then `payload_at` serves
+        /// every slot.
+        fn all_read(self: &WindowPayloads) -> bool;
+        /// Payload `i`: empty for a failed slot or one out of range (the per-record
+        /// path, no status: check `all_read` once per window instead).
         /// (`unsafe` only because cxx requires it to name the lifetime; safe to call.)
+        unsafe fn payload_at<'a>(self: &'a WindowPayloads, i: usize) -> &'a [u8];
+        /// Payload `i`, or the error reading that instance (naming its file and byte).
         unsafe fn payload<'a>(
-            self: &'a FetchCursor,
+            self: &'a WindowPayloads,
             i: usize,
             status: &mut Status,
         ) -> Result<&'a [u8]>;
@@ -348,6 +363,9 @@ const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<core::Reader>();
     assert_send_sync::<LirsReader>();
+    // A window is read by any thread holding a tensor that views it, and dropped by
+    // whichever lets go of it last.
+    assert_send_sync::<WindowPayloads>();
 };
 // Cursors move between TF threads (always under the iterator's mutex).
 const _: () = {
@@ -508,7 +526,7 @@ impl LirsReader {
                 }
                 Ok(Box::new(FetchCursor {
                     fetcher,
-                    current: None,
+                    current: WindowPayloads::default(),
                     poisoned: false,
                 }))
             }),
@@ -518,8 +536,8 @@ impl LirsReader {
 
 pub struct FetchCursor {
     fetcher: core::Fetcher,
-    /// The payloads of the window last returned by `next_window`.
-    current: Option<core::Payloads>,
+    /// The payloads of the window last returned by `next_window`, until taken.
+    current: WindowPayloads,
     /// Set when `next_window` panicked: the fetcher may be half-updated.
     poisoned: bool,
 }
@@ -535,18 +553,23 @@ impl FetchCursor {
         } = self;
         let result = guard_poisoning("next_window", poisoned, || {
             ids.clear();
-            // Dropping the last window hands its buffers back to the fetch threads.
-            *current = None;
+            // Dropping an untaken window hands its buffers back to the fetch threads.
+            *current = WindowPayloads::default();
             #[cfg(feature = "fault-injection")]
             fetcher.set_test_panic(fault_injection::armed("fetch_worker"));
             let Some(window) = fetcher.next_window() else {
                 return Ok(false);
             };
-            *current = Some(window.result?);
+            current.payloads = Some(window.result?);
             *ids = window.ids;
             Ok(true)
         });
         report(status, result)
+    }
+
+    /// Hands over the current window's payloads (public for Rust-side tests).
+    pub fn take_window(&mut self) -> Box<WindowPayloads> {
+        Box::new(std::mem::take(&mut self.current))
     }
 
     /// Where the consumer is (see the bridge declaration; public for Rust-side tests).
@@ -565,15 +588,45 @@ impl FetchCursor {
             }),
         )
     }
+}
 
-    /// Payload `i` of the current window (public for Rust-side tests).
-    pub fn payload<'a>(&'a self, i: usize, status: &mut Status) -> FfiResult<&'a [u8]> {
-        // Not guarded (it is called per element): panic-free by construction, a
-        // lookup with `get` and no arithmetic.
-        let result = match &self.current {
-            _ if self.poisoned => Err(FfiError::internal(
-                "`payload` on a cursor that is unusable after an earlier panic in it",
-            )),
+/// One window's payloads, where the fetch read them (see `take_window`). Its methods
+/// are called per record, so they are not guarded: panic-free by construction
+/// (lookups with `get`, no arithmetic).
+#[derive(Default)]
+pub struct WindowPayloads {
+    payloads: Option<core::Payloads>,
+}
+
+impl WindowPayloads {
+    /// Slots in the window.
+    pub fn len(&self) -> usize {
+        self.payloads.as_ref().map_or(0, core::Payloads::len)
+    }
+
+    /// Whether there are no slots.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether no slot failed.
+    pub fn all_read(&self) -> bool {
+        self.payloads
+            .as_ref()
+            .is_none_or(|p| p.failures().len() == 0)
+    }
+
+    /// Payload `i`; empty if it failed or is out of range.
+    pub fn payload_at(&self, i: usize) -> &[u8] {
+        match self.payloads.as_ref().and_then(|p| p.get(i)) {
+            Some(Ok(bytes)) => bytes,
+            _ => &[],
+        }
+    }
+
+    /// Payload `i`, or its error (public for Rust-side tests).
+    pub fn payload(&self, i: usize, status: &mut Status) -> FfiResult<&[u8]> {
+        let result = match &self.payloads {
             Some(payloads) => match payloads.get(i) {
                 Some(Ok(bytes)) => Ok(bytes),
                 Some(Err(e)) => Err(FfiError::from(e)),
@@ -583,7 +636,7 @@ impl FetchCursor {
                 ))),
             },
             None => Err(FfiError::internal(
-                "payload() with no current window (the last next_window failed or ended)",
+                "payload of no window (the last next_window failed or ended)",
             )),
         };
         report(status, result)
@@ -707,19 +760,27 @@ mod tests {
         bytes[off as usize + 12] ^= 1;
         std::fs::write(&path, bytes).unwrap();
 
-        // Inline (mapped, automatic threads) and with a pool of 2 threads.
+        // Mapped (automatic: one fetch thread) and with a pool of 2 threads.
         for (backend, parallel_reads) in [("mmap", -1), ("pread", 2)] {
             let mut st = ok_status();
             let reader = open_reader(&reader_spec(&path, backend), &mut st).unwrap();
             let mut fetch = reader.fetch_spec(16, parallel_reads, &mut st).unwrap();
-            assert_eq!(fetch.threads, if backend == "mmap" { 0 } else { 2 });
+            assert_eq!(fetch.threads, if backend == "mmap" { 1 } else { 2 });
             fetch.seed = 5;
             let mut cursor = reader.fetch(&fetch, &mut st).unwrap();
             let (mut ids, mut seen, mut failed) = (Vec::new(), 0, 0);
             while cursor.next_window(&mut ids, &mut st).unwrap() {
+                let window = cursor.take_window();
+                assert_eq!(window.len(), ids.len());
+                assert_eq!(window.all_read(), !ids.contains(&7));
                 for (i, &id) in ids.iter().enumerate() {
                     let mut st = ok_status();
-                    match cursor.payload(i, &mut st) {
+                    if window.all_read() {
+                        assert_eq!(window.payload_at(i), (id as u32).to_le_bytes());
+                    } else if id == 7 {
+                        assert!(window.payload_at(i).is_empty());
+                    }
+                    match window.payload(i, &mut st) {
                         Ok(p) => assert_eq!(p, (id as u32).to_le_bytes()),
                         Err(e) => {
                             assert_eq!(id, 7);
@@ -731,7 +792,8 @@ mod tests {
                     seen += 1;
                 }
                 let mut st = ok_status();
-                assert!(cursor.payload(ids.len(), &mut st).is_err());
+                assert!(window.payload(ids.len(), &mut st).is_err());
+                assert!(window.payload_at(ids.len()).is_empty());
                 assert_eq!(st.code, ErrorCode::Internal);
             }
             assert_eq!((seen, failed), (300, 1), "{backend}");

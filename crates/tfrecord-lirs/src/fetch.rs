@@ -130,8 +130,7 @@ const MIN_PART_IDS: usize = 16;
 pub const REMOTE_AUTO_THREADS: usize = 32;
 
 /// Used batches, handed back by the consumer so the threads reuse their buffers; at
-/// most `.1` are kept (one per thread is what the steady state needs; more would only
-/// hold memory).
+/// most `.1` are kept (more would only hold memory).
 #[derive(Clone)]
 struct Spares(Arc<Mutex<Vec<Batch>>>, usize);
 
@@ -265,7 +264,11 @@ impl Fetcher {
         let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         // At least one: with no threads, the consumer reuses its own last batch.
-        let spares = Spares(Arc::default(), options.threads.max(1));
+        // A window's buffers come back when its consumer lets go of its payloads,
+        // which can be several windows later (a caller that hands out views of them,
+        // as LIRSDataset's batches do): keep enough that the steady state reuses
+        // buffers instead of growing fresh ones.
+        let spares = Spares(Arc::default(), options.threads.max(1) + options.depth);
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
         let workers = (0..options.threads)
