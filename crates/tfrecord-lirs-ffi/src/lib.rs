@@ -211,9 +211,9 @@ mod ffi {
         fn all_read(self: &WindowPayloads) -> bool;
         /// Payload `i`: empty for a failed slot or one out of range (the per-record
         /// path, no status: check `all_read` once per window instead).
-        /// (`unsafe` only because cxx requires it to name the lifetime; safe to call.)
-        unsafe fn payload_at<'a>(self: &'a WindowPayloads, i: usize) -> &'a [u8];
+        fn payload_at(self: &WindowPayloads, i: usize) -> &[u8];
         /// Payload `i`, or the error reading that instance (naming its file and byte).
+        /// (`unsafe` only because cxx requires it to name the lifetime; safe to call.)
         unsafe fn payload<'a>(
             self: &'a WindowPayloads,
             i: usize,
