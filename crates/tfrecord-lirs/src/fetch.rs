@@ -783,8 +783,12 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Cuts a window into at most `parts` id lists, each a set of whole runs of consecutive
 /// ids (sorted), balanced by count. Also returns where each position of `ids` lands:
-/// (list, index in the list).
+/// (list, index in the list). One part is the window as it is (the read finds its runs
+/// itself), without sorting it.
 fn split_runs(ids: &[u64], parts: usize) -> (Vec<Vec<u64>>, Vec<(usize, usize)>) {
+    if parts <= 1 {
+        return (vec![ids.to_vec()], (0..ids.len()).map(|k| (0, k)).collect());
+    }
     let mut by_id: Vec<usize> = (0..ids.len()).collect();
     by_id.sort_unstable_by_key(|&k| ids[k]);
     let target = ids.len().div_ceil(parts.max(1));
@@ -825,6 +829,12 @@ mod tests {
         assert!(parts.iter().any(|p| p.windows(3).any(|w| w == [3, 4, 5])));
         assert!(parts.iter().any(|p| p.windows(3).any(|w| w == [9, 10, 11])));
         // Every position points at its own id.
+        for (k, &(p, j)) in slots.iter().enumerate() {
+            assert_eq!(parts[p][j], ids[k]);
+        }
+        // One part: the window as it is.
+        let (parts, slots) = split_runs(&ids, 1);
+        assert_eq!(parts, vec![ids.to_vec()]);
         for (k, &(p, j)) in slots.iter().enumerate() {
             assert_eq!(parts[p][j], ids[k]);
         }
