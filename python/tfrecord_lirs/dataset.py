@@ -40,10 +40,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
         defines the pages of `page_aware` shuffling. Default 4096.
       batch_size: (keyword only) if set, elements are 1-D tf.string tensors of
         `batch_size` payloads formed inside the kernel (no per-element tf.data
-        overhead); the last batch may be smaller unless `drop_remainder`.
+        overhead); the last batch may be smaller unless `drop_remainder`. The
+        strings of a batch view the buffer its payloads were read into (no copy
+        per record); keeping any of them, or a string copied from one, keeps
+        that buffer alive.
       drop_remainder: (keyword only) drop a last batch smaller than batch_size.
       num_parallel_reads: (keyword only) I/O threads reading the order ahead of
-        the consumer; None or tf.data.AUTOTUNE chooses automatically. The
+        the consumer; None or tf.data.AUTOTUNE chooses automatically (one over
+        memory-mapped local files, two with positioned reads, 32 for URLs). The
         sequence is the same for every value.
       backend: (keyword only) how records are read: "auto" (default: pread,
         plus a memory map of files of small records while the kernel grants a
