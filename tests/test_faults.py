@@ -118,7 +118,9 @@ def test_panic_in_the_single_read_fallback(data):
 
 
 def test_truncated_underneath_is_data_loss(tmp_path):
-    recs = _records(2000, 3)
+    # Enough records that the truncation lands beyond what is read ahead (windows of
+    # ~384 KiB, 4 ahead) when it happens.
+    recs = _records(40000, 3)
     path = _write(tmp_path / "t.tfrecord", recs)
     tfrecord_lirs.build_offset_table(path)
     it = iter(LIRSDataset(path, seed=2, num_parallel_reads=2))
@@ -131,7 +133,7 @@ def test_truncated_underneath_is_data_loss(tmp_path):
         for _ in it:
             got += 1
     assert re.search(r"byte \d+", e.value.message), e.value.message
-    assert got < 2000
+    assert got < len(recs)
 
 
 @pytest.mark.parametrize("batch_size", [None, 64])
@@ -140,7 +142,7 @@ def test_truncated_underneath_the_default_mapped_backend_is_data_loss(tmp_path, 
     # them on the consumer's thread: the truncation must revoke the map first (it
     # returns, it does not wait for the kernel's lease-break-time), then reads fail
     # cleanly through pread instead of killing the process with SIGBUS.
-    recs = _records(3000, 4)
+    recs = _records(40000, 4)  # more than is read ahead (see above)
     path = _write(tmp_path / "m.tfrecord", recs)
     tfrecord_lirs.build_offset_table(path)
     it = iter(LIRSDataset(path, seed=2, batch_size=batch_size))

@@ -95,9 +95,19 @@ pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
         .collect())
 }
 
-/// The smallest fetch window of a LIRSDataset, in ids (a batch larger than this is
-/// one window).
+/// About how many bytes of data a LIRSDataset's fetch window spans: each window is one
+/// job for a fetch thread (a hand-off and a wake-up each way) and starts its prefetch
+/// pipeline cold, so windows should be long, but its buffer should stay in the fetching
+/// core's L2 cache, and a batch's strings keep their whole window alive. Measured with
+/// batches of 256 over the bench file (mean span ~380 B, `make bench`'s data; each
+/// figure a fresh process, 3-4 interleaved rounds): 64 ids 1.91-2.34 M rec/s, 1024 ids
+/// (~380 KiB) 2.48-2.72 M, 4096 ids (~1.5 MiB) 2.29-2.41 M.
+const DATASET_WINDOW_BYTES: u64 = 384 * 1024;
+/// The fewest ids in a LIRSDataset window (files of large records: a window of
+/// several records still spreads over the fetch threads).
 const DATASET_MIN_WINDOW: usize = 64;
+/// The most ids in a LIRSDataset window (files of tiny records).
+const DATASET_MAX_WINDOW: usize = 4096;
 /// Windows a LIRSDataset reads ahead of its consumer.
 const DATASET_WINDOWS_AHEAD: usize = 4;
 /// Fetch threads of a LIRSDataset over mapped files (where the core would read on the
@@ -108,11 +118,28 @@ const DATASET_WINDOWS_AHEAD: usize = 4;
 /// threads no better than one.
 const DATASET_MAPPED_THREADS: usize = 1;
 
+/// The ids per fetch window of a LIRSDataset over `reader` with batches of `batch`
+/// (0: none): about [`DATASET_WINDOW_BYTES`] of data, within
+/// [`DATASET_MIN_WINDOW`]..=[`DATASET_MAX_WINDOW`] ids, and at least one batch. Remote
+/// files keep the smallest windows: there a window is many requests, and with
+/// unordered delivery a slow one holds up its whole window.
+fn dataset_window(reader: &core::Reader, batch: usize) -> usize {
+    if reader.is_remote() {
+        return DATASET_MIN_WINDOW.max(batch);
+    }
+    let mean = reader.layout().mean_span_bytes().max(1);
+    let by_bytes = usize::try_from(DATASET_WINDOW_BYTES / mean).unwrap_or(DATASET_MAX_WINDOW);
+    by_bytes
+        .clamp(DATASET_MIN_WINDOW, DATASET_MAX_WINDOW)
+        .max(batch)
+}
+
 /// The fetch settings of a LIRSDataset with `batch_size` (0: unbatched) and
 /// `num_parallel_reads` (-1: automatic, else at least 1) over `reader` now: automatic
 /// threads are [`core::FetchOptions::auto_threads`], but at least one (one while the
-/// reader maps its files, see `DATASET_MAPPED_THREADS`). The order fields are left at their neutral values (seed 0, epoch 0, shard
-/// 0 of 1, position 0) for the caller to set.
+/// reader maps its files, see `DATASET_MAPPED_THREADS`); windows as `dataset_window`.
+/// The order fields are left at their neutral values (seed 0, epoch 0, shard 0 of 1,
+/// position 0) for the caller to set.
 pub fn dataset_fetch_spec(
     reader: &core::Reader,
     batch_size: i64,
@@ -141,7 +168,7 @@ pub fn dataset_fetch_spec(
         shard_index: 0,
         position: 0,
         threads,
-        window: DATASET_MIN_WINDOW.max(batch),
+        window: dataset_window(reader, batch),
         depth: DATASET_WINDOWS_AHEAD,
         unordered: false,
         batch_size: batch,
@@ -174,6 +201,34 @@ pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader of a padded file of `n` records of `len` bytes each.
+    fn reader_of(dir: &std::path::Path, n: usize, len: usize) -> core::Reader {
+        let path = dir.join(format!("{n}x{len}"));
+        let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for _ in 0..n {
+            w.write(&vec![7u8; len]).unwrap();
+        }
+        w.finish().unwrap();
+        core::Reader::open_one(&path, None, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn dataset_windows_span_about_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let window = |n, len, batch| {
+            let reader = reader_of(dir.path(), n, len);
+            dataset_fetch_spec(&reader, batch, -1).unwrap().window
+        };
+        // ~380-byte spans: ~1000 ids; tiny records: capped; 64 KiB records: the floor.
+        let mid = window(3000, 362, 0);
+        assert!((900..=1100).contains(&mid), "{mid}");
+        assert_eq!(window(3000, 4, 0), DATASET_MAX_WINDOW);
+        assert_eq!(window(40, 64 << 10, 0), DATASET_MIN_WINDOW);
+        // Never smaller than one batch.
+        assert_eq!(window(3000, 362, 5000), 5000);
+        assert_eq!(window(40, 64 << 10, 256), 256);
+    }
 
     #[test]
     fn page_sizes() {

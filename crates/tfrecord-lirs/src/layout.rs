@@ -59,6 +59,13 @@ impl Layout {
         self.len
     }
 
+    /// The data files' bytes per instance on average (a span: the record with its
+    /// framing and any padding after it); 0 with no instances.
+    pub fn mean_span_bytes(&self) -> u64 {
+        let bytes: u64 = self.files.iter().map(|f| f.size).sum();
+        bytes.checked_div(self.len).unwrap_or(0)
+    }
+
     /// Whether there are no instances.
     pub fn is_empty(&self) -> bool {
         self.len == 0
