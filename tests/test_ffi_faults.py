@@ -28,7 +28,9 @@ N = 120
 
 @pytest.fixture
 def data(tmp_path):
-    recs = [b"%05d:" % i + b"x" * (i % 50) for i in range(N)]
+    # ~4 KB records: the fetch's windows (~384 KiB of data) then cut the file into
+    # more than one.
+    recs = [b"%05d:" % i + b"x" * (4000 + i % 50) for i in range(N)]
     path = str(tmp_path / "d.tfrecord")
     with tf.io.TFRecordWriter(path) as w:
         for r in recs:
@@ -76,7 +78,7 @@ def test_panicked_cursor_is_rebuilt_not_reused(data):
             it = iter(LIRSDataset(path, seed=3, batch_size=batch_size))
             first = next(it).numpy()
             set_panic_point("next_window")
-            # The first window (64 ids) is already fetched: drain it.
+            # The first window is already fetched: drain it.
             got = [first]
             while True:
                 try:
@@ -87,10 +89,17 @@ def test_panicked_cursor_is_rebuilt_not_reused(data):
             set_panic_point("")
             got += [x.numpy() for x in it]
             flat = [r for x in got for r in (x if batch_size else [x])]
-            print("SEQ", batch_size, len(flat), flat == full[:64] + full[65:])
+            # Exactly the position whose window failed is passed: the first window
+            # (its size is the fetch's choice), then the rest of the order.
+            w = next((i for i, (a, b) in enumerate(zip(flat, full)) if a != b), len(flat))
+            print("SEQ", batch_size, len(flat),
+                  0 < w < len(full) and flat == full[:w] + full[w + 1:])
+            print("WINDOW", batch_size, w)
     """, path=path)
     assert f"SEQ None {N - 1} True" in lines
     assert f"SEQ 7 {N - 1} True" in lines
+    windows = {line.split()[2] for line in lines if line.startswith("WINDOW")}
+    assert len(windows) == 1, lines  # the same window either way
 
 
 def test_failed_restore_is_internal_error_and_the_iterator_lives_on(data, tmp_path):

@@ -295,10 +295,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       // A batch formed in the kernel (the paper's random assignment table ->
       // batches): no per-element tf.data overhead. Payloads are not copied:
       // each string of the batch views its payload where the fetch read it
-      // (see NextPayloadLocked). If
-      // an error interrupts the batch, the payloads already read move to
-      // `partial_` and the next call (e.g. from ignore_errors) completes the
-      // batch from there, so an error costs only its own instance.
+      // (see NextPayloadLocked). If an error interrupts the batch, the
+      // payloads already read move to `partial_` and the next call (e.g. from
+      // ignore_errors) completes the batch from there, so an error costs only
+      // its own instance.
       const int64_t batch_size = d->batch_size_;
       Tensor records(ctx->allocator({}), DT_STRING, {batch_size});
       auto flat = records.flat<tstring>();

@@ -96,7 +96,10 @@ mod tests {
             let mut st = ok_status();
             let mut fetch = reader.fetch_spec(0, 2, &mut st).unwrap();
             fetch.seed = 1;
-            fetch.depth = 2; // windows in flight when the fault is cleared fail too
+            // Several windows (the default window would span all 300 tiny records);
+            // windows in flight when the fault is cleared fail too.
+            fetch.window = 64;
+            fetch.depth = 2;
             reader.fetch(&fetch, &mut st).unwrap()
         };
         let mut ids = Vec::new();
