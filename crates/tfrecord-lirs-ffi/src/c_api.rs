@@ -316,6 +316,32 @@ unsafe fn writer_mut<'a>(writer: *mut Writer) -> FfiResult<&'a mut Writer> {
     unsafe { writer.as_mut() }.ok_or_else(|| FfiError::invalid("no PaddedWriter handle given"))
 }
 
+/// Runs `f` on the writer behind `writer` (its file, and the input -> instance mapping
+/// `finish` fills) as entry point `point`: a panic poisons the handle for good; the
+/// outcome goes to `err` and the return code, the C ABI's convention.
+///
+/// # Safety
+/// `writer` is NULL or a live, unshared handle; `err` holds `err_len` bytes (or is NULL).
+unsafe fn with_writer(
+    writer: *mut Writer,
+    point: &str,
+    err: *mut c_char,
+    err_len: usize,
+    f: impl FnOnce(&mut Option<core::PaddedWriter>, &mut Vec<u64>) -> FfiResult<()>,
+) -> i32 {
+    let result = (|| {
+        // SAFETY: by this function's contract.
+        let Writer {
+            inner,
+            poisoned,
+            instance_of_input,
+        } = unsafe { writer_mut(writer) }?;
+        guard_poisoning(point, poisoned, || f(inner, instance_of_input))
+    })();
+    // SAFETY: by this function's contract.
+    unsafe { finish(result, err, err_len) }
+}
+
 /// Writes one record `data[..len]`; `*index` receives its instance id (with best fit:
 /// its input index, see [`lirs_writer_instance_of_input`]).
 ///
@@ -330,29 +356,23 @@ pub unsafe extern "C" fn lirs_writer_write(
     err: *mut c_char,
     err_len: usize,
 ) -> i32 {
-    let result = (|| {
-        // SAFETY: by this function's contract.
-        let Writer {
-            inner, poisoned, ..
-        } = unsafe { writer_mut(writer) }?;
+    let write = |inner: &mut Option<core::PaddedWriter>, _: &mut Vec<u64>| {
+        let Some(w) = inner.as_mut() else {
+            return Err(FfiError::invalid("write() on a closed PaddedWriter"));
+        };
         let payload = if len == 0 {
             &[][..]
         } else {
             // SAFETY: `data` is valid for `len` > 0 bytes, by this function's contract.
             unsafe { std::slice::from_raw_parts(data, len) }
         };
-        guard_poisoning("write", poisoned, || match inner.as_mut() {
-            Some(w) => {
-                let i = w.write(payload)?;
-                // SAFETY: by this function's contract.
-                unsafe { store(index, i) };
-                Ok(())
-            }
-            None => Err(FfiError::invalid("write() on a closed PaddedWriter")),
-        })
-    })();
+        let i = w.write(payload)?;
+        // SAFETY: by this function's contract.
+        unsafe { store(index, i) };
+        Ok(())
+    };
     // SAFETY: by this function's contract.
-    unsafe { finish(result, err, err_len) }
+    unsafe { with_writer(writer, "write", err, err_len, write) }
 }
 
 /// Finishes the file and its table (renamed into place); `*summary` receives what was
@@ -367,26 +387,18 @@ pub unsafe extern "C" fn lirs_writer_finish(
     err: *mut c_char,
     err_len: usize,
 ) -> i32 {
-    let result = (|| {
+    let finish_file = |inner: &mut Option<core::PaddedWriter>, instance_of_input: &mut Vec<u64>| {
+        let Some(w) = inner.take() else {
+            return Err(FfiError::invalid("PaddedWriter is already closed"));
+        };
+        let written = w.finish()?;
         // SAFETY: by this function's contract.
-        let Writer {
-            inner,
-            poisoned,
-            instance_of_input,
-        } = unsafe { writer_mut(writer) }?;
-        guard_poisoning("finish", poisoned, || match inner.take() {
-            Some(w) => {
-                let written = w.finish()?;
-                // SAFETY: by this function's contract.
-                unsafe { store(summary, PadSummary::from(&written)) };
-                *instance_of_input = written.instance_of_input.unwrap_or_default();
-                Ok(())
-            }
-            None => Err(FfiError::invalid("PaddedWriter is already closed")),
-        })
-    })();
+        unsafe { store(summary, PadSummary::from(&written)) };
+        *instance_of_input = written.instance_of_input.unwrap_or_default();
+        Ok(())
+    };
     // SAFETY: by this function's contract.
-    unsafe { finish(result, err, err_len) }
+    unsafe { with_writer(writer, "finish", err, err_len, finish_file) }
 }
 
 /// Copies up to `n` entries of the finished writer's input → instance mapping into
