@@ -45,7 +45,9 @@ def write_tf(path, records):
 
 
 def items(ds):
-    return [x.numpy() for x in ds]
+    """The elements of `ds`: payloads, and in-kernel batches as tuples of them
+    (hashable, comparable)."""
+    return [x.numpy() if x.shape.rank == 0 else tuple(x.numpy()) for x in ds]
 
 
 def multiset(values):

@@ -23,14 +23,10 @@ if str(REPO / "python") not in sys.path:
     sys.path.insert(0, str(REPO / "python"))
 
 import tfrecord_lirs  # noqa: E402
-from test_lirs_dataset import _check_restore, payloads, write_tf  # noqa: E402
+from test_lirs_dataset import _check_restore, items, payloads, write_tf  # noqa: E402
 from tfrecord_lirs import LIRSDataset  # noqa: E402
 
 PAGE = 512
-
-
-def items(ds):
-    return [x.numpy() if x.shape.rank == 0 else list(x.numpy()) for x in ds]
 
 
 def to_ram(local, directory):

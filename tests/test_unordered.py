@@ -27,14 +27,10 @@ if str(REPO / "python") not in sys.path:
 
 import tfrecord_lirs  # noqa: E402
 from gcs_emulator import BUCKET, require_namespace, run_with_gcs  # noqa: E402
-from test_lirs_dataset import payloads, write_tf  # noqa: E402
+from test_lirs_dataset import items, payloads, write_tf  # noqa: E402
 from tfrecord_lirs import LIRSDataset  # noqa: E402
 
 PAGE = 512
-
-
-def items(ds):
-    return [x.numpy() if x.shape.rank == 0 else tuple(x.numpy()) for x in ds]
 
 
 def unordered_options(ds):
