@@ -1,0 +1,427 @@
+//! Order version 2: epoch orders in O(1) memory, position → id through keyed bijections
+//! (`docs/FORMAT.md` §5.8 is the contract; this is its only implementation).
+//!
+//! * **Bijection of `[0, n)`**: a balanced Feistel network of 8 rounds over the smallest
+//!   even-bit domain `2^b ≥ n` (`b ≥ 2`), cycle-walking until the value is below `n`.
+//!   Round function `F(k, R) = mix64(R ⊕ k)` (the SplitMix64 finalizer), truncated to the
+//!   half width.
+//! * **Key schedule**: SplitMix64. `(seed, epoch, purpose, extra)` are absorbed one word
+//!   at a time, `h ← mix64((h ⊕ w) + γ)`, then the 8 round keys are the next 8 outputs
+//!   of a SplitMix64 generator whose state starts at `h`. Purposes: 4 = instances,
+//!   5 = units, 6 = inside one unit (`extra` = the unit's index).
+//! * **Page-aware**: a unit is `C` consecutive ids (`C` = the instances a page holds on
+//!   average, so in a padded file of equal records a unit is one page); units are
+//!   permuted, then the ids inside each unit. Every unit but the last has exactly `C`
+//!   ids, so a position's unit is found with one division and one inverse bijection
+//!   per epoch (where the short unit went), never a prefix sum over units.
+//! * **Shards**: shard `k` of `K` reads positions `[⌊kN/K⌋, ⌊(k+1)N/K⌋)`, as in order
+//!   version 1.
+//!
+//! Nothing is stored per instance or per unit: an [`OrderV2`] is a few words, starting an
+//! epoch costs a few dozen multiplications, and any position is computed on its own.
+
+use std::ops::Range;
+
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::order::{shard_bound, OrderSpec};
+
+/// SplitMix64's increment (the golden ratio in 64 bits).
+const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+/// Feistel rounds. TensorFlow's `index_shuffle` also uses 8 (Simon rounds); the
+/// statistical tests (`tests/orders_v2.rs`) pass with margin at 8 on domains of 4 ids up.
+pub(crate) const ROUNDS: usize = 8;
+
+pub(crate) const PURPOSE_INSTANCES: u64 = 4;
+pub(crate) const PURPOSE_UNITS: u64 = 5;
+pub(crate) const PURPOSE_IN_UNIT: u64 = 6;
+
+/// The SplitMix64 finalizer: a bijection of `u64` with full avalanche.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The round keys for `(seed, epoch, purpose, extra)`.
+fn round_keys(seed: u64, epoch: u64, purpose: u64, extra: u64) -> [u64; ROUNDS] {
+    let mut h = 0u64;
+    for word in [seed, epoch, purpose, extra] {
+        h = mix64((h ^ word).wrapping_add(GAMMA));
+    }
+    let mut keys = [0u64; ROUNDS];
+    for key in &mut keys {
+        h = h.wrapping_add(GAMMA);
+        *key = mix64(h);
+    }
+    keys
+}
+
+/// A keyed bijection of `[0, n)`: Feistel over `2^b` values with cycle-walking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bijection {
+    n: u64,
+    half_bits: u32,
+    keys: [u64; ROUNDS],
+}
+
+impl Bijection {
+    pub(crate) fn new(n: u64, keys: [u64; ROUNDS]) -> Bijection {
+        // b = max(2, ⌈log2 n⌉ rounded up to even); b ≤ 64 for every u64 n.
+        let log2 = if n <= 1 {
+            0
+        } else {
+            64 - (n - 1).leading_zeros()
+        };
+        let bits = log2.max(2).next_multiple_of(2);
+        Bijection {
+            n,
+            half_bits: bits / 2,
+            keys,
+        }
+    }
+
+    fn keyed(n: u64, spec: &OrderSpec, purpose: u64, extra: u64) -> Bijection {
+        Bijection::new(n, round_keys(spec.seed, spec.epoch, purpose, extra))
+    }
+
+    fn mask(&self) -> u64 {
+        (1u64 << self.half_bits) - 1
+    }
+
+    /// One pass of the network over `2^b` values.
+    fn encrypt(&self, x: u64) -> u64 {
+        let mask = self.mask();
+        let (mut left, mut right) = (x >> self.half_bits, x & mask);
+        for &k in &self.keys {
+            (left, right) = (right, left ^ (mix64(right ^ k) & mask));
+        }
+        (left << self.half_bits) | right
+    }
+
+    fn decrypt(&self, y: u64) -> u64 {
+        let mask = self.mask();
+        let (mut left, mut right) = (y >> self.half_bits, y & mask);
+        for &k in self.keys.iter().rev() {
+            (left, right) = (right ^ (mix64(left ^ k) & mask), left);
+        }
+        (left << self.half_bits) | right
+    }
+
+    /// The image of `x < n` (cycle-walk: encrypt again until the value is below `n`;
+    /// fewer than 4 passes on average since `2^b < 4n`).
+    pub(crate) fn apply(&self, x: u64) -> u64 {
+        debug_assert!(x < self.n);
+        let mut y = self.encrypt(x);
+        while y >= self.n {
+            y = self.encrypt(y);
+        }
+        y
+    }
+
+    /// The preimage of `y < n`.
+    pub(crate) fn invert(&self, y: u64) -> u64 {
+        debug_assert!(y < self.n);
+        let mut x = self.decrypt(y);
+        while x >= self.n {
+            x = self.decrypt(x);
+        }
+        x
+    }
+}
+
+/// The ids per page-aware unit of order version 2 for `layout`:
+/// `max(1, ⌊P·N / B⌋)` with `P` the page size, `N` the instances and `B` the data files'
+/// total size — the instances a page holds on average (1 without instances). Needs only
+/// per-file sizes and counts, no offset table.
+pub fn ids_per_unit(layout: &Layout) -> u64 {
+    let bytes: u64 = layout.files.iter().map(|f| f.size).sum();
+    if bytes == 0 {
+        return 1;
+    }
+    let per_page = u128::from(layout.page.get()) * u128::from(layout.len()) / u128::from(bytes);
+    (per_page as u64).max(1)
+}
+
+/// One shard's epoch order, version 2: a pure function from a position to an id.
+///
+/// Holds a few words (the spec, the shard's bounds, two sets of round keys); nothing
+/// per instance or per unit. Positions are the shard's own, `0..len()`.
+///
+/// ```
+/// use tfrecord_lirs::{OrderSpec, OrderV2};
+/// let spec = OrderSpec { seed: 7, epoch: 3, num_shards: 4, shard_index: 1, ..Default::default() };
+/// let order = OrderV2::new(1_000_000_000_000, 1, &spec)?;
+/// assert_eq!(order.len(), 250_000_000_000);
+/// let id = order.id_at(123_456_789)?;
+/// assert_eq!(order.position_of(id), Some(123_456_789));
+/// let mut window = Vec::new();
+/// order.ids_into(10..20, &mut window)?;
+/// assert_eq!(window.len(), 10);
+/// # Ok::<(), tfrecord_lirs::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderV2 {
+    spec: OrderSpec,
+    /// `N`, all shards' instances.
+    instances: u64,
+    /// `C`: ids per unit (1 when instance-based).
+    unit_len: u64,
+    /// The bijection over instances (instance-based) or over units (page-aware).
+    outer: Bijection,
+    /// Page-aware: the epoch slot of the last, possibly short, unit.
+    short_slot: u64,
+    /// Page-aware: the last unit's length, `1..=C`.
+    last_len: u64,
+    /// The shard's positions in the epoch order.
+    lo: u64,
+    hi: u64,
+}
+
+impl OrderV2 {
+    /// The order of `instances` ids for `spec`; `ids_per_unit` is `C` for page-aware
+    /// orders (see [`ids_per_unit`]; at least 1) and ignored otherwise.
+    pub fn new(instances: u64, ids_per_unit: u64, spec: &OrderSpec) -> Result<OrderV2> {
+        crate::options::shard(spec.num_shards, spec.shard_index)?;
+        if spec.page_aware && ids_per_unit == 0 {
+            return Err(Error::invalid_argument(
+                "a page-aware unit must hold at least 1 instance",
+            ));
+        }
+        let unit_len = if spec.page_aware { ids_per_unit } else { 1 };
+        let lo = shard_bound(instances, spec.shard_index, spec.num_shards);
+        let hi = shard_bound(instances, spec.shard_index + 1, spec.num_shards);
+        let mut order = OrderV2 {
+            spec: *spec,
+            instances,
+            unit_len,
+            outer: Bijection::keyed(instances, spec, PURPOSE_INSTANCES, 0),
+            short_slot: 0,
+            last_len: 1,
+            lo,
+            hi,
+        };
+        if spec.page_aware && instances > 0 {
+            let units = instances.div_ceil(unit_len);
+            order.outer = Bijection::keyed(units, spec, PURPOSE_UNITS, 0);
+            order.short_slot = order.outer.invert(units - 1);
+            order.last_len = instances - (units - 1) * unit_len;
+        }
+        Ok(order)
+    }
+
+    /// The order of `layout`'s instances for `spec` (units of [`ids_per_unit`]).
+    pub fn for_layout(layout: &Layout, spec: &OrderSpec) -> Result<OrderV2> {
+        OrderV2::new(layout.len(), ids_per_unit(layout), spec)
+    }
+
+    /// Positions in this shard: `⌊(k+1)N/K⌋ − ⌊kN/K⌋`, the same every epoch.
+    pub fn len(&self) -> u64 {
+        self.hi - self.lo
+    }
+
+    /// Whether the shard has no positions.
+    pub fn is_empty(&self) -> bool {
+        self.hi == self.lo
+    }
+
+    /// The spec this order was made from.
+    pub fn spec(&self) -> &OrderSpec {
+        &self.spec
+    }
+
+    /// Ids per unit: `C` page-aware, 1 instance-based.
+    pub fn unit_len(&self) -> u64 {
+        self.unit_len
+    }
+
+    fn check_position(&self, position: u64) -> Result<()> {
+        if position >= self.len() {
+            return Err(Error::invalid_argument(format!(
+                "position {position} is past the end of this epoch order ({} ids)",
+                self.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The id at `position` (`< len()`).
+    pub fn id_at(&self, position: u64) -> Result<u64> {
+        self.check_position(position)?;
+        Ok(self.id_at_global(self.lo + position, &mut None))
+    }
+
+    /// Appends the ids at `positions` (within `0..=len()`) to `out`, in order.
+    pub fn ids_into(&self, positions: Range<u64>, out: &mut Vec<u64>) -> Result<()> {
+        if positions.start > positions.end || positions.end > self.len() {
+            return Err(Error::invalid_argument(format!(
+                "positions {}..{} are not within this epoch order (0..{})",
+                positions.start,
+                positions.end,
+                self.len()
+            )));
+        }
+        out.reserve((positions.end - positions.start) as usize);
+        let mut unit = None;
+        for p in positions {
+            out.push(self.id_at_global(self.lo + p, &mut unit));
+        }
+        Ok(())
+    }
+
+    /// The shard position just past the unit that holds `position` (`< len()`), or
+    /// `len()` if the shard ends first: a window ending there never splits a unit
+    /// between two reads. Instance-based, `position + 1`.
+    pub fn unit_end(&self, position: u64) -> Result<u64> {
+        self.check_position(position)?;
+        let (slot, offset) = self.slot_of(self.lo + position);
+        let len = self.slot_len(slot);
+        Ok((self.lo + position + (len - offset)).min(self.hi) - self.lo)
+    }
+
+    /// The position of `id` in this shard, `None` if another shard (or no shard) has it.
+    pub fn position_of(&self, id: u64) -> Option<u64> {
+        if id >= self.instances {
+            return None;
+        }
+        let global = if self.spec.page_aware {
+            let (unit, within) = (id / self.unit_len, id % self.unit_len);
+            let offset = self.inner(unit).invert(within);
+            self.slot_start(self.outer.invert(unit)) + offset
+        } else {
+            self.outer.invert(id)
+        };
+        (self.lo..self.hi)
+            .contains(&global)
+            .then(|| global - self.lo)
+    }
+
+    fn units(&self) -> u64 {
+        self.instances.div_ceil(self.unit_len)
+    }
+
+    /// The bijection inside `unit`.
+    fn inner(&self, unit: u64) -> Bijection {
+        let len = if unit + 1 == self.units() {
+            self.last_len
+        } else {
+            self.unit_len
+        };
+        Bijection::keyed(len, &self.spec, PURPOSE_IN_UNIT, unit)
+    }
+
+    fn slot_len(&self, slot: u64) -> u64 {
+        if slot == self.short_slot {
+            self.last_len
+        } else {
+            self.unit_len
+        }
+    }
+
+    /// The first epoch position of `slot`.
+    fn slot_start(&self, slot: u64) -> u64 {
+        if slot <= self.short_slot {
+            slot * self.unit_len
+        } else {
+            slot * self.unit_len - (self.unit_len - self.last_len)
+        }
+    }
+
+    /// `(slot, offset in the slot)` of an epoch position: one division.
+    fn slot_of(&self, global: u64) -> (u64, u64) {
+        let c = self.unit_len;
+        let short_start = self.short_slot * c;
+        if global < short_start {
+            (global / c, global % c)
+        } else if global - short_start < self.last_len {
+            (self.short_slot, global - short_start)
+        } else {
+            let rest = global - short_start - self.last_len;
+            (self.short_slot + 1 + rest / c, rest % c)
+        }
+    }
+
+    /// The id at epoch position `global`; `unit` caches the last unit's bijection.
+    fn id_at_global(&self, global: u64, unit: &mut Option<(u64, Bijection)>) -> u64 {
+        if !self.spec.page_aware {
+            return self.outer.apply(global);
+        }
+        let (slot, offset) = self.slot_of(global);
+        let u = self.outer.apply(slot);
+        let inner = match unit {
+            Some((cached, b)) if *cached == u => *b,
+            _ => {
+                let b = self.inner(u);
+                *unit = Some((u, b));
+                b
+            }
+        };
+        u * self.unit_len + inner.apply(offset)
+    }
+}
+
+/// A cursor over an [`OrderV2`]: the iterator state of an [`EpochOrder`] of version 2.
+///
+/// [`EpochOrder`]: crate::EpochOrder
+#[derive(Debug, Clone)]
+pub(crate) struct V2Cursor {
+    pub(crate) order: OrderV2,
+    unit: Option<(u64, Bijection)>,
+}
+
+impl V2Cursor {
+    pub(crate) fn new(order: OrderV2) -> V2Cursor {
+        V2Cursor { order, unit: None }
+    }
+
+    /// The id at shard position `position` (`< len`).
+    pub(crate) fn id_at(&mut self, position: u64) -> u64 {
+        self.order
+            .id_at_global(self.order.lo + position, &mut self.unit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix64_and_keys_match_splitmix64() {
+        // SplitMix64 seeded with 0: its first output is mix64(γ) = 0xe220a8397b1dcdaf
+        // (the published first value of splitmix64 with seed 0).
+        assert_eq!(mix64(GAMMA), 0xe220_a839_7b1d_cdaf);
+        let keys = round_keys(1, 2, 3, 4);
+        let again = round_keys(1, 2, 3, 4);
+        assert_eq!(keys, again);
+        assert_ne!(keys, round_keys(1, 2, 3, 5));
+    }
+
+    #[test]
+    fn bijection_domains() {
+        for (n, half) in [(0u64, 1u32), (1, 1), (2, 1), (4, 1), (5, 2), (16, 2), (17, 3)] {
+            assert_eq!(Bijection::new(n, [0; ROUNDS]).half_bits, half, "n={n}");
+        }
+        assert_eq!(Bijection::new(u64::MAX, [0; ROUNDS]).half_bits, 32);
+        assert_eq!(Bijection::new(1 << 62, [0; ROUNDS]).half_bits, 31);
+        assert_eq!(Bijection::new((1 << 62) + 1, [0; ROUNDS]).half_bits, 32);
+    }
+
+    #[test]
+    fn bijection_is_a_permutation_and_inverts() {
+        for n in [1u64, 2, 3, 4, 5, 7, 16, 17, 100, 1000, 4097] {
+            let b = Bijection::new(n, round_keys(9, n, 4, 0));
+            let mut seen = vec![false; n as usize];
+            for x in 0..n {
+                let y = b.apply(x);
+                assert!(y < n);
+                assert!(!seen[y as usize], "n={n}: {y} twice");
+                seen[y as usize] = true;
+                assert_eq!(b.invert(y), x);
+            }
+        }
+        let b = Bijection::new(u64::MAX, round_keys(1, 1, 4, 0));
+        for x in [0, 1, u64::MAX - 1, 1 << 63] {
+            assert_eq!(b.invert(b.apply(x)), x);
+        }
+    }
+}
