@@ -11,8 +11,8 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tfrecord_lirs::text_index::{encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, Fit, OrderSpec, OrderVersion, PadOptions, PageSize, Reader,
-    ReaderOptions,
+    default_table_path, Compression, Error, Fit, OrderSpec, OrderVersion, PadOptions, PageSize,
+    Reader, ReaderOptions,
 };
 
 #[derive(Parser)]

@@ -398,7 +398,15 @@ mod tests {
 
     #[test]
     fn bijection_domains() {
-        for (n, half) in [(0u64, 1u32), (1, 1), (2, 1), (4, 1), (5, 2), (16, 2), (17, 3)] {
+        for (n, half) in [
+            (0u64, 1u32),
+            (1, 1),
+            (2, 1),
+            (4, 1),
+            (5, 2),
+            (16, 2),
+            (17, 3),
+        ] {
             assert_eq!(Bijection::new(n, [0; ROUNDS]).half_bits, half, "n={n}");
         }
         assert_eq!(Bijection::new(u64::MAX, [0; ROUNDS]).half_bits, 32);
