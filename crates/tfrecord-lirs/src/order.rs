@@ -347,8 +347,9 @@ enum Plan {
     Instances(Ids),
     /// Page-aware: the shard's units.
     Units(Units),
-    /// Order version 2 (either kind): computed position by position.
-    V2(V2Cursor),
+    /// Order version 2 (either kind): computed position by position (boxed: its round
+    /// keys make it several times the size of the other plans).
+    V2(Box<V2Cursor>),
 }
 
 /// One epoch's order of instance ids for one shard: an owning iterator.
@@ -398,7 +399,7 @@ impl EpochOrder {
                 layout,
                 spec: *spec,
                 len: order.len(),
-                plan: Plan::V2(V2Cursor::new(order)),
+                plan: Plan::V2(Box::new(V2Cursor::new(order))),
                 position: 0,
             });
         }
