@@ -18,7 +18,10 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use tfrecord_lirs::{OrderSpec, OrderV2, OrderVersion, Reader, ReaderOptions, TFRecordWriter};
+use tfrecord_lirs::{
+    build_offset_table, default_table_path, OrderSpec, OrderV2, OrderVersion, Reader,
+    ReaderOptions, TFRecordWriter,
+};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -56,8 +59,20 @@ fn gen(out: &Path, n: u64) -> Res<()> {
         w.write_instance(&[i as u8])?;
     }
     w.finish_synced(false)?;
+    build_offset_table(out, &default_table_path(out))?;
     println!("gen {n} records in {:.1} s", t.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// This thread's CPU time so far, in ns (`/proc/thread-self/schedstat`): on a loaded
+/// machine it counts only the time the thread ran, unlike the wall clock.
+fn cpu_ns() -> Res<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat")?;
+    Ok(stat
+        .split_whitespace()
+        .next()
+        .ok_or("empty schedstat")?
+        .parse()?)
 }
 
 /// This process's anonymous resident memory (RssAnon), in bytes.
@@ -86,26 +101,30 @@ fn start(file: &Path, version: u64, page_aware: bool, k: u64, i: u64) -> Res<()>
         shard_index: i,
     };
     let before = rss_anon()?;
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), cpu_ns()?);
     let mut order = reader.epoch_order_with_version(&spec, version)?;
-    let start_secs = t.elapsed().as_secs_f64();
+    let (start_secs, start_cpu) = (t.elapsed().as_secs_f64(), cpu_ns()? - cpu);
     let after = rss_anon()?;
     let len = order.len();
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), cpu_ns()?);
     let mut sum = 0u64;
     for id in &mut order {
         sum = sum.wrapping_add(id);
     }
-    let walk = t.elapsed();
+    let (walk, walk_cpu) = (t.elapsed(), cpu_ns()? - cpu);
     black_box(sum);
+    let per = |ns: u128| ns as f64 / len.max(1) as f64;
     println!(
-        "v{} page_aware={page_aware} shard {i}/{k}: N={} shard={len} epoch start {:.3} s, \
-         RssAnon +{:.1} MB held by the order, walk {:.2} ns/position",
+        "v{} page_aware={page_aware} shard {i}/{k}: N={} shard={len} epoch start {:.6} s \
+         (CPU {:.6} s), RssAnon +{:.1} MB held by the order, walk {:.2} ns/position \
+         (CPU {:.2})",
         version.number(),
         reader.len(),
         start_secs,
+        start_cpu as f64 / 1e9,
         (after.saturating_sub(before)) as f64 / 1e6,
-        walk.as_nanos() as f64 / len.max(1) as f64,
+        per(walk.as_nanos()),
+        per(u128::from(walk_cpu)),
     );
     Ok(())
 }
