@@ -1,5 +1,7 @@
 //! Epoch orders (spec §5 `shuffle_order(page_aware)`), identical on every machine and
-//! every version of this crate for the same `(seed, epoch)`.
+//! every version of this crate for the same `(seed, epoch)` and [`OrderVersion`]. This
+//! module is order version 1 (below) and the [`EpochOrder`] iterator over both versions;
+//! version 2, position → id in O(1) memory, is `order_v2.rs` ([`OrderV2`]).
 //!
 //! # The algorithm (a contract: do not change it without a format version bump)
 //!
@@ -358,7 +360,10 @@ enum Plan {
 /// page-aware), so its length never depends on the epoch. A page-aware shard may begin
 /// and end inside a unit; every other unit it holds is whole and contiguous.
 ///
-/// Memory: the full order of an epoch is built once, at most 4 bytes per instance
+/// Order version 2 ([`Reader::epoch_order_with_version`](crate::Reader::epoch_order_with_version))
+/// holds no ids: it computes them from the positions, 256 at a time.
+///
+/// Memory (version 1): the full order of an epoch is built once, at most 4 bytes per instance
 /// (8 when N > 2^32): instance-based, one id per instance; page-aware, one first id per
 /// unit, allocated exactly after counting the units. A shard then keeps only its own
 /// slice (moved to the front of the same buffer, which is shrunk), plus, page-aware, the

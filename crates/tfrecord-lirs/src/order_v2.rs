@@ -319,7 +319,8 @@ impl OrderV2 {
         self.check_position(position)?;
         let (slot, offset) = self.slot_of(self.lo + position);
         let len = self.slot_len(slot);
-        Ok((self.lo + position + (len - offset)).min(self.hi) - self.lo)
+        let unit_end = (self.lo + position).saturating_add(len - offset);
+        Ok(unit_end.min(self.hi) - self.lo)
     }
 
     /// The position of `id` in this shard, `None` if another shard (or no shard) has it.
@@ -433,7 +434,7 @@ impl V2Cursor {
         let offset = position.wrapping_sub(self.block_start);
         if offset >= self.block.len() as u64 {
             self.block.clear();
-            let end = (position + CURSOR_BLOCK).min(self.order.len());
+            let end = position.saturating_add(CURSOR_BLOCK).min(self.order.len());
             // In range by the caller's bound, so this cannot fail.
             let _ = self.order.ids_into(position..end, &mut self.block);
             self.block_start = position;
