@@ -376,6 +376,24 @@ fn neighbours_are_unrelated_like_v1_and_a_true_shuffle() {
             // Poisson(2): more than 12 has probability below 10⁻⁶.
             assert!(s.adjacent_ids <= 12, "{name}: {}", s.adjacent_ids);
         }
+        // Page-aware: the sequence of units (every unit's first position) passes the
+        // same bounds, against a true shuffle of as many units.
+        let c = 4u64;
+        let units = n / c;
+        let pa = OrderV2::new(n, c, &spec(seed, 0, true, 1, 0)).unwrap();
+        let unit_seq: Vec<u64> = (0..units).map(|j| pa.id_at(j * c).unwrap() / c).collect();
+        let truth = true_shuffle(units, seed + 100);
+        for (name, ids) in [("v2 units", &unit_seq), ("true units", &truth)] {
+            let s = pair_stats(ids);
+            println!(
+                "seed {seed} {name}: corr {:+.5} serial chi2 {:.1} low-bits chi2 {:.1} adjacent {}",
+                s.correlation, s.serial_chi2, s.low_bits_chi2, s.adjacent_ids
+            );
+            assert!(s.correlation.abs() < 5.0 / (units as f64).sqrt(), "{name}");
+            assert!(s.serial_chi2 < chi2_max, "{name}: {}", s.serial_chi2);
+            assert!(s.low_bits_chi2 < chi2_max, "{name}: {}", s.low_bits_chi2);
+            assert!(s.adjacent_ids <= 12, "{name}: {}", s.adjacent_ids);
+        }
     }
 }
 
@@ -408,6 +426,8 @@ fn page_aware_v2_over_a_padded_file_reads_pages_whole() {
         for i in 0..k {
             let s = spec(9, 4, true, k, i);
             let expected = all_ids(&reader.order_v2(&s).unwrap());
+            // The same shard sizes as version 1 (what `cardinality()` reports).
+            assert_eq!(expected.len() as u64, reader.shard_len(k, i).unwrap());
             let order = reader
                 .epoch_order_with_version(&s, OrderVersion::V2)
                 .unwrap();
