@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{payload, write_padded, write_plain};
 use tfrecord_lirs::{
     ids_per_unit, FetchOptions, Fetcher, Fit, OrderSpec, OrderV2, OrderVersion, Reader,
-    ReaderOptions,
+    ReaderOptions, TFRecordLIRS,
 };
 
 fn spec(seed: u64, epoch: u64, page_aware: bool, k: u64, i: u64) -> OrderSpec {
@@ -495,4 +495,40 @@ fn v2_epoch_order_seeks_and_finds_positions() {
     assert_eq!(OrderVersion::from_number(2).unwrap(), OrderVersion::V2);
     assert_eq!(OrderVersion::default().number(), 1);
     assert!(tfrecord_lirs::options::order_version(3).is_err());
+}
+
+/// The spec API walks version-2 epochs when asked: each epoch's payloads in the order's
+/// sequence, one shard of two.
+#[test]
+fn spec_api_walks_v2_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let all: Vec<Vec<u8>> = (0..700).map(|i| payload(i, 30 + i % 90)).collect();
+    let (path, _) = write_padded(dir.path(), "p", &all, 4096, Fit::Next);
+    let mut walk = TFRecordLIRS::open(&path, None)
+        .unwrap()
+        .with_seed(8)
+        .with_shard(2, 1)
+        .unwrap()
+        .with_order_version(OrderVersion::V2);
+    for epoch in 0..3 {
+        for page_aware in [false, true] {
+            walk.shuffle_order(page_aware).unwrap();
+            let got: Vec<Vec<u8>> = walk.by_ref().map(Result::unwrap).collect();
+            let order = walk
+                .reader()
+                .order_v2(&spec(
+                    8,
+                    2 * epoch + u64::from(page_aware),
+                    page_aware,
+                    2,
+                    1,
+                ))
+                .unwrap();
+            let want: Vec<Vec<u8>> = all_ids(&order)
+                .into_iter()
+                .map(|id| all[id as usize].clone())
+                .collect();
+            assert_eq!(got, want, "epoch {epoch} page_aware={page_aware}");
+        }
+    }
 }
