@@ -174,7 +174,7 @@ impl Bijection {
         pending.clear();
         pending.extend(0..xs.len());
         while !pending.is_empty() {
-            self.encrypt_at(xs, &pending);
+            self.encrypt_at(xs, pending);
             // Keeps the indices of values still outside (a conditional count, no branch).
             let mut kept = 0;
             for k in 0..pending.len() {
