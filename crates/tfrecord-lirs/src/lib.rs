@@ -64,7 +64,10 @@ mod writer;
 pub use batch::Batch;
 pub use compress::Compression;
 pub use error::{Error, ErrorKind, Location, Result};
-pub use fetch::{FetchOptions, Fetcher, Payloads, Resume, Window, REMOTE_AUTO_THREADS};
+pub use fetch::{
+    panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
+    Payloads, Resume, Window, ORDER_VERSION_1, REMOTE_AUTO_THREADS,
+};
 pub use format::PageSize;
 pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,
