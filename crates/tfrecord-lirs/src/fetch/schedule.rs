@@ -59,6 +59,27 @@ impl OrderSource for EpochOrder {
     }
 }
 
+impl<T: OrderSource + ?Sized> OrderSource for Box<T> {
+    fn version(&self) -> u32 {
+        (**self).version()
+    }
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn position(&self) -> u64 {
+        (**self).position()
+    }
+    fn seek(&mut self, position: u64) -> Result<()> {
+        (**self).seek(position)
+    }
+    fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+        (**self).next_window(min, out)
+    }
+    fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+        (**self).next_batch(max, out)
+    }
+}
+
 /// One window as scheduled: its ids in order and their positions in the order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cut {
