@@ -779,6 +779,70 @@ impl DatasetCursor {
 mod tests {
     use super::*;
 
+    /// A reader of a padded file of `n` records of `len` bytes each.
+    fn reader_of(dir: &std::path::Path, n: usize, len: usize) -> Reader {
+        let path = dir.join(format!("{n}x{len}"));
+        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for _ in 0..n {
+            w.write(&vec![7u8; len]).unwrap();
+        }
+        w.finish().unwrap();
+        Reader::open_one(&path, None, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn dataset_windows_span_about_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let window = |n, len, batch| {
+            let reader = reader_of(dir.path(), n, len);
+            CursorOptions::dataset(&reader, batch, -1)
+                .unwrap()
+                .fetch
+                .window
+        };
+        // ~380-byte spans: ~1000 ids; tiny records: capped; 64 KiB records: the floor.
+        let mid = window(3000, 362, 0);
+        assert!((900..=1100).contains(&mid), "{mid}");
+        assert_eq!(window(3000, 4, 0), DATASET_MAX_WINDOW);
+        assert_eq!(window(40, 64 << 10, 0), DATASET_MIN_WINDOW);
+        // Never smaller than one batch.
+        assert_eq!(window(3000, 362, 5000), 5000);
+        assert_eq!(window(40, 64 << 10, 256), 256);
+    }
+
+    #[test]
+    fn dataset_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 10, 100);
+        let o = CursorOptions::dataset(&reader, 0, 3).unwrap();
+        assert_eq!((o.batch_size, o.fetch.threads), (0, 3));
+        assert_eq!(o.fetch.depth, DATASET_WINDOWS_AHEAD);
+        assert!(!o.unordered && !o.drop_remainder);
+        // Automatic threads: at least one (the file is read through pread here).
+        let auto = CursorOptions::dataset(&reader, 4, -1).unwrap();
+        assert_eq!(
+            auto.fetch.threads,
+            FetchOptions::auto_threads(&reader).max(1)
+        );
+        for (batch, reads, want) in [
+            (-1, -1, "batch_size must be >= 0, got -1"),
+            (
+                0,
+                0,
+                "num_parallel_reads must be >= 1 or -1 (automatic), got 0",
+            ),
+            (
+                0,
+                -2,
+                "num_parallel_reads must be >= 1 or -1 (automatic), got -2",
+            ),
+        ] {
+            let e = CursorOptions::dataset(&reader, batch, reads).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert_eq!(e.to_string(), want);
+        }
+    }
+
     #[test]
     fn states_encode_and_decode() {
         let state = CursorState {
