@@ -1,28 +1,20 @@
 // LIRSDataset: full-range shuffled reading of TFRecord files through offset
-// tables. TensorFlow glue only, shaped like TensorFlow's tf_record_dataset_op.cc:
-// an OpKernel that reads its inputs and builds a Dataset, whose Iterator holds one
-// Rust `DatasetCursor` (crates/tfrecord-lirs/src/cursor.rs, through the cxx bridge
-// crates/tfrecord-lirs-ffi) under a mutex. The cursor decides everything about the
-// epoch walk: the order, fetch windows and read-ahead, batches (kept across errors,
-// drop_remainder), the error policy (every error passes one position of the order,
-// as TFRecordDataset), unordered delivery, a fresh fetch after an internal error, and
-// the checkpoint state. This file converts types: tensors and tstring views, seeds,
-// checkpoint keys, statuses.
+// tables. TensorFlow glue only, shaped like tf_record_dataset_op.cc: the kernel
+// reads its inputs and builds a Dataset; each Iterator holds one Rust
+// DatasetCursor (crates/tfrecord-lirs/src/cursor.rs, via the cxx bridge in
+// crates/tfrecord-lirs-ffi), which decides the epoch walk: order, fetch windows
+// and read-ahead, batches (kept across errors; drop_remainder), the error policy
+// (every error passes one position, as TFRecordDataset), unordered delivery,
+// a fresh fetch after an internal error, and the checkpoint state. Here: tensors
+// and tstring views, seeds, checkpoint keys, statuses.
 //
-// Seeds. The (seed, seed2) inputs and the seed generator resource follow the
-// ShuffleDatasetV3 protocol, so `reshuffle_each_iteration` and
-// `tf.random.set_seed` behave as with Dataset.shuffle:
-//   * reshuffle_each_iteration=True  -> RandomSeedGenerator: every new iterator
-//     (every epoch of `for x in ds`, every pass of ds.repeat()) draws a fresh
-//     (s1, s2) pair from a Philox stream keyed by (seed, seed2);
-//   * reshuffle_each_iteration=False -> FixedSeedGenerator: every iterator gets
-//     the same pair;
-//   * seed == seed2 == 0 -> random seeds (TF convention).
-// Rust folds the pair an iterator draws into the order's seed.
-//
-// Checkpoints hold O(1) state under the keys seed, seed2 (the drawn pair),
-// position and delivered_after (the cursor's state: positions, never payloads)
-// and num_random_samples (so later epochs continue exactly).
+// Seeds follow ShuffleDatasetV3's seed-generator protocol, so
+// reshuffle_each_iteration and tf.random.set_seed behave as with
+// Dataset.shuffle: RandomSeedGenerator (reshuffle) gives every new iterator a
+// fresh (s1, s2) pair from a Philox stream keyed by (seed, seed2),
+// FixedSeedGenerator the same pair each time; seed == seed2 == 0 means random.
+// Checkpoint keys: seed, seed2 (the pair drawn), position and delivered_after
+// (the cursor's state: positions, never payloads), num_random_samples.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -65,11 +57,6 @@ using BatchOwner = tstring::owner<rust::Box<BatchView>>;
 class LIRSDatasetOp : public DatasetOpKernel {
  public:
   static constexpr const char* const kDatasetType = "LIRS";
-  static constexpr const char* const kPageAware = "page_aware";
-  static constexpr const char* const kSeed = "seed";
-  static constexpr const char* const kSeed2 = "seed2";
-  static constexpr const char* const kNumShards = "num_shards";
-  static constexpr const char* const kShardIndex = "shard_index";
   static constexpr const char* const kReshuffleEachIteration =
       "reshuffle_each_iteration";
   static constexpr const char* const kBatchSize = "batch_size";
@@ -87,7 +74,6 @@ class LIRSDatasetOp : public DatasetOpKernel {
     int64_t num_parallel_reads = -1;
     std::string backend = "auto";
     bool trust_table = false;
-    std::string deterministic;
   };
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
@@ -105,9 +91,10 @@ class LIRSDatasetOp : public DatasetOpKernel {
                      ffi::check_backend(a.backend, st);
                    }));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &a.trust_table));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &a.deterministic));
-    OP_REQUIRES_OK(ctx, DeterminismPolicy::FromString(a.deterministic,
-                                                      &deterministic_));
+    std::string deterministic;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &deterministic));
+    OP_REQUIRES_OK(ctx,
+                   DeterminismPolicy::FromString(deterministic, &deterministic_));
   }
 
  protected:
@@ -267,17 +254,15 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         // A single element is copied: a view would keep its whole window alive
         // (e.g. in a downstream shuffle buffer).
         bool got = false;
-        rust::Slice<const uint8_t> payload;
+        rust::Slice<const uint8_t> p;
         TF_RETURN_IF_ERROR(CallRust("LIRSDataset: ", [&](ffi::Status& st) {
-          payload = (*cursor_)->next_element(got, st);
+          p = (*cursor_)->next_element(got, st);
         }));
         *end_of_sequence = !got;
-        if (got) {
-          Tensor record(ctx->allocator({}), DT_STRING, {});
-          record.scalar<tstring>()().assign(
-              reinterpret_cast<const char*>(payload.data()), payload.size());
-          out_tensors->push_back(std::move(record));
-        }
+        if (!got) return absl::OkStatus();
+        out_tensors->emplace_back(ctx->allocator({}), DT_STRING, TensorShape{});
+        out_tensors->back().scalar<tstring>()().assign(
+            reinterpret_cast<const char*>(p.data()), p.size());
         return absl::OkStatus();
       }
       // A batch formed in Rust (the paper's random assignment table -> batches):
@@ -294,9 +279,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       if (n == 0) return absl::OkStatus();
       core::RefCountPtr<BatchOwner> owner(new BatchOwner(std::move(*batch)));
       const BatchView& view = *owner->value();
-      Tensor records(ctx->allocator({}), DT_STRING,
-                     {static_cast<int64_t>(n)});
-      auto flat = records.flat<tstring>();
+      out_tensors->emplace_back(ctx->allocator({}), DT_STRING,
+                                TensorShape({static_cast<int64_t>(n)}));
+      auto flat = out_tensors->back().flat<tstring>();
       for (size_t i = 0; i < n; ++i) {
         const rust::Slice<const uint8_t> r = view.record(i);
         const char* data = reinterpret_cast<const char*>(r.data());
@@ -306,7 +291,6 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           flat(i).assign(data, r.size());
         }
       }
-      out_tensors->push_back(std::move(records));
       return absl::OkStatus();
     }
 
@@ -415,15 +399,13 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
                           *offset_tables_t, attr::kOffsetTables, &offset_tables));
 
   ffi::CursorSpec spec{};
-  OP_REQUIRES_OK(ctx,
-                 ParseScalarArgument<bool>(ctx, kPageAware, &spec.page_aware));
   int64_t seed = 0, seed2 = 0;
-  OP_REQUIRES_OK(ctx, ParseScalarArgument<int64_t>(ctx, kSeed, &seed));
-  OP_REQUIRES_OK(ctx, ParseScalarArgument<int64_t>(ctx, kSeed2, &seed2));
-  OP_REQUIRES_OK(
-      ctx, ParseScalarArgument<int64_t>(ctx, kNumShards, &spec.num_shards));
-  OP_REQUIRES_OK(
-      ctx, ParseScalarArgument<int64_t>(ctx, kShardIndex, &spec.shard_index));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "page_aware", &spec.page_aware));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed", &seed));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed2", &seed2));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "num_shards", &spec.num_shards));
+  OP_REQUIRES_OK(ctx,
+                 ParseScalarArgument(ctx, "shard_index", &spec.shard_index));
   spec.batch_size = attrs_.batch_size;
   spec.drop_remainder = attrs_.drop_remainder;
   spec.num_parallel_reads = attrs_.num_parallel_reads;
