@@ -15,6 +15,7 @@
 // FixedSeedGenerator the same pair each time; seed == seed2 == 0 means random.
 // Checkpoint keys: seed, seed2 (the pair drawn), position and delivered_after
 // (the cursor's state: positions, never payloads), num_random_samples.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -101,35 +102,38 @@ class LIRSDatasetOp : public DatasetOpKernel {
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override;
 
  private:
+  struct Inputs;
   class Dataset;
   Attrs attrs_;
   DeterminismPolicy deterministic_;
 };
 
+// What MakeDataset reads from the inputs, for the Dataset to keep.
+struct LIRSDatasetOp::Inputs {
+  std::vector<std::string> filenames;
+  std::vector<std::string> offset_tables;
+  // The cursor spec of every iteration (seeds and delivery set per iterator).
+  ffi::CursorSpec spec{};
+  int64_t seed = 0, seed2 = 0;
+};
+
 class LIRSDatasetOp::Dataset : public DatasetBase {
  public:
-  // `spec`: the cursor spec of every iteration (its seeds and delivery are set
-  // per iterator).
   Dataset(OpKernelContext* ctx, const Attrs& attrs,
-          DeterminismPolicy deterministic,
-          std::vector<std::string> filenames,
-          std::vector<std::string> offset_tables, RandomSeeds&& seeds,
-          const ffi::CursorSpec& spec, rust::Box<LirsReader> reader,
-          int64_t cardinality, SeedGeneratorManager* manager,
-          ResourceHandle&& resource_handle, bool owns_resource)
+          DeterminismPolicy deterministic, Inputs&& in,
+          rust::Box<LirsReader> reader, int64_t shard_len,
+          SeedGeneratorManager* manager, ResourceHandle&& resource_handle,
+          bool owns_resource)
       : DatasetBase(DatasetContext(ctx)),
         attrs_(attrs),
         deterministic_(deterministic),
-        filenames_(std::move(filenames)),
-        offset_tables_(std::move(offset_tables)),
-        seeds_(std::move(seeds)),
-        spec_(spec),
+        in_(std::move(in)),
         output_shapes_({attrs.batch_size == 0 ? PartialTensorShape({})
                         : attrs.drop_remainder
                             ? PartialTensorShape({attrs.batch_size})
                             : PartialTensorShape({-1})}),
         reader_(std::move(reader)),
-        cardinality_(cardinality),
+        shard_len_(shard_len),
         manager_(manager),
         resource_handle_(std::move(resource_handle)),
         resource_mgr_(ctx->resource_manager()),
@@ -167,9 +171,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
   // Instances in this shard, or batches of them.
   int64_t CardinalityInternal(CardinalityOptions options) const override {
-    const int64_t b = attrs_.batch_size;
-    if (b == 0) return cardinality_;
-    return attrs_.drop_remainder ? cardinality_ / b : (cardinality_ + b - 1) / b;
+    const int64_t b = attrs_.batch_size, n = shard_len_;
+    if (b == 0) return n;
+    return attrs_.drop_remainder ? n / b : (n + b - 1) / b;
   }
 
   absl::Status InputDatasets(
@@ -184,18 +188,18 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                   DatasetGraphDefBuilder* b,
                                   Node** output) const override {
     std::vector<Node*> inputs(8);
-    TF_RETURN_IF_ERROR(b->AddVector(filenames_, &inputs[0]));
-    TF_RETURN_IF_ERROR(b->AddVector(offset_tables_, &inputs[1]));
-    TF_RETURN_IF_ERROR(b->AddScalar(spec_.page_aware, &inputs[2]));
-    TF_RETURN_IF_ERROR(b->AddScalar(seeds_.input_seed(), &inputs[3]));
-    TF_RETURN_IF_ERROR(b->AddScalar(seeds_.input_seed2(), &inputs[4]));
+    TF_RETURN_IF_ERROR(b->AddVector(in_.filenames, &inputs[0]));
+    TF_RETURN_IF_ERROR(b->AddVector(in_.offset_tables, &inputs[1]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.spec.page_aware, &inputs[2]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.seed, &inputs[3]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.seed2, &inputs[4]));
     // The handle of the generator this dataset uses, so a dataset rebuilt from
     // this graph (tf.data rewrites) shares it and keeps reshuffling.
     Tensor handle(DT_RESOURCE, TensorShape({}));
     handle.scalar<ResourceHandle>()() = resource_handle_;
     TF_RETURN_IF_ERROR(b->AddTensor(handle, &inputs[5]));
-    TF_RETURN_IF_ERROR(b->AddScalar(spec_.num_shards, &inputs[6]));
-    TF_RETURN_IF_ERROR(b->AddScalar(spec_.shard_index, &inputs[7]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.spec.num_shards, &inputs[6]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.spec.shard_index, &inputs[7]));
     // Each attr as the AttrValue the graph stores.
     auto attr_value = [b](const auto& value) {
       AttrValue out;
@@ -353,7 +357,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     absl::Status StartLocked(const ffi::CursorCheckpoint& ckpt,
                              absl::string_view context)
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      ffi::CursorSpec spec = dataset()->spec_;
+      ffi::CursorSpec spec = dataset()->in_.spec;
       spec.seed = seed_;
       spec.seed2 = seed2_;
       spec.unordered = unordered_;
@@ -373,13 +377,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
   const Attrs attrs_;
   const DeterminismPolicy deterministic_;
-  const std::vector<std::string> filenames_;
-  const std::vector<std::string> offset_tables_;
-  const RandomSeeds seeds_;
-  const ffi::CursorSpec spec_;
+  const Inputs in_;
   const std::vector<PartialTensorShape> output_shapes_;
   const rust::Box<LirsReader> reader_;
-  const int64_t cardinality_;
+  const int64_t shard_len_;
   SeedGeneratorManager* const manager_;  // Owns one reference.
   const ResourceHandle resource_handle_;
   ResourceMgr* const resource_mgr_;  // Not owned.
@@ -387,22 +388,17 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 };
 
 void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
-  const Tensor* filenames_t;
-  OP_REQUIRES_OK(ctx, ctx->input(attr::kFileNames, &filenames_t));
-  std::vector<std::string> filenames;
-  OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(*filenames_t, attr::kFileNames,
-                                                  &filenames));
-  const Tensor* offset_tables_t;
-  OP_REQUIRES_OK(ctx, ctx->input(attr::kOffsetTables, &offset_tables_t));
-  std::vector<std::string> offset_tables;
-  OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(
-                          *offset_tables_t, attr::kOffsetTables, &offset_tables));
-
-  ffi::CursorSpec spec{};
-  int64_t seed = 0, seed2 = 0;
+  Inputs in;
+  for (auto [name, out] : {std::pair{attr::kFileNames, &in.filenames},
+                           std::pair{attr::kOffsetTables, &in.offset_tables}}) {
+    const Tensor* t;
+    OP_REQUIRES_OK(ctx, ctx->input(name, &t));
+    OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(*t, name, out));
+  }
+  ffi::CursorSpec& spec = in.spec;
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "page_aware", &spec.page_aware));
-  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed", &seed));
-  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed2", &seed2));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed", &in.seed));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed2", &in.seed2));
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "num_shards", &spec.num_shards));
   OP_REQUIRES_OK(ctx,
                  ParseScalarArgument(ctx, "shard_index", &spec.shard_index));
@@ -419,7 +415,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
                    reader = std::make_unique<rust::Box<LirsReader>>(
                        ffi::open_reader(::tfrecord_lirs::MakeReaderSpec(
-                                            filenames, offset_tables,
+                                            in.filenames, in.offset_tables,
                                             attrs_.page_size, attrs_.backend,
                                             attrs_.trust_table),
                                         st));
@@ -434,7 +430,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   // handle; if nothing is registered under it, this dataset creates (and owns)
   // a generator under a fresh name, and serializes that name so rebuilt copies
   // of the dataset share it.
-  RandomSeeds seeds(seed, seed2);
+  RandomSeeds seeds(in.seed, in.seed2);
   ResourceHandle handle = HandleFromInput(ctx, 5);
   SeedGeneratorManager* manager = nullptr;
   absl::Status s = ctx->resource_manager()->Lookup<SeedGeneratorManager>(
@@ -465,8 +461,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
     OP_REQUIRES_OK(ctx, s);
   }
 
-  *output = new Dataset(ctx, attrs_, deterministic_, std::move(filenames),
-                        std::move(offset_tables), std::move(seeds), spec,
+  *output = new Dataset(ctx, attrs_, deterministic_, std::move(in),
                         std::move(*reader), static_cast<int64_t>(shard_len),
                         manager, std::move(handle), owns_resource);
 }

@@ -70,7 +70,7 @@ fn debug_panic(message: &str, status: &mut Status) -> FfiResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{cursor_spec, reader_spec, start};
+    use super::super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
     use super::super::{ok_status, open_reader, ErrorCode};
     use super::*;
 
@@ -92,14 +92,7 @@ mod tests {
         // ~4 KB records: the dataset's fetch windows (~384 KiB of data) then cut the
         // file into ten, more than the windows read ahead (the fault must reach
         // windows fetched after it is armed).
-        let path = dir.path().join("big");
-        let mut w = crate::core::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for i in 0..1000u32 {
-            let mut record = i.to_le_bytes().to_vec();
-            record.resize(4000, b'x');
-            w.write(&record).unwrap();
-        }
-        w.finish().unwrap();
+        let path = write_u32_file(dir.path(), 1000, 4000);
         let mut st = ok_status();
         let reader = open_reader(&reader_spec(&path, "pread"), &mut st).unwrap();
         let id = |p: &[u8]| u32::from_le_bytes(p[..4].try_into().unwrap());

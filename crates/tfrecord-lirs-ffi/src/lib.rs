@@ -643,12 +643,15 @@ pub(crate) mod test_support {
 
     use super::{core, CursorCheckpoint, CursorSpec, FilePath, ReaderSpec};
 
-    /// A padded file `dir/d` of 300 instances, instance i holding `i` as 4 LE bytes.
-    pub fn write_u32_file(dir: &Path) -> PathBuf {
+    /// A padded file `dir/d` of `n` instances of `len` bytes (at least 4), instance i
+    /// starting with `i` as 4 LE bytes.
+    pub fn write_u32_file(dir: &Path, n: u32, len: usize) -> PathBuf {
         let path = dir.join("d");
         let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for i in 0..300u32 {
-            w.write(&i.to_le_bytes()).unwrap();
+        for i in 0..n {
+            let mut record = i.to_le_bytes().to_vec();
+            record.resize(len.max(4), b'x');
+            w.write(&record).unwrap();
         }
         w.finish().unwrap();
         path
@@ -732,7 +735,7 @@ mod tests {
     fn cursors_carry_each_error_and_checkpoint_in_tf_keys() {
         use super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
         let dir = tempfile::tempdir().unwrap();
-        let path = write_u32_file(dir.path());
+        let path = write_u32_file(dir.path(), 300, 4);
         // Damage instance 7's payload (a CRC mismatch).
         let reader = core::Reader::open_one(&path, None, &Default::default()).unwrap();
         let (_, off) = reader.location(7).unwrap();

@@ -407,6 +407,12 @@ struct Current {
     all_read: bool,
 }
 
+/// The epoch order of `options` over `reader`: the one place a cursor chooses an order
+/// algorithm (today's, version 1), consumed only through [`OrderSource`].
+fn open_order(reader: &Reader, options: &CursorOptions) -> Result<Box<dyn OrderSource>> {
+    Ok(Box::new(reader.epoch_order(&options.order)?))
+}
+
 /// One slot of the walk.
 enum Step {
     /// Slot `slot` of the current window, at `position`, was read.
@@ -492,8 +498,8 @@ impl DatasetCursor {
         options: CursorOptions,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        let order = reader.epoch_order(&options.order)?;
-        let (len, order_version) = (order.len(), OrderSource::version(&order));
+        let order = open_order(&reader, &options)?;
+        let (len, order_version) = (order.len(), order.version());
         state.check(len, order_version)?;
         let ledger = DeliveredLedger::new(state.position, state.delivered_after.iter().copied());
         let mut cursor = DatasetCursor {
@@ -686,10 +692,8 @@ impl DatasetCursor {
             if position >= self.len {
                 return Some(Step::End);
             }
-            let started = self
-                .reader
-                .epoch_order(&self.options.order)
-                .and_then(|order| self.start_fetch(order));
+            let started =
+                open_order(&self.reader, &self.options).and_then(|order| self.start_fetch(order));
             match started {
                 Ok(fetcher) => self.fetcher = Some(fetcher),
                 Err(error) => return Some(self.pass_window(error, position)),
@@ -756,7 +760,7 @@ impl DatasetCursor {
 
     /// A fetcher over `order`, from the first position not taken, leaving out those
     /// taken past it.
-    fn start_fetch(&self, mut order: impl OrderSource + 'static) -> Result<Fetcher> {
+    fn start_fetch(&self, mut order: Box<dyn OrderSource>) -> Result<Fetcher> {
         let Resume { position, after } = self.taken.resume();
         order.seek(position)?;
         let exact = self.options.exact_windows();
