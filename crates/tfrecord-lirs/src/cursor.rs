@@ -380,11 +380,25 @@ impl BatchView {
         (0..self.len()).map(|i| self.get(i).unwrap_or_default())
     }
 
+    /// Room for `records` records (a batch's records grow into it without moving).
+    fn with_capacity(records: usize) -> BatchView {
+        BatchView {
+            windows: Vec::with_capacity(2),
+            records: Vec::with_capacity(records),
+        }
+    }
+
     fn push(&mut self, window: &Arc<Payloads>, slot: usize) {
+        self.push_run(window, slot..slot + 1);
+    }
+
+    /// Appends slots `slots` of `window`.
+    fn push_run(&mut self, window: &Arc<Payloads>, slots: std::ops::Range<usize>) {
         if !self.windows.last().is_some_and(|w| Arc::ptr_eq(w, window)) {
             self.windows.push(Arc::clone(window));
         }
-        self.records.push((self.windows.len() - 1, slot));
+        let w = self.windows.len() - 1;
+        self.records.extend(slots.map(|slot| (w, slot)));
     }
 }
 
@@ -587,6 +601,23 @@ impl DatasetCursor {
                 if self.options.unordered && !self.batch.is_empty() && self.window_served() {
                     break;
                 }
+                // The hot path: a run of slots of a window none of whose slots failed,
+                // taken at once.
+                if let Some(c) = self
+                    .current
+                    .as_mut()
+                    .filter(|c| c.all_read && c.next < c.positions.len())
+                {
+                    let (start, end) = (
+                        c.next,
+                        (c.next + size - self.batch.len()).min(c.positions.len()),
+                    );
+                    self.batch.push_run(&c.payloads, start..end);
+                    self.batch_positions
+                        .extend_from_slice(&c.positions[start..end]);
+                    c.next = end;
+                    continue;
+                }
                 match self.step() {
                     Step::Record { slot, position } => {
                         let Some(current) = &self.current else { break };
@@ -639,7 +670,10 @@ impl DatasetCursor {
     fn take_batch(&mut self) -> BatchView {
         self.delivered.deliver_all(&self.batch_positions);
         self.batch_positions.clear();
-        std::mem::take(&mut self.batch)
+        std::mem::replace(
+            &mut self.batch,
+            BatchView::with_capacity(self.options.batch_size),
+        )
     }
 
     /// Whether every slot of the current window is served.
