@@ -69,8 +69,9 @@ def test_panic_in_a_fetch_thread_is_internal_error_not_a_hang(data):
 
 
 def test_panicked_cursor_is_rebuilt_not_reused(data):
-    # A panic inside `next_window` poisons that cursor; the op drops it and the
-    # next call reads on with a fresh one.
+    # A panic taking the next window (`next_window`) may leave that fetch
+    # half-updated; the Rust cursor drops it and the next call reads on with a
+    # fresh one.
     path, _ = data
     lines = _run("""
         full = [x.numpy() for x in LIRSDataset(path, seed=3)]

@@ -70,7 +70,7 @@ fn debug_panic(message: &str, status: &mut Status) -> FfiResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{reader_spec, write_u32_file};
+    use super::super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
     use super::super::{ok_status, open_reader, ErrorCode};
     use super::*;
 
@@ -87,56 +87,80 @@ mod tests {
 
     /// The panic points are process-wide, so every test that arms one is here.
     #[test]
-    fn panics_poison_stateful_handles_and_worker_panics_are_internal() {
+    fn fetch_panics_are_internal_errors_that_pass_one_position() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write_u32_file(dir.path());
+        // ~4 KB records: the dataset's fetch windows (~384 KiB of data) then cut the
+        // file into ten, more than the windows read ahead (the fault must reach
+        // windows fetched after it is armed).
+        let path = write_u32_file(dir.path(), 1000, 4000);
         let mut st = ok_status();
         let reader = open_reader(&reader_spec(&path, "pread"), &mut st).unwrap();
-        let cursor = || {
-            let mut st = ok_status();
-            let mut fetch = reader.fetch_spec(0, 2, &mut st).unwrap();
-            fetch.seed = 1;
-            // Several windows (the default window would span all 300 tiny records);
-            // windows in flight when the fault is cleared fail too.
-            fetch.window = 64;
-            fetch.depth = 2;
-            reader.fetch(&fetch, &mut st).unwrap()
-        };
-        let mut ids = Vec::new();
-
-        // A panic on a fetch thread: Internal, and the cursor keeps working.
-        let mut c = cursor();
-        arm_panic_point("fetch_worker").unwrap();
-        let err = c.next_window(&mut ids, &mut st).unwrap_err();
-        arm_panic_point("").unwrap();
-        assert_eq!(err.code, ErrorCode::Internal, "{err}");
-        assert!(err.message.contains("fetch thread"), "{err}");
-        let mut n = 0;
-        loop {
-            match c.next_window(&mut ids, &mut st) {
-                Ok(true) => n += ids.len(),
-                Ok(false) => break,
-                Err(e) => assert_eq!(e.code, ErrorCode::Internal), // in flight
+        let id = |p: &[u8]| u32::from_le_bytes(p[..4].try_into().unwrap());
+        let full: Vec<u32> = {
+            let mut c = reader.fetch(&cursor_spec(0, 2), &start(), &mut st).unwrap();
+            let mut out = Vec::new();
+            let mut got = true;
+            while got {
+                let p = c.next_element(&mut got, &mut st).unwrap();
+                if got {
+                    out.push(id(p));
+                }
             }
-        }
-        assert!(n > 0 && n < 300);
+            out
+        };
+        assert_eq!(full.len(), 1000);
 
-        // A panic in `next_window` itself poisons the cursor for good.
-        let mut c = cursor();
-        assert!(c.next_window(&mut ids, &mut st).unwrap());
-        let window = c.take_window();
-        assert_eq!(window.payload(0, &mut st).unwrap().len(), 4);
-        arm_panic_point("next_window").unwrap();
-        let err = c.next_window(&mut ids, &mut st).unwrap_err();
+        for point in ["fetch_worker", "next_window"] {
+            let mut c = reader.fetch(&cursor_spec(0, 2), &start(), &mut st).unwrap();
+            let mut seen = Vec::new();
+            let mut got = false;
+            seen.push(id(c.next_element(&mut got, &mut st).unwrap()));
+            // The first window is fetched: the fault hits a later one.
+            arm_panic_point(point).unwrap();
+            let err = loop {
+                match c.next_element(&mut got, &mut st) {
+                    Ok(p) => seen.push(id(p)),
+                    Err(e) => break e,
+                }
+                assert!(got && seen.len() < 1000, "the fault never fired");
+            };
+            arm_panic_point("").unwrap();
+            assert_eq!(err.code, ErrorCode::Internal, "{err}");
+            assert!(err.message.contains("panic"), "{err}");
+            let wanted = if point == "fetch_worker" {
+                "fetch thread"
+            } else {
+                "`next_window`"
+            };
+            assert!(err.message.contains(wanted), "{err}");
+            // The cursor is not poisoned: a fresh fetch goes on after the one position
+            // the error passed.
+            loop {
+                let p = c.next_element(&mut got, &mut st).unwrap();
+                if !got {
+                    break;
+                }
+                seen.push(id(p));
+            }
+            assert_eq!(seen.len(), 999);
+            let at = seen.iter().zip(&full).position(|(a, b)| a != b).unwrap();
+            assert_eq!(seen, [&full[..at], &full[at + 1..]].concat(), "{point}");
+        }
+
+        // A panic in a guarded cursor method itself poisons that cursor for good.
+        let mut c = reader.fetch(&cursor_spec(4, 2), &start(), &mut st).unwrap();
+        let batch = c.next_batch(&mut st).unwrap();
+        assert_eq!(batch.len(), 4);
+        arm_panic_point("next_batch").unwrap();
+        let err = c.next_batch(&mut st).unwrap_err();
         arm_panic_point("").unwrap();
         assert_eq!(err.code, ErrorCode::Internal);
         for _ in 0..2 {
-            let err = c.next_window(&mut ids, &mut st).unwrap_err();
+            let err = c.next_batch(&mut st).unwrap_err();
             assert_eq!(err.code, ErrorCode::Internal);
             assert!(err.message.contains("unusable"), "{err}");
         }
-        assert!(c.take_window().payload(0, &mut st).is_err());
-        // A window taken before the panic stays readable.
-        assert_eq!(window.payload_at(0).len(), 4);
+        // A batch taken before the panic stays readable.
+        assert_eq!(batch.record(0).len(), 4000);
     }
 }

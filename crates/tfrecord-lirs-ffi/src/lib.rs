@@ -1,7 +1,8 @@
 //! The bridges between the `tfrecord-lirs` core crate and its two foreign users:
 //!
 //! * one cxx bridge (this module) for the TensorFlow op library in `tf_op/`: readers,
-//!   fetch cursors, filler checks and the options the kernels validate;
+//!   dataset cursors (the core's [`tfrecord_lirs::DatasetCursor`]), filler checks and
+//!   the options the kernels validate;
 //! * a plain C ABI ([`c_api`]) for Python's ctypes (`python/tfrecord_lirs/_native.py`),
 //!   exported from the same op library: writing, padding and indexing files, and the
 //!   argument checks Python runs before it builds a graph.
@@ -28,11 +29,12 @@
 //!
 //! No panic may unwind into C++ or C (that aborts the process). Every fallible entry
 //! point runs its body under [`guard`], which catches the unwind and reports it as an
-//! `Internal` error; the infallible ones (`mix_seeds`) are panic-free by construction.
+//! `Internal` error; the unguarded ones (`BatchView`'s, called per record) are
+//! panic-free by construction.
 //! A handle whose method panicked may be half-updated, so it is poisoned: every later
-//! call on it fails with `Internal` (`FetchCursor`, the C ABI's writer). Panics on the
-//! core's fetch threads are caught there and arrive as `Internal` window errors of
-//! `next_window`. All of this needs `panic = "unwind"`, which the workspace's
+//! call on it fails with `Internal` (`DatasetCursor`, the C ABI's writer). Panics while
+//! fetching (on the core's fetch threads, or taking the next window) are caught in the
+//! core's cursor, which reports them as `Internal` errors and fetches afresh. All of this needs `panic = "unwind"`, which the workspace's
 //! Cargo.toml sets explicitly for every profile.
 //!
 //! Fault injection (the panic points the tests use to prove all of the above) exists
@@ -104,39 +106,44 @@ mod ffi {
         trust_table: bool,
     }
 
-    /// One epoch's order of one shard and how to fetch it: `seed`, `epoch`,
-    /// `page_aware`, `num_shards`, `shard_index` define the order, `position` where to
-    /// start in it, and `threads` I/O threads (0: on the consumer's thread) read
-    /// `window` ids (at least) at a time, up to `depth` windows ahead. `unordered`:
-    /// windows are handed out as they complete (RINAS, `Fetcher::unordered`), and with
-    /// `batch_size` (the in-kernel batch, 0: none) each window is exactly one batch;
-    /// `skip`: positions past `position` already delivered (from `resume`). Start from
-    /// `LirsReader::fetch_spec`, which decides the defaults.
+    /// One iteration of a LIRSDataset, as the op's inputs and attrs give it (Rust
+    /// checks every field): the (`seed`, `seed2`) pair the iteration drew, the order
+    /// (`page_aware`, shard), batching (`batch_size`, 0: none; `drop_remainder`), fetch
+    /// threads (`num_parallel_reads`, -1: automatic) and `unordered` delivery.
     #[derive(Debug, Clone)]
-    struct FetchSpec {
-        seed: u64,
-        epoch: u64,
+    struct CursorSpec {
+        seed: i64,
+        seed2: i64,
         page_aware: bool,
-        num_shards: u64,
-        shard_index: u64,
-        position: u64,
-        threads: usize,
-        window: usize,
-        depth: usize,
+        num_shards: i64,
+        shard_index: i64,
+        batch_size: i64,
+        drop_remainder: bool,
+        num_parallel_reads: i64,
         unordered: bool,
-        batch_size: usize,
-        skip: Vec<u64>,
+    }
+
+    /// A cursor's checkpoint values under TensorFlow's keys: `position`, and
+    /// `delivered_after` (positions past it already delivered), which is written only
+    /// when `has_delivered_after` (unordered delivery, or a state with such positions)
+    /// and may be absent from a checkpoint.
+    #[derive(Debug, Clone)]
+    struct CursorCheckpoint {
+        position: i64,
+        has_delivered_after: bool,
+        delivered_after: Vec<i64>,
     }
 
     extern "Rust" {
         /// Shared, immutable reader over (data, offset table) pairs.
         type LirsReader;
-        /// One iterator's epoch order with its I/O thread pool; not thread-safe
-        /// (callers lock). Dropping it joins the threads.
-        type FetchCursor;
-        /// The payloads of one window, owned by the caller (`take_window`);
-        /// immutable, so safe to share between threads.
-        type WindowPayloads;
+        /// One iteration's walk of its epoch (order, fetch, batches, errors,
+        /// checkpoint state); not thread-safe (callers lock). Dropping it joins its
+        /// fetch threads.
+        type DatasetCursor;
+        /// The records of one batch, where the fetch read them; immutable, so safe to
+        /// share between threads (every string of a batch tensor views it).
+        type BatchView;
 
         /// Checks an I/O backend name (the `backend` attr of the kernels).
         fn check_backend(backend: &str, status: &mut Status) -> Result<()>;
@@ -164,70 +171,49 @@ mod ffi {
             shard_index: i64,
             status: &mut Status,
         ) -> Result<u64>;
-        /// The fetch settings of a LIRSDataset with `batch_size` (0: unbatched) and
-        /// `num_parallel_reads` (-1: automatic, the op attr's convention) over this
-        /// reader now; the order fields are left for the caller (0, shard 0 of 1).
-        fn fetch_spec(
+        /// Checks a LIRSDataset's `batch_size` (0: unbatched) and `num_parallel_reads`
+        /// (-1: automatic) over this reader, before any iteration.
+        fn check_dataset(
             self: &LirsReader,
             batch_size: i64,
             num_parallel_reads: i64,
             status: &mut Status,
-        ) -> Result<FetchSpec>;
-        /// Starts fetching the order of `spec` from its position.
+        ) -> Result<()>;
+        /// Starts an iteration: the cursor of `spec` at `checkpoint` (position 0 and
+        /// nothing delivered for a new one). A checkpoint that cannot belong to this
+        /// iteration is `DataLoss`.
         fn fetch(
             self: &LirsReader,
-            spec: &FetchSpec,
+            spec: &CursorSpec,
+            checkpoint: &CursorCheckpoint,
             status: &mut Status,
-        ) -> Result<Box<FetchCursor>>;
-        /// Where the consumer is, for a checkpoint, having used all but the last
-        /// `unserved` payloads of the current window: returns the first position not
-        /// delivered and puts the positions past it already delivered into `after`.
-        fn resume(
-            self: &FetchCursor,
-            unserved: usize,
-            after: &mut Vec<u64>,
-            status: &mut Status,
-        ) -> Result<u64>;
-
-        /// Moves to the next window and puts its ids into `ids`; false at the end of
-        /// the epoch. Its payloads are then taken with `take_window`. An error here
-        /// fails the whole window and is always `Internal` (a panic in Rust, dead
-        /// fetch threads): after a panic in this call the cursor is poisoned and every
-        /// later call fails too.
-        fn next_window(
-            self: &mut FetchCursor,
-            ids: &mut Vec<u64>,
-            status: &mut Status,
-        ) -> Result<bool>;
-        /// The payloads of the window the last `next_window` moved to, handed over:
-        /// they stay where they were read, valid as long as the box lives (an empty
-        /// window if there is none). Dropping the box gives the buffers back for reuse.
-        fn take_window(self: &mut FetchCursor) -> Box<WindowPayloads>;
-
-        /// Slots in the window (its ids).
-        fn len(self: &WindowPayloads) -> usize;
-        /// Whether every slot was read (no instance failed): then `payload_at` serves
-        /// every slot.
-        fn all_read(self: &WindowPayloads) -> bool;
-        /// Payload `i`: empty for a failed slot or one out of range (the per-record
-        /// path, no status: check `all_read` once per window instead).
-        fn payload_at(self: &WindowPayloads, i: usize) -> &[u8];
-        /// Payload `i`, or the error reading that instance (naming its file and byte).
-        /// (`unsafe` only because cxx requires it to name the lifetime; safe to call.)
-        unsafe fn payload<'a>(
-            self: &'a WindowPayloads,
-            i: usize,
+        ) -> Result<Box<DatasetCursor>>;
+        /// What the cursor delivered, as checkpoint values.
+        fn checkpoint(self: &DatasetCursor, status: &mut Status) -> Result<CursorCheckpoint>;
+        /// The next record (for `batch_size` 0): its payload, valid until the next
+        /// call, with `got` true; `got` false at the end of the epoch. An error passes
+        /// its record's position. (`unsafe` only because cxx requires it to name the
+        /// lifetime; safe to call.)
+        unsafe fn next_element<'a>(
+            self: &'a mut DatasetCursor,
+            got: &mut bool,
             status: &mut Status,
         ) -> Result<&'a [u8]>;
+        /// The next batch (empty at the end of the epoch). An error keeps the records
+        /// read so far for the next call, which completes the batch.
+        fn next_batch(self: &mut DatasetCursor, status: &mut Status) -> Result<Box<BatchView>>;
+
+        /// Records in the batch.
+        fn len(self: &BatchView) -> usize;
+        /// Record `i`'s payload (empty out of range); valid as long as the box lives.
+        fn record(self: &BatchView, i: usize) -> &[u8];
 
         /// Whether `record` is a filler record.
         fn is_filler(record: &[u8], status: &mut Status) -> Result<bool>;
-        /// Folds a TensorFlow (seed, seed2) pair into the core's u64 seed.
-        fn mix_seeds(seed: i64, seed2: i64) -> u64;
     }
 }
 
-pub use ffi::{ErrorCode, FetchSpec, FilePath, ReaderSpec, Status};
+pub use ffi::{CursorCheckpoint, CursorSpec, ErrorCode, FilePath, ReaderSpec, Status};
 
 impl From<core::ErrorKind> for ErrorCode {
     /// The one mapping of the core's error kinds onto the bridge's codes.
@@ -338,14 +324,10 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
         f()
     }))
     .map_err(|payload| {
-        let what = if let Some(s) = payload.downcast_ref::<&str>() {
-            (*s).to_string()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "non-string panic payload".to_string()
-        };
-        FfiError::internal(format!("panic in tfrecord-lirs (Rust): {what}"))
+        FfiError::internal(format!(
+            "panic in tfrecord-lirs (Rust): {}",
+            core::panic_message(payload.as_ref())
+        ))
     })
 }
 
@@ -363,14 +345,14 @@ const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<core::Reader>();
     assert_send_sync::<LirsReader>();
-    // A window is read by any thread holding a tensor that views it, and dropped by
+    // A batch is read by any thread holding a tensor that views it, and dropped by
     // whichever lets go of it last.
-    assert_send_sync::<WindowPayloads>();
+    assert_send_sync::<BatchView>();
 };
 // Cursors move between TF threads (always under the iterator's mutex).
 const _: () = {
     const fn assert_send<T: Send>() {}
-    assert_send::<FetchCursor>();
+    assert_send::<DatasetCursor>();
 };
 
 fn check_backend(backend: &str, status: &mut Status) -> FfiResult<()> {
@@ -471,62 +453,57 @@ impl LirsReader {
         )
     }
 
-    fn fetch_spec(
+    fn check_dataset(
         &self,
         batch_size: i64,
         num_parallel_reads: i64,
         status: &mut Status,
-    ) -> FfiResult<FetchSpec> {
+    ) -> FfiResult<()> {
         report(
             status,
-            guard("fetch_spec", || {
-                rules::dataset_fetch_spec(&self.inner, batch_size, num_parallel_reads)
+            guard("check_dataset", || {
+                core::CursorOptions::dataset(&self.inner, batch_size, num_parallel_reads)?;
+                Ok(())
             }),
         )
     }
 
-    /// Starts fetching `spec`'s order (public for Rust-side tests).
-    pub fn fetch(&self, spec: &FetchSpec, status: &mut Status) -> FfiResult<Box<FetchCursor>> {
+    /// Starts an iteration at `checkpoint` (public for Rust-side tests).
+    pub fn fetch(
+        &self,
+        spec: &CursorSpec,
+        checkpoint: &CursorCheckpoint,
+        status: &mut Status,
+    ) -> FfiResult<Box<DatasetCursor>> {
         report(
             status,
             guard("fetch", || {
-                let (num_shards, shard_index) = (spec.num_shards, spec.shard_index);
-                rules::check_shard_u64(num_shards, shard_index)?;
-                let order_spec = core::OrderSpec {
-                    seed: spec.seed,
-                    epoch: spec.epoch,
+                let (num_shards, shard_index) =
+                    rules::check_shard(Some(spec.num_shards), Some(spec.shard_index))?;
+                let mut options = core::CursorOptions::dataset(
+                    &self.inner,
+                    spec.batch_size,
+                    spec.num_parallel_reads,
+                )?;
+                options.order = core::OrderSpec {
+                    seed: mix_seeds(spec.seed, spec.seed2),
+                    // The seed generator gives every iteration its own seeds.
+                    epoch: 0,
                     page_aware: spec.page_aware,
                     num_shards,
                     shard_index,
                 };
-                let mut order = self.inner.epoch_order(&order_spec)?;
-                if spec.position > order.len() {
-                    return Err(FfiError::invalid(format!(
-                        "position {} is past the end of this epoch ({} instances)",
-                        spec.position,
-                        order.len()
-                    )));
-                }
-                order.seek(spec.position)?;
-                // Unordered batches: windows of exactly one batch, so each batch holds
-                // the instances it holds in order.
-                let exact = spec.unordered && spec.batch_size > 0;
-                let options = core::FetchOptions {
-                    threads: spec.threads,
-                    window: if exact { spec.batch_size } else { spec.window },
-                    depth: spec.depth,
+                options.drop_remainder = spec.drop_remainder;
+                options.unordered = spec.unordered;
+                let after: &[i64] = if checkpoint.has_delivered_after {
+                    &checkpoint.delivered_after
+                } else {
+                    &[]
                 };
-                let mut fetcher = core::Fetcher::new(Arc::clone(&self.inner), order, options)?
-                    .skip(spec.skip.iter().copied());
-                if spec.unordered {
-                    fetcher = fetcher.unordered();
-                }
-                if exact {
-                    fetcher = fetcher.exact_windows();
-                }
-                Ok(Box::new(FetchCursor {
-                    fetcher,
-                    current: WindowPayloads::default(),
+                let state = core::CursorState::from_signed(checkpoint.position, after)?;
+                let inner = core::DatasetCursor::new(Arc::clone(&self.inner), options, &state)?;
+                Ok(Box::new(DatasetCursor {
+                    inner,
                     poisoned: false,
                 }))
             }),
@@ -534,112 +511,94 @@ impl LirsReader {
     }
 }
 
-pub struct FetchCursor {
-    fetcher: core::Fetcher,
-    /// The payloads of the window last returned by `next_window`, until taken.
-    current: WindowPayloads,
-    /// Set when `next_window` panicked: the fetcher may be half-updated.
+pub struct DatasetCursor {
+    inner: core::DatasetCursor,
+    /// Set when a method panicked outside the core's own catch: the cursor may be
+    /// half-updated.
     poisoned: bool,
 }
 
-impl FetchCursor {
-    /// Moves to the next window (public for Rust-side tests).
-    pub fn next_window(&mut self, ids: &mut Vec<u64>, status: &mut Status) -> FfiResult<bool> {
+impl DatasetCursor {
+    /// The core's test panics armed as the process-wide panic points say.
+    #[cfg(feature = "fault-injection")]
+    fn arm_test_panics(&mut self) {
+        self.inner.set_test_panics(
+            fault_injection::armed("fetch_worker"),
+            fault_injection::armed("next_window"),
+        );
+    }
+
+    /// The checkpoint values (public for Rust-side tests).
+    pub fn checkpoint(&self, status: &mut Status) -> FfiResult<CursorCheckpoint> {
+        report(
+            status,
+            guard("checkpoint", || {
+                let (position, delivered_after) = self.inner.state().to_signed()?;
+                Ok(CursorCheckpoint {
+                    position,
+                    has_delivered_after: self.inner.options().unordered
+                        || !delivered_after.is_empty(),
+                    delivered_after,
+                })
+            }),
+        )
+    }
+
+    /// The next record (public for Rust-side tests).
+    pub fn next_element<'a>(
+        &'a mut self,
+        got: &mut bool,
+        status: &mut Status,
+    ) -> FfiResult<&'a [u8]> {
+        *got = false;
+        #[cfg(feature = "fault-injection")]
+        self.arm_test_panics();
         // Disjoint borrows: the body does not touch `poisoned`.
-        let FetchCursor {
-            fetcher,
-            current,
-            poisoned,
-        } = self;
-        let result = guard_poisoning("next_window", poisoned, || {
-            ids.clear();
-            // Dropping an untaken window hands its buffers back to the fetch threads.
-            *current = WindowPayloads::default();
-            #[cfg(feature = "fault-injection")]
-            fetcher.set_test_panic(fault_injection::armed("fetch_worker"));
-            let Some(window) = fetcher.next_window() else {
-                return Ok(false);
-            };
-            current.payloads = Some(window.result?);
-            *ids = window.ids;
-            Ok(true)
+        let DatasetCursor { inner, poisoned } = self;
+        let result = guard_poisoning("next_element", poisoned, || match inner.next_element() {
+            None => Ok(&[][..]),
+            Some(Ok(payload)) => {
+                *got = true;
+                Ok(payload)
+            }
+            Some(Err(e)) => Err(FfiError::from(e)),
         });
         report(status, result)
     }
 
-    /// Hands over the current window's payloads (public for Rust-side tests).
-    pub fn take_window(&mut self) -> Box<WindowPayloads> {
-        Box::new(std::mem::take(&mut self.current))
-    }
-
-    /// Where the consumer is (see the bridge declaration; public for Rust-side tests).
-    pub fn resume(
-        &self,
-        unserved: usize,
-        after: &mut Vec<u64>,
-        status: &mut Status,
-    ) -> FfiResult<u64> {
-        report(
-            status,
-            guard("resume", || {
-                let resume = self.fetcher.resume(unserved);
-                *after = resume.after;
-                Ok(resume.position)
-            }),
-        )
-    }
-}
-
-/// One window's payloads, where the fetch read them (see `take_window`). Its methods
-/// are called per record, so they are not guarded: panic-free by construction
-/// (lookups with `get`, no arithmetic).
-#[derive(Default)]
-pub struct WindowPayloads {
-    payloads: Option<core::Payloads>,
-}
-
-impl WindowPayloads {
-    /// Slots in the window.
-    pub fn len(&self) -> usize {
-        self.payloads.as_ref().map_or(0, core::Payloads::len)
-    }
-
-    /// Whether there are no slots.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether no slot failed.
-    pub fn all_read(&self) -> bool {
-        self.payloads
-            .as_ref()
-            .is_none_or(|p| p.failures().len() == 0)
-    }
-
-    /// Payload `i`; empty if it failed or is out of range.
-    pub fn payload_at(&self, i: usize) -> &[u8] {
-        match self.payloads.as_ref().and_then(|p| p.get(i)) {
-            Some(Ok(bytes)) => bytes,
-            _ => &[],
-        }
-    }
-
-    /// Payload `i`, or its error (public for Rust-side tests).
-    pub fn payload(&self, i: usize, status: &mut Status) -> FfiResult<&[u8]> {
-        let result = match &self.payloads {
-            Some(payloads) => match payloads.get(i) {
-                Some(Ok(bytes)) => Ok(bytes),
-                Some(Err(e)) => Err(FfiError::from(e)),
-                None => Err(FfiError::internal(format!(
-                    "payload {i} of a window of {}",
-                    payloads.len()
-                ))),
-            },
-            None => Err(FfiError::internal(
-                "payload of no window (the last next_window failed or ended)",
-            )),
-        };
+    /// The next batch (public for Rust-side tests).
+    pub fn next_batch(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
+        #[cfg(feature = "fault-injection")]
+        self.arm_test_panics();
+        let DatasetCursor { inner, poisoned } = self;
+        let result = guard_poisoning("next_batch", poisoned, || match inner.next_batch() {
+            None => Ok(Box::default()),
+            Some(Ok(batch)) => Ok(Box::new(BatchView(batch))),
+            Some(Err(e)) => Err(FfiError::from(e)),
+        });
         report(status, result)
+    }
+}
+
+/// One batch's records (see `next_batch`). Its methods are called per record, so
+/// they are not guarded: panic-free by construction (lookups with `get`).
+#[derive(Debug, Default)]
+pub struct BatchView(core::BatchView);
+
+impl BatchView {
+    /// Records in the batch.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Record `i`; empty out of range.
+    pub fn record(&self, i: usize) -> &[u8] {
+        self.0.get(i).unwrap_or_default()
     }
 }
 
@@ -655,11 +614,9 @@ fn is_filler(record: &[u8], status: &mut Status) -> FfiResult<bool> {
 /// Mapping from TensorFlow seeds onto the core's single u64 seed: the two int64 seeds
 /// (TF's (seed, seed2) pair, or the pair a seed generator hands out for one
 /// iteration) are folded with SplitMix64 so that every bit of both affects the result
-/// and nearby pairs give unrelated seeds. The core's `epoch` is then used for the
-/// iteration number (see tf_op/lirs_dataset_op.cc).
-///
-/// Not guarded: panic-free by construction (casts, shifts, xor and wrapping arithmetic
-/// only; no overflow checks can fire even in debug builds).
+/// and nearby pairs give unrelated seeds. The core's `epoch` stays 0: the seed
+/// generator already gives every iteration its own pair (see
+/// tf_op/lirs_dataset_op.cc).
 fn mix_seeds(seed: i64, seed2: i64) -> u64 {
     fn splitmix(mut z: u64) -> u64 {
         z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -684,17 +641,44 @@ pub(crate) mod test_support {
     use std::os::unix::ffi::OsStrExt;
     use std::path::{Path, PathBuf};
 
-    use super::{core, FilePath, ReaderSpec};
+    use super::{core, CursorCheckpoint, CursorSpec, FilePath, ReaderSpec};
 
-    /// A padded file `dir/d` of 300 instances, instance i holding `i` as 4 LE bytes.
-    pub fn write_u32_file(dir: &Path) -> PathBuf {
+    /// A padded file `dir/d` of `n` instances of `len` bytes (at least 4), instance i
+    /// starting with `i` as 4 LE bytes.
+    pub fn write_u32_file(dir: &Path, n: u32, len: usize) -> PathBuf {
         let path = dir.join("d");
         let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for i in 0..300u32 {
-            w.write(&i.to_le_bytes()).unwrap();
+        for i in 0..n {
+            let mut record = i.to_le_bytes().to_vec();
+            record.resize(len.max(4), b'x');
+            w.write(&record).unwrap();
         }
         w.finish().unwrap();
         path
+    }
+
+    /// A LIRSDataset iteration's cursor spec (seed pair (5, 0), one shard).
+    pub fn cursor_spec(batch_size: i64, num_parallel_reads: i64) -> CursorSpec {
+        CursorSpec {
+            seed: 5,
+            seed2: 0,
+            page_aware: false,
+            num_shards: 1,
+            shard_index: 0,
+            batch_size,
+            drop_remainder: false,
+            num_parallel_reads,
+            unordered: false,
+        }
+    }
+
+    /// The checkpoint of a new iteration.
+    pub fn start() -> CursorCheckpoint {
+        CursorCheckpoint {
+            position: 0,
+            has_delivered_after: false,
+            delivered_after: Vec::new(),
+        }
     }
 
     /// The spec of a reader of `path` (default table) with `backend`.
@@ -748,10 +732,10 @@ mod tests {
     /// hit this test's fetches.
     #[cfg(not(feature = "fault-injection"))]
     #[test]
-    fn cursor_slots_carry_their_own_errors() {
-        use super::test_support::{reader_spec, write_u32_file};
+    fn cursors_carry_each_error_and_checkpoint_in_tf_keys() {
+        use super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
         let dir = tempfile::tempdir().unwrap();
-        let path = write_u32_file(dir.path());
+        let path = write_u32_file(dir.path(), 300, 4);
         // Damage instance 7's payload (a CRC mismatch).
         let reader = core::Reader::open_one(&path, None, &Default::default()).unwrap();
         let (_, off) = reader.location(7).unwrap();
@@ -760,43 +744,59 @@ mod tests {
         bytes[off as usize + 12] ^= 1;
         std::fs::write(&path, bytes).unwrap();
 
-        // Mapped (automatic: one fetch thread) and with a pool of 2 threads.
+        // Mapped (automatic: one fetch thread) and with a pool of 2 threads; single
+        // records and batches of 16.
         for (backend, parallel_reads) in [("mmap", -1), ("pread", 2)] {
             let mut st = ok_status();
             let reader = open_reader(&reader_spec(&path, backend), &mut st).unwrap();
-            let mut fetch = reader.fetch_spec(16, parallel_reads, &mut st).unwrap();
-            assert_eq!(fetch.threads, if backend == "mmap" { 1 } else { 2 });
-            fetch.seed = 5;
-            let mut cursor = reader.fetch(&fetch, &mut st).unwrap();
-            let (mut ids, mut seen, mut failed) = (Vec::new(), 0, 0);
-            while cursor.next_window(&mut ids, &mut st).unwrap() {
-                let window = cursor.take_window();
-                assert_eq!(window.len(), ids.len());
-                assert_eq!(window.all_read(), !ids.contains(&7));
-                for (i, &id) in ids.iter().enumerate() {
+            for batch_size in [0, 16] {
+                let spec = cursor_spec(batch_size, parallel_reads);
+                let mut cursor = reader.fetch(&spec, &start(), &mut st).unwrap();
+                let (mut seen, mut failed, mut batches) = (Vec::new(), 0, 0);
+                loop {
                     let mut st = ok_status();
-                    if window.all_read() {
-                        assert_eq!(window.payload_at(i), (id as u32).to_le_bytes());
-                    } else if id == 7 {
-                        assert!(window.payload_at(i).is_empty());
-                    }
-                    match window.payload(i, &mut st) {
-                        Ok(p) => assert_eq!(p, (id as u32).to_le_bytes()),
+                    let result = if batch_size == 0 {
+                        let mut got = false;
+                        match cursor.next_element(&mut got, &mut st) {
+                            Ok(_) if !got => break,
+                            Ok(p) => Ok(vec![p.to_vec()]),
+                            Err(e) => Err(e),
+                        }
+                    } else {
+                        match cursor.next_batch(&mut st) {
+                            Ok(b) if b.is_empty() => break,
+                            Ok(b) => {
+                                batches += 1;
+                                assert!(b.record(b.len()).is_empty());
+                                Ok((0..b.len()).map(|i| b.record(i).to_vec()).collect())
+                            }
+                            Err(e) => Err(e),
+                        }
+                    };
+                    match result {
+                        Ok(records) => seen.extend(records),
                         Err(e) => {
-                            assert_eq!(id, 7);
                             assert_eq!(st.code, ErrorCode::DataLoss);
                             assert!(e.message.contains("instance 7"), "{e}");
                             failed += 1;
                         }
                     }
-                    seen += 1;
                 }
-                let mut st = ok_status();
-                assert!(window.payload(ids.len(), &mut st).is_err());
-                assert!(window.payload_at(ids.len()).is_empty());
-                assert_eq!(st.code, ErrorCode::Internal);
+                let mut ids: Vec<u32> = seen
+                    .iter()
+                    .map(|p| u32::from_le_bytes(p[..4].try_into().unwrap()))
+                    .collect();
+                ids.sort_unstable();
+                assert_eq!(ids, (0..300).filter(|&i| i != 7).collect::<Vec<_>>());
+                assert_eq!(failed, 1, "{backend}");
+                if batch_size > 0 {
+                    // 299 records: the error costs only its own instance.
+                    assert_eq!(batches, 19);
+                }
+                // At the end: everything delivered, in order.
+                let ckpt = cursor.checkpoint(&mut st).unwrap();
+                assert_eq!((ckpt.position, ckpt.has_delivered_after), (300, false));
             }
-            assert_eq!((seen, failed), (300, 1), "{backend}");
         }
         let mut st = ok_status();
         let reader = open_reader(&reader_spec(&path, "auto"), &mut st).unwrap();
@@ -807,5 +807,42 @@ mod tests {
         assert!(st
             .message
             .contains("shard_index must be in [0, num_shards)"));
+        // Checkpoints: unordered cursors always write `delivered_after`; damaged
+        // values are DataLoss.
+        let mut spec = cursor_spec(0, 2);
+        spec.unordered = true;
+        let mut cursor = reader.fetch(&spec, &start(), &mut st).unwrap();
+        let mut got = false;
+        cursor.next_element(&mut got, &mut st).unwrap();
+        let ckpt = cursor.checkpoint(&mut st).unwrap();
+        assert!(ckpt.has_delivered_after);
+        assert_eq!(
+            ckpt.position + ckpt.delivered_after.len() as i64,
+            1,
+            "{ckpt:?}"
+        );
+        for (position, after, want) in [
+            (-1, vec![], "negative position -1"),
+            (
+                5,
+                vec![3],
+                "delivered position 3 before the restore position 5",
+            ),
+            (301, vec![], "position 301 is past the end of this epoch"),
+        ] {
+            let bad = CursorCheckpoint {
+                position,
+                has_delivered_after: true,
+                delivered_after: after,
+            };
+            let mut st = ok_status();
+            assert!(reader.fetch(&spec, &bad, &mut st).is_err());
+            assert_eq!(st.code, ErrorCode::DataLoss);
+            assert!(st.message.contains(want), "{}", st.message);
+        }
+        // Bad dataset arguments are the core's.
+        let mut st = ok_status();
+        assert!(reader.check_dataset(-3, -1, &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::InvalidArgument);
     }
 }

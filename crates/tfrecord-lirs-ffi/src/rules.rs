@@ -1,17 +1,17 @@
 //! The option rules of the op library and the Python package, decided here once: the
-//! I/O backend names, the shard check, the offset-table path of each file, the fit
-//! syntax, and the fetch settings of a LIRSDataset. The kernels reach them through the
+//! I/O backend names, the shard check, the offset-table path of each file and the fit
+//! syntax (a LIRSDataset's fetch settings are the core's `CursorOptions::dataset`). The kernels reach them through the
 //! cxx bridge, Python through the C ABI ([`crate::c_api`]); neither repeats them.
 //!
 //! The option rules themselves are the core's ([`core::options`]); this module adds
 //! what only the foreign callers need: TensorFlow's signed integers, the default table
-//! of each file, the fit syntax of the Python API and the LIRSDataset fetch defaults.
+//! of each file and the fit syntax of the Python API.
 
 use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FetchSpec, FfiError, FfiResult, ReaderSpec};
+use crate::{path_of, FfiError, FfiResult, ReaderSpec};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
@@ -95,87 +95,6 @@ pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
         .collect())
 }
 
-/// About how many bytes of data a LIRSDataset's fetch window spans: each window is one
-/// job for a fetch thread (a hand-off and a wake-up each way) and starts its prefetch
-/// pipeline cold, so windows should be long, but its buffer should stay in the fetching
-/// core's L2 cache, and a batch's strings keep their whole window alive. Measured with
-/// batches of 256 over the bench file (mean span ~380 B, `make bench`'s data; each
-/// figure a fresh process, 3-4 interleaved rounds): 64 ids 1.91-2.34 M rec/s, 1024 ids
-/// (~380 KiB) 2.48-2.72 M, 4096 ids (~1.5 MiB) 2.29-2.41 M.
-const DATASET_WINDOW_BYTES: u64 = 384 * 1024;
-/// The fewest ids in a LIRSDataset window (files of large records: a window of
-/// several records still spreads over the fetch threads).
-const DATASET_MIN_WINDOW: usize = 64;
-/// The most ids in a LIRSDataset window (files of tiny records).
-const DATASET_MAX_WINDOW: usize = 4096;
-/// Windows a LIRSDataset reads ahead of its consumer.
-const DATASET_WINDOWS_AHEAD: usize = 4;
-/// Fetch threads of a LIRSDataset over mapped files (where the core would read on the
-/// consumer's thread): one, so the gather of the next windows overlaps TensorFlow's
-/// own work on the thread that calls `GetNext`. Measured on the 2-core bench machine,
-/// in one process (`make bench` data, median epochs): batches of 256 1.6-1.8 M rec/s
-/// with one thread against 1.0-1.2 M inline; elements 1.17 M against 1.02 M; two
-/// threads no better than one.
-const DATASET_MAPPED_THREADS: usize = 1;
-
-/// The ids per fetch window of a LIRSDataset over `reader` with batches of `batch`
-/// (0: none): about [`DATASET_WINDOW_BYTES`] of data, within
-/// [`DATASET_MIN_WINDOW`]..=[`DATASET_MAX_WINDOW`] ids, and at least one batch. Remote
-/// files keep the smallest windows: there a window is many requests, and with
-/// unordered delivery a slow one holds up its whole window.
-fn dataset_window(reader: &core::Reader, batch: usize) -> usize {
-    if reader.is_remote() {
-        return DATASET_MIN_WINDOW.max(batch);
-    }
-    let mean = reader.layout().mean_span_bytes().max(1);
-    let by_bytes = usize::try_from(DATASET_WINDOW_BYTES / mean).unwrap_or(DATASET_MAX_WINDOW);
-    by_bytes
-        .clamp(DATASET_MIN_WINDOW, DATASET_MAX_WINDOW)
-        .max(batch)
-}
-
-/// The fetch settings of a LIRSDataset with `batch_size` (0: unbatched) and
-/// `num_parallel_reads` (-1: automatic, else at least 1) over `reader` now: automatic
-/// threads are [`core::FetchOptions::auto_threads`], but at least one (one while the
-/// reader maps its files, see `DATASET_MAPPED_THREADS`); windows as `dataset_window`.
-/// The order fields are left at their neutral values (seed 0, epoch 0, shard 0 of 1,
-/// position 0) for the caller to set.
-pub fn dataset_fetch_spec(
-    reader: &core::Reader,
-    batch_size: i64,
-    num_parallel_reads: i64,
-) -> FfiResult<FetchSpec> {
-    let batch = usize::try_from(batch_size)
-        .map_err(|_| FfiError::invalid(format!("batch_size must be >= 0, got {batch_size}")))?;
-    let threads = match num_parallel_reads {
-        -1 => match core::FetchOptions::auto_threads(reader) {
-            0 => DATASET_MAPPED_THREADS,
-            n => n,
-        },
-        n if n >= 1 => usize::try_from(n)
-            .map_err(|_| FfiError::invalid(format!("num_parallel_reads {n} is too large")))?,
-        n => {
-            return Err(FfiError::invalid(format!(
-                "num_parallel_reads must be >= 1 or -1 (automatic), got {n}"
-            )))
-        }
-    };
-    Ok(FetchSpec {
-        seed: 0,
-        epoch: 0,
-        page_aware: false,
-        num_shards: 1,
-        shard_index: 0,
-        position: 0,
-        threads,
-        window: dataset_window(reader, batch),
-        depth: DATASET_WINDOWS_AHEAD,
-        unordered: false,
-        batch_size: batch,
-        skip: Vec::new(),
-    })
-}
-
 /// The placement policy named `fit`: "next", "best" (the core's default window,
 /// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
 /// [`core::options::best_fit_window`]).
@@ -201,34 +120,6 @@ pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A reader of a padded file of `n` records of `len` bytes each.
-    fn reader_of(dir: &std::path::Path, n: usize, len: usize) -> core::Reader {
-        let path = dir.join(format!("{n}x{len}"));
-        let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for _ in 0..n {
-            w.write(&vec![7u8; len]).unwrap();
-        }
-        w.finish().unwrap();
-        core::Reader::open_one(&path, None, &Default::default()).unwrap()
-    }
-
-    #[test]
-    fn dataset_windows_span_about_the_same_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let window = |n, len, batch| {
-            let reader = reader_of(dir.path(), n, len);
-            dataset_fetch_spec(&reader, batch, -1).unwrap().window
-        };
-        // ~380-byte spans: ~1000 ids; tiny records: capped; 64 KiB records: the floor.
-        let mid = window(3000, 362, 0);
-        assert!((900..=1100).contains(&mid), "{mid}");
-        assert_eq!(window(3000, 4, 0), DATASET_MAX_WINDOW);
-        assert_eq!(window(40, 64 << 10, 0), DATASET_MIN_WINDOW);
-        // Never smaller than one batch.
-        assert_eq!(window(3000, 362, 5000), 5000);
-        assert_eq!(window(40, 64 << 10, 256), 256);
-    }
 
     #[test]
     fn page_sizes() {

@@ -347,6 +347,42 @@ fn missing_table_message(table: &Path, data: &Path, source: &std::io::Error) -> 
     )
 }
 
+/// A copy (an I/O error is copied as its kind and text): the error of a failed slot
+/// stays in its window, which is shared, and each consumer that meets it gets its own.
+impl Clone for Error {
+    fn clone(&self) -> Error {
+        let copy_io = |e: &std::io::Error| std::io::Error::new(e.kind(), e.to_string());
+        let detail = match &self.detail {
+            Detail::Io(source) => Detail::Io(copy_io(source)),
+            Detail::Frame(frame) => Detail::Frame(frame.clone()),
+            Detail::Compressed(format) => Detail::Compressed(format),
+            Detail::Reason(message) => Detail::Reason(message.clone()),
+            Detail::Message(message) => Detail::Message(message.clone()),
+            Detail::MissingTable { data, source } => Detail::MissingTable {
+                data: data.clone(),
+                source: copy_io(source),
+            },
+            Detail::TextIndex { line, source } => Detail::TextIndex {
+                line: *line,
+                source: source.clone(),
+            },
+        };
+        Error {
+            kind: self.kind,
+            at: self.at.clone(),
+            detail,
+        }
+    }
+}
+
+impl Error {
+    /// The error for state that cannot be what it claims to be (a damaged or forged
+    /// checkpoint): [`ErrorKind::DataLoss`]; `message` says what is wrong.
+    pub fn data_loss(message: impl Into<String>) -> Error {
+        Error::message(ErrorKind::DataLoss, message.into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

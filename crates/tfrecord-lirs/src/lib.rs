@@ -17,6 +17,9 @@
 //!   system the embedding program registers (the TensorFlow op registers TensorFlow's).
 //! * [`Reader`], [`TFRecordLIRS`]: random access, epoch orders (instance-based or
 //!   page-aware, sharded, version-stable), I/O statistics.
+//! * [`Fetcher`]: an order's windows read ahead by a pool of threads;
+//!   [`DatasetCursor`]: the epoch walk of a dataset front end (batches, the error
+//!   policy, unordered delivery, checkpoint state as [`CursorState`]).
 //!
 //! ```
 //! use tfrecord_lirs::{PaddedWriter, PadOptions, TFRecordLIRS};
@@ -41,6 +44,7 @@
 
 mod batch;
 mod compress;
+mod cursor;
 mod error;
 pub mod example;
 mod fetch;
@@ -64,8 +68,12 @@ mod writer;
 
 pub use batch::Batch;
 pub use compress::Compression;
+pub use cursor::{BatchView, CursorOptions, CursorState, DatasetCursor};
 pub use error::{Error, ErrorKind, Location, Result};
-pub use fetch::{FetchOptions, Fetcher, Payloads, Resume, Window, REMOTE_AUTO_THREADS};
+pub use fetch::{
+    panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
+    Payloads, Resume, Window, ORDER_VERSION_1, REMOTE_AUTO_THREADS,
+};
 pub use format::PageSize;
 pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,

@@ -181,7 +181,7 @@ impl Iterator for TFRecordLIRS {
                 }
             }
             self.window = None;
-            let Window { ids, result } = self.fetcher.as_mut()?.next_window()?;
+            let Window { ids, result, .. } = self.fetcher.as_mut()?.next_window()?;
             match result {
                 Ok(payloads) => self.window = Some((ids, payloads, 0)),
                 Err(e) => {

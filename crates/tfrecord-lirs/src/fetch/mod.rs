@@ -24,16 +24,21 @@
 //! ([`Fetcher::skip`]): a restored iterator delivers exactly the instances not yet
 //! delivered.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+mod ledger;
+mod schedule;
+mod workers;
+
+use std::collections::BTreeMap;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+
+pub use ledger::{DeliveredLedger, Resume};
+pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
+pub use workers::panic_message;
+use workers::{Job, Workers};
 
 use crate::error::{Error, Result};
-use crate::order::EpochOrder;
 use crate::reader::{Batch, Reader};
 
 /// Settings of a [`Fetcher`].
@@ -76,19 +81,6 @@ impl Default for FetchOptions {
             depth: 4,
         }
     }
-}
-
-struct Job {
-    window: u64,
-    part: usize,
-    ids: Vec<u64>,
-}
-
-struct Done {
-    window: u64,
-    part: usize,
-    /// `Err` only for a panic while reading the part (a window-level failure).
-    result: Result<PartRead>,
 }
 
 /// One part of a window as read: its payloads in part order (an empty one for each
@@ -156,12 +148,10 @@ impl Spares {
     }
 }
 
-/// A window being fetched: its ids in order, where each payload will be, and the
-/// parts that came back.
+/// A window being fetched by the pool: its ids and positions, where each payload
+/// will be, and the parts that came back.
 struct Pending {
-    ids: Vec<u64>,
-    /// The order positions of `ids`.
-    positions: Vec<u64>,
+    cut: Cut,
     slots: Vec<(usize, usize)>,
     parts: Vec<Option<PartRead>>,
     missing: usize,
@@ -169,7 +159,8 @@ struct Pending {
     error: Option<Error>,
 }
 
-/// Reads an [`EpochOrder`] window by window with a pool of threads.
+/// Reads an epoch order ([`OrderSource`], e.g. an [`EpochOrder`](crate::EpochOrder))
+/// window by window with a pool of threads.
 ///
 /// ```
 /// # fn main() -> tfrecord_lirs::Result<()> {
@@ -200,69 +191,58 @@ struct Pending {
 /// # Ok(()) }
 /// ```
 pub struct Fetcher {
-    order: EpochOrder,
-    options: FetchOptions,
-    jobs: Option<mpsc::Sender<Job>>,
-    /// Set on drop: the workers pass over the jobs still queued instead of reading
-    /// them, so only the reads in progress (one part per thread) are waited for, not
-    /// up to `depth` windows of them (seconds on remote storage).
-    stopping: Arc<std::sync::atomic::AtomicBool>,
-    done: mpsc::Receiver<Done>,
-    workers: Vec<JoinHandle<()>>,
+    schedule: FetchSchedule,
+    delivery: Delivery,
     spares: Spares,
+    /// Ids handed out so far (failed windows included).
+    delivered: u64,
+    /// The windows handed out before the last one (used up), and the last one's
+    /// positions.
+    ledger: DeliveredLedger,
+    last: Vec<u64>,
     /// Fault injection (feature `fault-injection`, tests only): while set, every job
     /// panics inside its fetch thread.
     #[cfg(feature = "fault-injection")]
     test_panic: Arc<AtomicBool>,
+}
+
+/// How windows are read: two strategies over the one schedule and bookkeeping of
+/// [`Fetcher::next_window`].
+enum Delivery {
+    /// On the consumer's thread, when it asks (no threads).
+    Inline(Arc<Reader>),
+    /// By a pool of fetch threads, `depth` windows ahead.
+    Pooled(Pool),
+}
+
+/// The pooled strategy: windows in flight and the threads reading them.
+struct Pool {
+    workers: Workers,
     pending: BTreeMap<u64, Pending>,
-    /// With no threads: the reader, read on the consumer's thread.
-    inline: Option<Arc<Reader>>,
+    threads: usize,
+    depth: usize,
     next_window: u64,
     next_deliver: u64,
-    delivered: u64,
     /// Ids per part, at least: [`MIN_PART_IDS`], or 1 for remote files, where a read
     /// waits on the network and each run of consecutive ids (one coalesced request)
     /// is a part of its own, so up to `threads` requests are in flight.
     min_part_ids: usize,
     /// Windows are handed out as they complete ([`Fetcher::unordered`]).
     unordered: bool,
-    /// Windows of exactly `window` ids, not extended to a unit's end.
-    exact: bool,
-    /// Positions handed out before this fetcher started (from a [`Resume`] point):
-    /// left out of the windows.
-    skip: BTreeSet<u64>,
-    /// Every position below `low` is handed out, and so are those in `handed`
-    /// (all but the last window's, which are in `last`).
-    low: u64,
-    handed: BTreeSet<u64>,
-    last: Vec<u64>,
-}
-
-/// Where a consumer is in an epoch order, for a checkpoint: every position below
-/// `position` and every one in `after` has been delivered, and nothing else. In order,
-/// `after` is empty; with unordered delivery it holds the windows delivered ahead of a
-/// slower one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Resume {
-    /// The first position not delivered.
-    pub position: u64,
-    /// Positions past `position` already delivered, ascending.
-    pub after: Vec<u64>,
 }
 
 impl Fetcher {
     /// Starts the pool; fetching begins with the first `next_window`.
-    pub fn new(reader: Arc<Reader>, order: EpochOrder, options: FetchOptions) -> Result<Fetcher> {
+    pub fn new(
+        reader: Arc<Reader>,
+        order: impl OrderSource + 'static,
+        options: FetchOptions,
+    ) -> Result<Fetcher> {
         if options.window == 0 || options.depth == 0 {
             return Err(Error::invalid_argument(format!(
                 "fetch options need window and depth of at least 1, got {options:?}"
             )));
         }
-        let inline = (options.threads == 0).then(|| Arc::clone(&reader));
-        let (job_tx, job_rx) = mpsc::channel::<Job>();
-        let job_rx = Arc::new(Mutex::new(job_rx));
-        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (done_tx, done_rx) = mpsc::channel::<Done>();
         // At least one: with no threads, the consumer reuses its own last batch.
         // A window's buffers come back when its consumer lets go of its payloads,
         // which can be several windows later (a caller that hands out views of them,
@@ -271,91 +251,45 @@ impl Fetcher {
         let spares = Spares(Arc::default(), options.threads.max(1) + options.depth);
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
-        let workers = (0..options.threads)
-            .map(|_| {
-                let jobs = Arc::clone(&job_rx);
-                let stopping = Arc::clone(&stopping);
-                let done = done_tx.clone();
-                let reader = Arc::clone(&reader);
-                let spares = spares.clone();
-                #[cfg(feature = "fault-injection")]
-                let test_panic = Arc::clone(&test_panic);
-                crate::pool::spawn("lirs-fetch", move || loop {
-                    // The lock is held only while taking a job, never while reading.
-                    let job = match jobs.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok(job) = job else { return };
-                    if stopping.load(std::sync::atomic::Ordering::Relaxed) {
-                        continue; // the fetcher is gone: drain the queue unread
-                    }
-                    // A panic must not kill the thread: the other threads keep the
-                    // done channel open, so the consumer would wait for this reply
-                    // forever. It becomes the job's (Internal) error instead; the
-                    // buffer it may have left half-written is dropped, not reused.
-                    let result = catch_unwind(AssertUnwindSafe(|| {
-                        #[cfg(feature = "fault-injection")]
-                        if test_panic.load(Ordering::Relaxed) {
-                            panic!("test panic injected into a fetch thread");
-                        }
-                        let mut batch = spares.take();
-                        let failed = read_part(&reader, &job.ids, &mut batch);
-                        PartRead { batch, failed }
-                    }))
-                    .map_err(|payload| {
-                        Error::internal(format!(
-                            "panic in a tfrecord-lirs fetch thread reading {} instances \
-                                 from instance {}: {}",
-                            job.ids.len(),
-                            job.ids.first().copied().unwrap_or_default(),
-                            panic_message(payload.as_ref())
-                        ))
-                    });
-                    let sent = done.send(Done {
-                        window: job.window,
-                        part: job.part,
-                        result,
-                    });
-                    if sent.is_err() {
-                        return;
-                    }
-                })
+        let delivery = if options.threads == 0 {
+            Delivery::Inline(Arc::clone(&reader))
+        } else {
+            Delivery::Pooled(Pool {
+                workers: Workers::start(
+                    options.threads,
+                    &reader,
+                    &spares,
+                    #[cfg(feature = "fault-injection")]
+                    &test_panic,
+                )?,
+                pending: BTreeMap::new(),
+                threads: options.threads,
+                depth: options.depth,
+                next_window: 0,
+                next_deliver: 0,
+                min_part_ids: if reader.is_remote() { 1 } else { MIN_PART_IDS },
+                unordered: false,
             })
-            .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| Error::invalid_argument(format!("cannot start fetch threads: {e}")))?;
-        let delivered = order.position();
-        let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
-        let low = order.position();
+        };
+        let position = order.position();
         Ok(Fetcher {
-            order,
-            options,
-            jobs: Some(job_tx),
-            stopping,
-            done: done_rx,
-            workers,
+            schedule: FetchSchedule::new(Box::new(order), options.window, false),
+            delivery,
             spares,
+            delivered: position,
+            ledger: DeliveredLedger::new(position, []),
+            last: Vec::new(),
             #[cfg(feature = "fault-injection")]
             test_panic,
-            pending: BTreeMap::new(),
-            inline,
-            next_window: 0,
-            next_deliver: 0,
-            delivered,
-            min_part_ids,
-            unordered: false,
-            exact: false,
-            skip: BTreeSet::new(),
-            low,
-            handed: BTreeSet::new(),
-            last: Vec::new(),
         })
     }
 
     /// Hands windows out as they complete instead of in order (see the module docs).
     /// With no threads (reads on the consumer's thread) there is nothing to reorder.
     pub fn unordered(mut self) -> Fetcher {
-        self.unordered = true;
+        if let Delivery::Pooled(pool) = &mut self.delivery {
+            pool.unordered = true;
+        }
         self
     }
 
@@ -363,7 +297,7 @@ impl Fetcher {
     /// extended to the end of a page-aware unit: with unordered delivery, each
     /// window is then one batch of the in-order sequence.
     pub fn exact_windows(mut self) -> Fetcher {
-        self.exact = true;
+        self.schedule.set_exact(true);
         self
     }
 
@@ -371,9 +305,8 @@ impl Fetcher {
     /// the order must be positioned at its `position`. Positions before the order's
     /// position are ignored.
     pub fn skip(mut self, after: impl IntoIterator<Item = u64>) -> Fetcher {
-        let low = self.low;
-        self.skip.extend(after.into_iter().filter(|&p| p >= low));
-        self.handed.extend(self.skip.iter().copied());
+        self.schedule.skip(after);
+        self.ledger = DeliveredLedger::new(self.ledger.position(), self.schedule.skipped());
         self
     }
 
@@ -381,65 +314,9 @@ impl Fetcher {
     /// last window handed out.
     pub fn resume(&self, unserved: usize) -> Resume {
         let served = self.last.len().saturating_sub(unserved);
-        let mut done: BTreeSet<u64> = self.handed.clone();
-        done.extend(self.last[..served].iter().copied());
-        let mut position = self.low;
-        while done.remove(&position) {
-            position += 1;
-        }
-        Resume {
-            position,
-            after: done.into_iter().filter(|&p| p > position).collect(),
-        }
-    }
-
-    /// The next window of the order: its ids and their positions, without skipped
-    /// positions; `None` at the end of the order.
-    fn cut_window(&mut self) -> Option<(Vec<u64>, Vec<u64>)> {
-        loop {
-            let start = self.order.position();
-            let mut ids = Vec::with_capacity(self.options.window);
-            let taken = if self.exact {
-                self.order.next_batch(self.options.window, &mut ids)
-            } else {
-                self.order.next_window(self.options.window, &mut ids)
-            };
-            if taken == 0 {
-                return None;
-            }
-            let mut positions: Vec<u64> = (start..start + ids.len() as u64).collect();
-            if !self.skip.is_empty() {
-                let keep: Vec<bool> = positions.iter().map(|p| !self.skip.remove(p)).collect();
-                let mut k = keep.iter();
-                ids.retain(|_| *k.next().unwrap_or(&true));
-                let mut k = keep.iter();
-                positions.retain(|_| *k.next().unwrap_or(&true));
-                if ids.is_empty() {
-                    continue;
-                }
-            }
-            return Some((ids, positions));
-        }
-    }
-
-    /// Records that the window at `positions` is handed out (the previous one is then
-    /// used up).
-    fn hand_out(&mut self, positions: Vec<u64>) {
-        let previous = std::mem::replace(&mut self.last, positions);
-        // In order (the usual case, and the hot path) the previous window is the run of
-        // positions from `low` (positions ascend): no set needed.
-        let run = previous.len() as u64;
-        if self.handed.is_empty()
-            && previous.first() == Some(&self.low)
-            && previous.last().is_some_and(|&p| p + 1 == self.low + run)
-        {
-            self.low += run;
-            return;
-        }
-        self.handed.extend(previous);
-        while self.handed.remove(&self.low) {
-            self.low += 1;
-        }
+        let mut ledger = self.ledger.clone();
+        ledger.deliver_all(&self.last[..served]);
+        ledger.resume()
     }
 
     /// Ids handed out so far in this epoch (failed windows included).
@@ -449,7 +326,8 @@ impl Fetcher {
 
     /// Fault injection (feature `fault-injection`, tests only; absent from normal
     /// builds): while `on`, every job taken by a fetch thread panics inside that
-    /// thread, so tests can prove such a panic reaches the consumer as an
+    /// thread (with no threads, every window fails the same way), so tests can prove
+    /// such a panic reaches the consumer as an
     /// [`ErrorKind::Internal`](crate::ErrorKind::Internal) error instead of a hang.
     #[cfg(feature = "fault-injection")]
     pub fn set_test_panic(&self, on: bool) {
@@ -458,45 +336,84 @@ impl Fetcher {
 
     /// Ids in this shard's epoch.
     pub fn len(&self) -> u64 {
-        self.order.len()
+        self.schedule.order().len()
     }
 
     /// Whether the epoch is empty.
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.len() == 0
     }
 
-    /// Queues windows until `depth` are in flight or the order is exhausted.
-    fn submit(&mut self) {
-        if self.jobs.is_none() {
-            return;
-        }
-        while self.pending.len() < self.options.depth {
-            let Some((ids, positions)) = self.cut_window() else {
+    /// The next window: its ids and their payloads, each read or failed on its own
+    /// (see [`Payloads::get`]); `Err` only when the window as a whole failed (a panic in
+    /// a fetch thread, the threads gone: [`ErrorKind::Internal`](crate::ErrorKind::Internal)).
+    /// `None` at the end of the epoch.
+    pub fn next_window(&mut self) -> Option<Window> {
+        let window = match &mut self.delivery {
+            Delivery::Inline(reader) => {
+                let cut = self.schedule.next_cut()?;
+                #[cfg(feature = "fault-injection")]
+                if self.test_panic.load(Ordering::Relaxed) {
+                    return Some(self.handed_out(Window {
+                        ids: cut.ids,
+                        positions: cut.positions,
+                        result: Err(Error::internal(
+                            "test panic injected into a fetch thread (inline fetch)",
+                        )),
+                    }));
+                }
+                let mut batch = self.spares.take();
+                let failed = read_part(reader, &cut.ids, &mut batch);
+                Window {
+                    ids: cut.ids,
+                    positions: cut.positions,
+                    result: Ok(Payloads {
+                        parts: Parts::InOrder(batch),
+                        failed,
+                        spares: self.spares.clone(),
+                    }),
+                }
+            }
+            Delivery::Pooled(pool) => pool.next_window(&mut self.schedule, &self.spares)?,
+        };
+        Some(self.handed_out(window))
+    }
+
+    /// The bookkeeping of every window handed out, however it was read.
+    fn handed_out(&mut self, window: Window) -> Window {
+        self.delivered += window.ids.len() as u64;
+        let previous = std::mem::replace(&mut self.last, window.positions.clone());
+        self.ledger.deliver_all(&previous);
+        window
+    }
+
+    /// The next window's payloads, in order, copied into one [`Batch`] (or the error of
+    /// its first failed slot); `None` at the end of the epoch.
+    pub fn next_batch(&mut self) -> Option<Result<Batch>> {
+        let window = self.next_window()?;
+        Some(window.result.and_then(|p| p.into_batch(&window.ids)))
+    }
+}
+
+impl Pool {
+    /// Queues windows until `depth` are in flight or the schedule is exhausted.
+    fn submit(&mut self, schedule: &mut FetchSchedule) {
+        while self.pending.len() < self.depth {
+            let Some(cut) = schedule.next_cut() else {
                 return;
             };
-            let Some(jobs) = &self.jobs else { return };
-            let most = self
-                .options
-                .threads
-                .min(ids.len().div_ceil(self.min_part_ids));
-            let (parts, slots) = split_runs(&ids, most);
+            let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
+            let (parts, slots) = split_runs(&cut.ids, most);
             let window = self.next_window;
             self.next_window += 1;
             let count = parts.len();
-            for (part, part_ids) in parts.into_iter().enumerate() {
-                // A closed channel means the workers are gone; the wait below reports it.
-                let _ = jobs.send(Job {
-                    window,
-                    part,
-                    ids: part_ids,
-                });
+            for (part, ids) in parts.into_iter().enumerate() {
+                self.workers.send(Job { window, part, ids });
             }
             self.pending.insert(
                 window,
                 Pending {
-                    ids,
-                    positions,
+                    cut,
                     slots,
                     parts: (0..count).map(|_| None).collect(),
                     missing: count,
@@ -506,15 +423,9 @@ impl Fetcher {
         }
     }
 
-    /// The next window: its ids and their payloads, each read or failed on its own
-    /// (see [`Payloads::get`]); `Err` only when the window as a whole failed (a panic in
-    /// a fetch thread, the threads gone: [`ErrorKind::Internal`](crate::ErrorKind::Internal)).
-    /// `None` at the end of the epoch.
-    pub fn next_window(&mut self) -> Option<Window> {
-        if let Some(reader) = &self.inline {
-            return self.next_window_inline(&Arc::clone(reader));
-        }
-        self.submit();
+    /// The next window in order, or (unordered) the first one in flight to complete.
+    fn next_window(&mut self, schedule: &mut FetchSchedule, spares: &Spares) -> Option<Window> {
+        self.submit(schedule);
         let mut head = self.next_deliver;
         loop {
             if self.unordered {
@@ -534,20 +445,19 @@ impl Fetcher {
                     Some(_) => {}
                 }
             }
-            let Ok(done) = self.done.recv() else {
+            let Some(done) = self.workers.recv() else {
                 // Every thread is gone (cannot happen while they catch panics).
                 // This window fails and is passed: each later window fails the same
                 // way and the epoch still ends.
-                let (ids, positions) = self
+                let cut = self
                     .pending
                     .remove(&head)
-                    .map(|p| (p.ids, p.positions))
+                    .map(|p| p.cut)
                     .unwrap_or_default();
                 self.next_deliver += 1;
-                self.delivered += ids.len() as u64;
-                self.hand_out(positions);
                 return Some(Window {
-                    ids,
+                    ids: cut.ids,
+                    positions: cut.positions,
                     result: Err(Error::internal(
                         "tfrecord-lirs fetch threads stopped unexpectedly",
                     )),
@@ -573,85 +483,46 @@ impl Fetcher {
         // Present: the loop above only breaks when the head window is complete.
         let window = self.pending.remove(&head)?;
         self.next_deliver += 1;
-        self.delivered += window.ids.len() as u64;
-        self.hand_out(window.positions);
         let result = match window.error {
             Some(e) => {
-                self.spares
-                    .give(window.parts.into_iter().flatten().map(|r| r.batch));
+                spares.give(window.parts.into_iter().flatten().map(|r| r.batch));
                 Err(e)
             }
-            None => Ok(self.assemble(window.parts, window.slots)),
+            None => Ok(assemble(window.parts, window.slots, spares)),
         };
-        self.submit();
+        self.submit(schedule);
         Some(Window {
-            ids: window.ids,
+            ids: window.cut.ids,
+            positions: window.cut.positions,
             result,
         })
     }
+}
 
-    /// The payloads of a window from its parts (all present) and where each slot is.
-    fn assemble(&self, parts: Vec<Option<PartRead>>, slots: Vec<(usize, usize)>) -> Payloads {
-        let mut batches = Vec::with_capacity(parts.len());
-        // (part, index in part) -> error, for the rare parts with failed ids.
-        let mut part_errors = BTreeMap::new();
-        for (p, read) in parts.into_iter().flatten().enumerate() {
-            for (j, e) in read.failed {
-                part_errors.insert((p, j), e);
-            }
-            batches.push(read.batch);
+/// The payloads of a window from its parts (all present) and where each slot is.
+fn assemble(parts: Vec<Option<PartRead>>, slots: Vec<(usize, usize)>, spares: &Spares) -> Payloads {
+    let mut batches = Vec::with_capacity(parts.len());
+    // (part, index in part) -> error, for the rare parts with failed ids.
+    let mut part_errors = BTreeMap::new();
+    for (p, read) in parts.into_iter().flatten().enumerate() {
+        for (j, e) in read.failed {
+            part_errors.insert((p, j), e);
         }
-        let failed = if part_errors.is_empty() {
-            Vec::new()
-        } else {
-            slots
-                .iter()
-                .enumerate()
-                .filter_map(|(k, at)| Some((k, part_errors.remove(at)?)))
-                .collect()
-        };
-        Payloads {
-            parts: Parts::Scattered { batches, slots },
-            failed,
-            spares: self.spares.clone(),
-        }
+        batches.push(read.batch);
     }
-
-    /// [`next_window`](Fetcher::next_window) with no pool: the window is read here, in
-    /// order, into one reused batch.
-    fn next_window_inline(&mut self, reader: &Reader) -> Option<Window> {
-        let (ids, positions) = self.cut_window()?;
-        self.next_window += 1;
-        self.next_deliver += 1;
-        self.delivered += ids.len() as u64;
-        self.hand_out(positions);
-        #[cfg(feature = "fault-injection")]
-        if self.test_panic.load(Ordering::Relaxed) {
-            return Some(Window {
-                ids,
-                result: Err(Error::internal(
-                    "test panic injected into a fetch thread (inline fetch)",
-                )),
-            });
-        }
-        let mut batch = self.spares.take();
-        let failed = read_part(reader, &ids, &mut batch);
-        let payloads = Payloads {
-            parts: Parts::InOrder(batch),
-            failed,
-            spares: self.spares.clone(),
-        };
-        Some(Window {
-            ids,
-            result: Ok(payloads),
-        })
-    }
-
-    /// The next window's payloads, in order, copied into one [`Batch`] (or the error of
-    /// its first failed slot); `None` at the end of the epoch.
-    pub fn next_batch(&mut self) -> Option<Result<Batch>> {
-        let window = self.next_window()?;
-        Some(window.result.and_then(|p| p.into_batch(&window.ids)))
+    let failed = if part_errors.is_empty() {
+        Vec::new()
+    } else {
+        slots
+            .iter()
+            .enumerate()
+            .filter_map(|(k, at)| Some((k, part_errors.remove(at)?)))
+            .collect()
+    };
+    Payloads {
+        parts: Parts::Scattered { batches, slots },
+        failed,
+        spares: spares.clone(),
     }
 }
 
@@ -660,6 +531,8 @@ impl Fetcher {
 pub struct Window {
     /// The ids of the window, in order.
     pub ids: Vec<u64>,
+    /// Their positions in the epoch order (ascending).
+    pub positions: Vec<u64>,
     /// Their payloads (each read or failed on its own), or the error that failed the
     /// whole window (always [`ErrorKind::Internal`](crate::ErrorKind::Internal)).
     pub result: Result<Payloads>,
@@ -756,28 +629,6 @@ impl Drop for Payloads {
             Parts::InOrder(batch) => self.spares.give([batch]),
             Parts::Scattered { batches, .. } => self.spares.give(batches),
         }
-    }
-}
-
-impl Drop for Fetcher {
-    fn drop(&mut self) {
-        self.stopping
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        self.jobs = None; // workers see the closed channel and exit
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
-    }
-}
-
-/// The text of a panic payload (a `&str` or `String` message, as `panic!` makes).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
     }
 }
 

@@ -1,0 +1,980 @@
+//! The dataset cursor: everything about walking one epoch for a front end (the
+//! TensorFlow op, and TensorFlow-free loaders), so no front end keeps a state machine
+//! of its own.
+//!
+//! A [`DatasetCursor`] owns the order of one (seed, epoch, shard), its fetch windows
+//! and read-ahead (a [`Fetcher`]), batching, the error policy, ordered or unordered
+//! delivery, and a checkpoint state that is a small value ([`CursorState`]: positions,
+//! never buffers).
+//!
+//! # Error policy
+//!
+//! As TensorFlow's `TFRecordDataset`: every error passes one position of the order. A
+//! failed instance passes its own position; a window that fails as a whole (an
+//! internal error: a panic while fetching, fetch threads gone) passes its first
+//! position, and the cursor drops its fetcher and starts a fresh one at the next call
+//! (the rest of that window is fetched again). A caller that skips errors therefore
+//! goes on, every epoch ends, and checkpoints agree with what was delivered.
+//!
+//! # Batches
+//!
+//! A batch holds `batch_size` records (the last one may be shorter, or is dropped with
+//! `drop_remainder`). An error in the middle of a batch keeps the records already in
+//! it: the next call completes the batch from there, so an error costs only its own
+//! instance. With unordered delivery each batch is exactly one fetch window (windows
+//! of `batch_size` ids, delivered as they complete), never two; under
+//! `drop_remainder`, a window shorter than a batch (the order's last, or one shortened
+//! by errors) is dropped and the epoch goes on.
+//!
+//! # Checkpoints
+//!
+//! [`DatasetCursor::state`] is what was delivered: the records of every batch or
+//! element handed out, and the positions errors passed outside an unfinished batch. A
+//! batch left unfinished by an error is not part of it (its records are re-read after
+//! a restore, from its first one). In order, that is a position; unordered, a
+//! position and the positions past it already delivered.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::fetch::{
+    panic_message, DeliveredLedger, FetchOptions, Fetcher, OrderSource, Payloads, Resume,
+    ORDER_VERSION_1,
+};
+use crate::order::OrderSpec;
+use crate::reader::Reader;
+
+/// About how many bytes of data a dataset's fetch window spans: each window is one
+/// job for a fetch thread (a hand-off and a wake-up each way) and starts its prefetch
+/// pipeline cold, so windows should be long, but its buffer should stay in the fetching
+/// core's L2 cache, and a batch's records keep their whole window alive. Measured with
+/// batches of 256 over the bench file (mean span ~380 B, `make bench`'s data; each
+/// figure a fresh process, 3-4 interleaved rounds): 64 ids 1.91-2.34 M rec/s, 1024 ids
+/// (~380 KiB) 2.48-2.72 M, 4096 ids (~1.5 MiB) 2.29-2.41 M.
+const DATASET_WINDOW_BYTES: u64 = 384 * 1024;
+/// The fewest ids in a dataset's window (files of large records: a window of several
+/// records still spreads over the fetch threads).
+const DATASET_MIN_WINDOW: usize = 64;
+/// The most ids in a dataset's window (files of tiny records).
+const DATASET_MAX_WINDOW: usize = 4096;
+/// Windows a dataset reads ahead of its consumer.
+const DATASET_WINDOWS_AHEAD: usize = 4;
+/// Fetch threads of a dataset over mapped files (where a bare [`Fetcher`] reads on the
+/// consumer's thread): one, so the gather of the next windows overlaps the front end's
+/// own work on the thread that asks for records. Measured on the 2-core bench machine,
+/// in one process (`make bench` data, median epochs, TensorFlow op): batches of 256
+/// 1.6-1.8 M rec/s with one thread against 1.0-1.2 M inline; elements 1.17 M against
+/// 1.02 M; two threads no better than one.
+const DATASET_MAPPED_THREADS: usize = 1;
+
+/// The order versions this library can walk (docs/FORMAT.md §5).
+const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1];
+
+/// How a [`DatasetCursor`] walks its epoch. Start from [`CursorOptions::dataset`],
+/// which decides the fetch defaults, then set the order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CursorOptions {
+    /// The order: seed, epoch, page-aware or not, shard.
+    pub order: OrderSpec,
+    /// Fetch threads, window and read-ahead.
+    pub fetch: FetchOptions,
+    /// Records per batch; 0: single records ([`DatasetCursor::next_element`]).
+    pub batch_size: usize,
+    /// Drop a batch smaller than `batch_size` instead of handing it out.
+    pub drop_remainder: bool,
+    /// Hand windows out as they complete (RINAS): the same multiset (and, batched,
+    /// the same batches) in another order; a slow read holds up only its window.
+    pub unordered: bool,
+}
+
+impl CursorOptions {
+    /// The options of a dataset over `reader` now, as its front ends give the
+    /// arguments: `batch_size` (0: unbatched; negative is an error) and
+    /// `num_parallel_reads` (-1: automatic, else at least 1). Automatic threads are
+    /// [`FetchOptions::auto_threads`], but at least one (see `DATASET_MAPPED_THREADS`);
+    /// windows span about `DATASET_WINDOW_BYTES` of data, at least one batch. The
+    /// order is left at its default (seed 0, epoch 0, shard 0 of 1, not page-aware),
+    /// ordered, without `drop_remainder`.
+    pub fn dataset(
+        reader: &Reader,
+        batch_size: i64,
+        num_parallel_reads: i64,
+    ) -> Result<CursorOptions> {
+        let batch_size = usize::try_from(batch_size).map_err(|_| {
+            Error::invalid_argument(format!("batch_size must be >= 0, got {batch_size}"))
+        })?;
+        let threads = match num_parallel_reads {
+            -1 => match FetchOptions::auto_threads(reader) {
+                0 => DATASET_MAPPED_THREADS,
+                n => n,
+            },
+            n if n >= 1 => usize::try_from(n).map_err(|_| {
+                Error::invalid_argument(format!("num_parallel_reads {n} is too large"))
+            })?,
+            n => {
+                return Err(Error::invalid_argument(format!(
+                    "num_parallel_reads must be >= 1 or -1 (automatic), got {n}"
+                )))
+            }
+        };
+        Ok(CursorOptions {
+            order: OrderSpec::default(),
+            fetch: FetchOptions {
+                threads,
+                window: dataset_window(reader, batch_size),
+                depth: DATASET_WINDOWS_AHEAD,
+            },
+            batch_size,
+            drop_remainder: false,
+            unordered: false,
+        })
+    }
+
+    /// Whether each fetch window is exactly one batch (unordered batches).
+    fn exact_windows(&self) -> bool {
+        self.unordered && self.batch_size > 0
+    }
+}
+
+/// The ids per fetch window of a dataset over `reader` with batches of `batch` (0:
+/// none): about [`DATASET_WINDOW_BYTES`] of data, within
+/// [`DATASET_MIN_WINDOW`]..=[`DATASET_MAX_WINDOW`] ids, and at least one batch. Remote
+/// files keep the smallest windows: there a window is many requests, and with
+/// unordered delivery a slow one holds up its whole window.
+fn dataset_window(reader: &Reader, batch: usize) -> usize {
+    if reader.is_remote() {
+        return DATASET_MIN_WINDOW.max(batch);
+    }
+    let mean = reader.layout().mean_span_bytes().max(1);
+    let by_bytes = usize::try_from(DATASET_WINDOW_BYTES / mean).unwrap_or(DATASET_MAX_WINDOW);
+    by_bytes
+        .clamp(DATASET_MIN_WINDOW, DATASET_MAX_WINDOW)
+        .max(batch)
+}
+
+/// Where a [`DatasetCursor`] is: every position below `position` and every one in
+/// `delivered_after` has been delivered, nothing else. A small value (positions, never
+/// payloads); the order itself is recomputed from the options on restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorState {
+    /// The version of the order algorithm the positions are positions of.
+    pub order_version: u32,
+    /// The first position not delivered.
+    pub position: u64,
+    /// Positions past `position` already delivered (unordered delivery), ascending.
+    pub delivered_after: Vec<u64>,
+}
+
+/// The first bytes of an encoded [`CursorState`].
+const STATE_MAGIC: &[u8; 8] = b"LIRSCUR\0";
+/// The version of the encoding (not of the order).
+const STATE_ENCODING_VERSION: u32 = 1;
+/// Magic, encoding version, order version, position, count of delivered positions.
+const STATE_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8;
+
+impl Default for CursorState {
+    fn default() -> Self {
+        CursorState::start()
+    }
+}
+
+impl CursorState {
+    /// The start of an epoch (order version 1).
+    pub fn start() -> CursorState {
+        CursorState {
+            order_version: ORDER_VERSION_1,
+            position: 0,
+            delivered_after: Vec::new(),
+        }
+    }
+
+    /// The state a TensorFlow checkpoint holds under its `position` and
+    /// `delivered_after` keys (signed integers; checkpoints predate order versions, so
+    /// version 1). [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for a negative
+    /// position or a delivered position before it.
+    pub fn from_signed(position: i64, delivered_after: &[i64]) -> Result<CursorState> {
+        let position = u64::try_from(position)
+            .map_err(|_| Error::data_loss(format!("negative position {position}")))?;
+        let delivered_after = delivered_after
+            .iter()
+            .map(|&p| {
+                u64::try_from(p)
+                    .ok()
+                    .filter(|&p| p >= position)
+                    .ok_or_else(|| {
+                        Error::data_loss(format!(
+                            "delivered position {p} before the restore position {position}"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        Ok(CursorState {
+            order_version: ORDER_VERSION_1,
+            position,
+            delivered_after,
+        })
+    }
+
+    /// The state as signed integers (the TensorFlow checkpoint convention): the
+    /// position and the delivered positions past it.
+    pub fn to_signed(&self) -> Result<(i64, Vec<i64>)> {
+        let signed = |p: u64| {
+            i64::try_from(p).map_err(|_| Error::internal(format!("position {p} overflows i64")))
+        };
+        Ok((
+            signed(self.position)?,
+            self.delivered_after
+                .iter()
+                .map(|&p| signed(p))
+                .collect::<Result<_>>()?,
+        ))
+    }
+
+    /// The state as bytes (little-endian): `LIRSCUR\0`, the encoding version (u32, 1),
+    /// the order version (u32), the position (u64), the count of delivered positions
+    /// (u64) and those positions (u64 each).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(STATE_HEADER_BYTES + 8 * self.delivered_after.len());
+        out.extend_from_slice(STATE_MAGIC);
+        out.extend_from_slice(&STATE_ENCODING_VERSION.to_le_bytes());
+        out.extend_from_slice(&self.order_version.to_le_bytes());
+        out.extend_from_slice(&self.position.to_le_bytes());
+        out.extend_from_slice(&(self.delivered_after.len() as u64).to_le_bytes());
+        for p in &self.delivered_after {
+            out.extend_from_slice(&p.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads [`encode`](CursorState::encode)'s bytes;
+    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for bytes that are not a
+    /// state (damaged or forged): a short or long buffer, another magic, an unknown
+    /// encoding or order version, delivered positions that do not ascend past the
+    /// position. (Positions past the epoch's end are caught on restore, which knows
+    /// its length.)
+    pub fn decode(bytes: &[u8]) -> Result<CursorState> {
+        let header = bytes.get(..STATE_HEADER_BYTES).ok_or_else(|| {
+            Error::data_loss(format!(
+                "cursor state of {} bytes, shorter than its {STATE_HEADER_BYTES}-byte header",
+                bytes.len()
+            ))
+        })?;
+        if &header[..8] != STATE_MAGIC {
+            return Err(Error::data_loss(
+                "not a tfrecord-lirs cursor state (its first bytes are not LIRSCUR\\0)",
+            ));
+        }
+        let u32_at = |at: usize| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&header[at..at + 4]);
+            u32::from_le_bytes(b)
+        };
+        let u64_of = |b: &[u8]| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(b);
+            u64::from_le_bytes(w)
+        };
+        let encoding = u32_at(8);
+        if encoding != STATE_ENCODING_VERSION {
+            return Err(Error::data_loss(format!(
+                "cursor state encoding version {encoding} is unknown (this library reads \
+                 version {STATE_ENCODING_VERSION})"
+            )));
+        }
+        let order_version = u32_at(12);
+        if !KNOWN_ORDER_VERSIONS.contains(&order_version) {
+            return Err(Error::data_loss(format!(
+                "cursor state of order version {order_version}, which this library does not \
+                 know (it knows {KNOWN_ORDER_VERSIONS:?})"
+            )));
+        }
+        let position = u64_of(&header[16..24]);
+        let count = u64_of(&header[24..32]);
+        let rest = &bytes[STATE_HEADER_BYTES..];
+        if u64::try_from(rest.len() / 8).ok() != Some(count) || rest.len() % 8 != 0 {
+            return Err(Error::data_loss(format!(
+                "cursor state claims {count} delivered positions but holds {} bytes of them",
+                rest.len()
+            )));
+        }
+        let delivered_after: Vec<u64> = rest.chunks_exact(8).map(u64_of).collect();
+        let state = CursorState {
+            order_version,
+            position,
+            delivered_after,
+        };
+        if let Some(w) = state.delivered_after.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(Error::data_loss(format!(
+                "cursor state's delivered positions do not ascend ({} then {})",
+                w[0], w[1]
+            )));
+        }
+        if let Some(&p) = state.delivered_after.first().filter(|&&p| p < position) {
+            return Err(Error::data_loss(format!(
+                "delivered position {p} before the restore position {position}"
+            )));
+        }
+        Ok(state)
+    }
+
+    /// Checks the state against an epoch of `len` positions of order `version`.
+    fn check(&self, len: u64, version: u32) -> Result<()> {
+        if self.order_version != version {
+            return Err(Error::data_loss(format!(
+                "state of order version {}, but this order is version {version}",
+                self.order_version
+            )));
+        }
+        if self.position > len {
+            return Err(Error::data_loss(format!(
+                "position {} is past the end of this epoch ({len} instances)",
+                self.position
+            )));
+        }
+        if let Some(&p) = self.delivered_after.iter().find(|&&p| p >= len) {
+            return Err(Error::data_loss(format!(
+                "delivered position {p} is past the end of this epoch ({len} instances)"
+            )));
+        }
+        if let Some(&p) = self.delivered_after.iter().find(|&&p| p < self.position) {
+            return Err(Error::data_loss(format!(
+                "delivered position {p} before the restore position {}",
+                self.position
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A batch of records as views into the fetch windows that hold them (no copy): it
+/// keeps those windows alive, and their buffers go back to the fetch for reuse when
+/// the last batch (and the cursor) let go of them.
+#[derive(Default)]
+pub struct BatchView {
+    windows: Vec<Arc<Payloads>>,
+    /// (index in `windows`, slot in that window) of each record.
+    records: Vec<(usize, usize)>,
+}
+
+impl BatchView {
+    /// Records in the batch.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Record `i`'s payload (`None` out of range). Panic-free by construction, as a
+    /// per-record call from foreign code must be.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let &(w, slot) = self.records.get(i)?;
+        self.windows.get(w)?.get(slot)?.ok()
+    }
+
+    /// The payloads in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.get(i).unwrap_or_default())
+    }
+
+    /// Room for `records` records (a batch's records grow into it without moving).
+    fn with_capacity(records: usize) -> BatchView {
+        BatchView {
+            windows: Vec::with_capacity(2),
+            records: Vec::with_capacity(records),
+        }
+    }
+
+    fn push(&mut self, window: &Arc<Payloads>, slot: usize) {
+        self.push_run(window, slot..slot + 1);
+    }
+
+    /// Appends slots `slots` of `window`.
+    fn push_run(&mut self, window: &Arc<Payloads>, slots: std::ops::Range<usize>) {
+        if !self.windows.last().is_some_and(|w| Arc::ptr_eq(w, window)) {
+            self.windows.push(Arc::clone(window));
+        }
+        let w = self.windows.len() - 1;
+        self.records.extend(slots.map(|slot| (w, slot)));
+    }
+}
+
+impl std::fmt::Debug for BatchView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchView")
+            .field("len", &self.len())
+            .field("windows", &self.windows.len())
+            .finish()
+    }
+}
+
+/// The window being served.
+struct Current {
+    payloads: Arc<Payloads>,
+    positions: Vec<u64>,
+    /// The next slot to serve.
+    next: usize,
+    /// No slot failed: every slot is served without looking for its error.
+    all_read: bool,
+}
+
+/// The epoch order of `options` over `reader`: the one place a cursor chooses an order
+/// algorithm (today's, version 1), consumed only through [`OrderSource`].
+fn open_order(reader: &Reader, options: &CursorOptions) -> Result<Box<dyn OrderSource>> {
+    Ok(Box::new(reader.epoch_order(&options.order)?))
+}
+
+/// One slot of the walk.
+enum Step {
+    /// Slot `slot` of the current window, at `position`, was read.
+    Record {
+        slot: usize,
+        position: u64,
+    },
+    /// The slot at `position` failed (or, for a failed window, its first position).
+    Failed {
+        error: Error,
+        position: u64,
+    },
+    End,
+}
+
+/// Which test panics are armed (feature `fault-injection`).
+#[cfg(feature = "fault-injection")]
+#[derive(Default, Clone, Copy)]
+struct TestPanics {
+    fetch_worker: bool,
+    next_window: bool,
+}
+
+/// Walks one epoch of a dataset: records one by one ([`next_element`]) or in batches
+/// ([`next_batch`]), with the error policy, ordered or unordered delivery and the
+/// checkpoint state described in the module docs.
+///
+/// [`next_element`]: DatasetCursor::next_element
+/// [`next_batch`]: DatasetCursor::next_batch
+///
+/// ```
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("d");
+/// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
+/// # for i in 0..100u32 { w.write(&i.to_le_bytes())?; }
+/// # w.finish()?;
+/// use std::sync::Arc;
+/// use tfrecord_lirs::{CursorOptions, CursorState, DatasetCursor, Reader};
+/// let reader = Arc::new(Reader::open_one(&path, None, &Default::default())?);
+/// let mut options = CursorOptions::dataset(&reader, 32, -1)?;
+/// options.order.seed = 7;
+/// let mut cursor = DatasetCursor::new(Arc::clone(&reader), options, &CursorState::start())?;
+/// let first = cursor.next_batch().unwrap()?;
+/// assert_eq!(first.len(), 32);
+/// let saved = cursor.state().encode();
+/// let rest: usize = std::iter::from_fn(|| cursor.next_batch()).map(|b| b.unwrap().len()).sum();
+/// assert_eq!(rest, 68);
+/// // A new cursor from the saved bytes delivers the same rest.
+/// let state = CursorState::decode(&saved)?;
+/// let mut again = DatasetCursor::new(reader, options, &state)?;
+/// assert_eq!(again.next_batch().unwrap()?.len(), 32);
+/// # Ok(()) }
+/// ```
+pub struct DatasetCursor {
+    reader: Arc<Reader>,
+    options: CursorOptions,
+    len: u64,
+    order_version: u32,
+    /// `None` after a window failed as a whole: started again at the next call.
+    fetcher: Option<Fetcher>,
+    /// Positions taken from the fetch (every window handed over, and positions
+    /// passed by window-level errors): where a fresh fetcher starts.
+    taken: DeliveredLedger,
+    /// Positions delivered to the caller: the checkpoint state.
+    delivered: DeliveredLedger,
+    current: Option<Current>,
+    /// The batch being filled (kept across errors), and the positions it has passed
+    /// (its records' and its errors').
+    batch: BatchView,
+    batch_positions: Vec<u64>,
+    #[cfg(feature = "fault-injection")]
+    test_panics: TestPanics,
+}
+
+impl DatasetCursor {
+    /// A cursor over `reader`'s epoch of `options.order`, at `state`
+    /// ([`CursorState::start`] for a fresh epoch). The fetch starts now, so a failure
+    /// to start it is reported here; a state that cannot belong to this epoch is
+    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss).
+    pub fn new(
+        reader: Arc<Reader>,
+        options: CursorOptions,
+        state: &CursorState,
+    ) -> Result<DatasetCursor> {
+        let order = open_order(&reader, &options)?;
+        let (len, order_version) = (order.len(), order.version());
+        state.check(len, order_version)?;
+        let ledger = DeliveredLedger::new(state.position, state.delivered_after.iter().copied());
+        let mut cursor = DatasetCursor {
+            reader,
+            options,
+            len,
+            order_version,
+            fetcher: None,
+            taken: ledger.clone(),
+            delivered: ledger,
+            current: None,
+            batch: BatchView::default(),
+            batch_positions: Vec::new(),
+            #[cfg(feature = "fault-injection")]
+            test_panics: TestPanics::default(),
+        };
+        cursor.fetcher = Some(cursor.start_fetch(order)?);
+        Ok(cursor)
+    }
+
+    /// Moves to `state` (a checkpoint): the cursor is rebuilt, and left as it was if
+    /// that fails.
+    pub fn restore(&mut self, state: &CursorState) -> Result<()> {
+        *self = DatasetCursor::new(Arc::clone(&self.reader), self.options, state)?;
+        Ok(())
+    }
+
+    /// What was delivered (see the module docs): the checkpoint state.
+    pub fn state(&self) -> CursorState {
+        let Resume { position, after } = self.delivered.resume();
+        CursorState {
+            order_version: self.order_version,
+            position,
+            delivered_after: after,
+        }
+    }
+
+    /// The options the cursor walks with.
+    pub fn options(&self) -> &CursorOptions {
+        &self.options
+    }
+
+    /// Instances in this shard's epoch.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the epoch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The next record's payload; `Err` for an instance that could not be read (or a
+    /// window that failed as a whole), which passes its position; `None` at the end of
+    /// the epoch. For `batch_size == 0`.
+    pub fn next_element(&mut self) -> Option<Result<&[u8]>> {
+        match self.step() {
+            Step::End => None,
+            Step::Failed { error, position } => {
+                self.delivered.deliver(position);
+                Some(Err(error))
+            }
+            Step::Record { slot, position } => {
+                self.delivered.deliver(position);
+                let current = self.current.as_ref()?;
+                match current.payloads.get(slot) {
+                    Some(Ok(payload)) => Some(Ok(payload)),
+                    _ => Some(Err(Error::internal(format!(
+                        "slot {slot} of a window of {} vanished",
+                        current.payloads.len()
+                    )))),
+                }
+            }
+        }
+    }
+
+    /// The next batch; `Err` for an instance that could not be read (the batch keeps
+    /// what it holds and the next call completes it); `None` at the end of the epoch.
+    /// For `batch_size > 0`.
+    pub fn next_batch(&mut self) -> Option<Result<BatchView>> {
+        let size = self.options.batch_size.max(1);
+        loop {
+            while self.batch.len() < size {
+                // Unordered: a batch is one window, whichever completed; never two.
+                if self.options.unordered && !self.batch.is_empty() && self.window_served() {
+                    break;
+                }
+                // The hot path: a run of slots of a window none of whose slots failed,
+                // taken at once.
+                if let Some(c) = self
+                    .current
+                    .as_mut()
+                    .filter(|c| c.all_read && c.next < c.positions.len())
+                {
+                    let (start, end) = (
+                        c.next,
+                        (c.next + size - self.batch.len()).min(c.positions.len()),
+                    );
+                    self.batch.push_run(&c.payloads, start..end);
+                    self.batch_positions
+                        .extend_from_slice(&c.positions[start..end]);
+                    c.next = end;
+                    continue;
+                }
+                match self.step() {
+                    Step::Record { slot, position } => {
+                        let Some(current) = &self.current else { break };
+                        self.batch.push(&current.payloads, slot);
+                        self.batch_positions.push(position);
+                    }
+                    Step::Failed { error, position } => {
+                        if self.batch.is_empty() {
+                            // Nothing to keep: the error alone passes its position.
+                            self.delivered.deliver(position);
+                        } else {
+                            self.batch_positions.push(position);
+                        }
+                        return Some(Err(error));
+                    }
+                    Step::End => break,
+                }
+            }
+            let short = self.batch.len() < size;
+            if self.options.unordered
+                && self.options.drop_remainder
+                && short
+                && !self.batch.is_empty()
+            {
+                // A window shorter than a batch may come before others: dropped, and
+                // the epoch goes on.
+                self.take_batch();
+                continue;
+            }
+            let batch = self.take_batch();
+            if batch.is_empty() || (self.options.drop_remainder && short) {
+                return None;
+            }
+            return Some(Ok(batch));
+        }
+    }
+
+    /// Fault injection (feature `fault-injection`, tests only): while `fetch_worker`,
+    /// every read of a fetch thread panics; while `next_window`, taking the next
+    /// window panics (as the entry point `next_window`).
+    #[cfg(feature = "fault-injection")]
+    pub fn set_test_panics(&mut self, fetch_worker: bool, next_window: bool) {
+        self.test_panics = TestPanics {
+            fetch_worker,
+            next_window,
+        };
+    }
+
+    /// The batch being filled, handed over; its positions count as delivered.
+    fn take_batch(&mut self) -> BatchView {
+        self.delivered.deliver_all(&self.batch_positions);
+        self.batch_positions.clear();
+        std::mem::replace(
+            &mut self.batch,
+            BatchView::with_capacity(self.options.batch_size),
+        )
+    }
+
+    /// Whether every slot of the current window is served.
+    fn window_served(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_none_or(|c| c.next >= c.positions.len())
+    }
+
+    /// The next slot of the walk.
+    fn step(&mut self) -> Step {
+        if self.window_served() {
+            if let Some(stop) = self.refill() {
+                return stop;
+            }
+        }
+        let Some(current) = &mut self.current else {
+            return Step::End;
+        };
+        let slot = current.next;
+        current.next += 1;
+        let Some(&position) = current.positions.get(slot) else {
+            return Step::End;
+        };
+        if current.all_read {
+            return Step::Record { slot, position };
+        }
+        match current.payloads.get(slot) {
+            Some(Ok(_)) => Step::Record { slot, position },
+            Some(Err(e)) => Step::Failed {
+                error: e.clone(),
+                position,
+            },
+            None => Step::Failed {
+                error: Error::internal(format!(
+                    "slot {slot} of a window of {}",
+                    current.payloads.len()
+                )),
+                position,
+            },
+        }
+    }
+
+    /// Takes the next window from the fetch (starting a fresh fetch after a
+    /// window-level error); `Some` when there is none: the end, or the error.
+    fn refill(&mut self) -> Option<Step> {
+        self.current = None;
+        if self.fetcher.is_none() {
+            let position = self.taken.position();
+            if position >= self.len {
+                return Some(Step::End);
+            }
+            let started =
+                open_order(&self.reader, &self.options).and_then(|order| self.start_fetch(order));
+            match started {
+                Ok(fetcher) => self.fetcher = Some(fetcher),
+                Err(error) => return Some(self.pass_window(error, position)),
+            }
+        }
+        let fetcher = self.fetcher.as_mut()?;
+        #[cfg(feature = "fault-injection")]
+        let panics = {
+            fetcher.set_test_panic(self.test_panics.fetch_worker);
+            self.test_panics
+        };
+        let fetched = catch_unwind(AssertUnwindSafe(|| {
+            #[cfg(feature = "fault-injection")]
+            if panics.next_window {
+                panic!("test panic injected into entry point `next_window`");
+            }
+            fetcher.next_window()
+        }));
+        let window = match fetched {
+            Ok(Some(window)) => window,
+            Ok(None) => return Some(Step::End),
+            Err(payload) => {
+                // The fetcher may be half-updated: never used again.
+                let position = self.taken.position();
+                let error = Error::internal(format!(
+                    "panic in tfrecord-lirs (Rust) taking the fetch window at position \
+                     {position}: {}",
+                    panic_message(payload.as_ref())
+                ));
+                return Some(self.pass_window(error, position));
+            }
+        };
+        match window.result {
+            Ok(payloads) => {
+                self.taken.deliver_all(&window.positions);
+                let all_read = payloads.failures().len() == 0;
+                self.current = Some(Current {
+                    all_read,
+                    payloads: Arc::new(payloads),
+                    positions: window.positions,
+                    next: 0,
+                });
+                None
+            }
+            Err(error) => {
+                let position = window
+                    .positions
+                    .first()
+                    .copied()
+                    .unwrap_or_else(|| self.taken.position());
+                Some(self.pass_window(error, position))
+            }
+        }
+    }
+
+    /// A window-level error: it passes `position`, and the fetch starts afresh after
+    /// what was taken (the rest of the failed window, and windows in flight, are
+    /// fetched again).
+    fn pass_window(&mut self, error: Error, position: u64) -> Step {
+        self.fetcher = None;
+        self.taken.deliver(position);
+        Step::Failed { error, position }
+    }
+
+    /// A fetcher over `order`, from the first position not taken, leaving out those
+    /// taken past it.
+    fn start_fetch(&self, mut order: Box<dyn OrderSource>) -> Result<Fetcher> {
+        let Resume { position, after } = self.taken.resume();
+        order.seek(position)?;
+        let exact = self.options.exact_windows();
+        let mut options = self.options.fetch;
+        if exact {
+            options.window = self.options.batch_size;
+        }
+        let mut fetcher = Fetcher::new(Arc::clone(&self.reader), order, options)?.skip(after);
+        if self.options.unordered {
+            fetcher = fetcher.unordered();
+        }
+        if exact {
+            fetcher = fetcher.exact_windows();
+        }
+        Ok(fetcher)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of a padded file of `n` records of `len` bytes each.
+    fn reader_of(dir: &std::path::Path, n: usize, len: usize) -> Reader {
+        let path = dir.join(format!("{n}x{len}"));
+        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for _ in 0..n {
+            w.write(&vec![7u8; len]).unwrap();
+        }
+        w.finish().unwrap();
+        Reader::open_one(&path, None, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn dataset_windows_span_about_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let window = |n, len, batch| {
+            let reader = reader_of(dir.path(), n, len);
+            CursorOptions::dataset(&reader, batch, -1)
+                .unwrap()
+                .fetch
+                .window
+        };
+        // ~380-byte spans: ~1000 ids; tiny records: capped; 64 KiB records: the floor.
+        let mid = window(3000, 362, 0);
+        assert!((900..=1100).contains(&mid), "{mid}");
+        assert_eq!(window(3000, 4, 0), DATASET_MAX_WINDOW);
+        assert_eq!(window(40, 64 << 10, 0), DATASET_MIN_WINDOW);
+        // Never smaller than one batch.
+        assert_eq!(window(3000, 362, 5000), 5000);
+        assert_eq!(window(40, 64 << 10, 256), 256);
+    }
+
+    #[test]
+    fn dataset_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 10, 100);
+        let o = CursorOptions::dataset(&reader, 0, 3).unwrap();
+        assert_eq!((o.batch_size, o.fetch.threads), (0, 3));
+        assert_eq!(o.fetch.depth, DATASET_WINDOWS_AHEAD);
+        assert!(!o.unordered && !o.drop_remainder);
+        // Automatic threads: at least one (the file is read through pread here).
+        let auto = CursorOptions::dataset(&reader, 4, -1).unwrap();
+        assert_eq!(
+            auto.fetch.threads,
+            FetchOptions::auto_threads(&reader).max(1)
+        );
+        for (batch, reads, want) in [
+            (-1, -1, "batch_size must be >= 0, got -1"),
+            (
+                0,
+                0,
+                "num_parallel_reads must be >= 1 or -1 (automatic), got 0",
+            ),
+            (
+                0,
+                -2,
+                "num_parallel_reads must be >= 1 or -1 (automatic), got -2",
+            ),
+        ] {
+            let e = CursorOptions::dataset(&reader, batch, reads).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert_eq!(e.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn states_encode_and_decode() {
+        let state = CursorState {
+            order_version: 1,
+            position: 7,
+            delivered_after: vec![9, 12],
+        };
+        let bytes = state.encode();
+        assert_eq!(bytes.len(), STATE_HEADER_BYTES + 16);
+        assert_eq!(CursorState::decode(&bytes).unwrap(), state);
+        assert_eq!(
+            CursorState::decode(&CursorState::start().encode()).unwrap(),
+            CursorState::start()
+        );
+    }
+
+    #[test]
+    fn damaged_or_forged_states_are_data_loss() {
+        let good = CursorState {
+            order_version: 1,
+            position: 7,
+            delivered_after: vec![9, 12],
+        }
+        .encode();
+        let with = |at: usize, bytes: &[u8]| {
+            let mut b = good.clone();
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+            b
+        };
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (good[..20].to_vec(), "shorter than its 32-byte header"),
+            (
+                good[..good.len() - 3].to_vec(),
+                "claims 2 delivered positions",
+            ),
+            (
+                [good.clone(), vec![0; 8]].concat(),
+                "claims 2 delivered positions",
+            ),
+            (with(0, b"X"), "not a tfrecord-lirs cursor state"),
+            (
+                with(8, &2u32.to_le_bytes()),
+                "encoding version 2 is unknown",
+            ),
+            (with(12, &9u32.to_le_bytes()), "order version 9"),
+            (
+                with(16, &10u64.to_le_bytes()),
+                "delivered position 9 before the restore position 10",
+            ),
+            (with(40, &9u64.to_le_bytes()), "do not ascend (9 then 9)"),
+        ];
+        for (bytes, want) in cases {
+            let e = CursorState::decode(&bytes).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
+            assert!(e.to_string().contains(want), "{e} / {want}");
+        }
+    }
+
+    #[test]
+    fn signed_checkpoint_values() {
+        let s = CursorState::from_signed(5, &[6, 9]).unwrap();
+        assert_eq!((s.position, s.delivered_after.clone()), (5, vec![6, 9]));
+        assert_eq!(s.to_signed().unwrap(), (5, vec![6, 9]));
+        let e = CursorState::from_signed(-1, &[]).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::DataLoss);
+        assert!(e.to_string().contains("negative position -1"), "{e}");
+        let e = CursorState::from_signed(5, &[4]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("delivered position 4 before the restore position 5"),
+            "{e}"
+        );
+        let e = CursorState::from_signed(5, &[-4]).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::DataLoss);
+    }
+
+    #[test]
+    fn states_are_checked_against_the_epoch() {
+        let state = |position, after: &[u64]| CursorState {
+            order_version: 1,
+            position,
+            delivered_after: after.to_vec(),
+        };
+        assert!(state(10, &[]).check(10, 1).is_ok());
+        for (s, want) in [
+            (state(11, &[]), "position 11 is past the end"),
+            (state(3, &[10]), "delivered position 10 is past the end"),
+            (state(3, &[2]), "before the restore position 3"),
+        ] {
+            let e = s.check(10, 1).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::DataLoss);
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        let e = state(0, &[]).check(10, 2).unwrap_err();
+        assert!(e.to_string().contains("order is version 2"), "{e}");
+    }
+}

@@ -1,0 +1,247 @@
+//! The fetch schedule: which ids each fetch window holds, at which positions of the
+//! epoch order (pure: no I/O, no threads).
+//!
+//! The order is consumed through [`OrderSource`], a narrow interface (its length, and
+//! the ids of the next positions, a window at a time), so an order that computes the
+//! id of a position without holding an array can take the place of [`EpochOrder`].
+
+use std::collections::BTreeSet;
+
+use crate::error::Result;
+use crate::order::EpochOrder;
+
+/// The version of the order algorithm of [`EpochOrder`] (docs/FORMAT.md §5), as
+/// checkpoints record it.
+pub const ORDER_VERSION_1: u32 = 1;
+
+/// An epoch order as the fetch and the dataset cursor consume it: a length, a
+/// position, and the ids of the next positions a window at a time.
+pub trait OrderSource: Send {
+    /// The version of the order algorithm (recorded in checkpoints, so a state is
+    /// never restored into another algorithm's order).
+    fn version(&self) -> u32;
+    /// Positions (instances) in this shard's epoch.
+    fn len(&self) -> u64;
+    /// Whether the epoch is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The next position to be taken.
+    fn position(&self) -> u64;
+    /// Continues from `position` (0 ..= len).
+    fn seek(&mut self, position: u64) -> Result<()>;
+    /// Appends the ids of at least `min` next positions to `out` (fewer only at the
+    /// end), extended so that a window never splits a page-aware unit; returns how
+    /// many.
+    fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize;
+    /// Appends the ids of up to `max` next positions to `out`; returns how many.
+    fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize;
+}
+
+impl OrderSource for EpochOrder {
+    fn version(&self) -> u32 {
+        ORDER_VERSION_1
+    }
+    fn len(&self) -> u64 {
+        EpochOrder::len(self)
+    }
+    fn position(&self) -> u64 {
+        EpochOrder::position(self)
+    }
+    fn seek(&mut self, position: u64) -> Result<()> {
+        EpochOrder::seek(self, position)
+    }
+    fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+        EpochOrder::next_window(self, min, out)
+    }
+    fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+        EpochOrder::next_batch(self, max, out)
+    }
+}
+
+impl<T: OrderSource + ?Sized> OrderSource for Box<T> {
+    fn version(&self) -> u32 {
+        (**self).version()
+    }
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn position(&self) -> u64 {
+        (**self).position()
+    }
+    fn seek(&mut self, position: u64) -> Result<()> {
+        (**self).seek(position)
+    }
+    fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+        (**self).next_window(min, out)
+    }
+    fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+        (**self).next_batch(max, out)
+    }
+}
+
+/// One window as scheduled: its ids in order and their positions in the order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cut {
+    /// The ids, in the order's order.
+    pub ids: Vec<u64>,
+    /// The order position of each id (ascending).
+    pub positions: Vec<u64>,
+}
+
+/// Cuts an order into fetch windows, leaving out positions already delivered.
+pub struct FetchSchedule {
+    order: Box<dyn OrderSource>,
+    window: usize,
+    /// Windows of exactly `window` ids, not extended to a unit's end.
+    exact: bool,
+    /// Positions delivered before this schedule started (from a resume point).
+    skip: BTreeSet<u64>,
+}
+
+impl FetchSchedule {
+    /// Windows of at least `window` ids of `order` from its position (`exact`: exactly
+    /// `window`, the last one shorter).
+    pub fn new(order: Box<dyn OrderSource>, window: usize, exact: bool) -> FetchSchedule {
+        FetchSchedule {
+            order,
+            window,
+            exact,
+            skip: BTreeSet::new(),
+        }
+    }
+
+    /// Cuts windows of exactly `window` ids (`true`) or extends them to a unit's end.
+    pub fn set_exact(&mut self, exact: bool) {
+        self.exact = exact;
+    }
+
+    /// Leaves out `positions` (those before the order's position change nothing).
+    pub fn skip(&mut self, positions: impl IntoIterator<Item = u64>) {
+        let from = self.order.position();
+        self.skip
+            .extend(positions.into_iter().filter(|&p| p >= from));
+    }
+
+    /// The positions left out and not yet passed.
+    pub fn skipped(&self) -> impl Iterator<Item = u64> + '_ {
+        self.skip.iter().copied()
+    }
+
+    /// The order.
+    pub fn order(&self) -> &dyn OrderSource {
+        self.order.as_ref()
+    }
+
+    /// The next window; `None` at the end of the order.
+    pub fn next_cut(&mut self) -> Option<Cut> {
+        loop {
+            let start = self.order.position();
+            let mut ids = Vec::with_capacity(self.window);
+            let taken = if self.exact {
+                self.order.next_batch(self.window, &mut ids)
+            } else {
+                self.order.next_window(self.window, &mut ids)
+            };
+            if taken == 0 {
+                return None;
+            }
+            let mut positions: Vec<u64> = (start..start + ids.len() as u64).collect();
+            if !self.skip.is_empty() {
+                let keep: Vec<bool> = positions.iter().map(|p| !self.skip.remove(p)).collect();
+                let mut k = keep.iter();
+                ids.retain(|_| *k.next().unwrap_or(&true));
+                let mut k = keep.iter();
+                positions.retain(|_| *k.next().unwrap_or(&true));
+                if ids.is_empty() {
+                    continue;
+                }
+            }
+            return Some(Cut { ids, positions });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An order that is the identity, in units of `unit` ids (for the schedule alone).
+    struct Identity {
+        len: u64,
+        position: u64,
+        unit: u64,
+    }
+
+    impl OrderSource for Identity {
+        fn version(&self) -> u32 {
+            0
+        }
+        fn len(&self) -> u64 {
+            self.len
+        }
+        fn position(&self) -> u64 {
+            self.position
+        }
+        fn seek(&mut self, position: u64) -> Result<()> {
+            self.position = position;
+            Ok(())
+        }
+        fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+            let mut end = (self.position + min as u64).min(self.len);
+            end = end.div_ceil(self.unit) * self.unit;
+            self.next_batch((end.min(self.len) - self.position) as usize, out)
+        }
+        fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+            let end = (self.position + max as u64).min(self.len);
+            out.extend(self.position..end);
+            let n = (end - self.position) as usize;
+            self.position = end;
+            n
+        }
+    }
+
+    fn cuts(mut s: FetchSchedule) -> Vec<Vec<u64>> {
+        std::iter::from_fn(|| s.next_cut())
+            .map(|c| {
+                assert_eq!(c.ids, c.positions); // the identity order
+                c.ids
+            })
+            .collect()
+    }
+
+    #[test]
+    fn windows_extend_to_units_unless_exact() {
+        let order = || {
+            Box::new(Identity {
+                len: 10,
+                position: 0,
+                unit: 4,
+            })
+        };
+        let extended = cuts(FetchSchedule::new(order(), 3, false));
+        assert_eq!(
+            extended,
+            vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]
+        );
+        let exact = cuts(FetchSchedule::new(order(), 3, true));
+        assert_eq!(
+            exact,
+            vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8], vec![9]]
+        );
+    }
+
+    #[test]
+    fn skipped_positions_are_left_out_and_empty_windows_passed() {
+        let mut order = Box::new(Identity {
+            len: 9,
+            position: 0,
+            unit: 1,
+        });
+        order.seek(2).unwrap();
+        let mut s = FetchSchedule::new(order, 3, true);
+        s.skip([0, 3, 5, 6, 7]); // 0 is before the position: ignored
+        assert_eq!(s.skipped().collect::<Vec<_>>(), vec![3, 5, 6, 7]);
+        assert_eq!(cuts(s), vec![vec![2, 4], vec![8]]);
+    }
+}

@@ -1,0 +1,147 @@
+//! The fetch threads: a pool that reads parts of windows, each read under
+//! `catch_unwind`, so a panic becomes that part's `Internal` error instead of a dead
+//! thread (and a consumer waiting forever for its reply).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use super::{read_part, PartRead, Spares};
+use crate::error::{Error, Result};
+use crate::reader::Reader;
+
+/// One part of a window for a fetch thread to read.
+pub(super) struct Job {
+    pub window: u64,
+    pub part: usize,
+    pub ids: Vec<u64>,
+}
+
+/// A part as read (or the panic that stopped its read).
+pub(super) struct Done {
+    pub window: u64,
+    pub part: usize,
+    /// `Err` only for a panic while reading the part (a window-level failure).
+    pub result: Result<PartRead>,
+}
+
+/// The fetch threads and their two channels; dropping it stops and joins them.
+pub(super) struct Workers {
+    jobs: Option<mpsc::Sender<Job>>,
+    done: mpsc::Receiver<Done>,
+    /// Set on drop: the workers pass over the jobs still queued instead of reading
+    /// them, so only the reads in progress (one part per thread) are waited for, not
+    /// up to `depth` windows of them (seconds on remote storage).
+    stopping: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Starts `threads` fetch threads reading from `reader` into buffers from
+    /// `spares`; while `test_panic` is set (feature `fault-injection`), every job
+    /// panics.
+    pub fn start(
+        threads: usize,
+        reader: &Arc<Reader>,
+        spares: &Spares,
+        #[cfg(feature = "fault-injection")] test_panic: &Arc<AtomicBool>,
+    ) -> Result<Workers> {
+        let (job_tx, job_rx) = mpsc::channel::<Job>();
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let threads = (0..threads)
+            .map(|_| {
+                let jobs = Arc::clone(&job_rx);
+                let stopping = Arc::clone(&stopping);
+                let done = done_tx.clone();
+                let reader = Arc::clone(reader);
+                let spares = spares.clone();
+                #[cfg(feature = "fault-injection")]
+                let test_panic = Arc::clone(test_panic);
+                crate::pool::spawn("lirs-fetch", move || loop {
+                    // The lock is held only while taking a job, never while reading.
+                    let job = match jobs.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(job) = job else { return };
+                    if stopping.load(Ordering::Relaxed) {
+                        continue; // the fetcher is gone: drain the queue unread
+                    }
+                    // The buffer a panic may have left half-written is dropped, not
+                    // reused.
+                    let result = catch_unwind(AssertUnwindSafe(|| {
+                        #[cfg(feature = "fault-injection")]
+                        if test_panic.load(Ordering::Relaxed) {
+                            panic!("test panic injected into a fetch thread");
+                        }
+                        let mut batch = spares.take();
+                        let failed = read_part(&reader, &job.ids, &mut batch);
+                        PartRead { batch, failed }
+                    }))
+                    .map_err(|payload| {
+                        Error::internal(format!(
+                            "panic in a tfrecord-lirs fetch thread reading {} instances \
+                             from instance {}: {}",
+                            job.ids.len(),
+                            job.ids.first().copied().unwrap_or_default(),
+                            panic_message(payload.as_ref())
+                        ))
+                    });
+                    let sent = done.send(Done {
+                        window: job.window,
+                        part: job.part,
+                        result,
+                    });
+                    if sent.is_err() {
+                        return;
+                    }
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| Error::invalid_argument(format!("cannot start fetch threads: {e}")))?;
+        Ok(Workers {
+            jobs: Some(job_tx),
+            done: done_rx,
+            stopping,
+            threads,
+        })
+    }
+
+    /// Queues `job` (a closed channel means the workers are gone; `recv` reports it).
+    pub fn send(&self, job: Job) {
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// The next part read; `None` once every thread is gone (cannot happen while
+    /// they catch panics).
+    pub fn recv(&self) -> Option<Done> {
+        self.done.recv().ok()
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.jobs = None; // workers see the closed channel and exit
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The text of a panic payload (a `&str` or `String` message, as `panic!` makes).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
