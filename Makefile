@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest demo bench clean tf-op python-install wheel
+.PHONY: all test venv build lint cargo-test pytest demo bench clean tf-op python-install wheel \
+  cargo-fuzz fuzz-smoke fuzz
 
 all: build
 
@@ -71,7 +72,25 @@ pytest: venv build tf-op python-install wheel
 	TFRECORD_LIRS_CLI=$(abspath $(CLI)) TFRECORD_LIRS_WHEEL_DIR=$(abspath dist) \
 	  TFRECORD_LIRS_FAULT_LIBRARY=$(abspath $(FAULT_LIB)) $(PY) -m pytest -q tests
 
-test: venv build lint cargo-test pytest
+test: venv build lint cargo-test pytest fuzz-smoke
+
+# Fuzzing (fuzz/README.md): cargo-fuzz, pinned, installed only if that version is not
+# there already (it takes ~3 min to build on 2 cores).
+CARGO_FUZZ_VERSION := 0.13.2
+cargo-fuzz:
+	@if [ "$$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $(CARGO_FUZZ_VERSION)" ]; then \
+	  cargo install --locked cargo-fuzz --version $(CARGO_FUZZ_VERSION); fi
+
+# `make fuzz-smoke` (part of `make test`): every target for FUZZ_SMOKE_SECONDS from its
+# regression inputs; fails on any finding or sanitizer report. `make fuzz`: the long
+# runs, FUZZ_SECONDS (10 min) per target.
+FUZZ_SMOKE_SECONDS ?= 60
+FUZZ_SECONDS ?= 600
+fuzz-smoke: cargo-fuzz
+	fuzz/run_targets.sh $(FUZZ_SMOKE_SECONDS)
+
+fuzz: cargo-fuzz
+	fuzz/run_targets.sh $(FUZZ_SECONDS)
 
 # `make demo`: label-sorted data, the same model trained with stock shuffle(10000) and
 # LIRS; prints a table and writes demo_out/results.json and demo_out/convergence.png.

@@ -246,6 +246,11 @@ pub fn inspect_with(
     let mut scanner = RecordScanner::open(data)?;
     let mut last_report = 0u64;
     let file_size = scanner.file_size();
+    // The same rule the reader applies at open, before the records are walked.
+    if let Some((table_path, offsets)) = table {
+        let src = io::open(data, io::Backend::Pread, None)?;
+        check_table_shape((data, table_path), offsets, file_size, 0, &*src, padding)?;
+    }
     let mut out = Inspection {
         instances: 0,
         fillers: 0,
@@ -488,51 +493,62 @@ pub(crate) fn tail_error(
     }
 }
 
-/// Validates a table against its data file without reading the whole file.
-pub(crate) fn check_table(
-    data: &Path,
-    table: &Path,
-    layout: &FileLayout,
+/// The rule for whether `offsets` (the table at `table`) can describe the data file
+/// `data` of `size` bytes, read through `src`, before any instance's record is looked
+/// at. The [`Reader`](crate::Reader) applies it at open and [`inspect_with`] before its
+/// scan, so the two never disagree on it:
+///
+/// - a compressed file is named as such, whatever its table;
+/// - an empty table describes only an empty file, in both padding modes: a file with
+///   bytes but no entries is a table built for another (or an empty) file, not zero
+///   instances and padding (a LIRS writer writes no filler without an instance, and
+///   trusted padding belongs to the instances around it);
+/// - with [`Padding::Fillers`] the first entry is byte 0 (spans tile the file);
+///   with [`Padding::Opaque`] it may be later, the bytes before it being padding;
+/// - every entry lies before the end of the file.
+///
+/// `first_id` is the global id of the table's entry 0 (errors name global ids).
+pub(crate) fn check_table_shape(
+    (data, table): (&Path, &Path),
+    offsets: &[u64],
+    size: u64,
+    first_id: u64,
     src: &dyn ReadAt,
     padding: Padding,
 ) -> Result<()> {
-    // A compressed file is named as such before its table is judged against it.
     let mut head = [0u8; HEADER_LEN];
-    let head_len = (layout.size as usize).min(HEADER_LEN);
+    let head_len = (size as usize).min(HEADER_LEN);
     if io::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
         if let Some(kind) = format::compressed_head(&head[..head_len]) {
             return Err(Error::compressed(data, kind));
         }
     }
-    let n = layout.offsets.len();
-    if n == 0 {
-        if layout.size > 0 {
+    let Some(&first) = offsets.first() else {
+        if size > 0 {
             return Err(Error::table(
                 table,
                 None,
                 None,
                 format!(
-                    "the table is empty but {} holds {} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`, or rewrite a file that holds only fillers with `tfrecord-lirs pad`",
+                    "the table is empty but {} holds {size} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`, or rewrite a file that holds only fillers with `tfrecord-lirs pad`",
                     data.display(),
-                    layout.size
                 ),
             ));
         }
         return Ok(());
-    }
+    };
     // Spans tile the file from byte 0. A table whose first entry is elsewhere (entries
     // missing at the front, another file's table) would silently shift every id; a
     // trusted table may start later, after padding.
-    if layout.offsets[0] != 0 && padding == Padding::Fillers {
+    if first != 0 && padding == Padding::Fillers {
         return Err(Error::table(
             table,
-            Some(layout.first_id),
-            Some(layout.offsets[0]),
+            Some(first_id),
+            Some(first),
             format!(
-                "instance 0 of {} must start at byte 0, but the table puts it at byte {}: the table does not match the data file (entries missing at the front?){}",
+                "instance 0 of {} must start at byte 0, but the table puts it at byte {first}: the table does not match the data file (entries missing at the front?){}",
                 data.display(),
-                layout.offsets[0],
-                if starts_with_records(src, layout.offsets[0].min(layout.size)) {
+                if starts_with_records(src, first.min(size)) {
                     format!("; or, {TRUST_TABLE_HINT}")
                 } else {
                     String::new()
@@ -540,18 +556,43 @@ pub(crate) fn check_table(
             ),
         ));
     }
-    if let Some(i) = layout.offsets.iter().position(|&o| o >= layout.size) {
+    if let Some(i) = offsets.iter().position(|&o| o >= size) {
         return Err(Error::table(
             table,
-            Some(i as u64),
-            Some(layout.offsets[i]),
+            Some(first_id + i as u64),
+            Some(offsets[i]),
             format!(
-                "offset {} lies at or past the end of {} ({} bytes): the table does not match the data file",
-                layout.offsets[i],
+                "offset {} lies at or past the end of {} ({size} bytes): the table does not match the data file",
+                offsets[i],
                 data.display(),
-                layout.size
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Validates a table against its data file without reading the whole file:
+/// [`check_table_shape`], then the first and the last instance's records, the padding
+/// after the last one and, in a trusted table, before the first (the spans between
+/// are checked when read).
+pub(crate) fn check_table(
+    data: &Path,
+    table: &Path,
+    layout: &FileLayout,
+    src: &dyn ReadAt,
+    padding: Padding,
+) -> Result<()> {
+    check_table_shape(
+        (data, table),
+        &layout.offsets,
+        layout.size,
+        layout.first_id,
+        src,
+        padding,
+    )?;
+    let n = layout.offsets.len();
+    if n == 0 {
+        return Ok(());
     }
     for i in [0, n - 1] {
         let (start, end) = layout.span(i);

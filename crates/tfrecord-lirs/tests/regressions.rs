@@ -225,3 +225,59 @@ fn a_damaged_filler_header_is_data_loss() {
     assert!(text.contains(&format!("byte {filler_at}")), "{text}");
     assert!(text.contains(&format!("instance {id}")), "{text}");
 }
+
+/// With the table trusted, an empty table beside a file holding one valid record was
+/// accepted by `inspect` (so `verify --trust-table`) as zero instances and padding, and
+/// refused by `Reader::open` (so `LIRSDataset(trust_table=True)`). Both now apply one
+/// rule: an empty table describes only an empty file, in either mode, with one message.
+#[test]
+fn empty_table_beside_records_is_refused_by_open_and_inspect_alike() {
+    use tfrecord_lirs::{format::Padding, inspect_with};
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_plain(dir.path(), "d.tfrecord", &[payload(0, 4)]);
+    let table_path = default_table_path(&path);
+    std::fs::write(&table_path, b"").unwrap();
+    for trust_table in [false, true] {
+        let options = ReaderOptions {
+            trust_table,
+            ..ReaderOptions::default()
+        };
+        let opened = Reader::open_one(&path, None, &options)
+            .err()
+            .expect("an empty table beside a record must not open");
+        let inspected = inspect_with(
+            &path,
+            Some((&table_path, &[])),
+            None,
+            options.padding(),
+            |_| {},
+        )
+        .expect_err("an empty table beside a record must not pass the full check");
+        assert_eq!(
+            opened.to_string(),
+            inspected.to_string(),
+            "trust_table {trust_table}"
+        );
+        assert_eq!(opened.kind(), inspected.kind());
+        assert!(opened.to_string().contains("table is empty"), "{opened}");
+        assert!(opened.to_string().contains("d.tfrecord"), "{opened}");
+        assert_eq!(
+            inspect_with(&path, None, None, options.padding(), |_| {})
+                .unwrap()
+                .instances,
+            1,
+            "without a table the file is one instance"
+        );
+    }
+    // An empty table beside an empty file is zero instances, in both.
+    std::fs::write(&path, b"").unwrap();
+    for padding in [Padding::Fillers, Padding::Opaque] {
+        let found = inspect_with(&path, Some((&table_path, &[])), None, padding, |_| {}).unwrap();
+        assert_eq!(found.instances, 0);
+        let options = ReaderOptions {
+            trust_table: padding == Padding::Opaque,
+            ..ReaderOptions::default()
+        };
+        assert!(Reader::open_one(&path, None, &options).unwrap().is_empty());
+    }
+}

@@ -14,7 +14,8 @@
 //! one has the file open for writing (or mapped writable). So while we hold it, the
 //! mapped bytes cannot change and the file cannot shrink.
 //!
-//! A watcher thread (one per process, only while leases exist) polls every lease with
+//! A watcher thread (one per process, from the first lease on; asleep while there are
+//! none) polls every lease with
 //! `F_GETLEASE` every [`POLL`]; when one is being broken it *revokes* the map: new
 //! readers are turned away (they fall back to `pread`), it waits for the readers inside
 //! the map to leave (a read of a window of records takes microseconds), unmaps, and
@@ -28,7 +29,8 @@
 //! What it does not cover (documented in README): `lease-break-time` set below 1 second
 //! (then no lease is taken, and reads use `pread`); a watcher thread starved for longer
 //! than `lease-break-time`; a child `fork`ed while a map is open (it has no watcher
-//! thread: a writer would wait for `lease-break-time`, then the kernel breaks the lease);
+//! thread until it takes a lease of its own: a writer would wait for
+//! `lease-break-time`, then the kernel breaks the lease);
 //! filesystems without leases (NFS, FUSE: `pread` is used); writes through a block
 //! device underneath the filesystem. With many leased files the watcher polls each less
 //! often (every 50 us times their number, at least every [`POLL`]).
@@ -254,18 +256,31 @@ impl Drop for LeasedMap {
 }
 
 /// The process's one lease watcher thread.
+///
+/// Started with the first lease and kept for the life of the process, asleep on a
+/// condition variable while there are no leases (no polling then). Started and stopped
+/// with the leases, as it once was, every reader opened alone paid a thread start, and a
+/// process ending while the watcher was starting or stopping showed that thread's
+/// bookkeeping as leaked under LeakSanitizer. Its handle is held in the registry, so
+/// what the thread owns stays reachable until the process exits.
 mod watcher {
     use super::*;
+    use std::sync::Condvar;
+    use std::thread::JoinHandle;
 
     struct Registry {
         maps: Vec<Weak<LeasedMap>>,
-        running: bool,
+        /// The running watcher, and the process it was started in: a child `fork`ed
+        /// after it started has no such thread, and starts its own.
+        watcher: Option<(u32, JoinHandle<()>)>,
     }
 
     static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         maps: Vec::new(),
-        running: false,
+        watcher: None,
     });
+    /// Wakes the watcher when a lease is registered.
+    static LEASES_ADDED: Condvar = Condvar::new();
 
     pub(super) fn register(map: &Arc<LeasedMap>) {
         let Ok(mut reg) = REGISTRY.lock() else {
@@ -274,11 +289,18 @@ mod watcher {
             return;
         };
         reg.maps.push(Arc::downgrade(map));
-        if !reg.running {
-            let started = crate::pool::spawn("lirs-lease", watch);
-            if started.is_ok() {
-                reg.running = true;
-            } else {
+        let pid = std::process::id();
+        if reg
+            .watcher
+            .as_ref()
+            .is_some_and(|(started_in, _)| *started_in == pid)
+        {
+            LEASES_ADDED.notify_one();
+            return;
+        }
+        match crate::pool::spawn("lirs-lease", watch) {
+            Ok(thread) => reg.watcher = Some((pid, thread)),
+            Err(_) => {
                 reg.maps.pop();
                 drop(reg);
                 map.revoke();
@@ -287,28 +309,34 @@ mod watcher {
     }
 
     fn watch() {
-        let mut watched = 0usize;
         loop {
-            // One fcntl per lease per round: with many files the rounds space out
-            // (~50 us of interval per lease), so watching stays cheap.
-            let per_lease = Duration::from_micros(50) * u32::try_from(watched).unwrap_or(u32::MAX);
-            std::thread::sleep(POLL.max(per_lease));
             let live: Vec<Arc<LeasedMap>> = {
                 let Ok(mut reg) = REGISTRY.lock() else { return };
-                reg.maps
-                    .retain(|w| w.upgrade().is_some_and(|m| !m.is_revoked()));
-                if reg.maps.is_empty() {
-                    reg.running = false;
-                    return;
+                loop {
+                    reg.maps
+                        .retain(|w| w.upgrade().is_some_and(|m| !m.is_revoked()));
+                    if !reg.maps.is_empty() {
+                        break;
+                    }
+                    let Ok(woken) = LEASES_ADDED.wait(reg) else {
+                        return;
+                    };
+                    reg = woken;
                 }
                 reg.maps.iter().filter_map(Weak::upgrade).collect()
             };
-            watched = live.len();
-            for map in live {
+            for map in &live {
                 if map.lease_broken() {
                     map.revoke();
                 }
             }
+            // One fcntl per lease per round: with many files the rounds space out
+            // (~50 us of interval per lease), so watching stays cheap. The maps are let
+            // go before the sleep, so a reader dropped meanwhile is unmapped at once.
+            let per_lease =
+                Duration::from_micros(50) * u32::try_from(live.len()).unwrap_or(u32::MAX);
+            drop(live);
+            std::thread::sleep(POLL.max(per_lease));
         }
     }
 }

@@ -1,5 +1,4 @@
-//! Helpers shared by the fuzz targets.
-#![allow(dead_code)]
+//! Helpers shared by the oracles.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -12,9 +11,13 @@ pub fn scratch() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let shm = Path::new("/dev/shm");
+        let prefix = format!("lirs-fuzz-{}-", std::process::id());
         let builder = {
             let mut b = tempfile::Builder::new();
-            b.prefix("lirs-fuzz-");
+            // The process id in the name tells `fuzz/run_targets.sh` which directories
+            // are left over from runs that have ended (libFuzzer exits without
+            // dropping this one) and which belong to a run still going.
+            b.prefix(&prefix);
             b
         };
         if shm.is_dir() {
@@ -52,4 +55,29 @@ pub fn page_size(shift: u8) -> u64 {
     let page = 1u64 << (lo + u32::from(shift) % (hi - lo + 1));
     debug_assert!((format::MIN_PAGE_SIZE..=format::MAX_PAGE_SIZE).contains(&page));
     page
+}
+
+/// Every error must name one of `files`.
+pub fn assert_names_one_of(err: &tfrecord_lirs::Error, files: &[&Path]) {
+    let msg = err.to_string();
+    assert!(
+        files
+            .iter()
+            .any(|f| msg.contains(&*f.file_name().unwrap().to_string_lossy())),
+        "error names none of {files:?}: {msg}"
+    );
+}
+
+/// The records of `data` (offset, framed length, payload) walked from byte 0 by
+/// `format::decode_record` alone, both CRCs checked: `Some` only if they tile all of
+/// `data`. The oracles' own view of a file, independent of the scanner.
+pub fn walk_records(data: &[u8]) -> Option<Vec<(u64, u64, &[u8])>> {
+    let mut at = 0usize;
+    let mut out = Vec::new();
+    while at < data.len() {
+        let frame = format::decode_record(&data[at..], true).ok()?;
+        out.push((at as u64, frame.framed_len, frame.payload));
+        at += frame.framed_len as usize;
+    }
+    Some(out)
 }
