@@ -13,8 +13,9 @@
 // Dataset.shuffle: RandomSeedGenerator (reshuffle) gives every new iterator a
 // fresh (s1, s2) pair from a Philox stream keyed by (seed, seed2),
 // FixedSeedGenerator the same pair each time; seed == seed2 == 0 means random.
-// Checkpoint keys: seed, seed2 (the pair drawn), position and delivered_after
-// (the cursor's state: positions, never payloads), num_random_samples.
+// Checkpoint keys: seed, seed2 (the pair drawn), position, delivered_after and
+// order_version (the cursor's state: positions, never payloads; a checkpoint
+// without order_version predates it and is version 1), num_random_samples.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -64,6 +65,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kDropRemainder = "drop_remainder";
   static constexpr const char* const kNumParallelReads = "num_parallel_reads";
   static constexpr const char* const kDeterministic = "deterministic";
+  static constexpr const char* const kOrderVersion = "order_version";
 
   // The op's attrs (Rust checks them: the backend here, batch_size and
   // num_parallel_reads in MakeDataset).
@@ -75,6 +77,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
     int64_t num_parallel_reads = -1;
     std::string backend = "auto";
     bool trust_table = false;
+    int64_t order_version = 1;
   };
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
@@ -92,6 +95,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
                      ffi::check_backend(a.backend, st);
                    }));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &a.trust_table));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kOrderVersion, &a.order_version));
     std::string deterministic;
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &deterministic));
     OP_REQUIRES_OK(ctx,
@@ -215,6 +219,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
          {kNumParallelReads, attr_value(attrs_.num_parallel_reads)},
          {attr::kBackend, attr_value(attrs_.backend)},
          {attr::kTrustTable, attr_value(attrs_.trust_table)},
+         {kOrderVersion, attr_value(attrs_.order_version)},
          {kDeterministic, attr_value(deterministic_.String())}},
         output);
   }
@@ -228,6 +233,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     // Unordered delivery: positions past `position` already delivered.
     static constexpr const char* const kDeliveredAfterKey = "delivered_after";
     static constexpr const char* const kNumRandomSamples = "num_random_samples";
+    // The order algorithm of the state; absent in checkpoints that predate it
+    // (version 1).
+    static constexpr const char* const kOrderVersionKey = "order_version";
 
     explicit Iterator(const Params& params)
         : DatasetIterator<Dataset>(params),
@@ -247,7 +255,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                         Options::kDeterministic &&
                     !options->deterministic());
       seed_generator_->GenerateSeeds(&seed_, &seed2_);
-      return StartLocked(ffi::CursorCheckpoint{0, false, {}}, "LIRSDataset: ");
+      return StartLocked(ffi::CursorCheckpoint{0, false, {}, 0}, "LIRSDataset: ");
     }
 
     absl::Status GetNextInternal(IteratorContext* ctx,
@@ -316,6 +324,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kSeed2Key, seed2_));
       TF_RETURN_IF_ERROR(
           writer->WriteScalar(prefix(), kPositionKey, ckpt.position));
+      TF_RETURN_IF_ERROR(
+          writer->WriteScalar(prefix(), kOrderVersionKey, ckpt.order_version));
       if (ckpt.has_delivered_after) {
         const auto& after = ckpt.delivered_after;
         Tensor t(DT_INT64, TensorShape({static_cast<int64_t>(after.size())}));
@@ -336,9 +346,13 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       seed_generator_->Reset();
       TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kSeedKey, &seed_));
       TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kSeed2Key, &seed2_));
-      ffi::CursorCheckpoint ckpt{0, false, {}};
+      ffi::CursorCheckpoint ckpt{0, false, {}, 1};
       TF_RETURN_IF_ERROR(
           reader->ReadScalar(prefix(), kPositionKey, &ckpt.position));
+      if (reader->Contains(prefix(), kOrderVersionKey)) {
+        TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kOrderVersionKey,
+                                              &ckpt.order_version));
+      }
       if (reader->Contains(prefix(), kDeliveredAfterKey)) {
         Tensor t;
         TF_RETURN_IF_ERROR(reader->ReadTensor(prefix(), kDeliveredAfterKey, &t));
@@ -405,6 +419,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   spec.batch_size = attrs_.batch_size;
   spec.drop_remainder = attrs_.drop_remainder;
   spec.num_parallel_reads = attrs_.num_parallel_reads;
+  spec.order_version = attrs_.order_version;
   // Checked before any file is opened.
   OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
                    ffi::check_shard(spec.num_shards, spec.shard_index, st);
@@ -423,7 +438,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
                                                     spec.shard_index, st);
                    // Now, not at the first iteration.
                    (*reader)->check_dataset(spec.batch_size,
-                                            spec.num_parallel_reads, st);
+                                            spec.num_parallel_reads,
+                                            spec.order_version, st);
                  }));
 
   // Seed generator: the ShuffleDatasetV3 protocol. Python passes a dummy

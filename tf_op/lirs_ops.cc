@@ -45,6 +45,8 @@ REGISTER_OP("LIRSDataset")
     // "true": in order; "false": windows handed out as their reads complete
     // (RINAS); "default": as tf.data.Options().deterministic says (True if unset).
     .Attr("deterministic: string = 'default'")
+    // The order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks it).
+    .Attr("order_version: int = 1")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {

@@ -109,7 +109,8 @@ mod ffi {
     /// One iteration of a LIRSDataset, as the op's inputs and attrs give it (Rust
     /// checks every field): the (`seed`, `seed2`) pair the iteration drew, the order
     /// (`page_aware`, shard), batching (`batch_size`, 0: none; `drop_remainder`), fetch
-    /// threads (`num_parallel_reads`, -1: automatic) and `unordered` delivery.
+    /// threads (`num_parallel_reads`, -1: automatic), `unordered` delivery and the
+    /// order algorithm (`order_version`, 1 or 2).
     #[derive(Debug, Clone)]
     struct CursorSpec {
         seed: i64,
@@ -121,17 +122,21 @@ mod ffi {
         drop_remainder: bool,
         num_parallel_reads: i64,
         unordered: bool,
+        order_version: i64,
     }
 
     /// A cursor's checkpoint values under TensorFlow's keys: `position`, and
     /// `delivered_after` (positions past it already delivered), which is written only
     /// when `has_delivered_after` (unordered delivery, or a state with such positions)
-    /// and may be absent from a checkpoint.
+    /// and may be absent from a checkpoint; `order_version`, the order algorithm the
+    /// state belongs to (0: the dataset's own, a fresh start; a checkpoint written
+    /// before order versions existed holds version 1).
     #[derive(Debug, Clone)]
     struct CursorCheckpoint {
         position: i64,
         has_delivered_after: bool,
         delivered_after: Vec<i64>,
+        order_version: i64,
     }
 
     extern "Rust" {
@@ -171,12 +176,13 @@ mod ffi {
             shard_index: i64,
             status: &mut Status,
         ) -> Result<u64>;
-        /// Checks a LIRSDataset's `batch_size` (0: unbatched) and `num_parallel_reads`
-        /// (-1: automatic) over this reader, before any iteration.
+        /// Checks a LIRSDataset's `batch_size` (0: unbatched), `num_parallel_reads`
+        /// (-1: automatic) and `order_version` over this reader, before any iteration.
         fn check_dataset(
             self: &LirsReader,
             batch_size: i64,
             num_parallel_reads: i64,
+            order_version: i64,
             status: &mut Status,
         ) -> Result<()>;
         /// Starts an iteration: the cursor of `spec` at `checkpoint` (position 0 and
@@ -457,12 +463,14 @@ impl LirsReader {
         &self,
         batch_size: i64,
         num_parallel_reads: i64,
+        order_version: i64,
         status: &mut Status,
     ) -> FfiResult<()> {
         report(
             status,
             guard("check_dataset", || {
                 core::CursorOptions::dataset(&self.inner, batch_size, num_parallel_reads)?;
+                order_version_of(order_version)?;
                 Ok(())
             }),
         )
@@ -495,12 +503,19 @@ impl LirsReader {
                 };
                 options.drop_remainder = spec.drop_remainder;
                 options.unordered = spec.unordered;
+                options.order_version = order_version_of(spec.order_version)?;
                 let after: &[i64] = if checkpoint.has_delivered_after {
                     &checkpoint.delivered_after
                 } else {
                     &[]
                 };
-                let state = core::CursorState::from_signed(checkpoint.position, after)?;
+                let mut state = core::CursorState::from_signed(checkpoint.position, after)?;
+                state.order_version = match checkpoint.order_version {
+                    0 => core::CursorState::start_of(options.order_version).order_version,
+                    v => u32::try_from(v).map_err(|_| {
+                        core::Error::data_loss(format!("checkpoint of order version {v}"))
+                    })?,
+                };
                 let inner = core::DatasetCursor::new(Arc::clone(&self.inner), options, &state)?;
                 Ok(Box::new(DatasetCursor {
                     inner,
@@ -509,6 +524,12 @@ impl LirsReader {
             }),
         )
     }
+}
+
+/// The order version a TensorFlow attr (a signed integer) names: the core's rule.
+fn order_version_of(number: i64) -> FfiResult<core::OrderVersion> {
+    let number = u64::try_from(number).unwrap_or(0);
+    Ok(core::options::order_version(number)?)
 }
 
 pub struct DatasetCursor {
@@ -539,6 +560,7 @@ impl DatasetCursor {
                     has_delivered_after: self.inner.options().unordered
                         || !delivered_after.is_empty(),
                     delivered_after,
+                    order_version: i64::from(self.inner.state().order_version),
                 })
             }),
         )
@@ -669,6 +691,7 @@ pub(crate) mod test_support {
             drop_remainder: false,
             num_parallel_reads,
             unordered: false,
+            order_version: 1,
         }
     }
 
@@ -678,6 +701,7 @@ pub(crate) mod test_support {
             position: 0,
             has_delivered_after: false,
             delivered_after: Vec::new(),
+            order_version: 0,
         }
     }
 
@@ -834,15 +858,49 @@ mod tests {
                 position,
                 has_delivered_after: true,
                 delivered_after: after,
+                order_version: 1,
             };
             let mut st = ok_status();
             assert!(reader.fetch(&spec, &bad, &mut st).is_err());
             assert_eq!(st.code, ErrorCode::DataLoss);
             assert!(st.message.contains(want), "{}", st.message);
         }
+        // A checkpoint of one order version does not restore into the other.
+        let v2 = CursorSpec {
+            order_version: 2,
+            ..spec.clone()
+        };
+        let mut st = ok_status();
+        let v2_state = reader
+            .fetch(&v2, &start(), &mut st)
+            .unwrap()
+            .checkpoint(&mut st);
+        assert_eq!(v2_state.unwrap().order_version, 2);
+        let v1_checkpoint = CursorCheckpoint {
+            order_version: 1,
+            ..start()
+        };
+        assert!(reader.fetch(&v2, &v1_checkpoint, &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::DataLoss);
+        assert!(st.message.contains("order version 1"), "{}", st.message);
+        let mut st = ok_status();
+        let bad_version = CursorSpec {
+            order_version: 3,
+            ..spec.clone()
+        };
+        assert!(reader.fetch(&bad_version, &start(), &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::InvalidArgument);
         // Bad dataset arguments are the core's.
         let mut st = ok_status();
-        assert!(reader.check_dataset(-3, -1, &mut st).is_err());
+        assert!(reader.check_dataset(-3, -1, 1, &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::InvalidArgument);
+        let mut st = ok_status();
+        assert!(reader.check_dataset(0, -1, 0, &mut st).is_err());
+        assert!(
+            st.message.contains("order version must be 1 or 2"),
+            "{}",
+            st.message
+        );
         assert_eq!(st.code, ErrorCode::InvalidArgument);
     }
 }

@@ -42,7 +42,7 @@ use crate::fetch::{
     panic_message, DeliveredLedger, FetchOptions, Fetcher, OrderSource, Payloads, Resume,
     ORDER_VERSION_1,
 };
-use crate::order::OrderSpec;
+use crate::order::{OrderSpec, OrderVersion};
 use crate::reader::Reader;
 
 /// About how many bytes of data a dataset's fetch window spans: each window is one
@@ -69,7 +69,7 @@ const DATASET_WINDOWS_AHEAD: usize = 4;
 const DATASET_MAPPED_THREADS: usize = 1;
 
 /// The order versions this library can walk (docs/FORMAT.md §5).
-const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1];
+const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1, 2];
 
 /// How a [`DatasetCursor`] walks its epoch. Start from [`CursorOptions::dataset`],
 /// which decides the fetch defaults, then set the order.
@@ -77,6 +77,9 @@ const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1];
 pub struct CursorOptions {
     /// The order: seed, epoch, page-aware or not, shard.
     pub order: OrderSpec,
+    /// The order algorithm (docs/FORMAT.md §5; a checkpoint restores only into the
+    /// version it was taken with).
+    pub order_version: OrderVersion,
     /// Fetch threads, window and read-ahead.
     pub fetch: FetchOptions,
     /// Records per batch; 0: single records ([`DatasetCursor::next_element`]).
@@ -120,6 +123,7 @@ impl CursorOptions {
         };
         Ok(CursorOptions {
             order: OrderSpec::default(),
+            order_version: OrderVersion::V1,
             fetch: FetchOptions {
                 threads,
                 window: dataset_window(reader, batch_size),
@@ -182,8 +186,14 @@ impl Default for CursorState {
 impl CursorState {
     /// The start of an epoch (order version 1).
     pub fn start() -> CursorState {
+        CursorState::start_of(OrderVersion::V1)
+    }
+
+    /// The start of an epoch of order `version`.
+    pub fn start_of(version: OrderVersion) -> CursorState {
         CursorState {
-            order_version: ORDER_VERSION_1,
+            // 1 or 2: fits.
+            order_version: version.number() as u32,
             position: 0,
             delivered_after: Vec::new(),
         }
@@ -422,9 +432,12 @@ struct Current {
 }
 
 /// The epoch order of `options` over `reader`: the one place a cursor chooses an order
-/// algorithm (today's, version 1), consumed only through [`OrderSource`].
+/// algorithm (`options.order_version`), consumed only through [`OrderSource`].
 fn open_order(reader: &Reader, options: &CursorOptions) -> Result<Box<dyn OrderSource>> {
-    Ok(Box::new(reader.epoch_order(&options.order)?))
+    Ok(Box::new(reader.epoch_order_with_version(
+        &options.order,
+        options.order_version,
+    )?))
 }
 
 /// One slot of the walk.

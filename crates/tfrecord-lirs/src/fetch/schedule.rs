@@ -40,7 +40,8 @@ pub trait OrderSource: Send {
 
 impl OrderSource for EpochOrder {
     fn version(&self) -> u32 {
-        ORDER_VERSION_1
+        // 1 or 2: fits.
+        EpochOrder::version(self).number() as u32
     }
     fn len(&self) -> u64 {
         EpochOrder::len(self)
