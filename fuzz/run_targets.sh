@@ -16,7 +16,7 @@ seconds=${1:?usage: run_targets.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(record_decoder table_open_read padded_writer text_index_import pad_compressed)
+  targets=(record_decoder table_open_read padded_writer text_index_import pad_compressed cursor_state)
 fi
 
 # The longest input per target: long enough for every structure the target builds,
@@ -28,6 +28,7 @@ max_len() {
     padded_writer) echo 4096 ;;
     text_index_import) echo 16384 ;;
     pad_compressed) echo 8192 ;;
+    cursor_state) echo 4096 ;;
     *) echo "unknown fuzz target $1" >&2; return 1 ;;
   esac
 }

@@ -10,6 +10,7 @@
 //! `publish = false` and no shipped crate depends on it: nothing here reaches users.
 
 pub mod common;
+pub mod cursor_state;
 pub mod pad_compressed;
 pub mod padded_writer;
 pub mod record_decoder;
@@ -20,12 +21,13 @@ use arbitrary::{Arbitrary, Unstructured};
 
 /// The fuzz targets, by the name of their binary in `fuzz/Cargo.toml` (and of their
 /// directory under `fuzz/regressions/`).
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
     "record_decoder",
     "table_open_read",
     "padded_writer",
     "text_index_import",
     "pad_compressed",
+    "cursor_state",
 ];
 
 /// `bytes` as `libfuzzer-sys`' `fuzz_target!(|input: T| ...)` decodes them: `None`
@@ -52,6 +54,7 @@ pub fn replay(target: &str, bytes: &[u8]) -> Result<(), String> {
         "padded_writer" => typed(bytes, padded_writer::check),
         "text_index_import" => typed(bytes, text_index_import::check),
         "pad_compressed" => typed(bytes, pad_compressed::check),
+        "cursor_state" => typed(bytes, cursor_state::check),
         other => return Err(format!("no fuzz target {other:?} (known: {TARGETS:?})")),
     }
     Ok(())
