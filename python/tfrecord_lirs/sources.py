@@ -77,6 +77,9 @@ class DataSource:
     def __getitems__(self, indices):
         return self._reader.read_many(list(indices))
 
+    # Grain's name for the batched read (SupportsBatchedReadRandomAccessDataSource).
+    _getitems = __getitems__
+
     def __iter__(self):
         for i in range(len(self)):
             yield self._reader.read(i)

@@ -28,7 +28,7 @@ fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
     let made = (|| -> PyResult<PyErr> {
         let errors = py.import("tfrecord_lirs.errors")?;
         let exc = errors.getattr(class)?.call1((e.to_string(),))?;
-        exc.setattr("file", e.file().map(PathBuf::from))?;
+        exc.setattr("file", e.file().map(|p| p.as_os_str()))?;
         exc.setattr("instance", e.instance())?;
         exc.setattr("offset", e.offset())?;
         Ok(PyErr::from_value(exc))
