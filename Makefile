@@ -108,7 +108,7 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 
 # `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
-bench: venv build tf-op python-install
+bench: venv venv-without-tf build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
