@@ -133,7 +133,12 @@ class Sampler:
         self.shard_index = shard_index
         self.epoch = 0
         # Checked now, not at the first epoch: the core's rules and messages.
-        self._len = len(self.order(0))
+        if self._source is not None:
+            self._len = self._source._reader.shard_len(num_shards, shard_index)
+            if page_aware:
+                self.order(0)
+        else:
+            self._len = len(self.order(0))
 
     def set_epoch(self, epoch):
         """The epoch the next iteration walks."""
