@@ -216,6 +216,10 @@ fn instance_order<'py>(
 /// The module `tfrecord_lirs._lirs`.
 #[pymodule]
 fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // URLs (s3://, gs://, az://, http(s)://) through object_store; this module has its
+    // own copy of the core, so this registration is the extension's alone (the
+    // TensorFlow op library registers TensorFlow's file systems in its copy).
+    core::remote::register(Arc::new(core::cloud::ObjectStoreFileSystem::new()));
     m.add_class::<NativeReader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -40,6 +40,8 @@
 #![deny(missing_docs)]
 
 mod batch;
+#[cfg(feature = "object-store")]
+pub mod cloud;
 mod compress;
 mod error;
 pub mod example;
