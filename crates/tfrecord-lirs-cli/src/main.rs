@@ -11,8 +11,8 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tfrecord_lirs::text_index::{encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, Fit, OrderSpec, PadOptions, PageSize, Reader,
-    ReaderOptions,
+    default_table_path, Compression, Error, Fit, OrderSpec, OrderVersion, PadOptions, PageSize,
+    Reader, ReaderOptions,
 };
 
 #[derive(Parser)]
@@ -32,6 +32,12 @@ fn parse_page_size(s: &str) -> Result<u64, String> {
     PageSize::new(bytes)
         .map(PageSize::get)
         .ok_or_else(|| format!("{bytes} is not a power of two from 512 to 16777216"))
+}
+
+/// `--order-version`: 1 or 2.
+fn parse_order_version(s: &str) -> Result<OrderVersion, String> {
+    let number = s.parse::<u64>().map_err(|e| format!("{e}"))?;
+    tfrecord_lirs::options::order_version(number).map_err(|e| e.to_string())
 }
 
 /// `--window`: at least one record.
@@ -237,6 +243,10 @@ enum Command {
         /// LIRS reference implementation). Padding must still be valid records.
         #[arg(long)]
         trust_table: bool,
+        /// Order algorithm: 1 (Fisher-Yates, FORMAT.md 5.1-5.7) or 2 (keyed bijections in
+        /// O(1) memory, FORMAT.md 5.8).
+        #[arg(long, default_value = "1", value_parser = parse_order_version)]
+        order_version: OrderVersion,
     },
 }
 
@@ -556,6 +566,7 @@ fn run(command: Command) -> Outcome {
             shard_index,
             page_size: p,
             trust_table,
+            order_version,
         } => {
             page_size(p)?;
             let table = table_for(&data, offsets);
@@ -565,13 +576,14 @@ fn run(command: Command) -> Outcome {
                 ..reader_options(trust_table)
             };
             let reader = Reader::open_one(&data, Some(&table), &options)?;
-            let order = reader.epoch_order(&OrderSpec {
+            let spec = OrderSpec {
                 seed,
                 epoch,
                 page_aware,
                 num_shards,
                 shard_index,
-            })?;
+            };
+            let order = reader.epoch_order_with_version(&spec, order_version)?;
             write_stdout(|out| {
                 for id in order {
                     writeln!(out, "{id}")?;

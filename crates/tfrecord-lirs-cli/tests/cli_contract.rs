@@ -338,3 +338,50 @@ fn an_unwritable_output_directory_is_named_without_temp_files() {
     let line = failed(&run(&["pad", s(&data), s(&missing)]));
     assert!(!line.contains(".lirs-tmp"), "{line}");
 }
+
+#[test]
+fn order_version_selects_the_algorithm() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("m.tfrecord");
+    std::fs::copy(testdata("mixed.tfrecord"), &data).unwrap();
+    ok(&run(&["index", s(&data)]));
+    let d = s(&data);
+    for bad in ["0", "3", "v2", "-1"] {
+        let res = run(&["order", d, "--seed", "1", "--order-version", bad]);
+        let stderr = String::from_utf8_lossy(&res.stderr);
+        assert_eq!(res.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let ids = |args: &[&str]| -> Vec<u64> {
+        let mut all = vec!["order", d, "--seed", "5", "--epoch", "2"];
+        all.extend_from_slice(args);
+        ok(&run(&all)).lines().map(|l| l.parse().unwrap()).collect()
+    };
+    assert_eq!(ids(&[]), ids(&["--order-version", "1"]));
+    let reader =
+        tfrecord_lirs::Reader::open_one(&data, None, &tfrecord_lirs::ReaderOptions::default())
+            .unwrap();
+    for page_aware in [false, true] {
+        let aware: &[&str] = if page_aware { &["--page-aware"] } else { &[] };
+        for (k, i) in [(1u64, 0u64), (3, 0), (3, 2)] {
+            let spec = tfrecord_lirs::OrderSpec {
+                seed: 5,
+                epoch: 2,
+                page_aware,
+                num_shards: k,
+                shard_index: i,
+            };
+            let order = reader.order_v2(&spec).unwrap();
+            let mut expected = Vec::new();
+            order.ids_into(0..order.len(), &mut expected).unwrap();
+            let (k, i) = (k.to_string(), i.to_string());
+            let mut args = vec!["--order-version", "2"];
+            args.extend_from_slice(aware);
+            if k != "1" {
+                args.extend_from_slice(&["--num-shards", &k, "--shard-index", &i]);
+            }
+            assert_eq!(ids(&args), expected, "{args:?}");
+            assert_ne!(ids(&args[2..]), expected, "version 1 differs: {args:?}");
+        }
+    }
+}

@@ -52,6 +52,7 @@ pub mod io;
 mod layout;
 pub mod options;
 mod order;
+mod order_v2;
 mod pool;
 mod reader;
 pub mod remote;
@@ -74,7 +75,8 @@ pub use interop::{
 };
 pub use io::{Backend, MmapOptIn};
 pub use layout::Layout;
-pub use order::{EpochOrder, OrderSpec};
+pub use order::{EpochOrder, OrderSpec, OrderVersion};
+pub use order_v2::{ids_per_unit, OrderV2};
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use spec::TFRecordLIRS;

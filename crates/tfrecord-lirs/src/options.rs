@@ -52,6 +52,15 @@ pub fn best_fit_window(records: u64) -> Result<Fit> {
     Ok(Fit::Best { window })
 }
 
+/// An epoch order algorithm by number: 1 ([`OrderVersion::V1`], Fisher–Yates) or 2
+/// ([`OrderVersion::V2`], keyed bijections in O(1) memory).
+///
+/// [`OrderVersion::V1`]: crate::OrderVersion::V1
+/// [`OrderVersion::V2`]: crate::OrderVersion::V2
+pub fn order_version(number: u64) -> Result<crate::OrderVersion> {
+    crate::OrderVersion::from_number(number)
+}
+
 /// An I/O backend by name: `"auto"`, `"pread"`, `"mmap"` or `"direct"` (see
 /// [`Backend`]'s `FromStr`).
 pub fn backend(name: &str) -> Result<Backend> {

@@ -1,5 +1,7 @@
 //! Epoch orders (spec §5 `shuffle_order(page_aware)`), identical on every machine and
-//! every version of this crate for the same `(seed, epoch)`.
+//! every version of this crate for the same `(seed, epoch)` and [`OrderVersion`]. This
+//! module is order version 1 (below) and the [`EpochOrder`] iterator over both versions;
+//! version 2, position → id in O(1) memory, is `order_v2.rs` ([`OrderV2`]).
 //!
 //! # The algorithm (a contract: do not change it without a format version bump)
 //!
@@ -36,10 +38,45 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::order_v2::{OrderV2, V2Cursor};
 
 const PURPOSE_INSTANCES: u64 = 1;
 const PURPOSE_UNITS: u64 = 2;
 const PURPOSE_IN_UNIT: u64 = 3;
+
+/// Which algorithm makes an epoch order: part of what a checkpoint must record, since the
+/// same `(seed, epoch)` gives different orders in different versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OrderVersion {
+    /// `docs/FORMAT.md` §5.1–5.7: Fisher–Yates over the whole epoch (one id per instance,
+    /// or one first id per page-aware unit, in memory while the epoch is read).
+    #[default]
+    V1,
+    /// `docs/FORMAT.md` §5.8: position → id through keyed bijections ([`OrderV2`]);
+    /// nothing stored per instance, O(1) to start an epoch.
+    V2,
+}
+
+impl OrderVersion {
+    /// The version's number, 1 or 2 (what front ends and checkpoints carry).
+    pub fn number(self) -> u64 {
+        match self {
+            OrderVersion::V1 => 1,
+            OrderVersion::V2 => 2,
+        }
+    }
+
+    /// The version numbered `number` (see [`options::order_version`](crate::options::order_version)).
+    pub fn from_number(number: u64) -> Result<OrderVersion> {
+        match number {
+            1 => Ok(OrderVersion::V1),
+            2 => Ok(OrderVersion::V2),
+            _ => Err(Error::invalid_argument(format!(
+                "order version must be 1 or 2, got {number}"
+            ))),
+        }
+    }
+}
 
 /// Which order to produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,6 +349,9 @@ enum Plan {
     Instances(Ids),
     /// Page-aware: the shard's units.
     Units(Units),
+    /// Order version 2 (either kind): computed position by position (boxed: its round
+    /// keys make it several times the size of the other plans).
+    V2(Box<V2Cursor>),
 }
 
 /// One epoch's order of instance ids for one shard: an owning iterator.
@@ -320,7 +360,10 @@ enum Plan {
 /// page-aware), so its length never depends on the epoch. A page-aware shard may begin
 /// and end inside a unit; every other unit it holds is whole and contiguous.
 ///
-/// Memory: the full order of an epoch is built once, at most 4 bytes per instance
+/// Order version 2 ([`Reader::epoch_order_with_version`](crate::Reader::epoch_order_with_version))
+/// holds no ids: it computes them from the positions, 256 at a time.
+///
+/// Memory (version 1): the full order of an epoch is built once, at most 4 bytes per instance
 /// (8 when N > 2^32): instance-based, one id per instance; page-aware, one first id per
 /// unit, allocated exactly after counting the units. A shard then keeps only its own
 /// slice (moved to the front of the same buffer, which is shrunk), plus, page-aware, the
@@ -350,7 +393,21 @@ pub struct EpochOrder {
 }
 
 impl EpochOrder {
-    pub(crate) fn new(layout: Arc<Layout>, spec: &OrderSpec) -> Result<EpochOrder> {
+    pub(crate) fn new(
+        layout: Arc<Layout>,
+        spec: &OrderSpec,
+        version: OrderVersion,
+    ) -> Result<EpochOrder> {
+        if version == OrderVersion::V2 {
+            let order = OrderV2::for_layout(&layout, spec)?;
+            return Ok(EpochOrder {
+                layout,
+                spec: *spec,
+                len: order.len(),
+                plan: Plan::V2(Box::new(V2Cursor::new(order))),
+                position: 0,
+            });
+        }
         crate::options::shard(spec.num_shards, spec.shard_index)?;
         let n = layout.len();
         let lo = shard_bound(n, spec.shard_index, spec.num_shards);
@@ -413,6 +470,14 @@ impl EpochOrder {
         &self.spec
     }
 
+    /// The algorithm that made this order.
+    pub fn version(&self) -> OrderVersion {
+        match self.plan {
+            Plan::V2(_) => OrderVersion::V2,
+            _ => OrderVersion::V1,
+        }
+    }
+
     /// Continues from `position` (0 ..= len), e.g. when restoring a checkpoint.
     pub fn seek(&mut self, position: u64) -> Result<()> {
         if position > self.len {
@@ -431,12 +496,16 @@ impl EpochOrder {
     /// The position of `id` in this order (a linear search from the start; for tests and
     /// tools, not hot paths). `len()` if the id is not in this shard.
     pub fn position_of(&self, id: u64) -> u64 {
+        if let Plan::V2(cursor) = &self.plan {
+            return cursor.order.position_of(id).unwrap_or(self.len);
+        }
         let mut fresh = EpochOrder {
             layout: Arc::clone(&self.layout),
             spec: self.spec,
             plan: match &self.plan {
                 Plan::Instances(ids) => Plan::Instances(ids.clone()),
                 Plan::Units(units) => Plan::Units(units.rewound()),
+                Plan::V2(cursor) => Plan::V2(cursor.clone()),
             },
             len: self.len,
             position: 0,
@@ -450,10 +519,17 @@ impl EpochOrder {
     /// Returns how many were appended.
     pub fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
         let mut taken = self.next_batch(min, out);
-        if let Plan::Units(units) = &self.plan {
-            let rest = units.rest_of_unit();
-            taken += self.next_batch(rest, out);
-        }
+        let rest = match &self.plan {
+            Plan::Units(units) => units.rest_of_unit(),
+            Plan::V2(cursor) if taken > 0 && self.spec.page_aware => {
+                // The unit of the last id taken ends at or before the shard's end.
+                let last = self.position - 1;
+                let end = cursor.order.unit_end(last).unwrap_or(self.position);
+                (end - self.position) as usize
+            }
+            _ => 0,
+        };
+        taken += self.next_batch(rest, out);
         taken
     }
 
@@ -480,6 +556,7 @@ impl Iterator for EpochOrder {
         let id = match &mut self.plan {
             Plan::Instances(ids) => ids.get(self.position as usize),
             Plan::Units(units) => units.next(&self.layout, &self.spec),
+            Plan::V2(cursor) => cursor.id_at(self.position),
         };
         self.position += 1;
         Some(id)

@@ -12,7 +12,7 @@ use crate::io::{self, Backend, ReadAt};
 use crate::layout::{FileLayout, Layout};
 // Also imported from here by `fetch`.
 pub(crate) use crate::batch::Batch;
-use crate::order::{self, EpochOrder, OrderSpec};
+use crate::order::{self, EpochOrder, OrderSpec, OrderVersion};
 use crate::stats::{IoStats, Tally};
 use crate::table::{default_table_path, read_table_for};
 use crate::verify::{check_table, tail_error, walk_tail};
@@ -660,9 +660,24 @@ impl Reader {
         }
     }
 
-    /// The order of one epoch for one shard.
+    /// The order of one epoch for one shard (order version 1).
     pub fn epoch_order(&self, spec: &OrderSpec) -> Result<EpochOrder> {
-        EpochOrder::new(Arc::clone(&self.layout), spec)
+        EpochOrder::new(Arc::clone(&self.layout), spec, OrderVersion::V1)
+    }
+
+    /// The order of one epoch for one shard, made by order version `version`.
+    pub fn epoch_order_with_version(
+        &self,
+        spec: &OrderSpec,
+        version: OrderVersion,
+    ) -> Result<EpochOrder> {
+        EpochOrder::new(Arc::clone(&self.layout), spec, version)
+    }
+
+    /// Order version 2 of one epoch for one shard, as a function from position to id
+    /// (nothing materialised; see [`OrderV2`](crate::OrderV2)).
+    pub fn order_v2(&self, spec: &OrderSpec) -> Result<crate::OrderV2> {
+        crate::OrderV2::for_layout(&self.layout, spec)
     }
 
     /// Instances of shard `shard_index` of `num_shards` in every epoch, for both kinds

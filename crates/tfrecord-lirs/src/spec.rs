@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fetch::{FetchOptions, Fetcher, Payloads, Window};
-use crate::order::OrderSpec;
+use crate::order::{OrderSpec, OrderVersion};
 use crate::reader::{Reader, ReaderOptions};
 
 /// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
@@ -38,6 +38,7 @@ pub struct TFRecordLIRS {
     next_epoch: u64,
     num_shards: u64,
     shard_index: u64,
+    order_version: OrderVersion,
     /// The epoch being walked, once `shuffle_order` was called; `None` after a
     /// window-level failure ended it.
     fetcher: Option<Fetcher>,
@@ -66,6 +67,7 @@ impl TFRecordLIRS {
             next_epoch: 0,
             num_shards: 1,
             shard_index: 0,
+            order_version: OrderVersion::default(),
             fetcher: None,
             window: None,
             epoch_started: false,
@@ -85,6 +87,12 @@ impl TFRecordLIRS {
         self.num_shards = num_shards;
         self.shard_index = shard_index;
         Ok(self)
+    }
+
+    /// Makes the following epochs' orders with `version` (order version 1 by default).
+    pub fn with_order_version(mut self, version: OrderVersion) -> TFRecordLIRS {
+        self.order_version = version;
+        self
     }
 
     /// The shared reader.
@@ -117,7 +125,9 @@ impl TFRecordLIRS {
             num_shards: self.num_shards,
             shard_index: self.shard_index,
         };
-        let order = self.reader.epoch_order(&spec)?;
+        let order = self
+            .reader
+            .epoch_order_with_version(&spec, self.order_version)?;
         let options = FetchOptions {
             threads: FetchOptions::auto_threads(&self.reader),
             window: WALK_WINDOW,
