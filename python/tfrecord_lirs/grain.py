@@ -50,13 +50,15 @@ class LIRSShuffleMapDataset(_grain.MapDataset):
     """The payloads of `source` in LIRS order: index `i` is position `i % len` of
     epoch `i // len`. Build it with `shuffle(...)`."""
 
-    def __init__(self, source, *, seed, page_aware=False, num_shards=1, shard_index=0):
+    def __init__(self, source, *, seed, page_aware=False, num_shards=1, shard_index=0,
+                 order_version=1):
         if not isinstance(source, DataSource):
             raise TypeError(f"source must be a tfrecord_lirs.DataSource, got {source!r}")
         super().__init__()
         self._source = source
         self._orders = _EpochOrders(Sampler(source, seed=seed, page_aware=page_aware,
-                                            num_shards=num_shards, shard_index=shard_index))
+                                            num_shards=num_shards, shard_index=shard_index,
+                                            order_version=order_version))
 
     def __len__(self):
         return len(self._orders)
@@ -75,14 +77,16 @@ class LIRSShuffleMapDataset(_grain.MapDataset):
         return self._source.__getitems__([self._orders.id_at(i) for i in indices])
 
 
-def shuffle(source, *, seed, page_aware=False, num_shards=1, shard_index=0):
+def shuffle(source, *, seed, page_aware=False, num_shards=1, shard_index=0, order_version=1):
     """A `grain.MapDataset` of `source`'s payloads in LIRS epoch orders.
 
     `num_shards`/`shard_index`: this process's slice of every epoch (e.g.
     `jax.process_count()`/`jax.process_index()`); every instance is in exactly one.
+    `order_version`: as for `tfrecord_lirs.Sampler`.
     """
     return LIRSShuffleMapDataset(source, seed=seed, page_aware=page_aware,
-                                 num_shards=num_shards, shard_index=shard_index)
+                                 num_shards=num_shards, shard_index=shard_index,
+                                 order_version=order_version)
 
 
 class IndexSampler:
@@ -94,8 +98,10 @@ class IndexSampler:
     `num_epochs`: None repeats forever.
     """
 
-    def __init__(self, source_or_len, *, seed, page_aware=False, num_epochs=None):
-        self._orders = _EpochOrders(Sampler(source_or_len, seed=seed, page_aware=page_aware))
+    def __init__(self, source_or_len, *, seed, page_aware=False, num_epochs=None,
+                 order_version=1):
+        self._orders = _EpochOrders(Sampler(source_or_len, seed=seed, page_aware=page_aware,
+                                            order_version=order_version))
         self._seed = seed
         self._num_epochs = num_epochs
 

@@ -101,8 +101,9 @@ class DataSource:
         """The data files, in id order."""
         return list(self._args[0])
 
-    def _order(self, seed, epoch, page_aware, num_shards, shard_index):
-        return _ids(self._reader.order(seed, epoch, page_aware, num_shards, shard_index))
+    def _order(self, seed, epoch, page_aware, num_shards, shard_index, order_version):
+        return _ids(self._reader.order(seed, epoch, page_aware, num_shards, shard_index,
+                                       order_version))
 
 
 def _paths_or_none(value):
@@ -121,18 +122,23 @@ class Sampler:
     `DistributedSampler`. `page_aware=True` (files padded by `pad`/`PaddedWriter`)
     shuffles whole pages and needs the source, not a length. `num_shards`/
     `shard_index`: this worker's slice of each epoch (every instance in exactly one
-    shard).
+    shard). `order_version`: 1 (the default: the same orders as `LIRSDataset` and the
+    CLI's `order`) or 2 (docs/FORMAT.md §5.8: computed position by position, nothing
+    held per instance, for datasets of 10^8 instances and more).
     """
 
-    def __init__(self, source_or_len, seed=0, page_aware=False, num_shards=1, shard_index=0):
+    def __init__(self, source_or_len, seed=0, page_aware=False, num_shards=1, shard_index=0,
+                 order_version=1):
         self._source = source_or_len if isinstance(source_or_len, DataSource) else None
         self._n = None if self._source is not None else int(source_or_len)
         self.seed = seed
         self.page_aware = page_aware
         self.num_shards = num_shards
         self.shard_index = shard_index
+        self.order_version = order_version
         self.epoch = 0
         # Checked now, not at the first epoch: the core's rules and messages.
+        _lirs.check_order_version(order_version)
         if self._source is not None:
             self._len = self._source._reader.shard_len(num_shards, shard_index)
             if page_aware:
@@ -149,9 +155,9 @@ class Sampler:
         epoch = self.epoch if epoch is None else epoch
         if self._source is not None:
             return self._source._order(self.seed, epoch, self.page_aware, self.num_shards,
-                                       self.shard_index)
+                                       self.shard_index, self.order_version)
         return _ids(_lirs.instance_order(self._n, self.seed, epoch, self.page_aware,
-                                         self.num_shards, self.shard_index))
+                                         self.num_shards, self.shard_index, self.order_version))
 
     def __iter__(self):
         return iter(self.order())

@@ -164,12 +164,20 @@ def test_sampler_epochs_are_permutations_and_shards_partition(two_files):
 def test_orders_equal_the_cli_order(padded):
     path, _ = padded
     src = DataSource(path)
-    for page_aware in (False, True):
-        sampler = Sampler(src, seed=7, page_aware=page_aware)
-        sampler.set_epoch(2)
-        args = ["order", path, "--seed", "7", "--epoch", "2"] + (["--page-aware"] if page_aware else [])
-        out = run_ok(*args).text.split()
-        assert list(sampler) == [int(x) for x in out], page_aware
+    for version in (1, 2):
+        for page_aware in (False, True):
+            sampler = Sampler(src, seed=7, page_aware=page_aware, order_version=version)
+            sampler.set_epoch(2)
+            args = (["order", path, "--seed", "7", "--epoch", "2", "--order-version", str(version)]
+                    + (["--page-aware"] if page_aware else []))
+            out = run_ok(*args).text.split()
+            assert list(sampler) == [int(x) for x in out], (version, page_aware)
+            assert sorted(sampler) == list(range(len(src)))
+        if version == 2:  # no file needed for an instance-based v2 order either
+            assert list(Sampler(len(src), seed=7, order_version=2).order(2)) == list(
+                Sampler(src, seed=7, order_version=2).order(2))
+    with pytest.raises(InvalidArgumentError, match="order version must be 1 or 2"):
+        Sampler(src, order_version=3)
 
 
 def test_page_aware_orders_read_whole_pages(padded):

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
-use tfrecord_lirs::{self as core, Batch, EpochOrder, ErrorKind, OrderSpec, Reader};
+use tfrecord_lirs::{self as core, Batch, EpochOrder, ErrorKind, OrderSpec, OrderVersion, Reader};
 
 /// A core error as the `tfrecord_lirs.errors` exception of its kind.
 fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
@@ -132,7 +132,8 @@ impl NativeReader {
 
     /// The epoch order of `spec` as little-endian u64 ids (page-aware units need the
     /// files, so this is where a page-aware sampler gets its order).
-    #[pyo3(signature = (seed, epoch, page_aware, num_shards, shard_index))]
+    #[pyo3(signature = (seed, epoch, page_aware, num_shards, shard_index, order_version))]
+    #[allow(clippy::too_many_arguments)] // the order's parameters, as Python passes them
     fn order<'py>(
         &self,
         py: Python<'py>,
@@ -141,7 +142,9 @@ impl NativeReader {
         page_aware: bool,
         num_shards: u64,
         shard_index: u64,
+        order_version: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let version = core::options::order_version(order_version).py_err(py)?;
         let spec = OrderSpec {
             seed,
             epoch,
@@ -151,7 +154,11 @@ impl NativeReader {
         };
         let reader = &self.reader;
         let ids = py
-            .detach(|| reader.epoch_order(&spec).map(order_bytes))
+            .detach(|| {
+                reader
+                    .epoch_order_with_version(&spec, version)
+                    .map(order_bytes)
+            })
             .py_err(py)?;
         Ok(PyBytes::new(py, &ids))
     }
@@ -190,7 +197,8 @@ fn order_bytes(order: EpochOrder) -> Vec<u8> {
 /// The epoch order of `n` instances described by no file, as little-endian u64 ids:
 /// the same order a reader of `n` instances gives (page-aware orders need the files).
 #[pyfunction]
-#[pyo3(signature = (n, seed, epoch, page_aware, num_shards, shard_index))]
+#[pyo3(signature = (n, seed, epoch, page_aware, num_shards, shard_index, order_version))]
+#[allow(clippy::too_many_arguments)] // the order's parameters, as Python passes them
 fn instance_order<'py>(
     py: Python<'py>,
     n: u64,
@@ -199,7 +207,9 @@ fn instance_order<'py>(
     page_aware: bool,
     num_shards: u64,
     shard_index: u64,
+    order_version: u64,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let version: OrderVersion = core::options::order_version(order_version).py_err(py)?;
     let spec = OrderSpec {
         seed,
         epoch,
@@ -208,9 +218,17 @@ fn instance_order<'py>(
         shard_index,
     };
     let ids = py
-        .detach(|| EpochOrder::of_len(n, &spec).map(order_bytes))
+        .detach(|| EpochOrder::of_len(n, &spec, version).map(order_bytes))
         .py_err(py)?;
     Ok(PyBytes::new(py, &ids))
+}
+
+/// Checks an `order_version` argument (the core's rule and message).
+#[pyfunction]
+fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
+    core::options::order_version(order_version)
+        .map(drop)
+        .py_err(py)
 }
 
 /// The module `tfrecord_lirs._lirs`.
@@ -222,6 +240,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     core::remote::register(Arc::new(core::cloud::ObjectStoreFileSystem::new()));
     m.add_class::<NativeReader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
+    m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
