@@ -1,6 +1,6 @@
 //! Object storage without TensorFlow: `s3://`, `gs://`, `az://` (and `abfs://`,
 //! `adl://`, `azure://`), `http://` and `https://` URLs read and written through Apache
-//! Arrow's [`object_store`] client, as a [`FileSystem`](crate::remote::FileSystem).
+//! Arrow's [`object_store`] client, as a [`crate::remote::FileSystem`].
 //!
 //! Credentials and endpoints come from the environment the way each store's own tools
 //! read them (`AWS_*` for S3, `GOOGLE_*` for GCS, `AZURE_*` for Azure: the builders'
