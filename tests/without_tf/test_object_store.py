@@ -143,3 +143,23 @@ except tfrecord_lirs.LIRSError as e:
     kind, _, message = res.stdout.strip().splitlines()[-1].partition(" | ")
     assert kind == type(local_error.value).__name__, res.stdout
     assert message == str(local_error.value).replace(str(local), f"s3://{BUCKET}/cut.tfrecord")
+
+
+def test_s3_batches_read_concurrently_under_latency(tmp_path):
+    """With 30 ms (median) per GET, a batch of 256 ids is read with many requests in
+    flight (one at a time it would take ~8 s); every payload lands in its slot."""
+    code = f"""
+import json, sys, time
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+src = tfrecord_lirs.DataSource("s3://{BUCKET}/train.tfrecord")
+ids = list(tfrecord_lirs.Sampler(src, seed=8).order(0))[:256]
+t = time.perf_counter()
+got = src.__getitems__(ids)
+print(json.dumps({{"ids": ids, "got": [g.hex() for g in got],
+                  "secs": time.perf_counter() - t}}))
+"""
+    r = report(run_with_s3(tmp_path, OBJECTS, code, faults={"latency_ms": 30, "seed": 2},
+                           timeout=300))
+    assert [bytes.fromhex(g) for g in r["got"]] == [PAYLOADS[i] for i in r["ids"]]
+    print(f"256 ids over s3 with 30 ms per GET: {r['secs']:.2f} s")

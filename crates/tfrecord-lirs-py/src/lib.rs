@@ -113,8 +113,9 @@ impl NativeReader {
         Ok(PyBytes::new(py, &payload))
     }
 
-    /// The payloads of `indices`, in their order (repeats allowed), read with one
-    /// coalesced pass and the GIL released.
+    /// The payloads of `indices`, in their order (repeats allowed), read with the GIL
+    /// released: one coalesced pass over local files, many requests in flight on
+    /// remote storage.
     fn read_many<'py>(&self, py: Python<'py>, indices: Vec<i64>) -> PyResult<Bound<'py, PyList>> {
         let ids = indices
             .iter()
@@ -124,7 +125,9 @@ impl NativeReader {
         let batch = py
             .detach(|| {
                 let mut batch = Batch::default();
-                reader.read_batch(&ids, &mut batch).map(|()| batch)
+                reader
+                    .read_batch_concurrent(&ids, &mut batch)
+                    .map(|()| batch)
             })
             .py_err(py)?;
         PyList::new(py, batch.payloads().map(|p| PyBytes::new(py, p)))
