@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest demo bench clean tf-op python-install wheel \
-  cargo-fuzz fuzz-smoke fuzz
+.PHONY: all test venv build lint cargo-test pytest pytest-without-tf demo bench clean tf-op \
+  py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
 
 all: build
 
@@ -34,6 +34,13 @@ lint:
 cargo-test:
 	cargo test --workspace
 	cargo test -p tfrecord-lirs -p tfrecord-lirs-ffi --features fault-injection
+
+# python/tfrecord_lirs/_lirs.abi3.so: the TensorFlow-free extension (crates/tfrecord-lirs-py,
+# PyO3, CPython's stable ABI), in place for the development tree (the wheel builds its own).
+PY_EXT := python/tfrecord_lirs/_lirs.abi3.so
+py-ext:
+	cargo build --release -p tfrecord-lirs-py
+	cp target/release/lib_lirs.so $(PY_EXT)
 
 # python/tfrecord_lirs/_lirs_ops.so: the Rust staticlib (crates/tfrecord-lirs-ffi) and the
 # C++ kernels (tf_op/), compiled against the venv's TensorFlow (the .so only loads there).
@@ -68,11 +75,29 @@ wheel: venv
 
 # tests/test_wheel.py installs the wheel into fresh venvs (with `tensorflow`, and with
 # the [cpu] extra); it builds it with `make wheel` itself when run alone.
-pytest: venv build tf-op python-install wheel
+pytest: venv build py-ext tf-op python-install wheel
 	TFRECORD_LIRS_CLI=$(abspath $(CLI)) TFRECORD_LIRS_WHEEL_DIR=$(abspath dist) \
-	  TFRECORD_LIRS_FAULT_LIBRARY=$(abspath $(FAULT_LIB)) $(PY) -m pytest -q tests
+	  TFRECORD_LIRS_FAULT_LIBRARY=$(abspath $(FAULT_LIB)) $(PY) -m pytest -q tests \
+	  --ignore=tests/without_tf
 
-test: venv build lint cargo-test pytest fuzz-smoke
+# The TensorFlow-free front ends with real Grain and PyTorch (DataLoader worker
+# processes), in a venv that has no TensorFlow at all (requirements-without-tf.txt):
+# the package from the tree (PYTHONPATH), its extension built in place.
+VENV_NOTF := .venv-without-tf
+venv-without-tf: $(VENV_NOTF)/.installed
+$(VENV_NOTF)/.installed: requirements-without-tf.txt
+	python3 -m venv $(VENV_NOTF)
+	$(VENV_NOTF)/bin/pip install --quiet --upgrade pip
+	$(VENV_NOTF)/bin/pip install --quiet -r requirements-without-tf.txt
+	touch $@
+
+pytest-without-tf: venv-without-tf build py-ext
+	! $(VENV_NOTF)/bin/python -c "import tensorflow" 2>/dev/null
+	PYTHONPATH=$(abspath python) TFRECORD_LIRS_CLI=$(abspath $(CLI)) \
+	  $(VENV_NOTF)/bin/python -m pytest -q tests/without_tf
+
+
+test: venv build lint cargo-test pytest pytest-without-tf fuzz-smoke
 
 # Fuzzing (fuzz/README.md): cargo-fuzz, pinned, installed only if that version is not
 # there already (it takes ~3 min to build on 2 cores).
@@ -103,7 +128,7 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 
 # `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
-bench: venv build tf-op python-install
+bench: venv venv-without-tf build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
@@ -111,4 +136,5 @@ bench: venv build tf-op python-install
 clean:
 	cargo clean
 	rm -f $(TF_OP_SO) python/tfrecord_lirs/_build_info.py
-	rm -rf $(VENV) bench_out demo_out dist python/build
+	rm -f $(PY_EXT)
+	rm -rf $(VENV) $(VENV_NOTF) bench_out demo_out dist python/build

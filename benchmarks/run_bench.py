@@ -210,6 +210,67 @@ def contender(name, data, expect, limit=None, reps=REPS, cold=False, source_boun
     return r
 
 
+# --- the TensorFlow-free front ends (row 9), in the venv without TensorFlow ----------------
+
+WITHOUT_TF_PY = os.path.join(ROOT, ".venv-without-tf", "bin", "python")
+WITHOUT_TF = os.path.join(ROOT, "benchmarks", "without_tf_contender.py")
+# Records timed per rep: the ArrayRecord contenders are ~50 K rec/s or less.
+WITHOUT_TF_RECORDS = max(20_000, round(200_000 * SCALE))
+WITHOUT_TF_SLOW_RECORDS = max(5_000, round(20_000 * SCALE))
+
+
+def without_tf(name, data, arrayrecord, records, reps=3):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = json_lines(run([WITHOUT_TF_PY, WITHOUT_TF, "--contender", name, "--data", data,
+                        "--arrayrecord", arrayrecord, "--records", str(records),
+                        "--reps", str(reps)], env=env))[-1]
+    if r.get("secs"):
+        r["rate"] = r["records"] / statistics.median(r["secs"])
+        log(f"  {name}: {r['rate']:,.0f} rec/s, peak RSS {r['peak_rss_mb']:.0f} MB")
+    return r
+
+
+def bench_without_tf(t, d, out):
+    """Row 9: DataSource and Sampler (no TensorFlow) against ArrayRecord, Grain over
+    ArrayRecord and the `tfrecord` package's PyTorch reader, on the kdd-like mix."""
+    if not os.path.exists(WITHOUT_TF_PY):
+        t.add("9 without TensorFlow", "not run", "make venv-without-tf first")
+        return {"skipped": "no .venv-without-tf"}
+    log("row 9: TensorFlow-free front ends (Grain, PyTorch)")
+    ar = os.path.join(out, "kdd.arrayrecord")
+    if not os.path.exists(ar):
+        log("  writing the same payloads as ArrayRecord (group_size:1)")
+        without_tf("write_arrayrecord", d["mix"], ar, 0, reps=0)
+    cat_to_null(d["mix"])
+    cat_to_null(ar)
+    res = {}
+    for name, records in [("lirs_getitems", WITHOUT_TF_RECORDS),
+                          ("arrayrecord_getitems", WITHOUT_TF_SLOW_RECORDS),
+                          ("grain_lirs", WITHOUT_TF_RECORDS),
+                          ("grain_arrayrecord", WITHOUT_TF_SLOW_RECORDS),
+                          ("torch_lirs", WITHOUT_TF_RECORDS),
+                          ("torch_tfrecord_pypi", WITHOUT_TF_RECORDS)]:
+        res[name] = without_tf(name, d["mix"], ar, records)
+    sec = f"9 without TensorFlow, {N_MIX:,} kdd-like"
+    lirs, arr = res["lirs_getitems"]["rate"], res["arrayrecord_getitems"]["rate"]
+    v = ratio(lirs, arr)
+    m = check(t, "9: DataSource.__getitems__ vs ArrayRecord's", v, 10.0)
+    t.add(sec, "**`DataSource.__getitems__`** (256 random ids)", fmt_rate(lirs),
+          f"{v:.1f}x ArrayRecord's", ">= 10x", m)
+    t.add(sec, "ArrayRecordDataSource.__getitems__ (same payloads, group_size:1)",
+          fmt_rate(arr))
+    g, ga = res["grain_lirs"]["rate"], res["grain_arrayrecord"]["rate"]
+    t.add(sec, "Grain: `tfrecord_lirs.grain.shuffle(source).batch(256)`", fmt_rate(g),
+          f"{ratio(g, ga):.1f}x Grain over ArrayRecord")
+    t.add(sec, "Grain: `MapDataset.source(ArrayRecord).shuffle().batch(256)`", fmt_rate(ga))
+    tl, tp = res["torch_lirs"]["rate"], res["torch_tfrecord_pypi"]["rate"]
+    t.add(sec, "PyTorch DataLoader(DataSource, Sampler, 2 workers, batch 256)",
+          fmt_rate(tl), f"{ratio(tl, tp):.2f}x the `tfrecord` package's reader")
+    t.add(sec, "PyTorch: `tfrecord` package reader, 10,000-record shuffle buffer",
+          fmt_rate(tp))
+    return res
+
+
 # --- the table -----------------------------------------------------------------------------
 
 class Table:
@@ -753,7 +814,9 @@ def main():
         log("row 8: high-latency storage (gs:// emulator)")
         results["latency"] = latency_bench.run_latency(args.out)
         latency_bench.add_rows(t, results["latency"], check, fmt_rate)
-    # Table order: rows 1..8.
+    if not only or "9" in only:
+        results["without_tf"] = bench_without_tf(t, d, args.out)
+    # Table order: rows 1..9.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

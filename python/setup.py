@@ -1,6 +1,8 @@
-"""Builds the `tfrecord-lirs` wheel: the Python package plus two native pieces made
+"""Builds the `tfrecord-lirs` wheel: the Python package plus three native pieces made
 from the Cargo workspace that holds this directory (its parent):
 
+* `tfrecord_lirs/_lirs.abi3.so`, the TensorFlow-free extension (PyO3, the stable ABI of
+  CPython 3.10+: `cargo build --release -p tfrecord-lirs-py`);
 * `tfrecord_lirs/_lirs_ops.so`, the TensorFlow op library (`make -C tf_op`), compiled
   against the TensorFlow of the environment running this build;
 * the `tfrecord-lirs` command (`cargo build --release -p tfrecord-lirs-cli`), installed
@@ -15,8 +17,8 @@ The version is the workspace's (`Cargo.toml`, via `cargo metadata`): one number 
 the crates, the CLI's `--version`, the wheel and `tfrecord_lirs.__version__`.
 
 Editable installs (`pip install -e python`, the development flow of the Makefile)
-build nothing native: `make tf-op` builds the op library in place and the CLI stays
-at `target/release/tfrecord-lirs`.
+build nothing native: `make py-ext tf-op` builds the extension and the op library in
+place and the CLI stays at `target/release/tfrecord-lirs`.
 """
 
 import json
@@ -41,6 +43,9 @@ except ImportError as e:  # setuptools < 70.1 (and 70.1 to 76 fail on the licens
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent  # the Cargo workspace
 CLI_NAME = "tfrecord-lirs"
+# The PyO3 extension's file name: the stable ABI (abi3) tag, so every CPython >= 3.10
+# loads the same file.
+EXTENSION = "_lirs.abi3.so"
 
 
 def _fail(message):
@@ -106,8 +111,11 @@ def _build_native(package_dir):
     tf_version = _check_tensorflow()
     print(f"tfrecord-lirs: building the op library for TensorFlow {tf_version}", flush=True)
     env = {**os.environ, "CARGO_TARGET_DIR": str(_target_dir())}
-    _run(["cargo", "build", "--release", "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-ffi"],
-         cwd=ROOT, env=env)
+    _run(["cargo", "build", "--release", "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-ffi",
+          "-p", "tfrecord-lirs-py"], cwd=ROOT, env=env)
+    extension = Path(package_dir).resolve() / EXTENSION
+    shutil.copy2(_target_dir() / "release" / "lib_lirs.so", extension)
+    _strip_debug(extension)
     library = Path(package_dir).resolve() / "_lirs_ops.so"
     _run(["make", "-C", ROOT / "tf_op", f"PYTHON={sys.executable}",
           f"CARGO_TARGET_DIR={_target_dir()}", f"OUT={library}"], env=env)
@@ -131,7 +139,7 @@ class build_py(_build_py):
         package_dir = Path(self.build_lib) / "tfrecord_lirs"
         # A development tree's own _lirs_ops.so/_build_info.py (git-ignored) must not
         # stand in for a library built here for this environment's TensorFlow.
-        for name in ("_lirs_ops.so", "_build_info.py"):
+        for name in ("_lirs_ops.so", "_build_info.py", EXTENSION):
             (package_dir / name).unlink(missing_ok=True)
         _build_native(package_dir)
 
@@ -162,11 +170,11 @@ class build_scripts(_build_scripts):
 
 
 class bdist_wheel(_bdist_wheel):
-    """Platform wheel tagged py3-none-<platform>: the op library and the CLI are
-    native code, but neither uses the Python C API (the library is loaded by
-    tf.load_op_library and ctypes), so any Python that TensorFlow 2.21 supports can
-    use the same wheel. The TensorFlow it needs (its C++ ABI, 2.21.x) is checked at
-    import, against _build_info.TF_VERSION."""
+    """Platform wheel tagged cp310-abi3-<platform>: the extension uses only CPython's
+    stable ABI (3.10 and later), and the op library and the CLI use no Python C API at
+    all, so one wheel serves every Python that TensorFlow 2.21 supports. The
+    TensorFlow the op library needs (its C++ ABI, 2.21.x) is checked when a
+    TensorFlow name is first used, against _build_info.TF_VERSION."""
 
     def finalize_options(self):
         super().finalize_options()
@@ -174,7 +182,7 @@ class bdist_wheel(_bdist_wheel):
 
     def get_tag(self):
         _, _, platform = super().get_tag()
-        return "py3", "none", platform
+        return "cp310", "abi3", platform
 
 
 class NativeDistribution(Distribution):

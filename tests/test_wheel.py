@@ -3,8 +3,9 @@ dist/tfrecord_lirs-*.whl installed into fresh virtualenvs.
 
 * next to `tensorflow==2.21.0` (the full, GPU-capable package): no tensorflow-cpu is
   pulled in beside it;
-* into a bare venv: without TensorFlow, `import tfrecord_lirs` says which extra to
-  install; with the `[cpu]` extra it works.
+* into a bare venv: without TensorFlow, `import tfrecord_lirs` and its TensorFlow-free
+  `DataSource`/`Sampler` work, and a TensorFlow name (`LIRSDataset`) says which extra to
+  install; with the `[cpu]` extra everything works.
 
 In each, the wheel's own `tfrecord-lirs` (on the venv's PATH) indexes and pads a file
 written by TensorFlow, and one LIRSDataset epoch over it equals the stock reader's
@@ -175,6 +176,30 @@ shutil.rmtree(work)
 """
 
 
+# Run in the bare venv (no TensorFlow): a TensorFlow-written file of the test data,
+# indexed by the wheel's CLI, read through DataSource in a Sampler's order; the
+# expected payloads are cut from the file's framing here (lengths only).
+TF_FREE_CHECK = r"""
+import os, shutil, struct, subprocess, sys, tempfile
+import tfrecord_lirs
+work = tempfile.mkdtemp()
+data = shutil.copy(%r, os.path.join(work, "data.tfrecord"))
+subprocess.run([shutil.which("tfrecord-lirs"), "index", data], check=True, capture_output=True)
+raw, payloads, at = open(data, "rb").read(), [], 0
+while at < len(raw):
+    (n,) = struct.unpack_from("<Q", raw, at)
+    payloads.append(raw[at + 12:at + 12 + n])
+    at += 16 + n
+source = tfrecord_lirs.DataSource(data)
+order = list(tfrecord_lirs.Sampler(source, seed=3))
+assert sorted(order) == list(range(len(payloads)))
+assert source.__getitems__(order) == [payloads[i] for i in order]
+assert "tensorflow" not in sys.modules
+shutil.rmtree(work)
+print("ok", len(payloads))
+""" % str(REPO / "testdata" / "sizes.tfrecord")
+
+
 def _check_install(venv, wheel):
     """The checks both installs share; returns what the venv reported."""
     # The package and the CLI come from the wheel, not from this tree.
@@ -204,16 +229,18 @@ def _check_install(venv, wheel):
 
 
 def test_wheel_contents_and_tags(wheel):
-    """py3-none-manylinux: native code without the Python C API; the op library and
-    the CLI inside, TensorFlow's own libraries not grafted in."""
+    """cp310-abi3-manylinux: the extension uses CPython's stable ABI only (one wheel for
+    every CPython >= 3.10); the extension, the op library and the CLI inside,
+    TensorFlow's own libraries not grafted in."""
     _, _, python_tag, abi_tag, platform = wheel.stem.split("-")
-    assert (python_tag, abi_tag) == ("py3", "none"), wheel.name
+    assert (python_tag, abi_tag) == ("cp310", "abi3"), wheel.name
     assert platform.startswith("manylinux_") and platform.endswith("_x86_64"), wheel.name
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         version = _crate_version()
         cli = f"tfrecord_lirs-{version}.data/scripts/tfrecord-lirs"
-        assert {"tfrecord_lirs/_lirs_ops.so", "tfrecord_lirs/_build_info.py", cli} <= names
+        assert {"tfrecord_lirs/_lirs_ops.so", "tfrecord_lirs/_build_info.py",
+                "tfrecord_lirs/_lirs.abi3.so", cli} <= names
         assert (z.getinfo(cli).external_attr >> 16) & 0o111, "the CLI is not executable"
         assert z.read(cli)[:4] == b"\x7fELF"
         assert not [n for n in names if "libtensorflow" in n], sorted(names)
@@ -240,7 +267,10 @@ def test_wheel_next_to_full_tensorflow(wheel, wheelhouse, venv):
 
 def test_wheel_in_a_bare_venv_with_the_cpu_extra(wheel, wheelhouse, venv):
     venv.install(wheelhouse, "--no-deps", str(wheel))
-    missing = venv.python("import tfrecord_lirs", check=False)
+    # No TensorFlow: the TF-free front ends work, over a file the wheel's CLI indexes.
+    bare = venv.python(TF_FREE_CHECK)
+    assert bare.stdout.strip().splitlines()[-1] == "ok 10", bare.stdout + bare.stderr
+    missing = venv.python("import tfrecord_lirs; tfrecord_lirs.LIRSDataset", check=False)
     assert missing.returncode != 0
     last = missing.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: tfrecord_lirs needs TensorFlow"), missing.stderr

@@ -1,5 +1,12 @@
 """tfrecord_lirs: random access and full-range shuffling of TFRecord files.
 
+Without TensorFlow (Grain, PyTorch, plain Python):
+
+    source = tfrecord_lirs.DataSource(["train.tfrecord"])      # len(), source[i]
+    sampler = tfrecord_lirs.Sampler(source, seed=42)           # an epoch order
+
+With TensorFlow 2.21 (tf.data):
+
     ds = tfrecord_lirs.LIRSDataset(["train.tfrecord"], seed=42)
 
 Files need an offset table (`<file>.offsets`): write them with
@@ -7,32 +14,59 @@ Files need an offset table (`<file>.offsets`): write them with
 `build_offset_table`.
 """
 
-# First: says which extra to install when TensorFlow is missing, and refuses a
-# TensorFlow other than the one the op library was built for.
-from tfrecord_lirs import _native  # (isort: skip)
-from tfrecord_lirs.dataset import LIRSDataset
-from tfrecord_lirs.io import (
-    PadSummary,
-    PaddedWriter,
-    build_offset_table,
-    default_table_path,
-    is_filler,
-    pad,
-    read,
-    stock_dataset,
+import importlib
+
+from tfrecord_lirs import _lirs, errors
+from tfrecord_lirs.errors import (
+    DataLossError,
+    InternalError,
+    InvalidArgumentError,
+    LIRSError,
+    NotFoundError,
 )
+from tfrecord_lirs.sources import DataSource, Sampler
 
-# The version of the op library loaded (its _build_info.py, by tf_op/Makefile).
-__version__ = _native._build_info.VERSION
+# One version for everything: the workspace's Cargo.toml, compiled into the extension.
+__version__ = _lirs.__version__
 
-__all__ = [
-    "LIRSDataset",
-    "PadSummary",
-    "PaddedWriter",
-    "build_offset_table",
-    "default_table_path",
-    "is_filler",
-    "pad",
-    "read",
-    "stock_dataset",
-]
+# The names that need TensorFlow, loaded on first use: `import tfrecord_lirs` works
+# without it, and using one of these says which extra to install (tfrecord_lirs._native
+# also refuses a TensorFlow other than the one the op library was built for).
+_WITH_TENSORFLOW = {
+    "LIRSDataset": "tfrecord_lirs.dataset",
+    "PadSummary": "tfrecord_lirs.io",
+    "PaddedWriter": "tfrecord_lirs.io",
+    "build_offset_table": "tfrecord_lirs.io",
+    "default_table_path": "tfrecord_lirs.io",
+    "is_filler": "tfrecord_lirs.io",
+    "pad": "tfrecord_lirs.io",
+    "read": "tfrecord_lirs.io",
+    "stock_dataset": "tfrecord_lirs.io",
+}
+
+
+def __getattr__(name):
+    module = _WITH_TENSORFLOW.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tfrecord_lirs' has no attribute {name!r}")
+    importlib.import_module("tfrecord_lirs._native")  # the helpful ImportError first
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WITH_TENSORFLOW))
+
+
+__all__ = sorted([
+    "DataLossError",
+    "DataSource",
+    "InternalError",
+    "InvalidArgumentError",
+    "LIRSError",
+    "NotFoundError",
+    "Sampler",
+    "errors",
+    *_WITH_TENSORFLOW,
+])

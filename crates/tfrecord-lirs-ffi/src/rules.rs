@@ -71,28 +71,13 @@ pub fn default_table_path(data: &[u8]) -> PathBuf {
 /// The (data, table) pairs of `spec`: `tables` is empty (every file's default table)
 /// or one per file, where an empty path also means the default.
 pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
-    if spec.files.is_empty() {
-        return Err(FfiError::invalid("no data files given"));
-    }
-    if !spec.tables.is_empty() && spec.tables.len() != spec.files.len() {
-        return Err(FfiError::invalid(format!(
-            "got {} offset tables for {} data files (give one per file, or none)",
-            spec.tables.len(),
-            spec.files.len()
-        )));
-    }
-    Ok(spec
-        .files
+    let files: Vec<PathBuf> = spec.files.iter().map(|f| path_of(&f.bytes)).collect();
+    let tables: Vec<Option<PathBuf>> = spec
+        .tables
         .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let table = match spec.tables.get(i) {
-                Some(t) if !t.bytes.is_empty() => path_of(&t.bytes),
-                _ => default_table_path(&f.bytes),
-            };
-            (path_of(&f.bytes), table)
-        })
-        .collect())
+        .map(|t| Some(path_of(&t.bytes)))
+        .collect();
+    Ok(core::options::data_and_tables(&files, &tables)?)
 }
 
 /// The placement policy named `fit`: "next", "best" (the core's default window,

@@ -1,6 +1,8 @@
 //! TensorFlow's file systems as the core's [`remote::FileSystem`]: every URL scheme
-//! TensorFlow knows in the process (`gs://`, `ram://`, `s3://`, `hdfs://`, …) is read
-//! and written through `tensorflow::Env` (C++, `tf_op/lirs_tf_file.{h,cc}`).
+//! TensorFlow knows in the process (`gs://`, `ram://`, `hdfs://` with its libraries, …)
+//! is read and written through `tensorflow::Env` (C++, `tf_op/lirs_tf_file.{h,cc}`);
+//! object-storage schemes TensorFlow does not implement (`s3://` in stock TensorFlow
+//! 2.21) go through the core's object_store client.
 //!
 //! Only with the cargo feature `tensorflow`, which the op library's build
 //! (`tf_op/Makefile`) turns on: the C++ definitions exist only in the op library,
@@ -162,8 +164,15 @@ impl FileSystem for TensorFlowFileSystem {
     }
 }
 
-/// Registers TensorFlow's file systems with the core (once per process).
+/// Registers TensorFlow's file systems with the core (once per process), and object
+/// storage ([`tfrecord_lirs::cloud`]) for the schemes TensorFlow does not implement
+/// (`s3://` in TensorFlow 2.21 without tensorflow-io).
 pub fn install() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| remote::register(Arc::new(TensorFlowFileSystem)));
+    ONCE.call_once(|| {
+        remote::register(Arc::new(remote::Layered {
+            first: TensorFlowFileSystem,
+            second: tfrecord_lirs::cloud::ObjectStoreFileSystem::new(),
+        }))
+    });
 }

@@ -43,6 +43,8 @@
 #![deny(missing_docs)]
 
 mod batch;
+#[cfg(feature = "object-store")]
+pub mod cloud;
 mod compress;
 mod cursor;
 mod error;

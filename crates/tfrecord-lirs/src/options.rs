@@ -14,10 +14,13 @@
 //!
 //! [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
 
+use std::path::{Path, PathBuf};
+
 use crate::compress::Compression;
 use crate::error::{Error, Result};
 use crate::format::PageSize;
 use crate::io::Backend;
+use crate::table::default_table_path;
 use crate::writer::Fit;
 
 /// A page size: a power of two from [`MIN_PAGE_SIZE`](crate::format::MIN_PAGE_SIZE) to
@@ -70,6 +73,37 @@ pub fn compression(name: &str) -> Result<Compression> {
     name.parse()
 }
 
+/// The `(data file, offset table)` pairs of a dataset: `files` with `tables`, one per
+/// file or none at all; a missing or empty table path means the default
+/// ([`default_table_path`]).
+pub fn data_and_tables<P: AsRef<Path>>(
+    files: &[P],
+    tables: &[Option<P>],
+) -> Result<Vec<(PathBuf, PathBuf)>> {
+    if files.is_empty() {
+        return Err(Error::invalid_argument("no data files given"));
+    }
+    if !tables.is_empty() && tables.len() != files.len() {
+        return Err(Error::invalid_argument(format!(
+            "got {} offset tables for {} data files (give one per file, or none)",
+            tables.len(),
+            files.len()
+        )));
+    }
+    Ok(files
+        .iter()
+        .enumerate()
+        .map(|(i, file)| {
+            let file = file.as_ref();
+            let table = match tables.get(i) {
+                Some(Some(t)) if !t.as_ref().as_os_str().is_empty() => t.as_ref().to_path_buf(),
+                _ => default_table_path(file),
+            };
+            (file.to_path_buf(), table)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +132,28 @@ mod tests {
             "unknown I/O backend \"bogus\": use \"auto\", \"pread\", \"mmap\" or \"direct\""
         );
         assert_eq!(compression("GZIP").unwrap(), Compression::Gzip);
+    }
+
+    #[test]
+    fn data_files_pair_with_their_tables() {
+        let none: [Option<&str>; 0] = [];
+        assert_eq!(
+            data_and_tables(&["a", "b"], &none).unwrap(),
+            [
+                ("a".into(), "a.offsets".into()),
+                ("b".into(), "b.offsets".into())
+            ]
+        );
+        assert_eq!(
+            data_and_tables(&["a", "b"], &[Some("t"), Some("")]).unwrap(),
+            [("a".into(), "t".into()), ("b".into(), "b.offsets".into())]
+        );
+        let e = data_and_tables(&["a", "b"], &[Some("t")]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "got 1 offset tables for 2 data files (give one per file, or none)"
+        );
+        let e = data_and_tables::<&str>(&[], &none).unwrap_err();
+        assert_eq!(e.to_string(), "no data files given");
     }
 }

@@ -432,6 +432,24 @@ impl EpochOrder {
         })
     }
 
+    /// The instance-based order of `n` instances that are not described by any file
+    /// (e.g. a sampler given only a length): the same order a [`Reader`](crate::Reader)
+    /// of `n` instances gives for `spec`. Page-aware orders need the files' layout:
+    /// `spec.page_aware` is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument).
+    pub fn of_len(n: u64, spec: &OrderSpec, version: OrderVersion) -> Result<EpochOrder> {
+        if spec.page_aware {
+            return Err(Error::invalid_argument(
+                "a page-aware order needs the files' offset tables, not only a length",
+            ));
+        }
+        let layout = Layout {
+            files: Vec::new(),
+            page: crate::format::PageSize::checked(crate::format::DEFAULT_PAGE_SIZE)?,
+            len: n,
+        };
+        EpochOrder::new(Arc::new(layout), spec, version)
+    }
+
     /// Instances in this shard's epoch.
     pub fn len(&self) -> u64 {
         self.len

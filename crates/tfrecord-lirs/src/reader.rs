@@ -313,6 +313,64 @@ impl Reader {
         Ok(at)
     }
 
+    /// [`read_batch`](Reader::read_batch) with many reads in flight where they pay: on
+    /// remote storage (a URL) the ids are split into up to
+    /// [`REMOTE_AUTO_THREADS`](crate::REMOTE_AUTO_THREADS) contiguous parts read at
+    /// once (RINAS: a request waits on the network, not on a core); local files are
+    /// read by the calling thread. The result, and the error (the first failing id's
+    /// in `ids` order), are those of `read_batch`; a panic in a read is an
+    /// [`Internal`](crate::ErrorKind::Internal) error.
+    pub fn read_batch_concurrent(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
+        let parts = if self.is_remote() {
+            crate::REMOTE_AUTO_THREADS.min(ids.len())
+        } else {
+            1
+        };
+        if parts <= 1 {
+            return self.read_batch(ids, out);
+        }
+        let chunk = ids.len().div_ceil(parts);
+        let results: Vec<Result<Batch>> = std::thread::scope(|s| {
+            let running: Vec<_> = ids
+                .chunks(chunk)
+                .map(|part| {
+                    let read = move || {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            let mut batch = Batch::default();
+                            self.read_batch(part, &mut batch).map(|()| batch)
+                        }))
+                        .unwrap_or_else(|_| Err(Error::internal("a concurrent read panicked")))
+                    };
+                    std::thread::Builder::new()
+                        .name("lirs-read".into())
+                        .spawn_scoped(s, read)
+                        .map_err(|_| part)
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|started| match started {
+                    Ok(handle) => handle
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::internal("a concurrent read panicked"))),
+                    // No thread to be had: this part is read here.
+                    Err(part) => {
+                        let mut batch = Batch::default();
+                        self.read_batch(part, &mut batch).map(|()| batch)
+                    }
+                })
+                .collect()
+        });
+        out.clear();
+        for part in results {
+            let part = part?;
+            for (i, payload) in part.payloads().enumerate() {
+                out.push(part.ids[i], payload);
+            }
+        }
+        Ok(())
+    }
+
     /// Reads the payloads of `ids` into `out` (replacing its contents), in the order of
     /// `ids`. Runs of consecutive ids in one file are fetched with one read of their
     /// joined spans (at most [`MAX_COALESCED_READ`] bytes), so a page-aware unit of a

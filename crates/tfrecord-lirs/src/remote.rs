@@ -81,6 +81,57 @@ pub trait RemoteWrite: Send {
     fn close(&mut self) -> io::Result<()>;
 }
 
+/// Two file systems as one: `first` for every URL it implements, `second` for the
+/// schemes `first` answers `Unsupported` (e.g. TensorFlow's file systems first, and
+/// object storage for `s3://`, which TensorFlow 2.21 does not implement).
+pub struct Layered<A, B> {
+    /// Asked first.
+    pub first: A,
+    /// Asked where `first` does not implement the scheme.
+    pub second: B,
+}
+
+impl<A: FileSystem, B: FileSystem> Layered<A, B> {
+    fn either<T>(&self, op: impl Fn(&dyn FileSystem) -> io::Result<T>) -> io::Result<T> {
+        match op(&self.first) {
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => match op(&self.second) {
+                // Neither knows the scheme: the first one's words.
+                Err(again) if again.kind() == io::ErrorKind::Unsupported => Err(e),
+                other => other,
+            },
+            other => other,
+        }
+    }
+}
+
+impl<A: FileSystem, B: FileSystem> FileSystem for Layered<A, B> {
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+        self.either(|fs| fs.open_read(url))
+    }
+
+    fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
+        self.either(|fs| fs.read_all(url))
+    }
+
+    fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        self.either(|fs| fs.create(url))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.either(|fs| fs.rename(from, to))
+    }
+
+    fn delete(&self, url: &str) -> io::Result<()> {
+        self.either(|fs| fs.delete(url))
+    }
+
+    fn durability(&self, url: &str) -> Durability {
+        // Without a rename of its own the first gives WholeObject, which is also what
+        // object storage guarantees.
+        self.first.durability(url)
+    }
+}
+
 /// The registered file system, if any.
 static FILE_SYSTEM: RwLock<Option<Arc<dyn FileSystem>>> = RwLock::new(None);
 

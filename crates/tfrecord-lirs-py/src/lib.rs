@@ -1,0 +1,249 @@
+//! `tfrecord_lirs._lirs`: the TensorFlow-free Python extension over the core crate.
+//!
+//! It converts types and nothing else: which table belongs to which file, what an
+//! index means, the epoch orders and every error are the core's. Python's
+//! `tfrecord_lirs.DataSource` and `tfrecord_lirs.Sampler` (python/tfrecord_lirs/) wrap
+//! these classes with the Grain and PyTorch protocols.
+//!
+//! Errors become the exception classes of `tfrecord_lirs.errors` (one per
+//! [`ErrorKind`]), with the core's message and its `file`, `instance` and `offset`
+//! as attributes. Reads release the GIL.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyIndexError, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use tfrecord_lirs::{self as core, Batch, EpochOrder, ErrorKind, OrderSpec, OrderVersion, Reader};
+
+/// A core error as the `tfrecord_lirs.errors` exception of its kind.
+fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
+    let class = match e.kind() {
+        ErrorKind::DataLoss => "DataLossError",
+        ErrorKind::InvalidArgument => "InvalidArgumentError",
+        ErrorKind::NotFound => "NotFoundError",
+        _ => "InternalError",
+    };
+    let made = (|| -> PyResult<PyErr> {
+        let errors = py.import("tfrecord_lirs.errors")?;
+        let exc = errors.getattr(class)?.call1((e.to_string(),))?;
+        exc.setattr("file", e.file().map(|p| p.as_os_str()))?;
+        exc.setattr("instance", e.instance())?;
+        exc.setattr("offset", e.offset())?;
+        Ok(PyErr::from_value(exc))
+    })();
+    // The errors module is part of the package: failing to build its exception is a
+    // broken installation, reported with the original message rather than lost.
+    made.unwrap_or_else(|import_error| {
+        PyRuntimeError::new_err(format!(
+            "{e} (and tfrecord_lirs.errors failed: {import_error})"
+        ))
+    })
+}
+
+/// `Result<T, core::Error>` to `PyResult<T>`.
+trait IntoPy<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for core::Result<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, &e))
+    }
+}
+
+/// Random access to the instances of TFRecord files through their offset tables.
+#[pyclass(module = "tfrecord_lirs._lirs", frozen)]
+struct NativeReader {
+    reader: Arc<Reader>,
+}
+
+#[pymethods]
+impl NativeReader {
+    /// Opens `files` with `tables` (none, or one per file; `None` or "" for a file's
+    /// default `<file>.offsets`).
+    #[new]
+    #[pyo3(signature = (files, tables, page_size, backend, trust_table))]
+    fn new(
+        py: Python<'_>,
+        files: Vec<PathBuf>,
+        tables: Vec<Option<PathBuf>>,
+        page_size: u64,
+        backend: &str,
+        trust_table: bool,
+    ) -> PyResult<Self> {
+        let backend = core::options::backend(backend).py_err(py)?;
+        if backend == core::Backend::Mmap {
+            // The mmap backend needs an unsafe promise (no file changes while mapped);
+            // this front end does not make it for its users: "auto" maps files under a
+            // read lease, which is safe.
+            return Err(to_py(
+                py,
+                &core::Error::invalid_argument(
+                    "backend \"mmap\" is offered by LIRSDataset only; use \"auto\" \
+                     (memory maps under a read lease), \"pread\" or \"direct\"",
+                ),
+            ));
+        }
+        let pairs = core::options::data_and_tables(&files, &tables).py_err(py)?;
+        let options = core::ReaderOptions {
+            page_size,
+            backend,
+            trust_table,
+            ..Default::default()
+        };
+        let reader = py.detach(|| Reader::open(&pairs, &options)).py_err(py)?;
+        Ok(NativeReader {
+            reader: Arc::new(reader),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        // Ids are u64; a dataset of more than usize::MAX instances cannot exist in a
+        // 64-bit address space's tables, and usize is 64 bits on every supported target.
+        self.reader.len() as usize
+    }
+
+    /// The payload of instance `index` (negative counts from the end, as for a list).
+    fn read<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let id = self.id(index)?;
+        let reader = &self.reader;
+        let payload = py.detach(|| reader.read(id)).py_err(py)?;
+        Ok(PyBytes::new(py, &payload))
+    }
+
+    /// The payloads of `indices`, in their order (repeats allowed), read with the GIL
+    /// released: one coalesced pass over local files, many requests in flight on
+    /// remote storage.
+    fn read_many<'py>(&self, py: Python<'py>, indices: Vec<i64>) -> PyResult<Bound<'py, PyList>> {
+        let ids = indices
+            .iter()
+            .map(|&i| self.id(i))
+            .collect::<PyResult<Vec<u64>>>()?;
+        let reader = &self.reader;
+        let batch = py
+            .detach(|| {
+                let mut batch = Batch::default();
+                reader
+                    .read_batch_concurrent(&ids, &mut batch)
+                    .map(|()| batch)
+            })
+            .py_err(py)?;
+        PyList::new(py, batch.payloads().map(|p| PyBytes::new(py, p)))
+    }
+
+    /// The epoch order of `spec` as little-endian u64 ids (page-aware units need the
+    /// files, so this is where a page-aware sampler gets its order).
+    #[pyo3(signature = (seed, epoch, page_aware, num_shards, shard_index, order_version))]
+    #[allow(clippy::too_many_arguments)] // the order's parameters, as Python passes them
+    fn order<'py>(
+        &self,
+        py: Python<'py>,
+        seed: u64,
+        epoch: u64,
+        page_aware: bool,
+        num_shards: u64,
+        shard_index: u64,
+        order_version: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let version = core::options::order_version(order_version).py_err(py)?;
+        let spec = OrderSpec {
+            seed,
+            epoch,
+            page_aware,
+            num_shards,
+            shard_index,
+        };
+        let reader = &self.reader;
+        let ids = py
+            .detach(|| {
+                reader
+                    .epoch_order_with_version(&spec, version)
+                    .map(order_bytes)
+            })
+            .py_err(py)?;
+        Ok(PyBytes::new(py, &ids))
+    }
+
+    /// Instances of shard `shard_index` of `num_shards` in every epoch.
+    fn shard_len(&self, py: Python<'_>, num_shards: u64, shard_index: u64) -> PyResult<u64> {
+        self.reader.shard_len(num_shards, shard_index).py_err(py)
+    }
+}
+
+impl NativeReader {
+    /// The id of a Python index: negative ones count from the end; out of range is an
+    /// IndexError (the sequence protocol's end signal for `for x in source`).
+    fn id(&self, index: i64) -> PyResult<u64> {
+        let len = self.reader.len();
+        let id = if index < 0 {
+            len.checked_sub(index.unsigned_abs())
+        } else {
+            Some(index as u64).filter(|&i| i < len)
+        };
+        id.ok_or_else(|| {
+            PyIndexError::new_err(format!("index {index} is out of range for {len} instances"))
+        })
+    }
+}
+
+/// An order's ids as little-endian u64 bytes.
+fn order_bytes(order: EpochOrder) -> Vec<u8> {
+    let mut out = Vec::with_capacity(order.len() as usize * 8);
+    for id in order {
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+    out
+}
+
+/// The epoch order of `n` instances described by no file, as little-endian u64 ids:
+/// the same order a reader of `n` instances gives (page-aware orders need the files).
+#[pyfunction]
+#[pyo3(signature = (n, seed, epoch, page_aware, num_shards, shard_index, order_version))]
+#[allow(clippy::too_many_arguments)] // the order's parameters, as Python passes them
+fn instance_order<'py>(
+    py: Python<'py>,
+    n: u64,
+    seed: u64,
+    epoch: u64,
+    page_aware: bool,
+    num_shards: u64,
+    shard_index: u64,
+    order_version: u64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let version: OrderVersion = core::options::order_version(order_version).py_err(py)?;
+    let spec = OrderSpec {
+        seed,
+        epoch,
+        page_aware,
+        num_shards,
+        shard_index,
+    };
+    let ids = py
+        .detach(|| EpochOrder::of_len(n, &spec, version).map(order_bytes))
+        .py_err(py)?;
+    Ok(PyBytes::new(py, &ids))
+}
+
+/// Checks an `order_version` argument (the core's rule and message).
+#[pyfunction]
+fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
+    core::options::order_version(order_version)
+        .map(drop)
+        .py_err(py)
+}
+
+/// The module `tfrecord_lirs._lirs`.
+#[pymodule]
+fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // URLs (s3://, gs://, az://, http(s)://) through object_store; this module has its
+    // own copy of the core, so this registration is the extension's alone (the
+    // TensorFlow op library registers TensorFlow's file systems in its copy).
+    core::remote::register(Arc::new(core::cloud::ObjectStoreFileSystem::new()));
+    m.add_class::<NativeReader>()?;
+    m.add_function(wrap_pyfunction!(instance_order, m)?)?;
+    m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

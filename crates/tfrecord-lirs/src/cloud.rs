@@ -1,0 +1,281 @@
+//! Object storage without TensorFlow: `s3://`, `gs://`, `az://` (and `abfs://`,
+//! `adl://`, `azure://`), `http://` and `https://` URLs read and written through Apache
+//! Arrow's [`object_store`] client, as a [`crate::remote::FileSystem`].
+//!
+//! Credentials and endpoints come from the environment the way each store's own tools
+//! read them (`AWS_*` for S3, `GOOGLE_*` for GCS, `AZURE_*` for Azure: the builders'
+//! `from_env`), so `AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true` points S3 at
+//! a local server. Each read is one ranged GET; the client retries failed requests with
+//! backoff. Many reads in flight come from the callers' threads (the fetch windows of
+//! [`Fetcher`](crate::Fetcher)), each blocking on this file system's own runtime, so
+//! nothing async leaks into the rest of the crate.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use tfrecord_lirs::{cloud::ObjectStoreFileSystem, remote, Reader};
+//! # fn main() -> tfrecord_lirs::Result<()> {
+//! remote::register(Arc::new(ObjectStoreFileSystem::new()));
+//! let reader = Reader::open_one("s3://bucket/train.tfrecord".as_ref(), None, &Default::default())?;
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashMap;
+use std::io;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, PutPayload};
+use url::Url;
+
+use crate::io::ReadAt;
+use crate::remote::{Durability, FileSystem, RemoteWrite};
+
+/// Worker threads of the client's runtime: they only drive sockets (the callers'
+/// threads wait on them), so two serve the 32+ reads in flight that pay on slow storage.
+const RUNTIME_THREADS: usize = 2;
+
+/// The schemes this file system serves.
+pub const SCHEMES: &[&str] = &[
+    "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure", "http", "https",
+];
+
+/// Object storage reached through [`object_store`]: one client per bucket (or HTTP
+/// origin), built on first use from the URL and the environment's credentials.
+pub struct ObjectStoreFileSystem {
+    /// Started by the first request: a program that registers this file system and
+    /// never opens a URL starts no thread.
+    runtime: OnceLock<tokio::runtime::Runtime>,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl Default for ObjectStoreFileSystem {
+    fn default() -> Self {
+        ObjectStoreFileSystem::new()
+    }
+}
+
+impl std::fmt::Debug for ObjectStoreFileSystem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectStoreFileSystem")
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectStoreFileSystem {
+    /// A file system with its own small runtime for the client's I/O (started when
+    /// the first URL is opened).
+    pub fn new() -> ObjectStoreFileSystem {
+        ObjectStoreFileSystem {
+            runtime: OnceLock::new(),
+            stores: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn runtime(&self) -> io::Result<&tokio::runtime::Runtime> {
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RUNTIME_THREADS)
+            .thread_name("lirs-object-store")
+            .enable_all()
+            .build()
+            .map_err(|e| io::Error::other(format!("cannot start the object-store runtime: {e}")))?;
+        // Two first requests at once: one runtime wins, the other is dropped unused.
+        Ok(self.runtime.get_or_init(|| runtime))
+    }
+
+    /// Whether `scheme` is one this file system serves.
+    pub fn serves(scheme: &str) -> bool {
+        SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
+    }
+
+    /// The client for `url`'s bucket and the object's path in it.
+    fn locate(&self, url: &str) -> io::Result<(Arc<dyn ObjectStore>, StorePath)> {
+        let parsed = Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL ({e})")))?;
+        let scheme = parsed.scheme().to_ascii_lowercase();
+        if !Self::serves(&scheme) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("scheme {scheme}:// is not object storage"),
+            ));
+        }
+        let bucket = parsed
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| invalid(format!("{url}: no bucket (or host) in the URL")))?;
+        let key = format!("{scheme}://{bucket}{}", port_suffix(&parsed));
+        let path = StorePath::from_url_path(parsed.path())
+            .map_err(|e| invalid(format!("{url}: bad object path ({e})")))?;
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(&key) {
+            return Ok((Arc::clone(store), path));
+        }
+        let store = build_store(&scheme, &key).map_err(store_error)?;
+        stores.insert(key, Arc::clone(&store));
+        Ok((store, path))
+    }
+}
+
+fn port_suffix(url: &Url) -> String {
+    url.port().map(|p| format!(":{p}")).unwrap_or_default()
+}
+
+/// A client for the bucket (or HTTP origin) `base`, configured from the environment.
+fn build_store(scheme: &str, base: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
+    Ok(match scheme {
+        "s3" | "s3a" => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_url(base)
+                .build()?,
+        ),
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(base)
+                .build()?,
+        ),
+        "http" | "https" => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(base)
+                .build()?,
+        ),
+        _ => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(base)
+                .build()?,
+        ),
+    })
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// An object-store error as the `io::Error` kind the core maps (NotFound, ...), with
+/// the store's own words, which name the request that failed (the core's error names
+/// the URL).
+fn store_error(e: object_store::Error) -> io::Error {
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+        object_store::Error::InvalidPath { .. } | object_store::Error::NotSupported { .. } => {
+            io::ErrorKind::InvalidInput
+        }
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e.to_string())
+}
+
+impl FileSystem for ObjectStoreFileSystem {
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+        let (store, path) = self.locate(url)?;
+        let runtime = self.runtime()?;
+        let meta = runtime.block_on(store.head(&path)).map_err(store_error)?;
+        Ok(Box::new(ObjectReader {
+            store,
+            path,
+            size: meta.size,
+            runtime: runtime.handle().clone(),
+        }))
+    }
+
+    fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
+        let (store, path) = self.locate(url)?;
+        let bytes = self.runtime()?.block_on(async {
+            let got = store.get(&path).await?;
+            got.bytes().await
+        });
+        Ok(bytes.map_err(store_error)?.to_vec())
+    }
+
+    fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        let (store, path) = self.locate(url)?;
+        Ok(Box::new(ObjectWriter {
+            store,
+            path,
+            runtime: self.runtime()?.handle().clone(),
+            data: Vec::new(),
+            closed: false,
+        }))
+    }
+
+    fn rename(&self, from: &str, _to: &str) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{from}: object storage has no rename"),
+        ))
+    }
+
+    fn delete(&self, url: &str) -> io::Result<()> {
+        let (store, path) = self.locate(url)?;
+        match self.runtime()?.block_on(store.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    fn durability(&self, _url: &str) -> Durability {
+        Durability::WholeObject
+    }
+}
+
+/// One object, read by ranged GETs.
+struct ObjectReader {
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    size: u64,
+    runtime: tokio::runtime::Handle,
+}
+
+impl ReadAt for ObjectReader {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if offset >= self.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let end = self.size.min(offset.saturating_add(buf.len() as u64));
+        let range: Range<u64> = offset..end;
+        let bytes = self
+            .runtime
+            .block_on(self.store.get_range(&self.path, range))
+            .map_err(store_error)?;
+        // A store that answers with more than was asked is not trusted with the rest.
+        let n = bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        Ok(n)
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// An object being written: kept in memory and uploaded whole on close (object
+/// stores make an object visible when its upload completes).
+struct ObjectWriter {
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    runtime: tokio::runtime::Handle,
+    data: Vec<u8>,
+    closed: bool,
+}
+
+impl RemoteWrite for ObjectWriter {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.data.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn close(&mut self) -> io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let payload = PutPayload::from(std::mem::take(&mut self.data));
+        self.runtime
+            .block_on(self.store.put(&self.path, payload))
+            .map_err(store_error)?;
+        self.closed = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,35 @@
+"""The exceptions of tfrecord_lirs' TensorFlow-free API (`DataSource`, `Sampler`, ...).
+
+One class per kind of error the Rust core reports; the message is the core's and names
+the file, instance and byte where they apply, which are also attributes (`file`,
+`instance`, `offset`; `None` where they do not apply). Each also derives from the
+built-in exception a Python caller would catch for that mistake.
+"""
+
+
+class LIRSError(Exception):
+    """Base class: an error reported by the tfrecord-lirs core."""
+
+    file = None
+    instance = None
+    offset = None
+
+
+class DataLossError(LIRSError, OSError):
+    """Damaged or inconsistent data: a bad CRC, a truncated record, a table that
+    does not describe its file."""
+
+
+class InvalidArgumentError(LIRSError, ValueError):
+    """A bad argument: a page size, a shard, a backend name, a mismatched table list."""
+
+
+class NotFoundError(LIRSError, FileNotFoundError):
+    """A data file or offset table that does not exist."""
+
+
+class InternalError(LIRSError, RuntimeError):
+    """A fault inside the library (e.g. a panic in a read thread): please report it."""
+
+
+__all__ = ["DataLossError", "InternalError", "InvalidArgumentError", "LIRSError", "NotFoundError"]

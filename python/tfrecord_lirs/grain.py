@@ -1,0 +1,123 @@
+"""LIRS epoch orders in Grain pipelines (needs `grain`; no TensorFlow).
+
+Grain's own random access needs ArrayRecord; `tfrecord_lirs.DataSource` gives it to
+plain TFRecord files. Two ways to walk it in LIRS orders:
+
+* the Dataset API: `tfrecord_lirs.grain.shuffle(source, seed=42)` is a
+  `grain.MapDataset` of the payloads, every epoch (index // len) a fresh LIRS
+  permutation, page-aware if asked, on which `.map`, `.batch`, `.to_iter_dataset()`
+  and the rest of Grain work as usual;
+* the DataLoader API: `grain.DataLoader(data_source=source,
+  sampler=tfrecord_lirs.grain.IndexSampler(source, seed=42, num_epochs=2), ...)`.
+
+The orders are the core's (docs/FORMAT.md §5): the same as `tfrecord_lirs.Sampler`
+and the CLI's `order` for the same seed and epoch.
+"""
+
+import grain as _grain
+import numpy as np
+
+from tfrecord_lirs.sources import DataSource, Sampler
+
+
+class _EpochOrders:
+    """The order of one epoch at a time (an array of ids), kept for the epoch being
+    read: Grain asks index by index."""
+
+    def __init__(self, sampler):
+        self._sampler = sampler
+        self._epoch = None
+        self._ids = None
+
+    def __len__(self):
+        return len(self._sampler)
+
+    def id_at(self, index):
+        epoch, position = divmod(index, len(self._sampler))
+        if epoch != self._epoch:
+            self._ids = self._sampler.order(epoch)
+            self._epoch = epoch
+        return self._ids[position]
+
+    def __getstate__(self):
+        return {"sampler": self._sampler}
+
+    def __setstate__(self, state):
+        self.__init__(state["sampler"])
+
+
+class LIRSShuffleMapDataset(_grain.MapDataset):
+    """The payloads of `source` in LIRS order: index `i` is position `i % len` of
+    epoch `i // len`. Build it with `shuffle(...)`."""
+
+    def __init__(self, source, *, seed, page_aware=False, num_shards=1, shard_index=0,
+                 order_version=1):
+        if not isinstance(source, DataSource):
+            raise TypeError(f"source must be a tfrecord_lirs.DataSource, got {source!r}")
+        super().__init__()
+        self._source = source
+        self._orders = _EpochOrders(Sampler(source, seed=seed, page_aware=page_aware,
+                                            num_shards=num_shards, shard_index=shard_index,
+                                            order_version=order_version))
+
+    def __len__(self):
+        return len(self._orders)
+
+    def __str__(self):
+        return "LIRSShuffleMapDataset"
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        with self._stats.record_self_time():
+            return self._stats.record_output_spec(self._source[self._orders.id_at(index)])
+
+    def _getitems(self, indices):
+        # One coalesced read in Rust for the whole batch of indices.
+        return self._source.__getitems__([self._orders.id_at(i) for i in indices])
+
+
+def shuffle(source, *, seed, page_aware=False, num_shards=1, shard_index=0, order_version=1):
+    """A `grain.MapDataset` of `source`'s payloads in LIRS epoch orders.
+
+    `num_shards`/`shard_index`: this process's slice of every epoch (e.g.
+    `jax.process_count()`/`jax.process_index()`); every instance is in exactly one.
+    `order_version`: as for `tfrecord_lirs.Sampler`.
+    """
+    return LIRSShuffleMapDataset(source, seed=seed, page_aware=page_aware,
+                                 num_shards=num_shards, shard_index=shard_index,
+                                 order_version=order_version)
+
+
+class IndexSampler:
+    """Grain's `Sampler` protocol for `grain.DataLoader`: global index `i` is
+    position `i % len` of epoch `i // len` of the LIRS order, its record key the
+    instance id there. Grain's DataLoader deals the indices out to its processes
+    (`shard_options`) and workers itself.
+
+    `num_epochs`: None repeats forever.
+    """
+
+    def __init__(self, source_or_len, *, seed, page_aware=False, num_epochs=None,
+                 order_version=1):
+        self._orders = _EpochOrders(Sampler(source_or_len, seed=seed, page_aware=page_aware,
+                                            order_version=order_version))
+        self._seed = seed
+        self._num_epochs = num_epochs
+
+    def __len__(self):
+        if self._num_epochs is None:
+            import sys
+
+            return sys.maxsize
+        return self._num_epochs * len(self._orders)
+
+    def __getitem__(self, index):
+        if index < 0 or index >= len(self):
+            raise IndexError(f"index {index} is out of range for {len(self)} sampled records")
+        rng = np.random.Generator(np.random.Philox(key=self._seed + index))
+        return _grain.RecordMetadata(index=index,
+                                     record_key=int(self._orders.id_at(index)), rng=rng)
+
+
+__all__ = ["IndexSampler", "LIRSShuffleMapDataset", "shuffle"]

@@ -1,0 +1,169 @@
+"""Random access and LIRS epoch orders without TensorFlow: for Grain, PyTorch and plain
+Python.
+
+    source = tfrecord_lirs.DataSource(["train-0.tfrecord", "train-1.tfrecord"])
+    len(source); source[7]; source.__getitems__([3, 1, 4])     # bytes, CRC-checked
+    sampler = tfrecord_lirs.Sampler(source, seed=42, page_aware=True)
+    sampler.set_epoch(1); list(sampler)                          # a fresh permutation
+
+Everything is decided by the Rust core (tfrecord_lirs._lirs): this module only adapts
+it to the protocols those libraries use.
+"""
+
+import array
+import os
+import sys
+
+from tfrecord_lirs import _lirs
+
+
+def _paths(value, name):
+    """A path or a sequence of paths as a list of str (os.fsdecode of each)."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return [os.fsdecode(value)]
+    try:
+        return [os.fsdecode(p) for p in value]
+    except TypeError as e:
+        raise TypeError(f"{name} must be a path or a sequence of paths, got {value!r}") from e
+
+
+def _ids(data):
+    """Little-endian u64 ids (the native order's bytes) as an array of ints."""
+    ids = array.array("Q")
+    ids.frombytes(data)
+    if sys.byteorder == "big":
+        ids.byteswap()
+    return ids
+
+
+class DataSource:
+    """The instances of TFRecord files, by index, read through their offset tables.
+
+    A random-access data source in the sense of Grain (`len`, `source[i]`) and a
+    map-style PyTorch `Dataset` (`__getitem__`, and `__getitems__` for the batched
+    fetch PyTorch's DataLoader uses). Every read checks the record's CRCs; a damaged
+    record raises `tfrecord_lirs.errors.DataLossError` naming the file, instance and
+    byte. Reads release the GIL. Picklable: a copy re-opens the files (Grain and
+    DataLoader worker processes).
+
+    `offset_tables`: None (each file's `<file>.offsets`) or one path per file (None
+    for a file's default). `page_size`: the page of page-aware orders (as the files
+    were padded). `backend`: "auto" (memory maps under a read lease, else pread),
+    "pread" or "direct". `trust_table`: as `LIRSDataset(trust_table=True)`.
+    """
+
+    def __init__(self, paths, offset_tables=None, *, page_size=4096, backend="auto",
+                 trust_table=False):
+        self._args = (
+            _paths(paths, "paths"),
+            None if offset_tables is None else [
+                None if t is None else os.fsdecode(t) for t in _paths_or_none(offset_tables)
+            ],
+            page_size, backend, trust_table,
+        )
+        self._open()
+
+    def _open(self):
+        files, tables, page_size, backend, trust_table = self._args
+        self._reader = _lirs.NativeReader(files, tables or [], page_size, backend,
+                                          bool(trust_table))
+
+    def __len__(self):
+        return len(self._reader)
+
+    def __getitem__(self, index):
+        return self._reader.read(index)
+
+    def __getitems__(self, indices):
+        return self._reader.read_many(list(indices))
+
+    # Grain's name for the batched read (SupportsBatchedReadRandomAccessDataSource).
+    _getitems = __getitems__
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self._reader.read(i)
+
+    def __getstate__(self):
+        return {"args": self._args}
+
+    def __setstate__(self, state):
+        self._args = state["args"]
+        self._open()
+
+    def __repr__(self):
+        files = self._args[0]
+        return (f"DataSource({len(files)} file{'s' if len(files) != 1 else ''}, "
+                f"{len(self)} instances)")
+
+    @property
+    def paths(self):
+        """The data files, in id order."""
+        return list(self._args[0])
+
+    def _order(self, seed, epoch, page_aware, num_shards, shard_index, order_version):
+        return _ids(self._reader.order(seed, epoch, page_aware, num_shards, shard_index,
+                                       order_version))
+
+
+def _paths_or_none(value):
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return [value]
+    return list(value)
+
+
+class Sampler:
+    """The LIRS epoch order of a `DataSource` (or of `n` instances): every epoch a
+    fresh permutation of the whole dataset, the same for the same (seed, epoch) on
+    every machine and version (docs/FORMAT.md §5).
+
+    A PyTorch `Sampler`: `DataLoader(source, sampler=Sampler(source, seed),
+    batch_size=256)`; call `set_epoch(e)` before each epoch as with
+    `DistributedSampler`. `page_aware=True` (files padded by `pad`/`PaddedWriter`)
+    shuffles whole pages and needs the source, not a length. `num_shards`/
+    `shard_index`: this worker's slice of each epoch (every instance in exactly one
+    shard). `order_version`: 1 (the default: the same orders as `LIRSDataset` and the
+    CLI's `order`) or 2 (docs/FORMAT.md §5.8: computed position by position, nothing
+    held per instance, for datasets of 10^8 instances and more).
+    """
+
+    def __init__(self, source_or_len, seed=0, page_aware=False, num_shards=1, shard_index=0,
+                 order_version=1):
+        self._source = source_or_len if isinstance(source_or_len, DataSource) else None
+        self._n = None if self._source is not None else int(source_or_len)
+        self.seed = seed
+        self.page_aware = page_aware
+        self.num_shards = num_shards
+        self.shard_index = shard_index
+        self.order_version = order_version
+        self.epoch = 0
+        # Checked now, not at the first epoch: the core's rules and messages.
+        _lirs.check_order_version(order_version)
+        if self._source is not None:
+            self._len = self._source._reader.shard_len(num_shards, shard_index)
+            if page_aware:
+                self.order(0)
+        else:
+            self._len = len(self.order(0))
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration walks."""
+        self.epoch = epoch
+
+    def order(self, epoch=None):
+        """The ids of `epoch` (default: the current one) in this shard, an array."""
+        epoch = self.epoch if epoch is None else epoch
+        if self._source is not None:
+            return self._source._order(self.seed, epoch, self.page_aware, self.num_shards,
+                                       self.shard_index, self.order_version)
+        return _ids(_lirs.instance_order(self._n, self.seed, epoch, self.page_aware,
+                                         self.num_shards, self.shard_index, self.order_version))
+
+    def __iter__(self):
+        return iter(self.order())
+
+    def __len__(self):
+        return self._len
+
+
+__all__ = ["DataSource", "Sampler"]

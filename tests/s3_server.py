@@ -1,0 +1,160 @@
+"""The object_store S3 client (tfrecord_lirs without TensorFlow) against a real S3
+server, moto's server mode (PyPI `moto[server]`), all on loopback.
+
+`run_with_s3(workdir, objects, code)` runs the Python `code` in a fresh process inside
+a private network namespace (`unshare -n`, made here; needs root or CAP_SYS_ADMIN)
+where moto's S3 server listens on 127.0.0.1:PORT and bucket `BUCKET` holds `objects`
+(uploaded with boto3, a client independent of the one under test). The code runs with
+AWS_ENDPOINT pointing there, AWS_ALLOW_HTTP, and test credentials; `env` adds or
+overrides variables (e.g. wrong credentials).
+
+`faults`: {"auth_after": n} makes the server check credentials after its first n
+requests; {"latency_ms": m, "seed": k} delays every object GET by a lognormal draw of
+median m ms; {"fail_gets": n} answers the first n object GETs with 503 (the client's
+retries must absorb them).
+
+Nothing leaves loopback: the namespace has no other interface. The whole run has a
+timeout, after which its process group is killed; the server lives in the namespace's
+first process and ends with it.
+
+This file is also the program run inside the namespace (`python s3_server.py inner
+WORKDIR`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+BUCKET = "bkt"
+PORT = 9024
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_REGION": "us-east-1"}
+
+
+class S3RunError(AssertionError):
+    """The snippet failed (or timed out); the message carries its output."""
+
+
+def run_with_s3(workdir, objects, code, *, faults=None, timeout=600, env=None):
+    """Runs `code` against s3://BUCKET holding `objects` (name -> local file or bytes);
+    returns the finished process; raises S3RunError if it failed or timed out."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    staged = workdir / "objects"
+    staged.mkdir(exist_ok=True)
+    names = {}
+    for i, (name, value) in enumerate(objects.items()):
+        local = staged / f"{i}"
+        if isinstance(value, bytes):
+            local.write_bytes(value)
+        else:
+            shutil.copyfile(value, local)
+        names[name] = str(local)
+    (workdir / "snippet.py").write_text(code)
+    (workdir / "config.json").write_text(json.dumps({
+        "objects": names, "faults": faults or {}, "env": env or {}, "timeout": timeout}))
+    proc = subprocess.Popen(
+        ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), "inner", str(workdir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise S3RunError(f"s3:// run timed out after {timeout + 60} s\n--- stdout\n{out}"
+                         f"\n--- stderr\n{err[-20000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.returncode != 0:
+        raise S3RunError(f"s3:// run failed (exit {proc.returncode})\n--- stdout\n{out}"
+                         f"\n--- stderr\n{err[-20000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+# ----------------------------------------------------------------------------------
+# Inside the namespace.
+
+def _faulty_app(app, faults):
+    """Wraps moto's WSGI app: delays and 5xx answers of object GETs."""
+    rng = random.Random(faults.get("seed", 0))
+    lock = threading.Lock()
+    state = {"fail_gets": int(faults.get("fail_gets", 0))}
+
+    def wrapped(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        is_object_get = (environ.get("REQUEST_METHOD") == "GET"
+                         and path.count("/") >= 2 and not environ.get("QUERY_STRING"))
+        if is_object_get:
+            with lock:
+                failing = state["fail_gets"] > 0
+                if failing:
+                    state["fail_gets"] -= 1
+                delay = (rng.lognormvariate(0, 0.8) * faults["latency_ms"] / 1000
+                         if faults.get("latency_ms") else 0)
+            if delay:
+                threading.Event().wait(delay)
+            if failing:
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"injected 503"]
+        return app(environ, start_response)
+
+    return wrapped
+
+
+def _inner(workdir: Path) -> int:
+    config = json.loads((workdir / "config.json").read_text())
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=30)
+    os.environ.update(CREDENTIALS)
+    if config["faults"].get("auth_after") is not None:
+        # moto checks signatures against its IAM after this many requests (the
+        # bucket and the uploads): later requests with unknown keys get 403.
+        os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = str(config["faults"]["auth_after"])
+    from moto.server import ThreadedMotoServer
+    from werkzeug.serving import make_server
+
+    import boto3
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=PORT, verbose=False)
+    server.start()
+    faults = config["faults"]
+    front = None
+    endpoint = f"http://127.0.0.1:{PORT}"
+    try:
+        s3 = boto3.client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket=BUCKET)
+        for name, local in config["objects"].items():
+            s3.upload_file(local, BUCKET, name)
+        if set(faults) - {"auth_after"}:
+            # A second port serves the same server through the fault wrapper.
+            from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+            app = DomainDispatcherApplication(create_backend_app)
+            front = make_server("127.0.0.1", PORT + 1, _faulty_app(app, faults), threaded=True)
+            threading.Thread(target=front.serve_forever, daemon=True).start()
+            endpoint = f"http://127.0.0.1:{PORT + 1}"
+        env = dict(os.environ)
+        env.update(AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true")
+        env.update(config["env"])
+        snippet = subprocess.run([sys.executable, str(workdir / "snippet.py")], env=env,
+                                 timeout=config["timeout"])
+        return snippet.returncode
+    finally:
+        if front is not None:
+            front.shutdown()
+        server.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "inner":
+        sys.exit(_inner(Path(sys.argv[2])))
+    sys.exit("usage: s3_server.py inner WORKDIR (run by run_with_s3)")
