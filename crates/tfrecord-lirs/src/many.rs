@@ -107,7 +107,14 @@ pub fn summary<T>(verb: &str, outcomes: &[FileOutcome<T>]) -> String {
     text.push_str(&format!("; {} failed:", failed.len()));
     for outcome in failed {
         if let Err(e) = &outcome.result {
-            text.push_str(&format!("\n  {}: {}", outcome.path.display(), e));
+            // Most errors name their file first already.
+            let message = e.to_string();
+            let path = outcome.path.display().to_string();
+            if message.starts_with(&path) {
+                text.push_str(&format!("\n  {message}"));
+            } else {
+                text.push_str(&format!("\n  {path}: {message}"));
+            }
         }
     }
     text
@@ -123,7 +130,13 @@ pub fn pad_output_in(out_dir: &Path, input: &Path) -> Result<PathBuf> {
             input.display()
         ))
     })?;
-    Ok(out_dir.join(name))
+    // The copy is plain TFRecord: a compressed input's extension is dropped.
+    let name = name.to_string_lossy();
+    let plain = [".gz", ".gzip", ".zlib", ".GZ", ".GZIP", ".ZLIB"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext).filter(|n| !n.is_empty()))
+        .unwrap_or(&name);
+    Ok(out_dir.join(plain))
 }
 
 /// The outputs of `pad` of `inputs` into directory `out_dir` (see [`pad_output_in`]);
@@ -213,6 +226,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = PathBuf::from("x/a.tfrecord");
         let b = PathBuf::from("y/b.tfrecord");
+        let gz = PathBuf::from("c.tfrecord.gz");
+        assert_eq!(
+            pad_output_in(dir.path(), &gz).unwrap(),
+            dir.path().join("c.tfrecord")
+        );
         let outs = pad_outputs(&[a.clone(), b.clone()], dir.path()).unwrap();
         assert_eq!(
             outs,

@@ -723,9 +723,12 @@ fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
     }
 }
 
-/// Refuses to `pad` into `dst` when it (or its table) exists, unless `overwrite`:
-/// padding replaces both, and a path typed by mistake should not cost a file.
-pub fn check_pad_output(dst: &Path, overwrite: bool) -> Result<()> {
+/// Refuses to `pad` `src` into `dst` when `dst` (or its table) exists, unless
+/// `overwrite`: padding replaces both, and a path typed by mistake should not cost a
+/// file. (An output that is the input itself is refused even so, by the same rule as
+/// [`pad_file_with`].)
+pub fn check_pad_output(src: &Path, dst: &Path, overwrite: bool) -> Result<()> {
+    check_pad_paths(src, dst)?;
     if overwrite || crate::remote::is_url(dst) {
         return Ok(());
     }
