@@ -537,22 +537,16 @@ fn run(command: Command) -> Outcome {
                 tfrecord_lirs::many::pad_outputs(&paths, &out)?
             };
             let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
-            let auto = fit == FitArg::Auto;
+            let request = tfrecord_lirs::PadRequest {
+                options,
+                auto: fit == FitArg::Auto,
+                compression,
+                trust_table,
+                overwrite: force,
+            };
             let pad_one = |input: &Path, output: &Path, report: &mut dyn FnMut(u64)| {
-                tfrecord_lirs::check_pad_output(input, output, force)?;
-                let (summary, chose) = if trust_table {
-                    let s = tfrecord_lirs::pad_file_from_table(input, output, &options, report)?;
-                    (s, None)
-                } else if auto {
-                    let (s, auto) =
-                        tfrecord_lirs::pad_file_auto(input, output, &options, compression, report)?;
-                    (s, Some(auto.reason))
-                } else {
-                    let s =
-                        tfrecord_lirs::pad_file_with(input, output, &options, compression, report)?;
-                    (s, None)
-                };
-                Ok(pad_report(&summary, chose.as_deref()))
+                let (summary, chose) = tfrecord_lirs::pad(input, output, &request, report)?;
+                Ok::<_, Error>(pad_report(&summary, chose.as_deref()))
             };
             if let [(input, output)] = inputs.as_slice() {
                 let bar = progress(file_size(input)?, "pad");

@@ -85,7 +85,7 @@ pub use table::{
 };
 pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
-    build_offset_table, build_offset_table_with, check_pad_output, pad_file, pad_file_auto,
+    build_offset_table, build_offset_table_with, check_pad_output, pad, pad_file, pad_file_auto,
     pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit, Fit, PadOptions,
-    PadSummary, PaddedWriter, Record, TFRecordWriter,
+    PadRequest, PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

@@ -663,6 +663,56 @@ pub fn pad_file_auto(
     ))
 }
 
+/// Everything a `pad` of one input is asked to do (the CLI's and Python's `pad`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PadRequest {
+    /// Page size, placement and durability; with `auto`, `options.fit` is ignored.
+    pub options: PadOptions,
+    /// Choose the placement by the records ([`pad_file_auto`]).
+    pub auto: bool,
+    /// How the input is compressed.
+    pub compression: Compression,
+    /// Take the instances from the input's trusted table ([`pad_file_from_table`]);
+    /// the input cannot be compressed then.
+    pub trust_table: bool,
+    /// Replace an existing output ([`check_pad_output`]).
+    pub overwrite: bool,
+}
+
+/// Pads `src` into `dst` as `request` says; returns what was written and, for an
+/// automatic placement, what it chose and why ([`AutoFit::reason`]).
+pub fn pad(
+    src: &Path,
+    dst: &Path,
+    request: &PadRequest,
+    progress: impl FnMut(u64),
+) -> Result<(PadSummary, Option<String>)> {
+    check_pad_output(src, dst, request.overwrite)?;
+    if request.trust_table {
+        if !matches!(request.compression, Compression::Auto | Compression::None) {
+            return Err(Error::invalid_argument(
+                "trust_table reads the input at random: it cannot be compressed",
+            ));
+        }
+        if request.auto {
+            return Err(Error::invalid_argument(
+                "fit auto and trust_table together are not supported: give the fit (next or best)",
+            ));
+        }
+        return Ok((
+            pad_file_from_table(src, dst, &request.options, progress)?,
+            None,
+        ));
+    }
+    if request.auto {
+        let (summary, auto) =
+            pad_file_auto(src, dst, &request.options, request.compression, progress)?;
+        return Ok((summary, Some(auto.reason)));
+    }
+    let summary = pad_file_with(src, dst, &request.options, request.compression, progress)?;
+    Ok((summary, None))
+}
+
 /// Rewrites the instances of `src` as its offset table (`src.offsets`) lists them,
 /// with the table trusted ([`ReaderOptions::trust_table`](crate::ReaderOptions)), as a
 /// padded file `dst` plus `dst.offsets`: converts a file padded by another tool (e.g.
