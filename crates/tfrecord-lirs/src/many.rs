@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 const MAX_AUTO_JOBS: usize = 8;
 
 /// The worker threads for `requested` (0: automatic, the available parallelism up to
-/// [`MAX_AUTO_JOBS`]) over `files` files: never more than there are files.
+/// 8) over `files` files: never more than there are files.
 pub fn jobs(requested: usize, files: usize) -> usize {
     let wanted = match requested {
         0 => crate::pool::threads_up_to(MAX_AUTO_JOBS),

@@ -577,12 +577,16 @@ impl Reader {
     ) -> Result<std::ops::Range<usize>> {
         // Only a failure looks at the file again (a stat per read would cost the small
         // records' hot path).
-        self.decode_span_as_opened(f, id, start, end, span)
-            .map_err(|e| self.if_changed(f, e))
+        match self.decode_span_as_opened(f, id, start, end, span) {
+            Ok(payload) => Ok(payload),
+            Err(e) => Err(self.if_changed(f, e)),
+        }
     }
 
     /// `err`, from reading file `f`, as the error that the file changed underneath if
     /// its size or modification time is not what it was at open.
+    #[cold]
+    #[inline(never)]
     fn if_changed(&self, f: usize, err: Error) -> Error {
         let file = &self.files[f];
         match (file.opened, Stamp::of(&file.data_path)) {
@@ -594,6 +598,7 @@ impl Reader {
     }
 
     /// [`decode_span`](Reader::decode_span) without the look at the file on failure.
+    #[inline]
     fn decode_span_as_opened(
         &self,
         f: usize,
