@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use tfrecord_lirs::text_index::{encode_text_index, TextIndexFormat};
+use tfrecord_lirs::text_index::{self, encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
     default_table_path, Compression, Error, Fit, OrderSpec, PadOptions, PageSize, Reader,
     ReaderOptions,
@@ -317,12 +317,32 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
                 .into(),
         )),
         Command::Index {
-            data, out: Some(_), ..
+            data,
+            out: Some(_),
+            from: None,
+            ..
         } if data.len() > 1 => Err((
             "index",
             "--out names one table: give one DATA with it (several files get DATA.offsets each)"
                 .into(),
         )),
+        // `index DATA INDEX` without --from: a text index is not a data file.
+        Command::Index {
+            data, from: None, ..
+        } if data.len() > 1 => match data
+            .iter()
+            .find_map(|p| Some((p, text_index::format_by_name(p)?)))
+        {
+            Some((index, format)) => Err((
+                "index",
+                format!(
+                    "{} is a text index ({format}), not a TFRecord file: build a table from it with `index DATA {} --from {format}`",
+                    index.display(),
+                    index.display()
+                ),
+            )),
+            None => Ok(()),
+        },
         Command::Verify {
             data,
             offsets: Some(_),
