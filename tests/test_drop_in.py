@@ -271,3 +271,26 @@ def test_cli_many_files_on_tfds_shards(tfds_shards, tmp_path):
     assert missing in res.stderr
     res = subprocess.run([CLI, "verify", *files], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.endswith(f"verified {SHARDS} of {SHARDS} files\n")
+
+
+def test_many_files_on_urls(tmp_path):
+    """A list of URLs (TensorFlow's ram:// file system) indexed, read and padded into a
+    "directory" of the same storage, as local files are."""
+    files = [f"ram://drop_in/part-{i}.tfrecord" for i in range(3)]
+    payloads = []
+    for i, f in enumerate(files):
+        with tf.io.TFRecordWriter(f) as w:
+            for k in range(50):
+                record = b"%d-%d" % (i, k) * (k + 1)
+                payloads.append(record)
+                w.write(record)
+    assert tfrecord_lirs.build_offset_table(files) == [f + ".offsets" for f in files]
+    assert sorted(r.numpy() for r in LIRSDataset(files, seed=1)) == sorted(payloads)
+    summaries = tfrecord_lirs.pad(files, "ram://drop_in_out", fit="best")
+    assert [s.instances for s in summaries] == [50, 50, 50]
+    padded = [f"ram://drop_in_out/part-{i}.tfrecord" for i in range(3)]
+    assert sorted(r.numpy() for r in LIRSDataset(padded, seed=1)) == sorted(payloads)
+    # An existing object is not replaced without overwrite=True.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="exists \\(an object\\)"):
+        tfrecord_lirs.pad(files[0], padded[0])
+    assert tfrecord_lirs.pad(files[0], padded[0], overwrite=True).instances == 50

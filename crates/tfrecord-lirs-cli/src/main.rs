@@ -611,7 +611,7 @@ fn run(command: Command) -> Outcome {
             let page = p.map(page_size).transpose()?;
             if json && data.len() > 1 {
                 let mut values = Vec::new();
-                let outcomes = run_files(&data, jobs, |file, report| {
+                let outcomes = run_files("info", &data, jobs, |file, report| {
                     let found = info(file, offsets.clone(), page, trust_table, report)
                         .map_err(|e| tfrecord_lirs::advice::diagnose(file, e))?;
                     Ok(found.json())
@@ -696,6 +696,7 @@ fn reader_options(trust_table: bool) -> ReaderOptions {
 /// The outcomes of `work` over `files` (see [`tfrecord_lirs::many::run_per_file`]),
 /// with one progress bar over their total bytes.
 fn run_files<T: Send>(
+    command: &str,
     files: &[PathBuf],
     jobs: usize,
     work: impl Fn(&Path, &mut dyn FnMut(u64)) -> Result<T, Error> + Sync,
@@ -704,7 +705,7 @@ fn run_files<T: Send>(
         .iter()
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
         .sum();
-    let bar = progress(total, "");
+    let bar = progress(total, command);
     let outcomes =
         tfrecord_lirs::many::run_per_file(files, jobs, &|done| bar.set_position(done), work);
     bar.finish_and_clear();
@@ -742,7 +743,7 @@ fn per_file(
         bar.finish_and_clear();
         return write_stdout(|out| write!(out, "{}", with_newline(&alone)));
     }
-    let outcomes = run_files(files, jobs, work);
+    let outcomes = run_files(command, files, jobs, work);
     write_stdout(|out| {
         for o in &outcomes {
             if let Ok((_, among)) = &o.result {

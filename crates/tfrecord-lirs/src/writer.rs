@@ -779,17 +779,24 @@ fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
 /// [`pad_file_with`].)
 pub fn check_pad_output(src: &Path, dst: &Path, overwrite: bool) -> Result<()> {
     check_pad_paths(src, dst)?;
-    if overwrite || crate::remote::is_url(dst) {
+    if overwrite {
         return Ok(());
     }
     let table = default_table_path(dst);
     for existing in [dst, table.as_path()] {
-        if let Ok(meta) = std::fs::symlink_metadata(existing) {
-            let what = if meta.is_dir() {
-                "a directory"
-            } else {
-                "a file"
-            };
+        let found = if crate::remote::is_url(existing) {
+            // Through the registered file system: an object that opens exists.
+            matches!(crate::remote::open_if_url(existing), Ok(Some(_))).then_some("an object")
+        } else {
+            std::fs::symlink_metadata(existing).ok().map(|meta| {
+                if meta.is_dir() {
+                    "a directory"
+                } else {
+                    "a file"
+                }
+            })
+        };
+        if let Some(what) = found {
             return Err(Error::invalid_argument(format!(
                 "{} exists ({what}): pad would replace it; choose another output path, or pass --force (CLI) / overwrite=True (Python) to replace it",
                 existing.display()
