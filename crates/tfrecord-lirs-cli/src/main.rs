@@ -135,11 +135,13 @@ enum Command {
     /// under the input's file name, `--jobs` at a time, with a summary. An existing
     /// output is not replaced without --force.
     Pad {
-        /// Input TFRecord files (padded or not; their fillers are dropped), then OUT:
-        /// the output data file, or with several inputs (or an existing directory)
-        /// the output directory.
-        #[arg(required = true, num_args = 2.., value_name = "INPUT... OUT")]
-        paths: Vec<PathBuf>,
+        /// Input TFRecord files (padded or not; their fillers are dropped).
+        #[arg(required = true, value_name = "INPUT")]
+        inputs: Vec<PathBuf>,
+        /// The output data file, or with several inputs (or an existing directory) the
+        /// output directory.
+        #[arg(value_name = "OUT")]
+        output: PathBuf,
         /// Replace existing outputs.
         #[arg(long)]
         force: bool,
@@ -361,10 +363,10 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
             "--offsets names one table: give one DATA with it".into(),
         )),
         Command::Pad {
-            paths,
+            inputs,
             trust_table: true,
             ..
-        } if paths.len() > 2 => Err((
+        } if inputs.len() > 1 => Err((
             "pad",
             "--trust-table takes one INPUT (each file's table is its own)".into(),
         )),
@@ -519,7 +521,8 @@ fn run(command: Command) -> Outcome {
             }
         }
         Command::Pad {
-            mut paths,
+            inputs: paths,
+            output: out,
             force,
             jobs,
             page_size: p,
@@ -546,9 +549,6 @@ fn run(command: Command) -> Outcome {
                 Some(CompressionArg::Gzip) => Compression::Gzip,
                 Some(CompressionArg::Zlib) => Compression::Zlib,
             };
-            let out = paths
-                .pop()
-                .ok_or_else(|| Failure::Message("pad needs INPUT OUT".into()))?;
             // One input into a file, or into a directory (several inputs, or one
             // input and an existing directory).
             let outputs = if paths.len() == 1 && !out.is_dir() {
