@@ -595,8 +595,9 @@ fn run(command: Command) -> Outcome {
         } => {
             let page = p.map(page_size).transpose()?;
             per_file("verify", "verified", &data, jobs, |file, report| {
-                let text = verify(file, offsets.clone(), page, trust_table, report)
-                    .map_err(|e| tfrecord_lirs::advice::diagnose(file, e))?;
+                let table = table_for(file, offsets.clone());
+                let text = verify(file, Some(table.clone()), page, trust_table, report)
+                    .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
                 Ok((text.clone(), text))
             })
         }
@@ -612,8 +613,9 @@ fn run(command: Command) -> Outcome {
             if json && data.len() > 1 {
                 let mut values = Vec::new();
                 let outcomes = run_files("info", &data, jobs, |file, report| {
+                    let table = table_for(file, offsets.clone());
                     let found = info(file, offsets.clone(), page, trust_table, report)
-                        .map_err(|e| tfrecord_lirs::advice::diagnose(file, e))?;
+                        .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
                     Ok(found.json())
                 });
                 for o in &outcomes {
@@ -629,8 +631,9 @@ fn run(command: Command) -> Outcome {
                 return Ok(());
             }
             per_file("info", "described", &data, jobs, |file, report| {
+                let table = table_for(file, offsets.clone());
                 let found = info(file, offsets.clone(), page, trust_table, report)
-                    .map_err(|e| tfrecord_lirs::advice::diagnose(file, e))?;
+                    .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
                 let text = if json {
                     format!("{:#}\n", found.json())
                 } else {

@@ -156,12 +156,18 @@ fn each_mistake_gets_its_own_advice() {
     // A table that no longer matches: truncated, then rewritten.
     let bytes = std::fs::read(&plain).unwrap();
     std::fs::write(&plain, &bytes[..bytes.len() / 2]).unwrap();
-    let err = one_line(&["get", s(&plain), "0"]);
-    assert!(
-        err.contains("was truncated after its table was written")
-            && err.contains("tfrecord-lirs index"),
-        "{err}"
-    );
+    for args in [
+        &["get", s(&plain), "0"][..],
+        &["verify", s(&plain)],
+        &["info", s(&plain)],
+    ] {
+        let err = one_line(args);
+        assert!(
+            err.contains("was truncated after its table was written")
+                && err.contains("tfrecord-lirs index"),
+            "{args:?}: {err}"
+        );
+    }
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     std::fs::File::options()
         .write(true)

@@ -190,6 +190,29 @@ pub(crate) fn stale_table(
     }
 }
 
+/// [`diagnose`], then for an error that the table at `table` does not match data file
+/// `data`, the advice of whether `data` was truncated or rewritten since the table was
+/// written, with the command that rebuilds it (for callers that check a table without
+/// opening a [`Reader`](crate::Reader), such as `verify`; `Reader::open` does this
+/// itself).
+pub fn explain(data: &Path, table: &Path, err: Error) -> Error {
+    let err = diagnose(data, err);
+    if crate::remote::is_url(data) || matches!(err.kind(), ErrorKind::NotFound) {
+        return err;
+    }
+    let Ok(size) = std::fs::metadata(data).map(|m| m.len()) else {
+        return err;
+    };
+    let last = std::fs::read(table).ok().and_then(|bytes| {
+        let tail = bytes
+            .len()
+            .checked_sub(8)
+            .filter(|_| bytes.len() % 8 == 0)?;
+        Some(LittleEndian::read_u64(&bytes[tail..]))
+    });
+    stale_table(data, table, size, last, err)
+}
+
 /// `err`, from reading `data` (opened with stamp `opened`, which is now `now`),
 /// replaced by the error that the file changed underneath when the stamps differ:
 /// truncated (shorter now), grown, or rewritten (same size, another modification
