@@ -832,6 +832,85 @@ mod tests {
     }
 
     #[test]
+    fn many_files_are_all_done_and_the_report_names_each_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..3u8 {
+            let path = dir.path().join(format!("f{i}"));
+            let mut bytes = Vec::new();
+            for k in 0..(10 + i) {
+                core::format::encode_record(&[k; 100], &mut bytes);
+            }
+            std::fs::write(&path, bytes).unwrap();
+            files.push(path);
+        }
+        files.insert(1, dir.path().join("missing"));
+        let c_files: Vec<CString> = files
+            .iter()
+            .map(|f| CString::new(f.as_os_str().as_bytes()).unwrap())
+            .collect();
+        let ptrs: Vec<*const c_char> = c_files.iter().map(|c| c.as_ptr()).collect();
+        let mut counts = [u64::MAX; 4];
+        let mut report = [0u8; 1024];
+        let code = unsafe {
+            lirs_build_offset_tables(
+                ptrs.as_ptr(),
+                ptrs.len(),
+                2,
+                None,
+                counts.as_mut_ptr(),
+                report.as_mut_ptr().cast(),
+                report.len(),
+            )
+        };
+        assert_eq!(code, ErrorCode::NotFound.repr);
+        assert_eq!(counts, [10, 0, 11, 12]);
+        let text = message(&report);
+        assert!(
+            text.starts_with("indexed 3 of 4 files; 1 failed:"),
+            "{text}"
+        );
+        assert!(text.contains("missing"), "{text}");
+
+        // Padded into a directory, fit auto; then refused, as the outputs exist.
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let out_c = CString::new(out.as_os_str().as_bytes()).unwrap();
+        let fit = CString::new("auto").unwrap();
+        let spec = PadSpec {
+            page_size: 4096,
+            fit: fit.as_ptr(),
+            compression: std::ptr::null(),
+            trust_table: false,
+            overwrite: false,
+        };
+        let inputs = [ptrs[0], ptrs[2], ptrs[3]];
+        let mut summaries = [PadSummary::default(); 3];
+        let pad = |summaries: &mut [PadSummary; 3], report: &mut [u8; 1024]| unsafe {
+            lirs_pad_files(
+                inputs.as_ptr(),
+                3,
+                out_c.as_ptr(),
+                &spec,
+                0,
+                None,
+                summaries.as_mut_ptr(),
+                report.as_mut_ptr().cast(),
+                report.len(),
+            )
+        };
+        assert_eq!(pad(&mut summaries, &mut report), 0, "{}", message(&report));
+        assert_eq!(message(&report), "padded 3 of 3 files");
+        let counts: Vec<u64> = summaries.iter().map(|s| s.instances).collect();
+        assert_eq!(counts, [10, 11, 12]);
+        assert_eq!(
+            pad(&mut summaries, &mut report),
+            ErrorCode::InvalidArgument.repr
+        );
+        assert!(message(&report).starts_with("padded 0 of 3 files; 3 failed:"));
+    }
+
+    #[test]
     fn write_read_back_and_errors_with_codes() {
         let dir = tempfile::tempdir().unwrap();
         let path = CString::new(dir.path().join("w").as_os_str().as_bytes()).unwrap();
