@@ -294,3 +294,25 @@ def test_many_files_on_urls(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match="exists \\(an object\\)"):
         tfrecord_lirs.pad(files[0], padded[0])
     assert tfrecord_lirs.pad(files[0], padded[0], overwrite=True).instances == 50
+
+
+def test_dataset_of_filenames_through_tf_data_service(tfds_shards):
+    """The file names of a list_files Dataset are gathered by graph ops, so the whole
+    pipeline is a graph a tf.data service worker runs (a dispatcher and a worker in this
+    process)."""
+    _, pattern, files = tfds_shards
+    tfrecord_lirs.build_offset_table(files)
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer()
+    worker = service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=dispatcher.target.split("://")[1]))
+    try:
+        names = tf.data.Dataset.list_files(pattern, shuffle=False)
+        ds = LIRSDataset(names, seed=6).apply(
+            service.distribute("parallel_epochs", dispatcher.target))
+        got = sorted(r for r in ds.as_numpy_iterator())
+        want = sorted(r.numpy() for r in tf.data.TFRecordDataset(files))
+        assert got == want
+    finally:
+        worker.stop()
+        dispatcher.stop()
