@@ -70,7 +70,8 @@ ENTRY_POINTS = {
     "next_window": "list(LIRSDataset(path, seed=1, num_parallel_reads=2))",
     "read_batch": "tfrecord_lirs.read(path, [3, 4, 5])",
     "build_offset_table": "tfrecord_lirs.build_offset_table(path, os.path.join(tmp, 't.offsets'))",
-    "pad_file": "tfrecord_lirs.pad(path, os.path.join(tmp, 'p.tfrecord'))",
+    # Called again after the panic: overwrite=True replaces the first call's output.
+    "pad_file": "tfrecord_lirs.pad(path, os.path.join(tmp, 'p.tfrecord'), overwrite=True)",
     "create_writer": WRITER,
     "write": WRITER,
     "finish": WRITER,

@@ -213,7 +213,8 @@ def test_padded_writer_and_pad_write_to_ram(tmp_path, fit):
     tfrecord_lirs.pad(src, want, page_size=PAGE, fit=fit)
     for source in (src, src_url):
         dst = f"ram://{directory}/padded-{os.path.basename(source)}"
-        tfrecord_lirs.pad(source, dst, page_size=PAGE, fit=fit)
+        # Both sources have one base name: the second pad replaces the first's output.
+        tfrecord_lirs.pad(source, dst, page_size=PAGE, fit=fit, overwrite=True)
         assert read(dst) == read(want)
         assert read(dst + ".offsets") == read(want + ".offsets")
     assert [n for n in tf.io.gfile.listdir(f"ram://{directory}") if ".lirs-tmp-" in n] == []

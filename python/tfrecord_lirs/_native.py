@@ -92,13 +92,14 @@ _err = [ctypes.c_char_p, ctypes.c_size_t]
 class PadSpec(ctypes.Structure):
     """`c_api::PadSpec`."""
     _fields_ = [("page_size", _u64), ("fit", _str), ("compression", _str),
-                ("trust_table", ctypes.c_bool)]
+                ("trust_table", ctypes.c_bool), ("overwrite", ctypes.c_bool)]
 
 
 class PadSummary(ctypes.Structure):
     """`c_api::PadSummary`."""
     _fields_ = [("instances", _u64), ("pages", _u64), ("filler_bytes", _u64),
-                ("data_bytes", _u64), ("inputs_mapped", _u64)]
+                ("data_bytes", _u64), ("inputs_mapped", _u64), ("page_reads", _u64),
+                ("unpadded_page_reads", _u64)]
 
 
 def _fn(restype, *argtypes):
@@ -107,6 +108,9 @@ def _fn(restype, *argtypes):
 
 _status = ctypes.c_int
 _writer = ctypes.c_void_p
+# `c_api::Progress`: (bytes done, bytes in all the files).
+Progress = ctypes.CFUNCTYPE(None, _u64, _u64)
+_paths = ctypes.POINTER(ctypes.c_char_p)
 
 
 class _CApi(ctypes.Structure):
@@ -115,7 +119,8 @@ class _CApi(ctypes.Structure):
         ("version", ctypes.c_uint32),
         ("build_offset_table", _fn(_status, _str, _str, _u64p, *_err)),
         ("pad_file", _fn(_status, _str, _str, ctypes.POINTER(PadSpec),
-                         ctypes.POINTER(PadSummary), *_err)),
+                         ctypes.POINTER(PadSummary), ctypes.c_char_p, ctypes.c_size_t,
+                         *_err)),
         ("writer_create", _fn(_status, _str, ctypes.POINTER(PadSpec),
                               ctypes.POINTER(_writer), *_err)),
         ("writer_write", _fn(_status, _writer, _str, ctypes.c_size_t, _u64p, *_err)),
@@ -127,10 +132,16 @@ class _CApi(ctypes.Structure):
         ("check_shard", _fn(_status, _i64p, _i64p, *_err)),
         ("default_table_path", _fn(ctypes.c_size_t, _str, ctypes.c_char_p, ctypes.c_size_t)),
         ("check_page_size", _fn(_status, ctypes.c_int64, *_err)),
+        ("build_offset_tables", _fn(_status, _paths, ctypes.c_size_t, ctypes.c_size_t,
+                                    Progress, _u64p, *_err)),
+        ("pad_files", _fn(_status, _paths, ctypes.c_size_t, _str, ctypes.POINTER(PadSpec),
+                          ctypes.c_size_t, Progress, ctypes.POINTER(PadSummary), *_err)),
+        ("check_compression_type", _fn(_status, _str, *_err)),
+        ("check_buffer_size", _fn(_status, _i64p, *_err)),
     ]
 
 
-_C_API_VERSION = 2
+_C_API_VERSION = 3
 lib.lirs_c_api.restype = ctypes.POINTER(_CApi)
 api = lib.lirs_c_api().contents
 if api.version != _C_API_VERSION:
@@ -147,24 +158,29 @@ _ERRORS = {
 _ERR_LEN = 4096
 
 
-def _run(fn, args):
+def error_class(code):
+    """The tf.errors.OpError subclass of a C ABI error code."""
+    return _ERRORS.get(code, tf.errors.InternalError)
+
+
+def run(fn, args, length=_ERR_LEN):
     """(code, message) of a C ABI call whose last two arguments are (err, err_len)."""
-    err = ctypes.create_string_buffer(_ERR_LEN)
-    code = fn(*args, err, _ERR_LEN)
+    err = ctypes.create_string_buffer(length)
+    code = fn(*args, err, length)
     return code, err.value.decode("utf-8", errors="replace")
 
 
 def call(fn, *args):
     """Calls a C ABI function whose last two arguments are (err, err_len); raises the
     tf.errors.OpError subclass of its error code."""
-    code, message = _run(fn, args)
+    code, message = run(fn, args)
     if code != 0:
         raise _ERRORS.get(code, tf.errors.InternalError)(None, None, message)
 
 
 def check(fn, *args):
     """Calls one of the C ABI's argument checks; raises ValueError with Rust's message."""
-    code, message = _run(fn, args)
+    code, message = run(fn, args)
     if code != 0:
         raise ValueError(message)
 
@@ -184,6 +200,34 @@ def check_backend(backend):
 def check_fit(fit):
     check(api.check_fit, text(fit, "fit"))
     return fit
+
+
+def check_compression_type(compression_type):
+    """ValueError (with the core's text) unless LIRSDataset can take it; None is ""."""
+    if compression_type is None:
+        compression_type = ""
+    check(api.check_compression_type, text(compression_type, "compression_type"))
+
+
+def check_buffer_size(buffer_size):
+    """ValueError (with the core's text) unless `buffer_size` is None or an int the
+    core accepts (a tensor is checked by value when it is a constant)."""
+    if buffer_size is None:
+        return
+    if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
+        value = tf.get_static_value(buffer_size)
+        if value is None:
+            return  # not known yet: TFRecordDataset checks it at run time; LIRS reads no stream
+        buffer_size = int(value)
+    if not -(1 << 63) <= buffer_size < (1 << 63):
+        raise ValueError(f"buffer_size out of range: {buffer_size}")
+    check(api.check_buffer_size, ctypes.byref(ctypes.c_int64(buffer_size)))
+
+
+def paths_array(paths):
+    """A C array of the byte paths of `paths` (and its length)."""
+    encoded = [path_bytes(p) for p in paths]
+    return (ctypes.c_char_p * max(len(encoded), 1))(*encoded), len(encoded)
 
 
 def check_page_size(page_size):

@@ -22,11 +22,66 @@ def _static_int(value):
         return None
 
 
-class LIRSDataset(dataset_ops.DatasetSource):
-    """Every instance of `filenames` once per iteration, in a fresh random order.
+def _filenames_vector(filenames):
+    """`filenames` as a 1-D tf.string tensor: a path, a list of paths, a tensor, or a
+    tf.data.Dataset of scalar tf.string file names, whose elements are gathered into
+    one vector by dataset ops (a reduce), so this works inside tf.function and with
+    tf.data service as TFRecordDataset's does. LIRS needs the whole list up front: ids
+    (and so the orders) run through the files in list order."""
+    if isinstance(filenames, tf.data.Dataset):
+        spec = filenames.element_spec
+        if not (isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string
+                and spec.shape.is_compatible_with([])):
+            raise TypeError("a tf.data.Dataset of filenames must have scalar tf.string "
+                            f"elements, got {spec}")
+        return filenames.batch(1 << 30).reduce(
+            tf.constant([], dtype=tf.string),
+            lambda gathered, batch: tf.concat([gathered, tf.reshape(batch, [-1])], 0))
+    return _string_vector(filenames, "filenames")
 
-    Args:
-      filenames: a path, a list of paths, or a tf.string scalar/vector.
+
+class LIRSDataset(dataset_ops.DatasetSource):
+    """Every instance of `filenames` once per iteration, in a fresh random order:
+    a drop-in for `tf.data.TFRecordDataset` over files with offset tables (full-range
+    shuffling, no shuffle buffer).
+
+    Example (a TFDS-style image Example; tables made once with
+    `tfrecord-lirs index FILE...` or `tfrecord_lirs.build_offset_table(pattern)`):
+
+        import tensorflow as tf
+        from tfrecord_lirs import LIRSDataset
+
+        features = {"image": tf.io.FixedLenFeature([], tf.string),
+                    "label": tf.io.FixedLenFeature([], tf.int64)}
+
+        def parse(record):
+            example = tf.io.parse_single_example(record, features)
+            return tf.io.decode_png(example["image"]), example["label"]
+
+        files = tf.io.gfile.glob("data/mnist-train.tfrecord-*")
+        ds = LIRSDataset(files, seed=42).map(parse).batch(128)
+        model.fit(ds, epochs=3, shuffle=False)  # already shuffled, every epoch anew
+
+    Arguments after `filenames` are keyword-only. Those of TFRecordDataset:
+      filenames: a path, a list of paths, a tf.string scalar/vector, or a
+        tf.data.Dataset of scalar tf.string file names (e.g.
+        `tf.data.Dataset.list_files(pattern, shuffle=False)`), gathered into one
+        list inside the graph. An empty list gives an empty dataset. Instance ids
+        run through the files in list order: give the files in the same order each
+        time (list_files(..., shuffle=False)) for a checkpoint to restore the same
+        instances.
+      compression_type: None or "" (files must be uncompressed: random access). A
+        GZIP or ZLIB file is refused with how to make a readable copy
+        (`tfrecord-lirs pad`, or `tfrecord_lirs.pad`, decompresses as it reads).
+      buffer_size: accepted for compatibility (None or >= 0); LIRS reads each
+        record with its own positioned read (or from a memory map), so there is no
+        stream buffer: the read-ahead is `num_parallel_reads`.
+      num_parallel_reads: I/O threads reading the order ahead of the consumer (as
+        for TFRecordDataset, more reads in flight; the elements are the same for
+        every value): None or tf.data.AUTOTUNE chooses automatically (one over
+        memory-mapped local files, two with positioned reads, 32 for URLs).
+      name: optional name of the tf.data operation.
+    LIRS's own:
       offset_tables: one offset table per file; None -> `<file>.offsets`.
       page_aware: shuffle pages, then instances within a page (each page's
         instances are read back to back).
@@ -35,51 +90,47 @@ class LIRSDataset(dataset_ops.DatasetSource):
         means True, as for Dataset.shuffle.
       num_shards, shard_index: read only shard `shard_index` of `num_shards`
         (disjoint, together complete; e.g. from a tf.distribute.InputContext).
-      name: optional name of the tf.data operation.
-      page_size: (keyword only) the page size the files were padded with;
-        defines the pages of `page_aware` shuffling. Default 4096.
-      batch_size: (keyword only) if set, elements are 1-D tf.string tensors of
-        `batch_size` payloads formed inside the kernel (no per-element tf.data
-        overhead); the last batch may be smaller unless `drop_remainder`. The
-        strings of a batch view the buffer its payloads were read into (no copy
-        per record); keeping any of them, or a string copied from one, keeps
-        that buffer alive.
-      drop_remainder: (keyword only) drop a last batch smaller than batch_size.
-      num_parallel_reads: (keyword only) I/O threads reading the order ahead of
-        the consumer; None or tf.data.AUTOTUNE chooses automatically (one over
-        memory-mapped local files, two with positioned reads, 32 for URLs). The
-        sequence is the same for every value.
-      backend: (keyword only) how records are read: "auto" (default: pread,
-        plus a memory map of files of small records while the kernel grants a
-        read lease on them; a writer or truncation revokes the map first, so
-        it is as safe as pread when a file changes underneath), "pread",
-        "mmap" (hot, page-cached data; the files must not be truncated while
-        read, or the process gets SIGBUS), or "direct" (O_DIRECT: bypasses the
-        page cache, for padded files on SSDs that are larger than memory).
-        Same elements either way.
-      trust_table: (keyword only) the offset tables are authoritative: instance
-        i is the record at offset i, and records between entries (and before
-        the first) are padding written by another tool, such as the LIRS
-        reference implementation's '0'-filled records. The padding must still
-        be valid TFRecord framing. Default False: strict, only LIRS filler
-        records may follow an instance, which catches tables missing entries.
-      deterministic: (keyword only) False: the windows of the order being read
-        are delivered as their reads complete (RINAS; for high-latency storage
-        such as gs://), not in order: each epoch is still every instance once,
-        and batches formed in the kernel (batch_size) hold the same instances,
-        in another order. None (default): as `tf.data.Options().deterministic`
-        says (True when unset), like `Dataset.interleave`. A checkpoint of an
-        unordered iterator restores exactly the instances it had not delivered
-        (in the order their reads complete).
+      page_size: the page size the files were padded with; defines the pages of
+        `page_aware` shuffling. Default 4096.
+      batch_size: if set, elements are 1-D tf.string tensors of `batch_size`
+        payloads formed inside the kernel (no per-element tf.data overhead); the
+        last batch may be smaller unless `drop_remainder`. The strings of a batch
+        view the buffer its payloads were read into (no copy per record); keeping
+        any of them, or a string copied from one, keeps that buffer alive.
+      drop_remainder: drop a last batch smaller than batch_size.
+      backend: how records are read: "auto" (default: pread, plus a memory map of
+        files of small records while the kernel grants a read lease on them; a
+        writer or truncation revokes the map first, so it is as safe as pread when
+        a file changes underneath), "pread", "mmap" (hot, page-cached data; the
+        files must not be truncated while read, or the process gets SIGBUS), or
+        "direct" (O_DIRECT: bypasses the page cache, for padded files on SSDs that
+        are larger than memory). Same elements either way.
+      trust_table: the offset tables are authoritative: instance i is the record
+        at offset i, and records between entries (and before the first) are
+        padding written by another tool, such as the LIRS reference
+        implementation's '0'-filled records. The padding must still be valid
+        TFRecord framing. Default False: strict, only LIRS filler records may
+        follow an instance, which catches tables missing entries.
+      deterministic: False: the windows of the order being read are delivered as
+        their reads complete (RINAS; for high-latency storage such as gs://), not
+        in order: each epoch is still every instance once, and batches formed in
+        the kernel (batch_size) hold the same instances, in another order. None
+        (default): as `tf.data.Options().deterministic` says (True when unset),
+        like `Dataset.interleave`. A checkpoint of an unordered iterator restores
+        exactly the instances it had not delivered (in the order their reads
+        complete).
     Elements are scalar tf.string payloads (or batches of them); filler
     records never appear.
     """
 
-    def __init__(self, filenames, offset_tables=None, page_aware=False, seed=None,
-                 reshuffle_each_iteration=True, num_shards=1, shard_index=0, name=None,
-                 *, page_size=4096, batch_size=None, drop_remainder=False,
-                 num_parallel_reads=None, backend="auto", trust_table=False,
-                 deterministic=None):
+    def __init__(self, filenames, *, compression_type=None, buffer_size=None,
+                 num_parallel_reads=None, name=None, offset_tables=None, page_aware=False,
+                 seed=None, reshuffle_each_iteration=True, num_shards=1, shard_index=0,
+                 page_size=4096, batch_size=None, drop_remainder=False, backend="auto",
+                 trust_table=False, deterministic=None):
+        """See the class docstring."""
+        _native.check_compression_type(compression_type)
+        _native.check_buffer_size(buffer_size)
         _native.check_shard(_static_int(num_shards), _static_int(shard_index))
         _native.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
@@ -100,15 +151,13 @@ class LIRSDataset(dataset_ops.DatasetSource):
             filenames = [filenames]
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
             offset_tables = [offset_tables]
-        if isinstance(filenames, (list, tuple)) and not filenames:
-            raise ValueError("filenames must not be empty")
         if (offset_tables is not None and isinstance(filenames, (list, tuple))
                 and isinstance(offset_tables, (list, tuple))
                 and len(offset_tables) != len(filenames)):
             raise ValueError(
                 f"got {len(offset_tables)} offset tables for {len(filenames)} files")
 
-        self._filenames = _string_vector(filenames, "filenames")
+        self._filenames = _filenames_vector(filenames)
         self._offset_tables = (tf.constant([], dtype=tf.string, name="offset_tables")
                                if offset_tables is None
                                else _string_vector(offset_tables, "offset_tables"))

@@ -3,13 +3,74 @@
 import collections
 import ctypes
 import os
+import sys
 
 import tensorflow as tf
 
 from tfrecord_lirs import _native
 
 PadSummary = collections.namedtuple(
-    "PadSummary", ["instances", "pages", "filler_bytes", "data_bytes"])
+    "PadSummary", ["instances", "pages", "filler_bytes", "data_bytes", "page_reads",
+                   "unpadded_page_reads", "fit_note"], defaults=(0, 0, ""))
+PadSummary.__doc__ = """What a padded write produced: `instances`, `pages`, `filler_bytes`,
+`data_bytes`; `page_reads` / `unpadded_page_reads`: the pages the instances' records
+touch in total, as placed and had they been written back to back unpadded (divide by
+`instances` for the expected page reads per instance read at random); `fit_note`: what
+fit="auto" chose and why ("" otherwise)."""
+
+
+def _summary(out, note=""):
+    return PadSummary(out.instances, out.pages, out.filler_bytes, out.data_bytes,
+                      out.page_reads, out.unpadded_page_reads, note)
+
+
+def _file_list(files_or_pattern):
+    """A list of paths from a list (or tuple) of paths, or from one path or
+    `tf.io.gfile.glob` pattern (None for a single path that is no pattern)."""
+    if isinstance(files_or_pattern, (list, tuple)):
+        return [os.fspath(f) if isinstance(f, os.PathLike) else f for f in files_or_pattern]
+    path = os.fspath(files_or_pattern)
+    text = os.fsdecode(path)
+    if any(c in text for c in "*?[") and not tf.io.gfile.exists(text):
+        return sorted(tf.io.gfile.glob(text))
+    return None
+
+
+_PROGRESS = object()
+
+
+class _Progress:
+    """Prints the bytes done of a run over many files on stderr (a terminal only)."""
+
+    def __init__(self, what, enabled):
+        self._what = what
+        self._enabled = enabled if enabled is not None else sys.stderr.isatty()
+        self.callback = _native.Progress(self._report)
+
+    def _report(self, done, total):
+        if self._enabled and total:
+            sys.stderr.write(f"\r{self._what}: {100 * done // total}% of {total} bytes")
+            sys.stderr.flush()
+
+    def close(self):
+        if self._enabled:
+            sys.stderr.write("\n")
+
+
+def _run_many(fn, args, what, progress):
+    """Runs a C ABI call over many files (`args`: its arguments up to the report
+    buffer, `_PROGRESS` where the progress callback goes); raises (after every file
+    was done) the tf.errors class of the first failure with the core's summary naming
+    each one."""
+    bar = _Progress(what, progress)
+    args = tuple(bar.callback if a is _PROGRESS else a for a in args)
+    try:
+        code, summary = _native.run(fn, args, 1 << 16)
+    finally:
+        bar.close()
+    if code != 0:
+        raise _native.error_class(code)(None, None, summary)
+    return summary
 
 
 def default_table_path(path):
@@ -20,28 +81,65 @@ def default_table_path(path):
 
 
 
-def _pad_spec(page_size, fit, compression=None, trust_table=False):
+def _pad_spec(page_size, fit, compression=None, trust_table=False, overwrite=False):
     """The C ABI's PadSpec; ValueError for a bad page size or fit."""
     _native.check_page_size(page_size)
     _native.check_fit(fit)
     return _native.PadSpec(page_size=page_size, fit=fit.encode("utf-8"),
                            compression=(compression or "").encode("utf-8"),
-                           trust_table=bool(trust_table))
+                           trust_table=bool(trust_table), overwrite=bool(overwrite))
 
 
-def build_offset_table(path, table=None):
-    """Scans the TFRecord file `path` and writes its offset table (default
-    `<path>.offsets`). Returns the table path."""
-    table = default_table_path(path) if table is None else os.fsdecode(table)
-    count = ctypes.c_uint64()
-    _native.call(_native.api.build_offset_table, _native.path_bytes(path),
-                 _native.path_bytes(table), ctypes.byref(count))
-    return table
+def build_offset_table(files_or_pattern, table=None, *, jobs=0, progress=None):
+    """Scans TFRecord files and writes their offset tables (default
+    `<file>.offsets`).
+
+    `files_or_pattern`: one path (returns its table path), or a list of paths or a
+    `tf.io.gfile.glob` pattern (such as
+    `~/tensorflow_datasets/mnist/3.0.1/mnist-train.tfrecord-*`, expanded; returns the
+    list of table paths). Many files are indexed `jobs` at a time (0: automatic),
+    every file even when some fail; then a failure raises the tf.errors class of the
+    first one with a summary naming each failed file. `progress`: print the bytes done
+    on stderr (None: when stderr is a terminal). `table` names the table of a single
+    file only.
+    """
+    files = _file_list(files_or_pattern)
+    if files is None:
+        path = files_or_pattern
+        table = default_table_path(path) if table is None else os.fsdecode(table)
+        count = ctypes.c_uint64()
+        _native.call(_native.api.build_offset_table, _native.path_bytes(path),
+                     _native.path_bytes(table), ctypes.byref(count))
+        return table
+    if table is not None:
+        raise ValueError("table names the table of one file; several files get "
+                         "<file>.offsets each")
+    paths, n = _native.paths_array(files)
+    counts = (ctypes.c_uint64 * max(n, 1))()
+    _run_many(_native.api.build_offset_tables, (paths, n, jobs, _PROGRESS, counts), "index",
+              progress)
+    return [default_table_path(f) for f in files]
 
 
-def pad(src, dst, page_size=4096, fit="next", compression=None, trust_table=False):
+def pad(src, dst, page_size=4096, fit="next", compression=None, trust_table=False, *,
+        overwrite=False, jobs=0, progress=None):
     """Rewrites TFRecord `src` as page-aligned `dst` (+ `dst.offsets`).
-    Returns a PadSummary.
+    Returns a PadSummary (with the expected page reads, padded and unpadded).
+
+    `src` may also be a list of paths or a `tf.io.gfile.glob` pattern: then `dst` is
+    an existing directory, each input is written into it under its file name (a
+    compressed input's .gz/.zlib dropped), `jobs` at a time (0: automatic), and a list
+    of PadSummary (in input order) is returned; every input is done even when some
+    fail, then a failure raises with a summary naming each. `progress`: print the bytes
+    done on stderr (None: when stderr is a terminal).
+
+    `fit`: "next" (keeps the input order), "best" or "best:<window>" (may reorder),
+    or "auto": best fit if the padding pays for these records (it saves a larger share
+    of page reads than the share of bytes it adds), else no padding (a plain copy with
+    its table); `PadSummary.fit_note` says what it chose and why.
+
+    `overwrite`: replace an existing `dst` (by default an existing output is an
+    error, InvalidArgumentError).
 
     `compression`: how `src` is compressed: None (detected from its first
     bytes), "none", "gzip" or "zlib" (any case, so TFRecordOptions'
@@ -56,11 +154,20 @@ def pad(src, dst, page_size=4096, fit="next", compression=None, trust_table=Fals
     """
     if compression is not None and not isinstance(compression, str):
         raise TypeError(f"compression must be a str or None, got {compression!r}")
-    spec = _pad_spec(page_size, fit, compression, trust_table)
+    spec = _pad_spec(page_size, fit, compression, trust_table, overwrite)
+    files = _file_list(src)
+    if files is not None:
+        paths, n = _native.paths_array(files)
+        outs = (_native.PadSummary * max(n, 1))()
+        _run_many(_native.api.pad_files,
+                  (paths, n, _native.path_bytes(dst), ctypes.byref(spec), jobs, _PROGRESS, outs),
+                  "pad", progress)
+        return [_summary(outs[i]) for i in range(n)]
     out = _native.PadSummary()
+    note = ctypes.create_string_buffer(1024)
     _native.call(_native.api.pad_file, _native.path_bytes(src), _native.path_bytes(dst),
-                 ctypes.byref(spec), ctypes.byref(out))
-    return PadSummary(out.instances, out.pages, out.filler_bytes, out.data_bytes)
+                 ctypes.byref(spec), ctypes.byref(out), note, len(note))
+    return _summary(out, note.value.decode("utf-8", errors="replace"))
 
 
 class PaddedWriter:
@@ -112,7 +219,7 @@ class PaddedWriter:
             self._instance_ids = list(ids[:n])
         finally:
             self._free()
-        self._summary = PadSummary(out.instances, out.pages, out.filler_bytes, out.data_bytes)
+        self._summary = _summary(out)
         return self._summary
 
     @property

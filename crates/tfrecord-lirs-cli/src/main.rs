@@ -3,13 +3,13 @@
 //! Exit status: 0 success; 1 a data or validation error (one `error: …` line on stderr
 //! naming the file and, where relevant, the instance id and byte offset); 2 a usage error.
 
-use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use tfrecord_lirs::text_index::{encode_text_index, TextIndexFormat};
+use tfrecord_lirs::text_index::{self, encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
     default_table_path, Compression, Error, Fit, OrderSpec, OrderVersion, PadOptions, PageSize,
     Reader, ReaderOptions,
@@ -56,6 +56,9 @@ enum FitArg {
     Next,
     /// Bounded look-ahead window; may reorder.
     Best,
+    /// Best fit if the padding pays for these records (it saves a larger share of page
+    /// reads than the share of bytes it adds), else no padding; says what it chose.
+    Auto,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -93,18 +96,23 @@ enum Command {
     /// With `--from FORMAT INDEX`, the table is taken from a DALI or `tfrecord`-package
     /// text index and checked against DATA (every record's CRCs; each entry's offset and
     /// size; unlisted records must be fillers); a wrong index is an error naming its line.
+    ///
+    /// Several files (`index a b c`, or a shell glob) are indexed each to its own
+    /// table, `--jobs` at a time: every file is done even if some fail, and a summary
+    /// names each failure (exit status 1 if any failed).
     Index {
-        /// The TFRecord file.
-        data: PathBuf,
-        /// A text index of DATA to build the table from (needs --from).
-        #[arg(requires = "from")]
-        index: Option<PathBuf>,
-        /// The format of INDEX.
-        #[arg(long, value_enum, value_name = "FORMAT", requires = "index")]
+        /// The TFRecord files (with --from: DATA INDEX, a data file and its text index).
+        #[arg(required = true, value_name = "DATA")]
+        data: Vec<PathBuf>,
+        /// The format of the text index INDEX (the second argument).
+        #[arg(long, value_enum, value_name = "FORMAT")]
         from: Option<IndexFormatArg>,
-        /// Where to write the table [default: DATA.offsets].
+        /// Where to write the table [default: DATA.offsets] (one DATA only).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Files worked on at once (0: automatic).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
         /// fsync the table and its directory before exiting (durable on power loss).
         #[arg(long)]
         sync: bool,
@@ -126,12 +134,26 @@ enum Command {
         sync: bool,
     },
     /// Rewrite any TFRecord file (plain, GZIP or ZLIB) as a padded (page-aligned) file
-    /// OUT plus OUT.offsets.
+    /// OUT plus OUT.offsets; prints the overhead and the page reads per instance,
+    /// padded and unpadded.
+    ///
+    /// With several inputs, OUT is a directory: each input's copy is written into it
+    /// under the input's file name, `--jobs` at a time, with a summary. An existing
+    /// output is not replaced without --force.
     Pad {
-        /// Input TFRecord file (padded or not; its fillers are dropped).
-        input: PathBuf,
-        /// Output data file.
+        /// Input TFRecord files (padded or not; their fillers are dropped).
+        #[arg(required = true, value_name = "INPUT")]
+        inputs: Vec<PathBuf>,
+        /// The output data file, or with several inputs (or an existing directory) the
+        /// output directory.
+        #[arg(value_name = "OUT")]
         output: PathBuf,
+        /// Replace existing outputs.
+        #[arg(long)]
+        force: bool,
+        /// Files worked on at once (0: automatic).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
         /// Page size in bytes: a power of two from 512 to 16777216.
         #[arg(long, default_value_t = 4096, value_parser = parse_page_size)]
         page_size: u64,
@@ -157,12 +179,18 @@ enum Command {
         trust_table: bool,
     },
     /// Check every record's CRCs, the table against the file, and padded-file invariants.
+    ///
+    /// Several files are checked `--jobs` at a time, with a summary naming each failure.
     Verify {
-        /// The TFRecord file.
-        data: PathBuf,
-        /// The offset table [default: DATA.offsets].
+        /// The TFRecord files.
+        #[arg(required = true, value_name = "DATA")]
+        data: Vec<PathBuf>,
+        /// The offset table [default: DATA.offsets] (one DATA only).
         #[arg(long)]
         offsets: Option<PathBuf>,
+        /// Files worked on at once (0: automatic).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
         /// Check the padded-file invariants for this page size [default: the one the
         /// fillers end on, if the file has fillers].
         #[arg(long, value_parser = parse_page_size)]
@@ -174,12 +202,18 @@ enum Command {
         trust_table: bool,
     },
     /// Instance count, sizes, pages, fillers, padding.
+    ///
+    /// Several files are described one after the other (with --json: a JSON array).
     Info {
-        /// The TFRecord file.
-        data: PathBuf,
-        /// The offset table [default: DATA.offsets, if it exists].
+        /// The TFRecord files.
+        #[arg(required = true, value_name = "DATA")]
+        data: Vec<PathBuf>,
+        /// The offset table [default: DATA.offsets, if it exists] (one DATA only).
         #[arg(long)]
         offsets: Option<PathBuf>,
+        /// Files worked on at once (0: automatic).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -251,11 +285,16 @@ enum Command {
 }
 
 /// A command's failure: printed as one `error:` line, exit status 1.
-struct Failure(String);
+enum Failure {
+    /// The message to print.
+    Message(String),
+    /// Already printed (the summary of a run over several files).
+    Reported,
+}
 
 impl<E: std::fmt::Display> From<E> for Failure {
     fn from(e: E) -> Failure {
-        Failure(e.to_string())
+        Failure::Message(e.to_string())
     }
 }
 
@@ -273,12 +312,73 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
             format!("--shard-index {shard_index} must be below --num-shards {num_shards}"),
         )),
         Command::Pad {
-            fit: FitArg::Next,
+            fit: FitArg::Next | FitArg::Auto,
             window: Some(_),
             ..
         } => Err((
             "pad",
             "--window applies only to --fit best (next-fit looks at one record at a time)".into(),
+        )),
+        Command::Index {
+            data,
+            from: Some(_),
+            ..
+        } if data.len() != 2 => Err((
+            "index",
+            "--from FORMAT takes two arguments, DATA INDEX: the data file and its text index"
+                .into(),
+        )),
+        Command::Index {
+            data,
+            out: Some(_),
+            from: None,
+            ..
+        } if data.len() > 1 => Err((
+            "index",
+            "--out names one table: give one DATA with it (several files get DATA.offsets each)"
+                .into(),
+        )),
+        // `index DATA INDEX` without --from: a text index is not a data file.
+        Command::Index {
+            data, from: None, ..
+        } if data.len() > 1 => match data
+            .iter()
+            .find_map(|p| Some((p, text_index::format_by_name(p)?)))
+        {
+            Some((index, format)) => Err((
+                "index",
+                format!(
+                    "{} is a text index ({format}), not a TFRecord file: build a table from it with `index DATA {} --from {format}`",
+                    index.display(),
+                    index.display()
+                ),
+            )),
+            None => Ok(()),
+        },
+        Command::Verify {
+            data,
+            offsets: Some(_),
+            ..
+        }
+        | Command::Info {
+            data,
+            offsets: Some(_),
+            ..
+        } if data.len() > 1 => Err((
+            if matches!(command, Command::Verify { .. }) {
+                "verify"
+            } else {
+                "info"
+            },
+            "--offsets names one table: give one DATA with it".into(),
+        )),
+        Command::Pad {
+            inputs,
+            trust_table: true,
+            ..
+        } if inputs.len() > 1 => Err((
+            "pad",
+            "--trust-table takes one INPUT (each file's table is its own)".into(),
         )),
         _ => Ok(()),
     }
@@ -322,10 +422,11 @@ fn main() -> ExitCode {
     }
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure(msg)) => {
+        Err(Failure::Message(msg)) => {
             eprintln!("error: {}", msg.replace('\n', " "));
             ExitCode::from(1)
         }
+        Err(Failure::Reported) => ExitCode::from(1),
     }
 }
 
@@ -353,35 +454,15 @@ fn progress(total: u64, what: &str) -> ProgressBar {
 fn file_size(path: &Path) -> Result<u64, Failure> {
     std::fs::metadata(path)
         .map(|m| m.len())
-        .map_err(|e| Failure(format!("{}: {e}", path.display())))
+        .map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
 }
 
 fn page_size(bytes: u64) -> Result<PageSize, Failure> {
     PageSize::new(bytes).ok_or_else(|| {
-        Failure(format!(
+        Failure::Message(format!(
             "--page-size {bytes} is not a power of two from 512 to 16777216"
         ))
     })
-}
-
-/// When `table` does not exist, a compressed `data` is the real problem: say so rather
-/// than "table not found" (`index` would refuse the file too).
-fn refuse_compressed(data: &Path, table: &Path) -> Outcome {
-    if table.exists() {
-        return Ok(());
-    }
-    let mut head = Vec::new();
-    let read = std::fs::File::open(data).and_then(|f| {
-        f.take(tfrecord_lirs::format::HEADER_LEN as u64)
-            .read_to_end(&mut head)
-    });
-    if read.is_err() {
-        return Ok(()); // the caller reports the missing file
-    }
-    match tfrecord_lirs::format::compressed_head(&head) {
-        Some(format) => Err(Error::compressed(data, format).into()),
-        None => Ok(()),
-    }
 }
 
 /// Writes to stdout, treating a closed pipe (`| head`) as a normal end.
@@ -390,7 +471,7 @@ fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Outcome {
     let mut out = BufWriter::new(stdout.lock());
     match f(&mut out).and_then(|_| out.flush()) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(|e| Failure(format!("stdout: {e}"))),
+        other => other.map_err(|e| Failure::Message(format!("stdout: {e}"))),
     }
 }
 
@@ -398,11 +479,14 @@ fn run(command: Command) -> Outcome {
     match command {
         Command::Index {
             data,
-            index: Some(index),
             from: Some(format),
             out,
             sync,
+            ..
         } => {
+            // Two arguments with --from (checked as a usage error).
+            let [data, index] = <[PathBuf; 2]>::try_from(data)
+                .map_err(|_| Failure::Message("--from FORMAT takes DATA INDEX".into()))?;
             let table = table_for(&data, out);
             let n = tfrecord_lirs::build_offset_table_from_text_index(
                 &data,
@@ -415,17 +499,16 @@ fn run(command: Command) -> Outcome {
             Ok(())
         }
         Command::Index {
-            data, out, sync, ..
-        } => {
-            let table = table_for(&data, out);
-            let bar = progress(file_size(&data)?, "index");
-            let n = tfrecord_lirs::build_offset_table_with(&data, &table, sync, |done| {
-                bar.set_position(done)
-            })?;
-            bar.finish_and_clear();
-            println!("{n}");
-            Ok(())
-        }
+            data,
+            out,
+            sync,
+            jobs,
+            ..
+        } => per_file("index", "indexed", &data, jobs, |file, report| {
+            let table = table_for(file, out.clone());
+            let n = tfrecord_lirs::build_offset_table_with(file, &table, sync, report)?;
+            Ok((n.to_string(), format!("{n} instances")))
+        }),
         Command::Export {
             data,
             format,
@@ -448,8 +531,10 @@ fn run(command: Command) -> Outcome {
             }
         }
         Command::Pad {
-            input,
-            output,
+            inputs: paths,
+            output: out,
+            force,
+            jobs,
             page_size: p,
             fit,
             window,
@@ -461,7 +546,7 @@ fn run(command: Command) -> Outcome {
             let options = PadOptions {
                 page_size: p,
                 fit: match fit {
-                    FitArg::Next => Fit::Next,
+                    FitArg::Next | FitArg::Auto => Fit::Next,
                     FitArg::Best => Fit::Best {
                         window: window.unwrap_or(DEFAULT_WINDOW),
                     },
@@ -474,62 +559,57 @@ fn run(command: Command) -> Outcome {
                 Some(CompressionArg::Gzip) => Compression::Gzip,
                 Some(CompressionArg::Zlib) => Compression::Zlib,
             };
-            let bar = progress(file_size(&input)?, "pad");
-            let summary = if trust_table {
-                tfrecord_lirs::pad_file_from_table(&input, &output, &options, |done| {
-                    bar.set_position(done)
-                })?
+            // One input into a file, or into a directory (several inputs, or one
+            // input and an existing directory).
+            let outputs = if paths.len() == 1 && !out.is_dir() {
+                vec![out]
             } else {
-                tfrecord_lirs::pad_file_with(&input, &output, &options, compression, |done| {
-                    bar.set_position(done)
-                })?
+                tfrecord_lirs::many::pad_outputs(&paths, &out)?
             };
-            bar.finish_and_clear();
-            println!("instances: {}", summary.instances);
-            println!("pages: {}", summary.pages);
-            println!("filler bytes: {}", summary.filler_bytes);
-            println!("overhead: {:.2}%", summary.overhead_percent());
-            Ok(())
+            let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
+            let request = tfrecord_lirs::PadRequest {
+                options,
+                auto: fit == FitArg::Auto,
+                compression,
+                trust_table,
+                overwrite: force,
+            };
+            let pad_one = |input: &Path, output: &Path, report: &mut dyn FnMut(u64)| {
+                let (summary, chose) = tfrecord_lirs::pad(input, output, &request, report)?;
+                Ok::<_, Error>(pad_report(&summary, chose.as_deref()))
+            };
+            if let [(input, output)] = inputs.as_slice() {
+                let bar = progress(file_size(input)?, "pad");
+                let text = pad_one(input, output, &mut |done| bar.set_position(done))?;
+                bar.finish_and_clear();
+                print!("{text}");
+                return Ok(());
+            }
+            let files: Vec<PathBuf> = inputs.iter().map(|(i, _)| i.clone()).collect();
+            per_file("pad", "padded", &files, jobs, |file, report| {
+                let output = inputs
+                    .iter()
+                    .find(|(i, _)| i == file)
+                    .map(|(_, o)| o.as_path())
+                    .ok_or_else(|| Error::internal("an input without its output"))?;
+                let text = pad_one(file, output, report)?;
+                Ok((text.clone(), format!("-> {}\n{text}", output.display())))
+            })
         }
         Command::Verify {
             data,
             offsets,
             page_size: p,
             trust_table,
+            jobs,
         } => {
-            let table_path = table_for(&data, offsets);
-            refuse_compressed(&data, &table_path)?;
-            let table = tfrecord_lirs::read_table_for(&data, &table_path)?;
             let page = p.map(page_size).transpose()?;
-            let bar = progress(file_size(&data)?, "verify");
-            let found = tfrecord_lirs::inspect_with(
-                &data,
-                Some((&table_path, &table)),
-                page,
-                reader_options(trust_table).padding(),
-                |done| bar.set_position(done),
-            )?;
-            bar.finish_and_clear();
-            // Without --page-size, the invariants are checked at the page size the
-            // fillers end on; a file without fillers is not padded.
-            let padded = match page {
-                Some(p) => Some(p.get()),
-                None => found.check_padded(&data)?,
-            };
-            let padded = match padded {
-                Some(p) => format!("padded for page size {p}"),
-                None => "not padded".to_string(),
-            };
-            let (fillers, table) = if trust_table {
-                ("padding records", "table trusted")
-            } else {
-                ("fillers", "table matches")
-            };
-            println!(
-                "ok: {} instances, {} {fillers}, {} bytes, {table}, {padded}",
-                found.instances, found.fillers, found.file_size
-            );
-            Ok(())
+            per_file("verify", "verified", &data, jobs, |file, report| {
+                let table = table_for(file, offsets.clone());
+                let text = verify(file, Some(table.clone()), page, trust_table, report)
+                    .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
+                Ok((text.clone(), text))
+            })
         }
         Command::Info {
             data,
@@ -537,13 +617,41 @@ fn run(command: Command) -> Outcome {
             json,
             page_size: p,
             trust_table,
-        } => info(
-            &data,
-            offsets,
-            json,
-            p.map(page_size).transpose()?,
-            trust_table,
-        ),
+            jobs,
+        } => {
+            let page = p.map(page_size).transpose()?;
+            if json && data.len() > 1 {
+                let mut values = Vec::new();
+                let outcomes = run_files("info", &data, jobs, |file, report| {
+                    let table = table_for(file, offsets.clone());
+                    let found = info(file, offsets.clone(), page, trust_table, report)
+                        .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
+                    Ok(found.json())
+                });
+                for o in &outcomes {
+                    if let Ok(v) = &o.result {
+                        values.push(v.clone());
+                    }
+                }
+                write_stdout(|out| writeln!(out, "{:#}", serde_json::Value::Array(values)))?;
+                // stdout stays one JSON value: a failure is reported on stderr only.
+                if outcomes.iter().any(|o| o.result.is_err()) {
+                    return finish_files("info", "described", &outcomes);
+                }
+                return Ok(());
+            }
+            per_file("info", "described", &data, jobs, |file, report| {
+                let table = table_for(file, offsets.clone());
+                let found = info(file, offsets.clone(), page, trust_table, report)
+                    .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
+                let text = if json {
+                    format!("{:#}\n", found.json())
+                } else {
+                    found.text()
+                };
+                Ok((text.clone(), text))
+            })
+        }
         Command::Get {
             data,
             id,
@@ -551,7 +659,6 @@ fn run(command: Command) -> Outcome {
             trust_table,
         } => {
             let table = table_for(&data, offsets);
-            refuse_compressed(&data, &table)?;
             let reader = Reader::open_one(&data, Some(&table), &reader_options(trust_table))?;
             let payload = reader.read(id)?;
             write_stdout(|out| out.write_all(&payload))
@@ -570,7 +677,6 @@ fn run(command: Command) -> Outcome {
         } => {
             page_size(p)?;
             let table = table_for(&data, offsets);
-            refuse_compressed(&data, &table)?;
             let options = ReaderOptions {
                 page_size: p,
                 ..reader_options(trust_table)
@@ -602,30 +708,165 @@ fn reader_options(trust_table: bool) -> ReaderOptions {
     }
 }
 
+/// The outcomes of `work` over `files` (see [`tfrecord_lirs::many::run_per_file`]),
+/// with one progress bar over their total bytes.
+fn run_files<T: Send>(
+    command: &str,
+    files: &[PathBuf],
+    jobs: usize,
+    work: impl Fn(&Path, &mut dyn FnMut(u64)) -> Result<T, Error> + Sync,
+) -> Vec<tfrecord_lirs::many::FileOutcome<T>> {
+    let total = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let bar = progress(total, command);
+    let outcomes =
+        tfrecord_lirs::many::run_per_file(files, jobs, &|done| bar.set_position(done), work);
+    bar.finish_and_clear();
+    outcomes
+}
+
+/// Exit status of a run over several files: the summary on stdout when all succeeded,
+/// on stderr (as the `error:` line, each failure on its own line) when any failed.
+fn finish_files<T>(
+    command: &str,
+    verb: &str,
+    outcomes: &[tfrecord_lirs::many::FileOutcome<T>],
+) -> Outcome {
+    let summary = tfrecord_lirs::many::summary(verb, outcomes);
+    if outcomes.iter().any(|o| o.result.is_err()) {
+        eprintln!("error: {command}: {summary}");
+        return Err(Failure::Reported);
+    }
+    write_stdout(|out| writeln!(out, "{summary}"))
+}
+
+/// `command` over `files`: `work` returns (what one file alone prints, what it prints
+/// after the file's name among several). One file keeps the single-file output and
+/// error line exactly; several print each file's result, then the summary.
+fn per_file(
+    command: &str,
+    verb: &str,
+    files: &[PathBuf],
+    jobs: usize,
+    work: impl Fn(&Path, &mut dyn FnMut(u64)) -> Result<(String, String), Error> + Sync,
+) -> Outcome {
+    if let [file] = files {
+        let bar = progress(file_size(file)?, command);
+        let (alone, _) = work(file, &mut |done| bar.set_position(done))?;
+        bar.finish_and_clear();
+        return write_stdout(|out| write!(out, "{}", with_newline(&alone)));
+    }
+    let outcomes = run_files(command, files, jobs, work);
+    write_stdout(|out| {
+        for o in &outcomes {
+            if let Ok((_, among)) = &o.result {
+                write!(out, "{}: {}", o.path.display(), with_newline(among))?;
+            }
+        }
+        Ok(())
+    })?;
+    finish_files(command, verb, &outcomes)
+}
+
+fn with_newline(text: &str) -> String {
+    if text.ends_with('\n') {
+        text.to_string()
+    } else {
+        format!("{text}\n")
+    }
+}
+
+/// What `pad` prints about one written file.
+fn pad_report(summary: &tfrecord_lirs::PadSummary, chose: Option<&str>) -> String {
+    let mut text = String::new();
+    if let Some(reason) = chose {
+        text.push_str(&format!("{reason}\n"));
+    }
+    text.push_str(&format!(
+        "instances: {}\npages: {}\nfiller bytes: {}\noverhead: {:.2}%\npage reads per instance: {:.3} (unpadded: {:.3})\n",
+        summary.instances,
+        summary.pages,
+        summary.filler_bytes,
+        summary.overhead_percent(),
+        summary.page_reads_per_instance(),
+        summary.unpadded_page_reads_per_instance()
+    ));
+    text
+}
+
+/// `verify` of one file: its `ok:` line.
+fn verify(
+    data: &Path,
+    offsets: Option<PathBuf>,
+    page: Option<PageSize>,
+    trust_table: bool,
+    report: &mut dyn FnMut(u64),
+) -> Result<String, Error> {
+    let table_path = table_for(data, offsets);
+    let table = tfrecord_lirs::read_table_for(data, &table_path)?;
+    let found = tfrecord_lirs::inspect_with(
+        data,
+        Some((&table_path, &table)),
+        page,
+        reader_options(trust_table).padding(),
+        report,
+    )?;
+    // Without --page-size, the invariants are checked at the page size the fillers end
+    // on; a file without fillers is not padded.
+    let padded = match page {
+        Some(p) => Some(p.get()),
+        None => found.check_padded(data)?,
+    };
+    let padded = match padded {
+        Some(p) => format!("padded for page size {p}"),
+        None => "not padded".to_string(),
+    };
+    let (fillers, table) = if trust_table {
+        ("padding records", "table trusted")
+    } else {
+        ("fillers", "table matches")
+    };
+    Ok(format!(
+        "ok: {} instances, {} {fillers}, {} bytes, {table}, {padded}",
+        found.instances, found.fillers, found.file_size
+    ))
+}
+
+/// What `info` found about one file.
+struct InfoFound {
+    data: PathBuf,
+    found: tfrecord_lirs::Inspection,
+    page: u64,
+    padded: Option<u64>,
+    problem: Option<String>,
+    table: Option<PathBuf>,
+    trust_table: bool,
+}
+
 fn info(
     data: &Path,
     offsets: Option<PathBuf>,
-    json: bool,
     page: Option<PageSize>,
     trust_table: bool,
-) -> Outcome {
+    report: &mut dyn FnMut(u64),
+) -> Result<InfoFound, Error> {
     // A trusted table is needed to tell instances from padding.
     let required = offsets.is_some() || trust_table;
     let table_path = table_for(data, offsets);
     let table = match tfrecord_lirs::read_table_for(data, &table_path) {
         Ok(t) => Some(t),
         Err(_) if !required && !table_path.exists() => None,
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
-    let bar = progress(file_size(data)?, "info");
     let found = tfrecord_lirs::inspect_with(
         data,
         table.as_deref().map(|t| (table_path.as_path(), t)),
         None,
         reader_options(trust_table).padding(),
-        |done| bar.set_position(done),
+        report,
     )?;
-    bar.finish_and_clear();
     // Padded for the page size given, or (as `verify` judges it) for the one the
     // fillers end on; a broken layout is reported, not an error.
     let (padded, problem) = match page {
@@ -643,14 +884,22 @@ fn info(
         .or(padded)
         .or(found.filler_page_size)
         .unwrap_or(tfrecord_lirs::format::DEFAULT_PAGE_SIZE);
-    let pages = found.file_size.div_ceil(page);
-    let table_json = match &table {
-        Some(_) => serde_json::json!(table_path.display().to_string()),
-        None => serde_json::Value::Null,
-    };
-    if json {
-        let value = serde_json::json!({
-            "file": data.display().to_string(),
+    Ok(InfoFound {
+        data: data.to_path_buf(),
+        found,
+        page,
+        padded,
+        problem,
+        table: table.map(|_| table_path),
+        trust_table,
+    })
+}
+
+impl InfoFound {
+    fn json(&self) -> serde_json::Value {
+        let found = &self.found;
+        serde_json::json!({
+            "file": self.data.display().to_string(),
             "file_size": found.file_size,
             "instances": found.instances,
             "fillers": found.fillers,
@@ -658,52 +907,58 @@ fn info(
             "payload_min": found.min_payload,
             "payload_mean": found.mean_payload(),
             "payload_max": found.max_payload,
-            "page_size": page,
-            "pages": pages,
-            "padded": padded.is_some(),
-            "padded_page_size": padded,
-            "padded_problem": problem,
-            "table": table_json,
-            "table_trusted": trust_table,
-        });
-        return write_stdout(|out| writeln!(out, "{value:#}"));
+            "page_size": self.page,
+            "pages": found.file_size.div_ceil(self.page),
+            "padded": self.padded.is_some(),
+            "padded_page_size": self.padded,
+            "padded_problem": self.problem,
+            "table": self.table.as_ref().map(|t| t.display().to_string()),
+            "table_trusted": self.trust_table,
+        })
     }
-    write_stdout(|out| {
-        writeln!(out, "file: {}", data.display())?;
-        writeln!(out, "file size: {} bytes", found.file_size)?;
-        writeln!(out, "instances: {}", found.instances)?;
-        writeln!(
-            out,
-            "payload bytes: min {} / mean {:.1} / max {}",
+
+    fn text(&self) -> String {
+        let found = &self.found;
+        let mut out = String::new();
+        out.push_str(&format!("file: {}\n", self.data.display()));
+        out.push_str(&format!("file size: {} bytes\n", found.file_size));
+        out.push_str(&format!("instances: {}\n", found.instances));
+        out.push_str(&format!(
+            "payload bytes: min {} / mean {:.1} / max {}\n",
             found.min_payload,
             found.mean_payload(),
             found.max_payload
-        )?;
-        writeln!(out, "pages: {pages} of {page} bytes")?;
-        writeln!(
-            out,
-            "{}: {} ({} bytes)",
-            if trust_table {
+        ));
+        out.push_str(&format!(
+            "pages: {} of {} bytes\n",
+            found.file_size.div_ceil(self.page),
+            self.page
+        ));
+        out.push_str(&format!(
+            "{}: {} ({} bytes)\n",
+            if self.trust_table {
                 "padding records"
             } else {
                 "fillers"
             },
             found.fillers,
             found.filler_bytes
-        )?;
-        match (padded, &problem) {
-            (Some(p), _) => writeln!(out, "padded: yes, for page size {p}")?,
-            (None, Some(why)) => writeln!(out, "padded: no ({})", why.replace('\n', " "))?,
-            (None, None) => writeln!(out, "padded: no")?,
+        ));
+        match (self.padded, &self.problem) {
+            (Some(p), _) => out.push_str(&format!("padded: yes, for page size {p}\n")),
+            (None, Some(why)) => {
+                out.push_str(&format!("padded: no ({})\n", why.replace('\n', " ")))
+            }
+            (None, None) => out.push_str("padded: no\n"),
         }
-        match &table {
-            Some(_) if trust_table => writeln!(
-                out,
-                "table: {} (trusted: records between its entries are padding)",
-                table_path.display()
-            ),
-            Some(_) => writeln!(out, "table: {} (matches)", table_path.display()),
-            None => writeln!(out, "table: none"),
+        match &self.table {
+            Some(t) if self.trust_table => out.push_str(&format!(
+                "table: {} (trusted: records between its entries are padding)\n",
+                t.display()
+            )),
+            Some(t) => out.push_str(&format!("table: {} (matches)\n", t.display())),
+            None => out.push_str("table: none\n"),
         }
-    })
+        out
+    }
 }

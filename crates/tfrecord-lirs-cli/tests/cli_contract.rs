@@ -98,6 +98,8 @@ fn padded_mixed(dir: &Path, page: u64, drop: Option<usize>) -> (PathBuf, Option<
         s(&out),
         "--page-size",
         &page.to_string(),
+        // Called twice for one page size by a test: pad replaces only with --force.
+        "--force",
     ]));
     let Some(drop) = drop else {
         return (out, None);

@@ -23,7 +23,7 @@ use crate::{guard, guard_poisoning, path_of, rules, ErrorCode, FfiError, FfiResu
 
 /// The layout version of [`CApi`]; raise it with any change to the table or to a
 /// function's signature (Python refuses a table of another version).
-pub const C_API_VERSION: u32 = 2;
+pub const C_API_VERSION: u32 = 3;
 
 /// Every function of the C ABI, in this order (Python mirrors it).
 #[repr(C)]
@@ -37,6 +37,8 @@ pub struct CApi {
         *const c_char,
         *const PadSpec,
         *mut PadSummary,
+        *mut c_char,
+        usize,
         *mut c_char,
         usize,
     ) -> i32,
@@ -58,7 +60,33 @@ pub struct CApi {
     pub check_shard: unsafe extern "C" fn(*const i64, *const i64, *mut c_char, usize) -> i32,
     pub default_table_path: unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> usize,
     pub check_page_size: unsafe extern "C" fn(i64, *mut c_char, usize) -> i32,
+    pub build_offset_tables: unsafe extern "C" fn(
+        *const *const c_char,
+        usize,
+        usize,
+        Option<Progress>,
+        *mut u64,
+        *mut c_char,
+        usize,
+    ) -> i32,
+    pub pad_files: unsafe extern "C" fn(
+        *const *const c_char,
+        usize,
+        *const c_char,
+        *const PadSpec,
+        usize,
+        Option<Progress>,
+        *mut PadSummary,
+        *mut c_char,
+        usize,
+    ) -> i32,
+    pub check_compression_type: unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> i32,
+    pub check_buffer_size: unsafe extern "C" fn(*const i64, *mut c_char, usize) -> i32,
 }
+
+/// A progress callback of a run over many files: (bytes done, bytes in all the files).
+/// Called from worker threads.
+pub type Progress = extern "C" fn(u64, u64);
 
 static C_API: CApi = CApi {
     version: C_API_VERSION,
@@ -74,6 +102,10 @@ static C_API: CApi = CApi {
     check_shard: lirs_check_shard,
     default_table_path: lirs_default_table_path,
     check_page_size: lirs_check_page_size,
+    build_offset_tables: lirs_build_offset_tables,
+    pad_files: lirs_pad_files,
+    check_compression_type: lirs_check_compression_type,
+    check_buffer_size: lirs_check_buffer_size,
 };
 
 /// The table of the C ABI (static; never freed).
@@ -87,13 +119,16 @@ pub extern "C" fn tfrecord_lirs_c_api() -> *const CApi {
 pub struct PadSpec {
     /// Page size in bytes (a power of two, 512 B to 16 MiB).
     pub page_size: u64,
-    /// `"next"`, `"best"` or `"best:<window>"` (see [`rules::parse_fit`]).
+    /// `"next"`, `"best"` or `"best:<window>"` (see [`rules::parse_fit`]); for
+    /// `lirs_pad_file(s)` also `"auto"` ([`rules::parse_pad_fit`]).
     pub fit: *const c_char,
     /// How the input is compressed (`lirs_pad_file` only): NULL or "" (detect),
     /// "none", "gzip" or "zlib" (any case).
     pub compression: *const c_char,
     /// Take the instances from the input's trusted offset table (`lirs_pad_file` only).
     pub trust_table: bool,
+    /// Replace an existing output (`lirs_pad_file(s)` only).
+    pub overwrite: bool,
 }
 
 /// What [`lirs_pad_file`] and [`lirs_writer_finish`] report.
@@ -107,6 +142,10 @@ pub struct PadSummary {
     /// Entries of the input → instance mapping ([`lirs_writer_instance_of_input`]);
     /// 0 when the instances kept their input order.
     pub inputs_mapped: u64,
+    /// [`core::PadSummary::page_reads`].
+    pub page_reads: u64,
+    /// [`core::PadSummary::unpadded_page_reads`].
+    pub unpadded_page_reads: u64,
 }
 
 impl From<&core::PadSummary> for PadSummary {
@@ -117,6 +156,8 @@ impl From<&core::PadSummary> for PadSummary {
             filler_bytes: s.filler_bytes,
             data_bytes: s.data_bytes,
             inputs_mapped: s.instance_of_input.as_ref().map_or(0, Vec::len) as u64,
+            page_reads: s.page_reads,
+            unpadded_page_reads: s.unpadded_page_reads,
         }
     }
 }
@@ -195,12 +236,211 @@ unsafe fn pad_options<'a>(spec: *const PadSpec) -> FfiResult<(core::PadOptions, 
     let spec = unsafe { spec.as_ref() }.ok_or_else(|| FfiError::invalid("no pad spec given"))?;
     // SAFETY: the spec's strings follow the contract of `c_str`.
     let fit = rules::parse_fit(unsafe { c_str(spec.fit, "fit") }?)?;
-    let options = core::PadOptions {
+    Ok((pad_options_with(spec, fit), spec))
+}
+
+/// The core's pad options of `spec` with placement `fit`.
+fn pad_options_with(spec: &PadSpec, fit: core::Fit) -> core::PadOptions {
+    core::PadOptions {
         page_size: spec.page_size,
         fit,
         ..Default::default()
+    }
+}
+
+/// The core's request for `pad` of one input from `spec`.
+///
+/// # Safety
+/// `spec` is NULL or points to a valid [`PadSpec`] whose strings are NULL or NUL-terminated.
+unsafe fn pad_request(spec: *const PadSpec) -> FfiResult<core::PadRequest> {
+    // SAFETY: by the caller's contract.
+    let spec = unsafe { spec.as_ref() }.ok_or_else(|| FfiError::invalid("no pad spec given"))?;
+    // SAFETY: the spec's strings follow the contract of `c_str`.
+    let (fit, auto) = match rules::parse_pad_fit(unsafe { c_str(spec.fit, "fit") }?)? {
+        rules::PadFit::Fixed(fit) => (fit, false),
+        rules::PadFit::Auto => (core::Fit::Next, true),
     };
-    Ok((options, spec))
+    // SAFETY: by the caller's contract.
+    let compression: core::Compression =
+        unsafe { c_str(spec.compression, "compression") }?.parse()?;
+    Ok(core::PadRequest {
+        options: pad_options_with(spec, fit),
+        auto,
+        compression,
+        trust_table: spec.trust_table,
+        overwrite: spec.overwrite,
+    })
+}
+
+/// Copies `text` (cut to fit, NUL-terminated) into `out`, a buffer of `out_len` bytes
+/// (NULL/0: nothing).
+///
+/// # Safety
+/// `out` is NULL or valid for writing `out_len` bytes.
+unsafe fn copy_text(text: &str, out: *mut c_char, out_len: usize) {
+    if !out.is_null() && out_len > 0 {
+        let n = text.len().min(out_len - 1);
+        // SAFETY: `out` holds `out_len` > n bytes; the source is our own string.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), out.cast::<u8>(), n);
+            out.add(n).write(0);
+        }
+    }
+}
+
+/// The paths of a C array of `n` NUL-terminated strings.
+///
+/// # Safety
+/// `paths` is valid for reading `n` pointers, each NULL or NUL-terminated (or `paths`
+/// is NULL with `n` 0).
+unsafe fn c_paths(paths: *const *const c_char, n: usize) -> Vec<std::path::PathBuf> {
+    if paths.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: by this function's contract.
+    let items = unsafe { std::slice::from_raw_parts(paths, n) };
+    items
+        .iter()
+        // SAFETY: by this function's contract.
+        .map(|&p| path_of(unsafe { c_bytes(p) }))
+        .collect()
+}
+
+/// The total bytes of `files` (what the progress of a run over them counts up to).
+fn total_bytes(files: &[std::path::PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// The outcome of a run over many files in the C convention: the summary
+/// ([`core::many::summary`]) into `report` always; the code of the first failure, or 0.
+///
+/// # Safety
+/// `report` is NULL or valid for writing `report_len` bytes.
+unsafe fn finish_many<T>(
+    verb: &str,
+    outcomes: FfiResult<Vec<core::many::FileOutcome<T>>>,
+    report: *mut c_char,
+    report_len: usize,
+) -> i32 {
+    let outcomes = match outcomes {
+        // SAFETY: by this function's contract.
+        Err(e) => return unsafe { finish(Err(e), report, report_len) },
+        Ok(o) => o,
+    };
+    // SAFETY: by this function's contract.
+    unsafe { copy_text(&core::many::summary(verb, &outcomes), report, report_len) };
+    match outcomes.iter().find_map(|o| o.result.as_ref().err()) {
+        Some(e) => FfiError::from(e).code.repr,
+        None => ErrorCode::Ok.repr,
+    }
+}
+
+/// Scans each of the `n` TFRecord files `paths` and writes its offset table (the
+/// default path), `jobs` files at a time (0: automatic); `instances[i]` receives file
+/// `i`'s count (0 if it failed). Every file is done whatever became of the others;
+/// `report` receives the summary naming each failure, the return value is the code of
+/// the first failure (0: all succeeded). `progress` (optional) gets the bytes done.
+///
+/// # Safety
+/// `paths` holds `n` NULL or NUL-terminated strings; `instances` is NULL or valid for
+/// writing `n` u64s; `report` holds `report_len` bytes (or is NULL).
+pub unsafe extern "C" fn lirs_build_offset_tables(
+    paths: *const *const c_char,
+    n: usize,
+    jobs: usize,
+    progress: Option<Progress>,
+    instances: *mut u64,
+    report: *mut c_char,
+    report_len: usize,
+) -> i32 {
+    let outcomes = guard("build_offset_tables", || {
+        // SAFETY: by this function's contract.
+        let files = unsafe { c_paths(paths, n) };
+        let total = total_bytes(&files);
+        let report_progress = |done: u64| {
+            if let Some(p) = progress {
+                p(done, total);
+            }
+        };
+        Ok(core::many::run_per_file(
+            &files,
+            jobs,
+            &report_progress,
+            |file, done| {
+                let table = core::default_table_path(file);
+                core::build_offset_table_with(file, &table, false, done)
+            },
+        ))
+    });
+    if let Ok(outcomes) = &outcomes {
+        for (i, o) in outcomes.iter().enumerate() {
+            // SAFETY: `instances` holds `n` u64s and `i < n`, by this function's contract.
+            unsafe { store(instances.wrapping_add(i), *o.result.as_ref().unwrap_or(&0)) };
+        }
+    }
+    // SAFETY: by this function's contract.
+    unsafe { finish_many("indexed", outcomes, report, report_len) }
+}
+
+/// Pads each of the `n` TFRecord files `srcs` into directory `dst_dir` (under its file
+/// name, see [`core::many::pad_outputs`]) as `spec` says, `jobs` at a time (0:
+/// automatic); `summaries[i]` receives file `i`'s summary (zeros if it failed).
+/// Reports as [`lirs_build_offset_tables`].
+///
+/// # Safety
+/// `srcs` holds `n` NULL or NUL-terminated strings; `dst_dir` is NULL or NUL-terminated;
+/// `spec` points to a valid [`PadSpec`]; `summaries` is NULL or valid for writing `n`
+/// [`PadSummary`]s; `report` holds `report_len` bytes (or is NULL).
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lirs_pad_files(
+    srcs: *const *const c_char,
+    n: usize,
+    dst_dir: *const c_char,
+    spec: *const PadSpec,
+    jobs: usize,
+    progress: Option<Progress>,
+    summaries: *mut PadSummary,
+    report: *mut c_char,
+    report_len: usize,
+) -> i32 {
+    let outcomes = guard("pad_files", || {
+        // SAFETY: by this function's contract.
+        let request = unsafe { pad_request(spec) }?;
+        // SAFETY: by this function's contract.
+        let (files, dir) = unsafe { (c_paths(srcs, n), path_of(c_bytes(dst_dir))) };
+        let outputs = core::many::pad_outputs(&files, &dir)?;
+        let total = total_bytes(&files);
+        let report_progress = |done: u64| {
+            if let Some(p) = progress {
+                p(done, total);
+            }
+        };
+        Ok(core::many::run_per_file(
+            &files,
+            jobs,
+            &report_progress,
+            |file, done| {
+                let output = files
+                    .iter()
+                    .position(|f| f == file)
+                    .and_then(|i| outputs.get(i))
+                    .ok_or_else(|| core::Error::internal("an input without its output"))?;
+                core::pad(file, output, &request, done).map(|(summary, _)| summary)
+            },
+        ))
+    });
+    if let Ok(outcomes) = &outcomes {
+        for (i, o) in outcomes.iter().enumerate() {
+            let summary = o.result.as_ref().map(PadSummary::from).unwrap_or_default();
+            // SAFETY: `summaries` holds `n` entries and `i < n`, by this function's contract.
+            unsafe { store(summaries.wrapping_add(i), summary) };
+        }
+    }
+    // SAFETY: by this function's contract.
+    unsafe { finish_many("padded", outcomes, report, report_len) }
 }
 
 /// Scans the TFRecord file `data` and writes its offset table to `table` (NULL or "":
@@ -234,39 +474,35 @@ pub unsafe extern "C" fn lirs_build_offset_table(
 }
 
 /// Rewrites TFRecord `src` as page-aligned `dst` with its table, as `spec` says;
-/// `*summary` receives what was written.
+/// `*summary` receives what was written, `note` (a buffer of `note_len` bytes) what
+/// `fit="auto"` chose and why (empty otherwise).
 ///
 /// # Safety
 /// `src`, `dst` are NULL or NUL-terminated; `spec` points to a valid [`PadSpec`]; `summary`
-/// is NULL or writable; `err` holds `err_len` bytes (or is NULL).
+/// is NULL or writable; `note` holds `note_len` bytes (or is NULL); `err` holds `err_len`
+/// bytes (or is NULL).
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn lirs_pad_file(
     src: *const c_char,
     dst: *const c_char,
     spec: *const PadSpec,
     summary: *mut PadSummary,
+    note: *mut c_char,
+    note_len: usize,
     err: *mut c_char,
     err_len: usize,
 ) -> i32 {
     let result = guard("pad_file", || {
         // SAFETY: by this function's contract.
-        let (options, spec) = unsafe { pad_options(spec) }?;
-        // SAFETY: by this function's contract.
-        let compression: core::Compression =
-            unsafe { c_str(spec.compression, "compression") }?.parse()?;
+        let request = unsafe { pad_request(spec) }?;
         // SAFETY: by this function's contract.
         let (src, dst) = unsafe { (path_of(c_bytes(src)), path_of(c_bytes(dst))) };
-        let written = if spec.trust_table {
-            if compression != core::Compression::Auto {
-                return Err(FfiError::invalid(
-                    "trust_table reads the input at random: it cannot be compressed",
-                ));
-            }
-            core::pad_file_from_table(&src, &dst, &options, |_| {})?
-        } else {
-            core::pad_file_with(&src, &dst, &options, compression, |_| {})?
-        };
+        let (written, chose) = core::pad(&src, &dst, &request, |_| {})?;
         // SAFETY: by this function's contract.
-        unsafe { store(summary, PadSummary::from(&written)) };
+        unsafe {
+            store(summary, PadSummary::from(&written));
+            copy_text(chose.as_deref().unwrap_or(""), note, note_len);
+        }
         Ok(())
     });
     // SAFETY: by this function's contract.
@@ -467,7 +703,7 @@ pub unsafe extern "C" fn lirs_check_backend(
     unsafe { check_text("backend", backend, err, err_len, rules::parse_backend) }
 }
 
-/// Checks a fit name (see [`rules::parse_fit`]).
+/// Checks a fit name for `pad` (see [`rules::parse_pad_fit`]; a PaddedWriter refuses "auto" when created).
 ///
 /// # Safety
 /// `fit` is NULL or NUL-terminated; `err` holds `err_len` bytes (or is NULL).
@@ -477,7 +713,46 @@ pub unsafe extern "C" fn lirs_check_fit(
     err_len: usize,
 ) -> i32 {
     // SAFETY: by this function's contract.
-    unsafe { check_text("fit", fit, err, err_len, rules::parse_fit) }
+    unsafe { check_text("fit", fit, err, err_len, rules::parse_pad_fit) }
+}
+
+/// Checks LIRSDataset's `compression_type` (see [`rules::check_compression_type`]).
+///
+/// # Safety
+/// `compression_type` is NULL or NUL-terminated; `err` holds `err_len` bytes (or is NULL).
+pub unsafe extern "C" fn lirs_check_compression_type(
+    compression_type: *const c_char,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
+    // SAFETY: by this function's contract.
+    unsafe {
+        check_text(
+            "compression_type",
+            compression_type,
+            err,
+            err_len,
+            rules::check_compression_type,
+        )
+    }
+}
+
+/// Checks LIRSDataset's `buffer_size` (see [`rules::check_buffer_size`]); NULL is
+/// `None`.
+///
+/// # Safety
+/// `buffer_size` is NULL or readable; `err` holds `err_len` bytes (or is NULL).
+pub unsafe extern "C" fn lirs_check_buffer_size(
+    buffer_size: *const i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
+    let result = guard("check_buffer_size", || {
+        // SAFETY: by this function's contract.
+        rules::check_buffer_size(unsafe { buffer_size.as_ref().copied() })
+    });
+    // SAFETY: by this function's contract.
+    unsafe { finish(result, err, err_len) }
 }
 
 /// Checks a shard pair (see [`rules::check_shard`]); a NULL pointer is a value not
@@ -557,6 +832,85 @@ mod tests {
     }
 
     #[test]
+    fn many_files_are_all_done_and_the_report_names_each_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..3u8 {
+            let path = dir.path().join(format!("f{i}"));
+            let mut bytes = Vec::new();
+            for k in 0..(10 + i) {
+                core::format::encode_record(&[k; 100], &mut bytes);
+            }
+            std::fs::write(&path, bytes).unwrap();
+            files.push(path);
+        }
+        files.insert(1, dir.path().join("missing"));
+        let c_files: Vec<CString> = files
+            .iter()
+            .map(|f| CString::new(f.as_os_str().as_bytes()).unwrap())
+            .collect();
+        let ptrs: Vec<*const c_char> = c_files.iter().map(|c| c.as_ptr()).collect();
+        let mut counts = [u64::MAX; 4];
+        let mut report = [0u8; 1024];
+        let code = unsafe {
+            lirs_build_offset_tables(
+                ptrs.as_ptr(),
+                ptrs.len(),
+                2,
+                None,
+                counts.as_mut_ptr(),
+                report.as_mut_ptr().cast(),
+                report.len(),
+            )
+        };
+        assert_eq!(code, ErrorCode::NotFound.repr);
+        assert_eq!(counts, [10, 0, 11, 12]);
+        let text = message(&report);
+        assert!(
+            text.starts_with("indexed 3 of 4 files; 1 failed:"),
+            "{text}"
+        );
+        assert!(text.contains("missing"), "{text}");
+
+        // Padded into a directory, fit auto; then refused, as the outputs exist.
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let out_c = CString::new(out.as_os_str().as_bytes()).unwrap();
+        let fit = CString::new("auto").unwrap();
+        let spec = PadSpec {
+            page_size: 4096,
+            fit: fit.as_ptr(),
+            compression: std::ptr::null(),
+            trust_table: false,
+            overwrite: false,
+        };
+        let inputs = [ptrs[0], ptrs[2], ptrs[3]];
+        let mut summaries = [PadSummary::default(); 3];
+        let pad = |summaries: &mut [PadSummary; 3], report: &mut [u8; 1024]| unsafe {
+            lirs_pad_files(
+                inputs.as_ptr(),
+                3,
+                out_c.as_ptr(),
+                &spec,
+                0,
+                None,
+                summaries.as_mut_ptr(),
+                report.as_mut_ptr().cast(),
+                report.len(),
+            )
+        };
+        assert_eq!(pad(&mut summaries, &mut report), 0, "{}", message(&report));
+        assert_eq!(message(&report), "padded 3 of 3 files");
+        let counts: Vec<u64> = summaries.iter().map(|s| s.instances).collect();
+        assert_eq!(counts, [10, 11, 12]);
+        assert_eq!(
+            pad(&mut summaries, &mut report),
+            ErrorCode::InvalidArgument.repr
+        );
+        assert!(message(&report).starts_with("padded 0 of 3 files; 3 failed:"));
+    }
+
+    #[test]
     fn write_read_back_and_errors_with_codes() {
         let dir = tempfile::tempdir().unwrap();
         let path = CString::new(dir.path().join("w").as_os_str().as_bytes()).unwrap();
@@ -566,6 +920,7 @@ mod tests {
             fit: fit.as_ptr(),
             compression: std::ptr::null(),
             trust_table: false,
+            overwrite: false,
         };
         let mut err = [0u8; 256];
         let e = err.as_mut_ptr().cast::<c_char>();

@@ -80,6 +80,51 @@ pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
     Ok(core::options::data_and_tables(&files, &tables)?)
 }
 
+/// The placement `pad` is asked for: a fixed one, or chosen by the file's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PadFit {
+    /// This placement ([`parse_fit`]).
+    Fixed(core::Fit),
+    /// `"auto"`: [`core::pad_file_auto`].
+    Auto,
+}
+
+/// The placement named `fit` for `pad`: "auto" or what [`parse_fit`] takes.
+pub fn parse_pad_fit(fit: &str) -> FfiResult<PadFit> {
+    match fit {
+        "auto" => Ok(PadFit::Auto),
+        _ => parse_fit(fit).map(PadFit::Fixed),
+    }
+}
+
+/// Checks LIRSDataset's `compression_type` as TFRecordDataset takes it (None or "":
+/// uncompressed). A GZIP or ZLIB stream cannot be read at random: the error says how to
+/// get a file that can (`pad` decompresses as it reads).
+pub fn check_compression_type(compression_type: &str) -> FfiResult<()> {
+    match compression_type {
+        "" => Ok(()),
+        "GZIP" | "ZLIB" => Err(FfiError::invalid(format!(
+            "compression_type={compression_type:?}: LIRSDataset reads records at random, which a {compression_type} stream does not allow; write an uncompressed padded copy with its table once, `tfrecord-lirs pad FILE OUT` (Python: tfrecord_lirs.pad(FILE, OUT)), which decompresses as it reads, and read that"
+        ))),
+        other => Err(FfiError::invalid(format!(
+            "compression_type must be None, \"\", \"GZIP\" or \"ZLIB\" (as for TFRecordDataset), got {other:?}"
+        ))),
+    }
+}
+
+/// Checks LIRSDataset's `buffer_size` (bytes; `None` when not given) as
+/// TFRecordDataset takes it: at least 0. Reads are per record (positioned reads of
+/// each record's span, or a memory map), so there is no stream buffer to size; the
+/// read-ahead is `num_parallel_reads` threads over fetch windows.
+pub fn check_buffer_size(buffer_size: Option<i64>) -> FfiResult<()> {
+    match buffer_size {
+        Some(b) if b < 0 => Err(FfiError::invalid(format!(
+            "buffer_size must be >= 0 bytes or None, got {b}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The placement policy named `fit`: "next", "best" (the core's default window,
 /// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
 /// [`core::options::best_fit_window`]).
@@ -90,6 +135,9 @@ pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
         ))
     };
     match fit {
+        "auto" => Err(FfiError::invalid(
+            "fit='auto' chooses by the records of a whole file: pad() takes it, a PaddedWriter (which places records as they come) does not; give 'next' or 'best'",
+        )),
         "next" => Ok(core::Fit::Next),
         "best" => Ok(core::Fit::BEST),
         _ => {
@@ -173,6 +221,36 @@ mod tests {
     }
 
     #[test]
+    fn tfrecord_dataset_arguments() {
+        check_compression_type("").unwrap();
+        for kind in ["GZIP", "ZLIB"] {
+            let e = check_compression_type(kind).unwrap_err();
+            assert!(
+                e.message.contains("tfrecord-lirs pad FILE OUT") && e.message.contains(kind),
+                "{e}"
+            );
+        }
+        let e = check_compression_type("gzip").unwrap_err();
+        assert!(
+            e.message.starts_with("compression_type must be None"),
+            "{e}"
+        );
+        check_buffer_size(None).unwrap();
+        check_buffer_size(Some(0)).unwrap();
+        check_buffer_size(Some(1 << 20)).unwrap();
+        assert!(check_buffer_size(Some(-1)).is_err());
+        assert_eq!(parse_pad_fit("auto").unwrap(), PadFit::Auto);
+        assert_eq!(
+            parse_pad_fit("best:3").unwrap(),
+            PadFit::Fixed(core::Fit::Best { window: 3 })
+        );
+        assert!(parse_fit("auto")
+            .unwrap_err()
+            .message
+            .contains("pad() takes it"));
+    }
+
+    #[test]
     fn pairs_and_default_tables() {
         let spec = |files: &[&str], tables: &[&str]| ReaderSpec {
             files: files
@@ -201,6 +279,7 @@ mod tests {
             ]
         );
         assert!(file_pairs(&spec(&["a", "b"], &["t"])).is_err());
-        assert!(file_pairs(&spec(&[], &[])).is_err());
+        assert_eq!(file_pairs(&spec(&[], &[])).unwrap(), vec![]);
+        assert!(file_pairs(&spec(&[], &["t"])).is_err());
     }
 }

@@ -89,6 +89,9 @@ pub struct Error {
     /// Where; `None` for bad arguments and internal errors.
     at: Option<Location>,
     detail: Detail,
+    /// What to do about it, when that depends on more than the detail (see
+    /// [`Error::with_advice`]); printed after the message.
+    advice: Option<String>,
 }
 
 /// What went wrong, beyond the kind and the place.
@@ -117,6 +120,16 @@ enum Detail {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_detail(f)?;
+        match &self.advice {
+            Some(advice) => write!(f, "; {advice}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Error {
+    fn fmt_detail(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let at = self.at.as_ref();
         match (&self.detail, at) {
             (Detail::Message(message), None) => f.write_str(message),
@@ -216,14 +229,40 @@ impl Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, None, Some(0))),
+            advice: None,
             detail: Detail::Compressed(format),
         }
+    }
+
+    /// The error for `path` given as a TFRecord data file when it is something else
+    /// (a directory, an offset table): `what` says what it is and what to give
+    /// instead ([`ErrorKind::InvalidArgument`]).
+    pub fn not_a_data_file(path: &Path, what: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::InvalidArgument,
+            at: Some(Location::new(path, None, None)),
+            advice: None,
+            detail: Detail::Reason(what.into()),
+        }
+    }
+
+    /// This error with `advice` (what to do about it) printed after its message; a
+    /// second call replaces the first advice.
+    pub fn with_advice(mut self, advice: impl Into<String>) -> Error {
+        self.advice = Some(advice.into());
+        self
+    }
+
+    /// The advice [`with_advice`](Error::with_advice) added, if any.
+    pub fn advice(&self) -> Option<&str> {
+        self.advice.as_deref()
     }
 
     fn message(kind: ErrorKind, message: String) -> Error {
         Error {
             kind,
             at: None,
+            advice: None,
             detail: Detail::Message(message),
         }
     }
@@ -237,6 +276,7 @@ impl Error {
         Error {
             kind,
             at: Some(Location::new(path, None, None)),
+            advice: None,
             detail: Detail::Io(source),
         }
     }
@@ -251,6 +291,7 @@ impl Error {
         Error {
             kind: ErrorKind::NotFound,
             at: Some(Location::new(table, None, None)),
+            advice: None,
             detail: Detail::MissingTable { data, source },
         }
     }
@@ -264,6 +305,7 @@ impl Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, instance, Some(offset))),
+            advice: None,
             detail: Detail::Frame(frame),
         }
     }
@@ -294,8 +336,20 @@ impl Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, instance, offset.into())),
+            advice: None,
             detail: Detail::Reason(reason.into()),
         }
+    }
+
+    /// The error that data file `path` changed while it was open (`reason` says how and
+    /// what failed because of it) ([`ErrorKind::DataLoss`]).
+    pub(crate) fn changed(
+        path: &Path,
+        instance: Option<u64>,
+        offset: Option<u64>,
+        reason: String,
+    ) -> Error {
+        Error::layout(path, instance, offset, reason)
     }
 
     /// The error about line `line` of the text index `index`: `source`, of the same kind.
@@ -303,6 +357,7 @@ impl Error {
         Error {
             kind: source.kind(),
             at: Some(Location::new(index, None, None)),
+            advice: None,
             detail: Detail::TextIndex {
                 line,
                 source: Box::new(source),
@@ -371,6 +426,7 @@ impl Clone for Error {
             kind: self.kind,
             at: self.at.clone(),
             detail,
+            advice: self.advice.clone(),
         }
     }
 }

@@ -42,6 +42,7 @@
 
 #![deny(missing_docs)]
 
+pub mod advice;
 mod batch;
 #[cfg(feature = "object-store")]
 pub mod cloud;
@@ -54,6 +55,7 @@ pub mod format;
 mod interop;
 pub mod io;
 mod layout;
+pub mod many;
 pub mod options;
 mod order;
 mod order_v2;
@@ -95,6 +97,7 @@ pub use table::{
 };
 pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
-    build_offset_table, build_offset_table_with, pad_file, pad_file_from_table, pad_file_with,
-    pad_file_with_progress, Fit, PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter,
+    build_offset_table, build_offset_table_with, check_pad_output, pad, pad_file, pad_file_auto,
+    pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit, Fit, PadOptions,
+    PadRequest, PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

@@ -75,14 +75,11 @@ pub fn compression(name: &str) -> Result<Compression> {
 
 /// The `(data file, offset table)` pairs of a dataset: `files` with `tables`, one per
 /// file or none at all; a missing or empty table path means the default
-/// ([`default_table_path`]).
+/// ([`default_table_path`]). No files is an empty dataset, as for TFRecordDataset.
 pub fn data_and_tables<P: AsRef<Path>>(
     files: &[P],
     tables: &[Option<P>],
 ) -> Result<Vec<(PathBuf, PathBuf)>> {
-    if files.is_empty() {
-        return Err(Error::invalid_argument("no data files given"));
-    }
     if !tables.is_empty() && tables.len() != files.len() {
         return Err(Error::invalid_argument(format!(
             "got {} offset tables for {} data files (give one per file, or none)",
@@ -153,7 +150,6 @@ mod tests {
             e.to_string(),
             "got 1 offset tables for 2 data files (give one per file, or none)"
         );
-        let e = data_and_tables::<&str>(&[], &none).unwrap_err();
-        assert_eq!(e.to_string(), "no data files given");
+        assert!(data_and_tables::<&str>(&[], &none).unwrap().is_empty());
     }
 }

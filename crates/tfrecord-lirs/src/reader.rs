@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::advice::{self, Stamp};
 use crate::error::{Error, Result};
 use crate::format::{self, FrameError, Padding, PageSize, HEADER_LEN};
 use crate::io::{self, Backend, ReadAt};
@@ -83,6 +84,9 @@ struct OpenFile {
     data_path: PathBuf,
     table_path: PathBuf,
     src: Box<dyn ReadAt>,
+    /// Size and modification time at open (local files), compared with the file's own
+    /// when a read fails, to tell a file changed underneath from damaged data.
+    opened: Option<Stamp>,
     /// One bit per page: touched since the last reset.
     touched: Vec<AtomicU64>,
 }
@@ -142,12 +146,19 @@ impl Reader {
             // A URL goes through the registered file system (crate::remote), with
             // the default backend only.
             crate::remote::check_backend(data, options.backend)?;
-            let opened = match (crate::remote::open_if_url(data)?, options.backend) {
-                (Some(remote), _) => Ok(remote),
-                (None, Backend::Auto | Backend::Pread) => Err(io::PreadFile::open(data)?),
-                (None, other) => Ok(io::open(data, other, options.mmap_opt_in)?),
-            };
-            let offsets = read_table_for(data, table_path)?;
+            // A directory, a table or compressed data given as data is named as such
+            // before any advice about its table.
+            let stamp = Stamp::of(data);
+            let opened = (|| {
+                Ok(match (crate::remote::open_if_url(data)?, options.backend) {
+                    (Some(remote), _) => Ok(remote),
+                    (None, Backend::Auto | Backend::Pread) => Err(io::PreadFile::open(data)?),
+                    (None, other) => Ok(io::open(data, other, options.mmap_opt_in)?),
+                })
+            })()
+            .map_err(|e| advice::diagnose(data, e))?;
+            let offsets =
+                read_table_for(data, table_path).map_err(|e| advice::diagnose(data, e))?;
             let src: Box<dyn ReadAt> = match opened {
                 Ok(src) => src,
                 Err(pread) if options.backend == Backend::Auto => {
@@ -161,13 +172,18 @@ impl Reader {
                 size,
                 first_id,
             };
-            check_table(data, table_path, &layout, &*src, options.padding())?;
+            check_table(data, table_path, &layout, &*src, options.padding()).map_err(|e| {
+                let e = advice::diagnose(data, e);
+                let last = layout.offsets.last().copied();
+                advice::stale_table(data, table_path, layout.size, last, e)
+            })?;
             first_id += layout.offsets.len() as u64;
             let pages = size.div_ceil(page.get());
             open.push(OpenFile {
                 data_path: data.clone(),
                 table_path: table_path.clone(),
                 src,
+                opened: stamp,
                 touched: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             });
             layouts.push(layout);
@@ -581,15 +597,19 @@ impl Reader {
         let len = dst.len() as u64;
         io::read_exact_at(&*file.src, dst, start).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::frame(
+                // What the file holds now from `start` (a read came up short: it is
+                // shorter than at open), not what it held then.
+                let now = Stamp::of(&file.data_path).map_or(file.src.size(), |s| s.len);
+                let short = Error::frame(
                     &file.data_path,
                     Some(id),
                     start,
                     FrameError::Truncated {
                         needed: len,
-                        available: file.src.size().saturating_sub(start),
+                        available: now.saturating_sub(start),
                     },
-                )
+                );
+                self.if_changed(f, short)
             } else {
                 Error::io(&file.data_path, e)
             }
@@ -606,6 +626,38 @@ impl Reader {
     /// first would silently skip it. (A span read only in part has its tail checked by
     /// [`read_span_range`](Reader::read_span_range).)
     fn decode_span(
+        &self,
+        f: usize,
+        id: u64,
+        start: u64,
+        end: u64,
+        span: &[u8],
+    ) -> Result<std::ops::Range<usize>> {
+        // Only a failure looks at the file again (a stat per read would cost the small
+        // records' hot path).
+        match self.decode_span_as_opened(f, id, start, end, span) {
+            Ok(payload) => Ok(payload),
+            Err(e) => Err(self.if_changed(f, e)),
+        }
+    }
+
+    /// `err`, from reading file `f`, as the error that the file changed underneath if
+    /// its size or modification time is not what it was at open.
+    #[cold]
+    #[inline(never)]
+    fn if_changed(&self, f: usize, err: Error) -> Error {
+        let file = &self.files[f];
+        match (file.opened, Stamp::of(&file.data_path)) {
+            (Some(opened), Some(now)) => {
+                advice::changed_underneath(&file.data_path, &file.table_path, opened, now, err)
+            }
+            _ => err,
+        }
+    }
+
+    /// [`decode_span`](Reader::decode_span) without the look at the file on failure.
+    #[inline]
+    fn decode_span_as_opened(
         &self,
         f: usize,
         id: u64,

@@ -69,6 +69,16 @@ impl TextIndexFormat {
     }
 }
 
+/// The text index format `path`'s name says it is in (the extensions the tools write:
+/// `.idx` for DALI, `.tfindex` for the `tfrecord` package), if any.
+pub fn format_by_name(path: &Path) -> Option<TextIndexFormat> {
+    match path.extension()?.to_str()? {
+        "idx" => Some(TextIndexFormat::Dali),
+        "tfindex" => Some(TextIndexFormat::TfrecordPy),
+        _ => None,
+    }
+}
+
 impl std::fmt::Display for TextIndexFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -186,6 +186,9 @@ pub enum Fit {
         /// Pending instances held back (memory: their payloads).
         window: usize,
     },
+    /// No padding: the instances back to back in input order, as a plain TFRecord file
+    /// with its table (what `--fit auto` writes when padding does not pay).
+    Unpadded,
 }
 
 impl Fit {
@@ -227,6 +230,12 @@ pub struct PadSummary {
     pub filler_bytes: u64,
     /// Size of the data file.
     pub data_bytes: u64,
+    /// Pages the instances' records touch, summed over the instances: what reading
+    /// every instance once at random costs in page reads, as placed.
+    pub page_reads: u64,
+    /// [`page_reads`](PadSummary::page_reads) had the same records been written back
+    /// to back in input order, without padding (an unpadded file of them).
+    pub unpadded_page_reads: u64,
     /// Best-fit (which may reorder): for each input, in the order given to `write`, the
     /// instance id it received. `None` for next-fit, where input `i` is instance `i`.
     /// [`instance_of`](PadSummary::instance_of) answers for both.
@@ -260,6 +269,26 @@ impl PadSummary {
         }
     }
 
+    /// Expected page reads per instance read at random, as placed (1.0 when every
+    /// instance lies in one page).
+    pub fn page_reads_per_instance(&self) -> f64 {
+        per_instance(self.page_reads, self.instances)
+    }
+
+    /// [`page_reads_per_instance`](PadSummary::page_reads_per_instance) of the same
+    /// records unpadded.
+    pub fn unpadded_page_reads_per_instance(&self) -> f64 {
+        per_instance(self.unpadded_page_reads, self.instances)
+    }
+
+    /// Whether the padding pays for these records: it saves a larger fraction of the
+    /// page reads of random access than the fraction of bytes it adds. (Cold random
+    /// reads cost page reads; sequential reads, copies and cache cost bytes.)
+    pub fn padding_pays(&self) -> bool {
+        let saved = 1.0 - per_instance(self.page_reads, self.unpadded_page_reads.max(1));
+        self.instances > 0 && saved * 100.0 > self.overhead_percent()
+    }
+
     /// Filler bytes as a percentage of the instance bytes (framed).
     pub fn overhead_percent(&self) -> f64 {
         let instance_bytes = self.data_bytes - self.filler_bytes;
@@ -268,6 +297,14 @@ impl PadSummary {
         } else {
             100.0 * self.filler_bytes as f64 / instance_bytes as f64
         }
+    }
+}
+
+fn per_instance(total: u64, instances: u64) -> f64 {
+    if instances == 0 {
+        0.0
+    } else {
+        total as f64 / instances as f64
     }
 }
 
@@ -353,6 +390,12 @@ pub struct PaddedWriter {
     inputs: u64,
     filler_bytes: u64,
     instance_of_input: Vec<u64>,
+    /// See [`PadSummary::page_reads`].
+    page_reads: u64,
+    /// See [`PadSummary::unpadded_page_reads`]; `unpadded_end` is where the next
+    /// input would start in that unpadded file.
+    unpadded_page_reads: u64,
+    unpadded_end: u64,
 }
 
 impl PaddedWriter {
@@ -381,11 +424,14 @@ impl PaddedWriter {
             fit: options.fit,
             sync: options.sync,
             writer,
-            table: OffsetTableBuilder::new(Some(page)),
+            table: OffsetTableBuilder::new((options.fit != Fit::Unpadded).then_some(page)),
             window: Window::default(),
             inputs: 0,
             filler_bytes: 0,
             instance_of_input: Vec::new(),
+            page_reads: 0,
+            unpadded_page_reads: 0,
+            unpadded_end: 0,
         })
     }
 
@@ -401,8 +447,11 @@ impl PaddedWriter {
         }
         let input = self.inputs;
         self.inputs += 1;
+        let framed = format::framed_len(payload.len() as u64);
+        self.unpadded_page_reads += self.page.pages_touched(self.unpadded_end, framed);
+        self.unpadded_end += framed;
         match self.fit {
-            Fit::Next => self.place(payload)?,
+            Fit::Next | Fit::Unpadded => self.place(payload)?,
             Fit::Best { window } => {
                 self.instance_of_input.push(u64::MAX);
                 self.window.push(input, payload.to_vec());
@@ -430,6 +479,9 @@ impl PaddedWriter {
         let offset = self.table.calc_offset(payload.len() as u64);
         debug_assert_eq!(offset, self.writer.position());
         self.writer.write_instance(payload)?;
+        self.page_reads += self
+            .page
+            .pages_touched(offset, format::framed_len(payload.len() as u64));
         Ok(())
     }
 
@@ -478,6 +530,8 @@ impl PaddedWriter {
             pages: data_bytes.div_ceil(self.page.get()),
             filler_bytes: self.filler_bytes,
             data_bytes,
+            page_reads: self.page_reads,
+            unpadded_page_reads: self.unpadded_page_reads,
             instance_of_input: matches!(self.fit, Fit::Best { .. })
                 .then(|| std::mem::take(&mut self.instance_of_input)),
         }
@@ -542,6 +596,123 @@ pub fn pad_file_with(
     writer.finish()
 }
 
+/// What `pad --fit auto` chose, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoFit {
+    /// The placement written: [`Fit::BEST`] when padding pays, else [`Fit::Unpadded`].
+    pub chosen: Fit,
+    /// What best-fit padding gave (the written file's summary when it was chosen).
+    pub best: PadSummary,
+    /// One line saying what was chosen and the figures it was chosen by.
+    pub reason: String,
+}
+
+/// [`pad_file_with`] choosing the placement by the file's record sizes: best fit
+/// (default window) when the padding pays ([`PadSummary::padding_pays`]), else no
+/// padding (a plain copy with its table). The best-fit copy is written and measured
+/// first; a file where it does not pay is written again unpadded. Returns the written
+/// file's summary and the choice.
+pub fn pad_file_auto(
+    src: &Path,
+    dst: &Path,
+    options: &PadOptions,
+    compression: Compression,
+    mut progress: impl FnMut(u64),
+) -> Result<(PadSummary, AutoFit)> {
+    let best_options = PadOptions {
+        fit: Fit::BEST,
+        ..*options
+    };
+    let best = pad_file_with(src, dst, &best_options, compression, &mut progress)?;
+    let saved = 100.0
+        * (1.0
+            - best.page_reads_per_instance()
+                / best
+                    .unpadded_page_reads_per_instance()
+                    .max(f64::MIN_POSITIVE));
+    let figures = format!(
+        "best fit saves {saved:.1}% of page reads per instance ({:.3} -> {:.3}) for {:.2}% more bytes",
+        best.unpadded_page_reads_per_instance(),
+        best.page_reads_per_instance(),
+        best.overhead_percent()
+    );
+    if best.padding_pays() {
+        let reason = format!("fit auto: chose best ({figures})");
+        return Ok((
+            best.clone(),
+            AutoFit {
+                chosen: Fit::BEST,
+                best,
+                reason,
+            },
+        ));
+    }
+    let plain_options = PadOptions {
+        fit: Fit::Unpadded,
+        ..*options
+    };
+    let plain = pad_file_with(src, dst, &plain_options, compression, progress)?;
+    let reason = format!("fit auto: chose no padding ({figures}, which does not pay)");
+    Ok((
+        plain,
+        AutoFit {
+            chosen: Fit::Unpadded,
+            best,
+            reason,
+        },
+    ))
+}
+
+/// Everything a `pad` of one input is asked to do (the CLI's and Python's `pad`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PadRequest {
+    /// Page size, placement and durability; with `auto`, `options.fit` is ignored.
+    pub options: PadOptions,
+    /// Choose the placement by the records ([`pad_file_auto`]).
+    pub auto: bool,
+    /// How the input is compressed.
+    pub compression: Compression,
+    /// Take the instances from the input's trusted table ([`pad_file_from_table`]);
+    /// the input cannot be compressed then.
+    pub trust_table: bool,
+    /// Replace an existing output ([`check_pad_output`]).
+    pub overwrite: bool,
+}
+
+/// Pads `src` into `dst` as `request` says; returns what was written and, for an
+/// automatic placement, what it chose and why ([`AutoFit::reason`]).
+pub fn pad(
+    src: &Path,
+    dst: &Path,
+    request: &PadRequest,
+    progress: impl FnMut(u64),
+) -> Result<(PadSummary, Option<String>)> {
+    check_pad_output(src, dst, request.overwrite)?;
+    if request.trust_table {
+        if !matches!(request.compression, Compression::Auto | Compression::None) {
+            return Err(Error::invalid_argument(
+                "trust_table reads the input at random: it cannot be compressed",
+            ));
+        }
+        if request.auto {
+            return Err(Error::invalid_argument(
+                "fit auto and trust_table together are not supported: give the fit (next or best)",
+            ));
+        }
+        return Ok((
+            pad_file_from_table(src, dst, &request.options, progress)?,
+            None,
+        ));
+    }
+    if request.auto {
+        let (summary, auto) =
+            pad_file_auto(src, dst, &request.options, request.compression, progress)?;
+        return Ok((summary, Some(auto.reason)));
+    }
+    let summary = pad_file_with(src, dst, &request.options, request.compression, progress)?;
+    Ok((summary, None))
+}
+
 /// Rewrites the instances of `src` as its offset table (`src.offsets`) lists them,
 /// with the table trusted ([`ReaderOptions::trust_table`](crate::ReaderOptions)), as a
 /// padded file `dst` plus `dst.offsets`: converts a file padded by another tool (e.g.
@@ -580,6 +751,7 @@ pub fn pad_file_from_table(
 /// is the input file, or the output data is the input's table. Paths are compared as
 /// files (`x` and `./x`, links), not as strings.
 fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
+    crate::advice::check_pad_input(src)?;
     let dst_table = default_table_path(dst);
     let src_table = default_table_path(src);
     let clash = if same_file(src, dst) {
@@ -599,6 +771,39 @@ fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
         ))),
         None => Ok(()),
     }
+}
+
+/// Refuses to `pad` `src` into `dst` when `dst` (or its table) exists, unless
+/// `overwrite`: padding replaces both, and a path typed by mistake should not cost a
+/// file. (An output that is the input itself is refused even so, by the same rule as
+/// [`pad_file_with`].)
+pub fn check_pad_output(src: &Path, dst: &Path, overwrite: bool) -> Result<()> {
+    check_pad_paths(src, dst)?;
+    if overwrite {
+        return Ok(());
+    }
+    let table = default_table_path(dst);
+    for existing in [dst, table.as_path()] {
+        let found = if crate::remote::is_url(existing) {
+            // Through the registered file system: an object that opens exists.
+            matches!(crate::remote::open_if_url(existing), Ok(Some(_))).then_some("an object")
+        } else {
+            std::fs::symlink_metadata(existing).ok().map(|meta| {
+                if meta.is_dir() {
+                    "a directory"
+                } else {
+                    "a file"
+                }
+            })
+        };
+        if let Some(what) = found {
+            return Err(Error::invalid_argument(format!(
+                "{} exists ({what}): pad would replace it; choose another output path, or pass --force (CLI) / overwrite=True (Python) to replace it",
+                existing.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// [`pad_file_with_progress`] without progress reports.
@@ -624,6 +829,9 @@ pub fn build_offset_table_with(
     progress: impl FnMut(u64),
 ) -> Result<u64> {
     check_table_path(data, table)?;
+    if let Some(misuse) = crate::advice::misuse(data) {
+        return Err(crate::advice::misuse_error(data, misuse));
+    }
     // The offsets go to the table file as the scan puts them in order (no table held
     // in memory, no write of it all after the scan); the file is renamed over `table`
     // only once the scan has succeeded.

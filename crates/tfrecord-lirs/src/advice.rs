@@ -1,0 +1,411 @@
+//! The advice for a path that could not be opened, indexed or read as TFRecord data,
+//! decided from what the path really is: a directory, an offset table, compressed
+//! data, or a data file its table no longer matches (truncated, or rewritten since the
+//! table was written), or one that changed while it was open. Every front end (CLI,
+//! kernels, Python) gets these words from here.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use byteorder::{ByteOrder, LittleEndian};
+
+use crate::error::{Error, ErrorKind};
+use crate::format::{self, FRAMING_LEN, HEADER_LEN};
+use crate::table::default_table_path;
+
+/// What a local path given as a TFRecord data file is instead, when that is the
+/// mistake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Misuse {
+    /// A directory.
+    Directory,
+    /// An offset table: named `*.offsets`, or bytes that read as one (a first entry 0,
+    /// then a record start past one framed record) rather than as a record.
+    OffsetTable,
+    /// A GZIP or ZLIB stream ("GZIP" or "ZLIB").
+    Compressed(&'static str),
+}
+
+/// The bytes of a file's head that [`misuse`] looks at: a record header, or the first
+/// two entries of an offset table.
+const HEAD_LEN: usize = 16;
+
+/// What `data` is instead of a TFRecord data file, if it is something else; `None`
+/// for a file whose first bytes are a record header, an empty file with a data name,
+/// a URL (not looked at: a read costs a request) or a path that cannot be read (the
+/// caller's own error says why).
+pub fn misuse(data: &Path) -> Option<Misuse> {
+    if crate::remote::is_url(data) {
+        return None;
+    }
+    let meta = std::fs::metadata(data).ok()?;
+    if meta.is_dir() {
+        return Some(Misuse::Directory);
+    }
+    let mut head = [0u8; HEAD_LEN];
+    let file = std::fs::File::open(data).ok()?;
+    let len = crate::io::read_full_at(&file, &mut head, 0).ok()?;
+    let head = &head[..len];
+    if let Some(header) = head.first_chunk::<HEADER_LEN>() {
+        if format::decode_header(header).is_ok() {
+            return None;
+        }
+    }
+    if let Some(kind) = format::compressed_head(head) {
+        return Some(Misuse::Compressed(kind));
+    }
+    let named_table = data.as_os_str().as_encoded_bytes().ends_with(b".offsets");
+    if named_table || reads_as_table(head, meta.len()) {
+        return Some(Misuse::OffsetTable);
+    }
+    None
+}
+
+/// Whether a file of `size` bytes starting with `head` looks like an offset table: whole
+/// entries, the first 0 and the second at least one framed record further.
+fn reads_as_table(head: &[u8], size: u64) -> bool {
+    if size % 8 != 0 || head.len() < HEAD_LEN {
+        return false;
+    }
+    LittleEndian::read_u64(&head[..8]) == 0 && LittleEndian::read_u64(&head[8..16]) >= FRAMING_LEN
+}
+
+/// The error for `data` given as a TFRecord data file when it is `misuse` instead.
+pub fn misuse_error(data: &Path, misuse: Misuse) -> Error {
+    let d = data.display();
+    match misuse {
+        Misuse::Directory => Error::not_a_data_file(
+            data,
+            format!(
+                "is a directory, not a TFRecord file: give the files in it (a list, or a pattern such as `{d}/*.tfrecord*`; Python: tf.io.gfile.glob)"
+            ),
+        ),
+        Misuse::OffsetTable => {
+            let name = data.as_os_str().to_string_lossy();
+            let of = match name.strip_suffix(".offsets") {
+                Some(file) if !file.is_empty() => format!(" (of {file})"),
+                _ => String::new(),
+            };
+            Error::not_a_data_file(
+                data,
+                format!(
+                    "is an offset table{of}, not a TFRecord data file: give the data files only (a pattern that matched the tables too? match the data files, e.g. `*.tfrecord*[0-9]`, or leave out `*.offsets`)"
+                ),
+            )
+        }
+        Misuse::Compressed(kind) => Error::compressed(data, kind),
+    }
+}
+
+/// `err`, which came of opening, indexing or reading `data` as a TFRecord data file,
+/// replaced by the real mistake when `data` is not one (a directory, an offset table,
+/// or compressed data, which comes before any advice about its table); else `err`.
+pub fn diagnose(data: &Path, err: Error) -> Error {
+    match misuse(data) {
+        Some(m) => misuse_error(data, m),
+        None => err,
+    }
+}
+
+/// [`diagnose`] for an input that may be compressed (`pad` decompresses it): only a
+/// directory or an offset table is a mistake; `Ok` otherwise.
+pub(crate) fn check_pad_input(data: &Path) -> crate::Result<()> {
+    match misuse(data) {
+        Some(m @ (Misuse::Directory | Misuse::OffsetTable)) => Err(misuse_error(data, m)),
+        _ => Ok(()),
+    }
+}
+
+/// A file's size and modification time, as it was when opened or as it is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub len: u64,
+    pub modified: Option<SystemTime>,
+}
+
+impl Stamp {
+    /// `path`'s stamp now (`None` for a URL or a path that cannot be stat'ed).
+    pub fn of(path: &Path) -> Option<Stamp> {
+        if crate::remote::is_url(path) {
+            return None;
+        }
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+/// The command (and Python call) that rebuilds the table of `data` at `table`.
+fn rebuild_command(data: &Path, table: &Path) -> String {
+    let d = data.display();
+    if default_table_path(data) == table {
+        format!(
+            "`tfrecord-lirs index {d}` (Python: tfrecord_lirs.build_offset_table({:?}))",
+            d.to_string()
+        )
+    } else {
+        let t = table.display();
+        format!(
+            "`tfrecord-lirs index {d} --out {t}` (Python: tfrecord_lirs.build_offset_table({:?}, {:?}))",
+            d.to_string(),
+            t.to_string()
+        )
+    }
+}
+
+/// `err`, an error that the table at `table` does not match data file `data` (of
+/// `size` bytes, its table's last entry at `last_offset`), with the advice that fits:
+/// a data file that ends before its table's last record was truncated since (restore
+/// it, or rebuild the table if it is complete as it is); one modified after its table
+/// was rewritten (rebuild the table). Without either sign `err` is returned as it is
+/// (the table may belong to another tool; its message says so).
+pub(crate) fn stale_table(
+    data: &Path,
+    table: &Path,
+    size: u64,
+    last_offset: Option<u64>,
+    err: Error,
+) -> Error {
+    if err.advice().is_some()
+        || !matches!(err.kind(), ErrorKind::InvalidArgument | ErrorKind::DataLoss)
+    {
+        return err;
+    }
+    let rebuild = rebuild_command(data, table);
+    let d = data.display();
+    if let Some(last) = last_offset.filter(|&last| last >= size) {
+        return err.with_advice(format!(
+            "{d} was truncated after its table was written (it ends at byte {size}, the table's last record starts at byte {last}): restore the file, or if it is complete as it is, rebuild the table with {rebuild}"
+        ));
+    }
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    match (modified(data), modified(table)) {
+        (Some(d_time), Some(t_time)) if d_time > t_time => err.with_advice(format!(
+            "{d} was rewritten after its table {} was written: rebuild the table with {rebuild}",
+            table.display()
+        )),
+        _ => err,
+    }
+}
+
+/// [`diagnose`], then for an error that the table at `table` does not match data file
+/// `data`, the advice of whether `data` was truncated or rewritten since the table was
+/// written, with the command that rebuilds it (for callers that check a table without
+/// opening a [`Reader`](crate::Reader), such as `verify`; `Reader::open` does this
+/// itself).
+pub fn explain(data: &Path, table: &Path, err: Error) -> Error {
+    let err = diagnose(data, err);
+    if crate::remote::is_url(data) || matches!(err.kind(), ErrorKind::NotFound) {
+        return err;
+    }
+    let Ok(size) = std::fs::metadata(data).map(|m| m.len()) else {
+        return err;
+    };
+    let last = std::fs::read(table).ok().and_then(|bytes| {
+        let tail = bytes
+            .len()
+            .checked_sub(8)
+            .filter(|_| bytes.len() % 8 == 0)?;
+        Some(LittleEndian::read_u64(&bytes[tail..]))
+    });
+    stale_table(data, table, size, last, err)
+}
+
+/// `err`, from reading `data` (opened with stamp `opened`, which is now `now`),
+/// replaced by the error that the file changed underneath when the stamps differ:
+/// truncated (shorter now), grown, or rewritten (same size, another modification
+/// time). `err` is kept as the cause in the message.
+pub(crate) fn changed_underneath(
+    data: &Path,
+    table: &Path,
+    opened: Stamp,
+    now: Stamp,
+    err: Error,
+) -> Error {
+    if opened == now {
+        return err;
+    }
+    let how = if now.len < opened.len {
+        "truncated"
+    } else if now.len > opened.len {
+        "grown"
+    } else {
+        "rewritten"
+    };
+    let (instance, offset) = (err.instance(), err.offset());
+    let reason = format!(
+        "the file changed underneath: it was {} bytes when opened and is {} bytes now ({how}{}); {}: open it again (a new dataset or reader), and if it was rewritten on purpose, rebuild its table first with {}",
+        opened.len,
+        now.len,
+        if opened.modified != now.modified {
+            ", modified since"
+        } else {
+            ""
+        },
+        strip_location(&err),
+        rebuild_command(data, table)
+    );
+    Error::changed(data, instance, offset, reason)
+}
+
+/// `err`'s message without its leading location (`path: instance i at byte o: `),
+/// which the changed-underneath error states itself.
+fn strip_location(err: &Error) -> String {
+    let text = err.to_string();
+    let mut prefix = match err.file() {
+        Some(p) => p.display().to_string(),
+        None => return text,
+    };
+    if let Some(i) = err.instance() {
+        prefix.push_str(&format!(": instance {i}"));
+    }
+    if let Some(o) = err.offset() {
+        prefix.push_str(&format!(" at byte {o}"));
+    }
+    prefix.push_str(": ");
+    text.strip_prefix(&prefix)
+        .map_or(text.clone(), str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        format::encode_record(payload, &mut out);
+        out
+    }
+
+    #[test]
+    fn names_directories_tables_and_compressed_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d.tfrecord");
+        std::fs::write(&data, record(b"one")).unwrap();
+        assert_eq!(misuse(&data), None);
+        assert_eq!(misuse(dir.path()), Some(Misuse::Directory));
+        let e = misuse_error(dir.path(), Misuse::Directory);
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(
+            e.to_string()
+                .contains("is a directory, not a TFRecord file"),
+            "{e}"
+        );
+
+        // A table, by its name and by its bytes.
+        let table = dir.path().join("d.tfrecord.offsets");
+        std::fs::write(&table, crate::encode_table(&[0])).unwrap();
+        assert_eq!(misuse(&table), Some(Misuse::OffsetTable));
+        let renamed = dir.path().join("t.bin");
+        std::fs::write(&renamed, crate::encode_table(&[0, 19, 40])).unwrap();
+        assert_eq!(misuse(&renamed), Some(Misuse::OffsetTable));
+        let e = misuse_error(&table, Misuse::OffsetTable);
+        assert!(
+            e.to_string().contains("is an offset table (of ")
+                && e.to_string()
+                    .contains("d.tfrecord), not a TFRecord data file"),
+            "{e}"
+        );
+        // An empty data file is data.
+        let empty = dir.path().join("empty.tfrecord");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(misuse(&empty), None);
+
+        // GZIP, before any talk of tables.
+        let gz = dir.path().join("d.gz");
+        std::fs::write(&gz, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4]).unwrap();
+        assert_eq!(misuse(&gz), Some(Misuse::Compressed("GZIP")));
+        let missing = Error::not_a_data_file(&gz, "stand-in");
+        assert!(diagnose(&gz, missing)
+            .to_string()
+            .contains("GZIP-compressed"));
+        assert!(check_pad_input(&gz).is_ok());
+        assert!(check_pad_input(&table).is_err());
+    }
+
+    #[test]
+    fn stale_tables_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d");
+        let table = default_table_path(&data);
+        std::fs::write(&table, b"").unwrap();
+        std::fs::write(&data, b"x").unwrap();
+        let base = || Error::not_a_data_file(&table, "does not match");
+        let truncated = stale_table(&data, &table, 100, Some(150), base()).to_string();
+        assert!(
+            truncated.contains("was truncated after its table was written")
+                && truncated.contains("`tfrecord-lirs index "),
+            "{truncated}"
+        );
+        // Data written after its table: rewritten.
+        let old = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&table)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let rewritten = stale_table(&data, &table, 100, Some(50), base()).to_string();
+        assert!(
+            rewritten.contains("was rewritten after its table"),
+            "{rewritten}"
+        );
+        // No sign either way: no advice.
+        std::fs::File::options()
+            .write(true)
+            .open(&data)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let plain = stale_table(&data, &table, 100, Some(50), base());
+        assert_eq!(plain.advice(), None);
+    }
+
+    #[test]
+    fn changes_underneath_say_how() {
+        let data = Path::new("d");
+        let table = Path::new("d.offsets");
+        let t0 = Some(SystemTime::UNIX_EPOCH);
+        let t1 = Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(5));
+        let opened = Stamp {
+            len: 1000,
+            modified: t0,
+        };
+        let frame = || {
+            Error::frame(
+                data,
+                Some(3),
+                600,
+                format::FrameError::Truncated {
+                    needed: 500,
+                    available: 0,
+                },
+            )
+        };
+        let same = changed_underneath(data, table, opened, opened, frame());
+        assert!(same
+            .to_string()
+            .starts_with("d: instance 3 at byte 600: truncated"));
+        let now = Stamp {
+            len: 500,
+            modified: t1,
+        };
+        let e = changed_underneath(data, table, opened, now, frame());
+        assert_eq!(
+            (e.kind(), e.instance(), e.offset()),
+            (ErrorKind::DataLoss, Some(3), Some(600))
+        );
+        assert_eq!(
+            e.to_string(),
+            "d: instance 3 at byte 600: the file changed underneath: it was 1000 bytes when opened and is 500 bytes now (truncated, modified since); truncated record: needs 500 bytes, only 0 available: open it again (a new dataset or reader), and if it was rewritten on purpose, rebuild its table first with `tfrecord-lirs index d` (Python: tfrecord_lirs.build_offset_table(\"d\"))"
+        );
+        let same_size = Stamp {
+            len: 1000,
+            modified: t1,
+        };
+        let e = changed_underneath(data, table, opened, same_size, frame());
+        assert!(e.to_string().contains("(rewritten, modified since)"), "{e}");
+    }
+}
