@@ -119,6 +119,11 @@ class LIRSDataset(dataset_ops.DatasetSource):
         like `Dataset.interleave`. A checkpoint of an unordered iterator restores
         exactly the instances it had not delivered (in the order their reads
         complete).
+      order_version: the order algorithm (docs/FORMAT.md §5): 1 (default; the
+        orders of every earlier release) or 2 (§5.8: computed position by
+        position, nothing held per instance, an epoch starts in O(1): for 10^8
+        instances and more). A checkpoint restores only into a dataset of the
+        version it was taken with (older checkpoints are version 1).
     Elements are scalar tf.string payloads (or batches of them); filler
     records never appear.
     """
@@ -127,7 +132,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  num_parallel_reads=None, name=None, offset_tables=None, page_aware=False,
                  seed=None, reshuffle_each_iteration=True, num_shards=1, shard_index=0,
                  page_size=4096, batch_size=None, drop_remainder=False, backend="auto",
-                 trust_table=False, deterministic=None):
+                 trust_table=False, deterministic=None, order_version=1):
         """See the class docstring."""
         _native.check_compression_type(compression_type)
         _native.check_buffer_size(buffer_size)
@@ -186,6 +191,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             num_parallel_reads=num_parallel_reads,
             backend=backend,
             trust_table=bool(trust_table),
+            order_version=int(order_version),
             deterministic="default" if deterministic is None else str(deterministic).lower(),
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
