@@ -1,4 +1,4 @@
-"""`make bench` (issue #4): LIRS vs stock tf.data, every contender in the same run.
+"""`make bench`: LIRS vs stock tf.data, every contender in the same run.
 
 Generates its own data in bench_out/ (Rust example binary + the CLI), runs each
 benchmark, prints one table of figures, ratios and targets, and writes it with a
@@ -53,7 +53,7 @@ COLD_MAX_SECS = 20 if SCALE >= 0.5 else 5
 MICRO_SECS = 2 if SCALE >= 0.5 else 1
 LIMIT_ROUNDS = 7 if SCALE >= 0.5 else 3          # interleaved rounds of `lirs_bench limit`
 
-# The figures of the run before issue #13 (BENCHMARKS.md of 2026-11-23 01:56, same machine,
+# The figures of an earlier run (BENCHMARKS.md of 2026-11-23 01:56, same machine,
 # BENCH_SCALE=1), shown next to today's for the rows that must not regress.
 BEFORE = {
     "big_per_element": 26_305,       # row 2, per element: LIRSDataset (pread)

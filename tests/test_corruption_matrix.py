@@ -1,4 +1,4 @@
-"""Corruption matrix through TensorFlow (issue #5): every damaged input read with
+"""Corruption matrix through TensorFlow: every damaged input read with
 LIRSDataset ends in a clear tf.errors.DataLossError or InvalidArgumentError naming the
 file, the byte offset and, where one is involved, the instance. The same damage fed
 to the CLI (`verify`, `get`) exits 1 with one `error: ...` line. Never a crash, a

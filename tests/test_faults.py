@@ -1,4 +1,4 @@
-"""Faults and resumption (issue #5), real TensorFlow:
+"""Faults and resumption, real TensorFlow:
 
 * a Rust panic inside each bridged entry point becomes tf.errors.InternalError and
   the process goes on (and the entry point works again once the fault is gone);
@@ -97,7 +97,7 @@ def test_panic_in_each_entry_point_is_internal_error(data, tmp_path, point):
 
 
 def test_panic_in_the_single_read_fallback(data):
-    # A failed window read is retried per id inside the Rust fetch job (issue 15), so a
+    # A failed window read is retried per id inside the Rust fetch job, so a
     # panic there is a panic on a fetch thread: InternalError, not a hidden retry.
     path, recs = data
     _corrupt_payload(path, 10)

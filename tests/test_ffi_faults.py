@@ -1,4 +1,4 @@
-"""Panics inside the Rust side of LIRSDataset, real TensorFlow (issue #5 §3):
+"""Panics inside the Rust side of LIRSDataset, real TensorFlow:
 
 * a panic on a fetch I/O thread surfaces as tf.errors.InternalError, never as a
   hang, a retry that hides it, or a dead process;

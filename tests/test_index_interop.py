@@ -1,4 +1,4 @@
-"""Index interop (issue 11): `tfrecord-lirs index FILE INDEX --from dali|tfrecord-py`
+"""Index interop: `tfrecord-lirs index FILE INDEX --from dali|tfrecord-py`
 and `tfrecord-lirs export FILE --format dali|tfrecord-py`, against index files written
 by the real `tfrecord` package's tfrecord2idx (vahidk/tfrecord, PyPI `tfrecord`) and by
 DALI's tfrecord2idx rule (one `offset size` line per record, size = the whole framed
@@ -187,7 +187,7 @@ def test_wrong_indexes_are_errors_naming_the_line(tf_file, tmp_path):
 
 
 def test_tfrecord_package_example_loader_fails_loudly_on_fillers(tmp_path):
-    """What README/FORMAT.md promise of Example parsers (issue 14): the real `tfrecord`
+    """What README/FORMAT.md promise of Example parsers: the real `tfrecord`
     package's example_loader reads the unpadded file's Examples, and on the padded copy
     fails on the first filler with a protobuf DecodeError instead of yielding empty
     Examples; with `stock_dataset`-style filtering nothing is lost (the instances are

@@ -1,4 +1,4 @@
-"""Fast paths of LIRSDataset (issue #4): parallel reads and in-kernel batches must
+"""Fast paths of LIRSDataset: parallel reads and in-kernel batches must
 yield exactly the sequence of the plain per-element dataset, real TensorFlow."""
 import os
 import sys

@@ -1,6 +1,6 @@
-"""Packaging rules that need no fresh venv (issue 11): the TensorFlow version check at
+"""Packaging rules that need no fresh venv: the TensorFlow version check at
 import, the build's refusal without TensorFlow, one version everywhere, and no test
-hook in the op library users install (issue 15)."""
+hook in the op library users install."""
 
 from __future__ import annotations
 

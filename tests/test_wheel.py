@@ -1,4 +1,4 @@
-"""The wheel as a TensorFlow user gets it (issue 11): `make wheel`'s
+"""The wheel as a TensorFlow user gets it: `make wheel`'s
 dist/tfrecord_lirs-*.whl installed into fresh virtualenvs.
 
 * next to `tensorflow==2.21.0` (the full, GPU-capable package): no tensorflow-cpu is
@@ -244,7 +244,7 @@ def test_wheel_contents_and_tags(wheel):
         assert (z.getinfo(cli).external_attr >> 16) & 0o111, "the CLI is not executable"
         assert z.read(cli)[:4] == b"\x7fELF"
         assert not [n for n in names if "libtensorflow" in n], sorted(names)
-        # Fault injection lives only in the test build of the op library (issue 15).
+        # Fault injection lives only in the test build of the op library.
         library = z.read("tfrecord_lirs/_lirs_ops.so")
         for marker in (b"LIRSTestOnlyPanic", b"lirs_test_", b"test panic injected",
                        b"fault_injection", b"set_test_panic"):

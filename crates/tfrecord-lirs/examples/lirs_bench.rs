@@ -1,4 +1,4 @@
-//! The Rust side of `make bench` (issue #4): data generation, page-cache control, and the
+//! The Rust side of `make bench`: data generation, page-cache control, and the
 //! measurements that need the core crate directly. Driven by `benchmarks/run_bench.py`;
 //! every measurement prints one JSON object per line on stdout.
 //!
