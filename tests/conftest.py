@@ -107,6 +107,22 @@ def pack_table(offsets: list[int]) -> bytes:
     return struct.pack(f"<{len(offsets)}Q", *offsets)
 
 
+def frame(payload: bytes) -> bytes:
+    """One TFRecord record (header, masked CRCs) around `payload`."""
+    header = struct.pack("<Q", len(payload))
+    return (header + struct.pack("<I", masked_crc32c(header)) + payload
+            + struct.pack("<I", masked_crc32c(payload)))
+
+
+def framed(payloads) -> tuple[bytes, bytes]:
+    """A plain TFRecord file of `payloads` and its offset table, as bytes."""
+    data, offsets = bytearray(), []
+    for p in payloads:
+        offsets.append(len(data))
+        data += frame(p)
+    return bytes(data), pack_table(offsets)
+
+
 def affine_payload(i: int, size: int, a: int = 131, b: int = 7) -> bytes:
     return bytes((i * a + j * b) % 256 for j in range(size))
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -41,6 +40,9 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from namespace_run import run_in_namespace  # noqa: E402
 
 BUCKET = "bkt"
 EMULATOR_PORT = 9023
@@ -99,40 +101,10 @@ def run_with_gcs(workdir: Path, objects: dict[str, Path | bytes], code: str, *,
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     cert = make_certificate(workdir)
-    staged = workdir / "objects"
-    staged.mkdir(exist_ok=True)
-    names = {}
-    for i, (name, value) in enumerate(objects.items()):
-        local = staged / f"{i}"
-        if isinstance(value, bytes):
-            local.write_bytes(value)
-        else:
-            shutil.copyfile(value, local)
-        names[name] = str(local)
-    (workdir / "snippet.py").write_text(code)
-    (workdir / "config.json").write_text(json.dumps({
-        "objects": names, "cert": str(cert), "key": str(workdir / "key.pem"),
-        "latency": latency, "env": env or {}, "timeout": timeout}))
-    proc = subprocess.Popen(
-        ["unshare", "-nm", sys.executable, str(Path(__file__).resolve()), "inner",
-         str(workdir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise GcsRunError(f"gs:// run timed out after {timeout + 60} s\n--- stdout\n{out}"
-                          f"\n--- stderr\n{err[-20000:]}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    if done.returncode != 0:
-        raise GcsRunError(f"gs:// run failed (exit {done.returncode})\n--- stdout\n{out}"
-                          f"\n--- stderr\n{err[-20000:]}")
-    return done
+    config = {"cert": str(cert), "key": str(workdir / "key.pem"), "latency": latency,
+              "env": env or {}}
+    return run_in_namespace(__file__, "-nm", workdir, objects, code, config, timeout,
+                            GcsRunError)
 
 
 # ----------------------------------------------------------------------------------

@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
-import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from namespace_run import run_in_namespace  # noqa: E402
 
 BUCKET = "bkt"
 PORT = 9024
@@ -46,39 +47,8 @@ class S3RunError(AssertionError):
 def run_with_s3(workdir, objects, code, *, faults=None, timeout=600, env=None):
     """Runs `code` against s3://BUCKET holding `objects` (name -> local file or bytes);
     returns the finished process; raises S3RunError if it failed or timed out."""
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    staged = workdir / "objects"
-    staged.mkdir(exist_ok=True)
-    names = {}
-    for i, (name, value) in enumerate(objects.items()):
-        local = staged / f"{i}"
-        if isinstance(value, bytes):
-            local.write_bytes(value)
-        else:
-            shutil.copyfile(value, local)
-        names[name] = str(local)
-    (workdir / "snippet.py").write_text(code)
-    (workdir / "config.json").write_text(json.dumps({
-        "objects": names, "faults": faults or {}, "env": env or {}, "timeout": timeout}))
-    proc = subprocess.Popen(
-        ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), "inner", str(workdir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise S3RunError(f"s3:// run timed out after {timeout + 60} s\n--- stdout\n{out}"
-                         f"\n--- stderr\n{err[-20000:]}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    if proc.returncode != 0:
-        raise S3RunError(f"s3:// run failed (exit {proc.returncode})\n--- stdout\n{out}"
-                         f"\n--- stderr\n{err[-20000:]}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    config = {"faults": faults or {}, "env": env or {}}
+    return run_in_namespace(__file__, "-n", workdir, objects, code, config, timeout, S3RunError)
 
 
 # ----------------------------------------------------------------------------------

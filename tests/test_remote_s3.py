@@ -9,22 +9,10 @@ import collections
 import json
 from pathlib import Path
 
-from conftest import affine_payload, masked_crc32c, pack_table
+from conftest import affine_payload, framed
 from s3_server import BUCKET, run_with_s3
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def framed(payloads):
-    import struct
-
-    data, offsets = bytearray(), []
-    for p in payloads:
-        offsets.append(len(data))
-        header = struct.pack("<Q", len(p))
-        data += (header + struct.pack("<I", masked_crc32c(header)) + p
-                 + struct.pack("<I", masked_crc32c(p)))
-    return bytes(data), pack_table(offsets)
 
 
 PAYLOADS = [affine_payload(i, 30 + (i * 17) % 500) for i in range(2000)]

@@ -12,22 +12,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conftest import affine_payload, masked_crc32c, pack_table  # noqa: E402
+from conftest import affine_payload, framed  # noqa: E402
 from s3_server import BUCKET, S3RunError, run_with_s3  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def framed(payloads):
-    import struct
-
-    data, offsets = bytearray(), []
-    for p in payloads:
-        offsets.append(len(data))
-        header = struct.pack("<Q", len(p))
-        data += (header + struct.pack("<I", masked_crc32c(header)) + p
-                 + struct.pack("<I", masked_crc32c(p)))
-    return bytes(data), pack_table(offsets)
 
 
 PAYLOADS = [affine_payload(i, 20 + (i * 13) % 700) for i in range(3000)]

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import affine_payload, masked_crc32c, pack_table, read_records, read_table, run_ok
+from conftest import affine_payload, framed, read_records, read_table, run_ok
 
 import tfrecord_lirs
 from tfrecord_lirs import DataSource, Sampler
@@ -20,22 +20,11 @@ from tfrecord_lirs.errors import (DataLossError, InvalidArgumentError, LIRSError
                                   NotFoundError)
 
 
-def frame(payload: bytes) -> bytes:
-    import struct
-
-    header = struct.pack("<Q", len(payload))
-    return (header + struct.pack("<I", masked_crc32c(header)) + payload
-            + struct.pack("<I", masked_crc32c(payload)))
-
-
 def write_file(path, payloads):
     """A plain TFRecord file and its table; returns the payloads."""
-    data, offsets = bytearray(), []
-    for p in payloads:
-        offsets.append(len(data))
-        data += frame(p)
-    path.write_bytes(bytes(data))
-    (path.parent / (path.name + ".offsets")).write_bytes(pack_table(offsets))
+    data, table = framed(payloads)
+    path.write_bytes(data)
+    (path.parent / (path.name + ".offsets")).write_bytes(table)
     return list(payloads)
 
 

@@ -148,13 +148,7 @@ impl NativeReader {
         order_version: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let version = core::options::order_version(order_version).py_err(py)?;
-        let spec = OrderSpec {
-            seed,
-            epoch,
-            page_aware,
-            num_shards,
-            shard_index,
-        };
+        let spec = order_spec(seed, epoch, page_aware, num_shards, shard_index);
         let reader = &self.reader;
         let ids = py
             .detach(|| {
@@ -188,6 +182,24 @@ impl NativeReader {
     }
 }
 
+/// The order of `(seed, epoch)`, page-aware or not, for shard `shard_index` of
+/// `num_shards` (the arguments of both order functions, as Python passes them).
+fn order_spec(
+    seed: u64,
+    epoch: u64,
+    page_aware: bool,
+    num_shards: u64,
+    shard_index: u64,
+) -> OrderSpec {
+    OrderSpec {
+        seed,
+        epoch,
+        page_aware,
+        num_shards,
+        shard_index,
+    }
+}
+
 /// An order's ids as little-endian u64 bytes.
 fn order_bytes(order: EpochOrder) -> Vec<u8> {
     let mut out = Vec::with_capacity(order.len() as usize * 8);
@@ -213,13 +225,7 @@ fn instance_order<'py>(
     order_version: u64,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let version: OrderVersion = core::options::order_version(order_version).py_err(py)?;
-    let spec = OrderSpec {
-        seed,
-        epoch,
-        page_aware,
-        num_shards,
-        shard_index,
-    };
+    let spec = order_spec(seed, epoch, page_aware, num_shards, shard_index);
     let ids = py
         .detach(|| EpochOrder::of_len(n, &spec, version).map(order_bytes))
         .py_err(py)?;
