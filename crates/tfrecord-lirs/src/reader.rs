@@ -346,42 +346,41 @@ impl Reader {
             return self.read_batch(ids, out);
         }
         let chunk = ids.len().div_ceil(parts);
+        // One part, on whichever thread: a panic is this part's Internal error.
+        let read_part = |part: &[u64]| -> Result<Batch> {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut batch = Batch::default();
+                self.read_batch(part, &mut batch).map(|()| batch)
+            }))
+            .unwrap_or_else(|_| Err(Error::internal("a concurrent read panicked")))
+        };
         let results: Vec<Result<Batch>> = std::thread::scope(|s| {
             let running: Vec<_> = ids
                 .chunks(chunk)
                 .map(|part| {
-                    let read = move || {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            let mut batch = Batch::default();
-                            self.read_batch(part, &mut batch).map(|()| batch)
-                        }))
-                        .unwrap_or_else(|_| Err(Error::internal("a concurrent read panicked")))
-                    };
                     std::thread::Builder::new()
                         .name("lirs-read".into())
-                        .spawn_scoped(s, read)
+                        .spawn_scoped(s, move || read_part(part))
                         .map_err(|_| part)
                 })
                 .collect();
             running
                 .into_iter()
                 .map(|started| match started {
+                    // read_part catches the part's panics: join fails only if that did.
                     Ok(handle) => handle
                         .join()
                         .unwrap_or_else(|_| Err(Error::internal("a concurrent read panicked"))),
                     // No thread to be had: this part is read here.
-                    Err(part) => {
-                        let mut batch = Batch::default();
-                        self.read_batch(part, &mut batch).map(|()| batch)
-                    }
+                    Err(part) => read_part(part),
                 })
                 .collect()
         });
         out.clear();
         for part in results {
             let part = part?;
-            for (i, payload) in part.payloads().enumerate() {
-                out.push(part.ids[i], payload);
+            for (&id, payload) in part.ids.iter().zip(part.payloads()) {
+                out.push(id, payload);
             }
         }
         Ok(())
