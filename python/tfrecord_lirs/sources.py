@@ -141,8 +141,6 @@ class Sampler:
         _lirs.check_order_version(order_version)
         if self._source is not None:
             self._len = self._source._reader.shard_len(num_shards, shard_index)
-            if page_aware:
-                self.order(0)
         else:
             self._len = len(self.order(0))
 
