@@ -12,6 +12,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod loader;
+
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
@@ -248,6 +250,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // TensorFlow op library registers TensorFlow's file systems in its copy).
     core::remote::register(Arc::new(core::cloud::ObjectStoreFileSystem::new()));
     m.add_class::<NativeReader>()?;
+    m.add_class::<loader::NativeLoader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -55,6 +55,7 @@ pub mod format;
 mod interop;
 pub mod io;
 mod layout;
+mod loader;
 pub mod many;
 pub mod options;
 mod order;
@@ -85,6 +86,7 @@ pub use interop::{
 };
 pub use io::{Backend, MmapOptIn};
 pub use layout::Layout;
+pub use loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
 pub use order::{EpochOrder, OrderSpec, OrderVersion};
 pub use order_v2::{ids_per_unit, OrderV2};
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
