@@ -90,7 +90,7 @@ pub use order_v2::{ids_per_unit, OrderV2};
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use spec::TFRecordLIRS;
-pub use stats::IoStats;
+pub use stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use table::{
     default_table_path, encode_table, parse_table, read_table, read_table_for, write_table,
     OffsetTableBuilder,
