@@ -125,6 +125,12 @@ mod ffi {
         order_version: i64,
     }
 
+    /// Reads and bytes of every reader of this process since it started.
+    struct ProcessIoTotals {
+        reads: u64,
+        bytes_read: u64,
+    }
+
     /// A cursor's checkpoint values under TensorFlow's keys: `position`, and
     /// `delivered_after` (positions past it already delivered), which is written only
     /// when `has_delivered_after` (unordered delivery, or a state with such positions)
@@ -132,12 +138,6 @@ mod ffi {
     /// state belongs to (0: the dataset's own, a fresh start; a checkpoint written
     /// before order versions existed holds version 1).
     #[derive(Debug, Clone)]
-    /// Reads and bytes of every reader of this process since it started.
-    struct ProcessIoTotals {
-        reads: u64,
-        bytes_read: u64,
-    }
-
     struct CursorCheckpoint {
         position: i64,
         has_delivered_after: bool,
