@@ -76,7 +76,8 @@ pub use fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
     Payloads, Resume, Window, ORDER_VERSION_1, REMOTE_AUTO_THREADS,
 };
-pub use format::PageSize;
+pub use format::table_path::default_table_path;
+pub use format::{Fit, PageSize};
 pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,
     offsets_from_text_index,
@@ -90,12 +91,11 @@ pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use table::{
-    default_table_path, encode_table, parse_table, read_table, read_table_for, write_table,
-    OffsetTableBuilder,
+    encode_table, parse_table, read_table, read_table_for, write_table, OffsetTableBuilder,
 };
 pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
     build_offset_table, build_offset_table_with, check_pad_output, pad, pad_file, pad_file_auto,
-    pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit, Fit, PadOptions,
-    PadRequest, PadSummary, PaddedWriter, Record, TFRecordWriter,
+    pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit, PadOptions, PadRequest,
+    PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

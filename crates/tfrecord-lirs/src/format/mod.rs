@@ -11,11 +11,14 @@
 #![forbid(unsafe_code)]
 
 pub mod example;
+mod fit;
 mod framing;
 pub(crate) mod layout;
 pub(crate) mod order;
 pub(crate) mod order_v2;
 pub(crate) mod table;
+pub(crate) mod table_path;
 pub mod text_index;
 
+pub use fit::Fit;
 pub use framing::*;
