@@ -552,6 +552,7 @@ fn run(command: Command) -> Outcome {
                     },
                 },
                 sync,
+                ..Default::default()
             };
             let compression = match compression {
                 None => Compression::Auto,
