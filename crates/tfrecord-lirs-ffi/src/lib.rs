@@ -334,9 +334,6 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
     catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         fault_injection::panic_if_armed(point);
-        // URLs are read through TensorFlow's file systems (op library builds only).
-        #[cfg(feature = "tensorflow")]
-        tf_fs::install();
         f()
     }))
     .map_err(|payload| {
@@ -345,6 +342,15 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
             core::panic_message(payload.as_ref())
         ))
     })
+}
+
+/// Where the op library's paths are: local files, and URLs through TensorFlow's file
+/// systems (op library builds only; local files only without TensorFlow).
+pub fn storage() -> core::Storage {
+    #[cfg(feature = "tensorflow")]
+    return tf_fs::storage();
+    #[cfg(not(feature = "tensorflow"))]
+    core::Storage::local()
 }
 
 /// A path from the bytes of a foreign string.
@@ -428,6 +434,7 @@ fn open_reader(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Box<LirsRead
                 backend,
                 trust_table: spec.trust_table,
                 mmap_opt_in,
+                storage: storage(),
             };
             let reader = core::Reader::open(&pairs, &options)?;
             Ok(Box::new(LirsReader {
