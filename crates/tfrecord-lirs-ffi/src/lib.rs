@@ -125,6 +125,12 @@ mod ffi {
         order_version: i64,
     }
 
+    /// Reads and bytes of every reader of this process since it started.
+    struct ProcessIoTotals {
+        reads: u64,
+        bytes_read: u64,
+    }
+
     /// A cursor's checkpoint values under TensorFlow's keys: `position`, and
     /// `delivered_after` (positions past it already delivered), which is written only
     /// when `has_delivered_after` (unordered delivery, or a state with such positions)
@@ -150,6 +156,8 @@ mod ffi {
         /// share between threads (every string of a batch tensor views it).
         type BatchView;
 
+        /// What every reader of this process read since it started (never fails).
+        fn process_io_totals() -> ProcessIoTotals;
         /// Checks an I/O backend name (the `backend` attr of the kernels).
         fn check_backend(backend: &str, status: &mut Status) -> Result<()>;
         /// Checks a (`num_shards`, `shard_index`) pair as TensorFlow gives it.
@@ -219,7 +227,9 @@ mod ffi {
     }
 }
 
-pub use ffi::{CursorCheckpoint, CursorSpec, ErrorCode, FilePath, ReaderSpec, Status};
+pub use ffi::{
+    CursorCheckpoint, CursorSpec, ErrorCode, FilePath, ProcessIoTotals, ReaderSpec, Status,
+};
 
 impl From<core::ErrorKind> for ErrorCode {
     /// The one mapping of the core's error kinds onto the bridge's codes.
@@ -324,9 +334,6 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
     catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         fault_injection::panic_if_armed(point);
-        // URLs are read through TensorFlow's file systems (op library builds only).
-        #[cfg(feature = "tensorflow")]
-        tf_fs::install();
         f()
     }))
     .map_err(|payload| {
@@ -335,6 +342,15 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
             core::panic_message(payload.as_ref())
         ))
     })
+}
+
+/// Where the op library's paths are: local files, and URLs through TensorFlow's file
+/// systems (op library builds only; local files only without TensorFlow).
+pub fn storage() -> core::Storage {
+    #[cfg(feature = "tensorflow")]
+    return tf_fs::storage();
+    #[cfg(not(feature = "tensorflow"))]
+    core::Storage::local()
 }
 
 /// A path from the bytes of a foreign string.
@@ -360,6 +376,14 @@ const _: () = {
     const fn assert_send<T: Send>() {}
     assert_send::<DatasetCursor>();
 };
+
+fn process_io_totals() -> ProcessIoTotals {
+    let totals = core::process_io_totals();
+    ProcessIoTotals {
+        reads: totals.reads,
+        bytes_read: totals.bytes_read,
+    }
+}
 
 fn check_backend(backend: &str, status: &mut Status) -> FfiResult<()> {
     report(
@@ -410,6 +434,7 @@ fn open_reader(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Box<LirsRead
                 backend,
                 trust_table: spec.trust_table,
                 mmap_opt_in,
+                storage: storage(),
             };
             let reader = core::Reader::open(&pairs, &options)?;
             Ok(Box::new(LirsReader {

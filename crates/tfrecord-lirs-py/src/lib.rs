@@ -10,7 +10,7 @@
 //! as attributes. Reads release the GIL.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 mod loader;
 
@@ -93,6 +93,7 @@ impl NativeReader {
             page_size,
             backend,
             trust_table,
+            storage: storage(),
             ..Default::default()
         };
         let reader = py.detach(|| Reader::open(&pairs, &options)).py_err(py)?;
@@ -242,13 +243,20 @@ fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
         .py_err(py)
 }
 
+/// Local files, and URLs (s3://, gs://, az://, http(s)://) through object_store: one
+/// value for the process, so the object stores' clients and runtime are made once.
+fn storage() -> core::Storage {
+    static STORAGE: OnceLock<core::Storage> = OnceLock::new();
+    STORAGE
+        .get_or_init(|| {
+            core::Storage::with_file_system(Arc::new(core::cloud::ObjectStoreFileSystem::new()))
+        })
+        .clone()
+}
+
 /// The module `tfrecord_lirs._lirs`.
 #[pymodule]
 fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    // URLs (s3://, gs://, az://, http(s)://) through object_store; this module has its
-    // own copy of the core, so this registration is the extension's alone (the
-    // TensorFlow op library registers TensorFlow's file systems in its copy).
-    core::remote::register(Arc::new(core::cloud::ObjectStoreFileSystem::new()));
     m.add_class::<NativeReader>()?;
     m.add_class::<loader::NativeLoader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
