@@ -48,6 +48,7 @@ mod batch;
 pub mod cloud;
 mod compress;
 mod cursor;
+mod elastic;
 mod error;
 pub mod example;
 mod fetch;
@@ -73,6 +74,7 @@ mod writer;
 pub use batch::Batch;
 pub use compress::Compression;
 pub use cursor::{BatchView, CursorOptions, CursorState, DatasetCursor};
+pub use elastic::{EpochProgress, ShardProgress};
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
