@@ -814,7 +814,9 @@ pub(crate) mod test_support {
         }
     }
 
-    /// Seeds for a checkpoint's `shard_state` in tests that do not resume from it.
+    /// Seeds for a checkpoint's `shard_state` in tests that do not resume from it
+    /// (those tests do not run with fault injection).
+    #[cfg(not(feature = "fault-injection"))]
     pub fn no_seeds() -> super::IterationSeeds {
         super::IterationSeeds {
             seed: 5,
