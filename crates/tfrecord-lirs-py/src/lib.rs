@@ -9,6 +9,8 @@
 //! [`ErrorKind`]), with the core's message and its `file`, `instance` and `offset`
 //! as attributes. Reads release the GIL.
 
+mod elastic;
+
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -261,6 +263,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
+    elastic::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

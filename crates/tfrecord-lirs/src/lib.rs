@@ -66,12 +66,13 @@ pub use storage::remote;
 // Crate-internal short paths to the modules of the layers.
 use format::{layout, order, order_v2, table};
 use inspect::{interop, verify};
-use read::{batch, compress, cursor, fetch, loader, reader, scan, stats};
+use read::{batch, compress, cursor, elastic, fetch, loader, reader, scan, stats};
 use write::writer;
 
 pub use batch::Batch;
 pub use compress::Compression;
 pub use cursor::{BatchView, CursorOptions, CursorState, DatasetCursor};
+pub use elastic::{EpochProgress, ShardProgress};
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
