@@ -70,6 +70,13 @@ class Loader:
     a state of another dataset, seed or shard is refused with `InvalidArgumentError`.
     For PyTorch DataLoader workers use `tfrecord_lirs.torch.Loader`, an
     `IterableDataset`.
+
+    Elastic resume (docs/FORMAT.md §6): when an epoch checkpointed by K processes
+    goes on with K' (more or fewer), each old process saves `shard_state()`,
+    `Loader.combine_shard_states(states)` makes the epoch's state, and each new
+    process calls `resume_epoch(epoch_state)` on its Loader (num_shards=K',
+    shard_index=its own): the K' walks deliver every instance the K did not, once,
+    and the next epochs are those of a fresh K'-shard run.
     """
 
     def __init__(self, paths, seed=None, batch_size=None, page_aware=None, deterministic=None,
@@ -112,6 +119,20 @@ class Loader:
     def load_state_dict(self, state_dict):
         """Restores a `state_dict()`: the next iteration goes on from it."""
         self._native.load_state_dict(dict(state_dict), *_worker())
+
+    def shard_state(self):
+        """This process's share of the current epoch (bytes) for an elastic resume."""
+        return self._native.shard_state(*_worker())
+
+    @staticmethod
+    def combine_shard_states(shard_states):
+        """The epoch state (bytes) from the `shard_state()` of every process of a run."""
+        return _lirs.combine_shard_states([bytes(s) for s in shard_states])
+
+    def resume_epoch(self, epoch_state):
+        """Goes on with the epoch `epoch_state` describes: the next iteration walks this
+        Loader's shard of what was not delivered."""
+        self._native.resume_epoch(bytes(epoch_state))
 
     def __getstate__(self):
         return {"source": self._source, "options": self._native.options(),

@@ -262,3 +262,51 @@ def test_bad_input_gives_typed_errors_naming_file_instance_and_byte(tmp_path, tw
                           (dict(order_version=3), "order version must be 1 or 2")]:
         with pytest.raises(InvalidArgumentError, match=want):
             Loader(paths, **options)
+
+
+@pytest.mark.parametrize("old, new", [(4, 3), (2, 5)])
+@pytest.mark.parametrize("order_version", [1, 2])
+def test_elastic_resume_of_an_epoch_with_another_number_of_loaders(two_files, tmp_path,
+                                                                   old, new, order_version):
+    """K processes each take two batches of epoch 0; K' new processes go on from the
+    combined state (one of them in a new process through a state_dict): every
+    instance of the epoch exactly once, then epoch 1 as a fresh K'-shard run."""
+    paths, expected = two_files
+    options = dict(seed=21, batch_size=32, order_version=order_version)
+    delivered, states = [], []
+    for k in range(old):
+        loader = Loader(paths, num_shards=old, shard_index=k, **options)
+        it = iter(loader)
+        for _ in range(2):
+            delivered.extend(next(it))
+        states.append(loader.shard_state())
+    epoch_state = Loader.combine_shard_states(states)
+    for j in range(new):
+        loader = Loader(paths, num_shards=new, shard_index=j, **options)
+        loader.resume_epoch(epoch_state)
+        it = iter(loader)
+        delivered.extend(next(it, []))
+        fresh = Loader(paths, num_shards=new, shard_index=j, **options)
+        fresh.set_epoch(1)
+        next_epoch = list(fresh)
+        if j == 0:  # the rest of this shard's resumed walk in another process
+            rest, after, _ = resume_in_new_process(
+                tmp_path, paths, dict(options, num_shards=new, shard_index=j),
+                loader.state_dict())
+            delivered.extend(x for batch in rest for x in batch)
+        else:
+            delivered.extend(x for batch in it for x in batch)
+            after = list(loader)
+        assert after == next_epoch
+    assert collections.Counter(delivered) == collections.Counter(expected)
+
+
+def test_elastic_resume_refuses_a_state_of_another_seed(two_files):
+    paths, _ = two_files
+    loader = Loader(paths, seed=1, batch_size=8)
+    state = Loader.combine_shard_states([loader.shard_state()])
+    other = Loader(paths, seed=2, batch_size=8)
+    with pytest.raises(DataLossError, match="seed"):
+        other.resume_epoch(state)
+    with pytest.raises(DataLossError):
+        other.resume_epoch(b"LIRSEPO\x00 damaged")

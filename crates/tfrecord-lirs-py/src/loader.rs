@@ -8,7 +8,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use tfrecord_lirs::{self as core, CursorState, DatasetLoader, LoaderOptions, LoaderState};
+use tfrecord_lirs::{
+    self as core, CursorState, DatasetLoader, EpochProgress, LoaderOptions, LoaderState,
+};
 
 use crate::{IntoPy, NativeReader};
 
@@ -21,6 +23,8 @@ const KEY_SEED: &str = "seed";
 const KEY_PAGE_AWARE: &str = "page_aware";
 const KEY_NUM_SHARDS: &str = "num_shards";
 const KEY_SHARD_INDEX: &str = "shard_index";
+/// The epoch state an elastically resumed epoch's walk started from (bytes), or None.
+const KEY_RESUMED_FROM: &str = "resumed_from";
 
 /// Epochs of batches of a `NativeReader`'s files, walked by the core's dataset cursor.
 #[pyclass(module = "tfrecord_lirs._lirs", frozen)]
@@ -131,7 +135,36 @@ impl NativeLoader {
         d.set_item(KEY_PAGE_AWARE, state.walk.page_aware)?;
         d.set_item(KEY_NUM_SHARDS, state.walk.num_shards)?;
         d.set_item(KEY_SHARD_INDEX, state.walk.shard_index)?;
+        let resumed_from = state.resumed_from.map(|e| PyBytes::new(py, &e.encode()));
+        d.set_item(KEY_RESUMED_FROM, resumed_from)?;
         Ok(d)
+    }
+
+    /// This worker's share of the current epoch (the core's `ShardProgress`, as
+    /// bytes) for an elastic resume with another number of workers.
+    fn shard_state<'py>(
+        &self,
+        py: Python<'py>,
+        worker_count: u64,
+        worker_index: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let progress = py
+            .detach(|| {
+                let mut loader = self.lock_detached()?;
+                loader.set_worker(worker_count, worker_index)?;
+                loader.shard_progress()
+            })
+            .py_err(py)?;
+        Ok(PyBytes::new(py, &progress.encode()))
+    }
+
+    /// Goes on with the epoch `epoch_state` describes (the bytes of
+    /// `combine_shard_states`): the next walk is this loader's shard of what it did
+    /// not deliver.
+    fn resume_epoch(&self, py: Python<'_>, epoch_state: &[u8]) -> PyResult<()> {
+        let epoch_state = EpochProgress::decode(epoch_state).py_err(py)?;
+        py.detach(|| self.lock_detached()?.resume_epoch(&epoch_state))
+            .py_err(py)
     }
 
     /// Restores a `state_dict` (for the worker iterating, `worker_index` of
@@ -165,6 +198,13 @@ impl NativeLoader {
             },
             epoch: item(KEY_EPOCH)?.extract()?,
             cursor,
+            // Absent from states saved before elastic resume existed: an ordinary epoch.
+            resumed_from: match state.get_item(KEY_RESUMED_FROM)? {
+                Some(v) if !v.is_none() => {
+                    Some(EpochProgress::decode(&v.extract::<Vec<u8>>()?).py_err(py)?)
+                }
+                _ => None,
+            },
         };
         py.detach(|| {
             let mut loader = self.lock_detached()?;

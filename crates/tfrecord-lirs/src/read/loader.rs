@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use crate::options;
 use crate::{
-    BatchView, CursorOptions, CursorState, DatasetCursor, Error, OrderSpec, OrderVersion, Reader,
-    Result,
+    BatchView, CursorOptions, CursorState, DatasetCursor, EpochProgress, Error, OrderSpec,
+    OrderVersion, Reader, Result, ShardProgress,
 };
 
 /// The arguments of a loader, as its front ends take them; [`Default`] gives the
@@ -175,6 +175,9 @@ pub struct LoaderState {
     pub epoch: u64,
     /// What of that epoch was delivered.
     pub cursor: CursorState,
+    /// When the epoch is one resumed elastically (docs/FORMAT.md §6): the epoch
+    /// state its walk started from; the cursor's positions are positions of that walk.
+    pub resumed_from: Option<EpochProgress>,
 }
 
 /// Epochs of batches over a dataset (see the module docs).
@@ -191,6 +194,9 @@ pub struct DatasetLoader {
     cursor: Option<DatasetCursor>,
     /// A state restored and not yet walked from.
     restored: Option<LoaderState>,
+    /// The epoch state the walk of epoch `resumed_from.epoch` starts from (elastic
+    /// resume); dropped when that epoch ends or another is chosen.
+    resumed_from: Option<EpochProgress>,
 }
 
 impl DatasetLoader {
@@ -223,6 +229,7 @@ impl DatasetLoader {
             worker: (1, 0),
             cursor: None,
             restored: None,
+            resumed_from: None,
         })
     }
 
@@ -242,6 +249,54 @@ impl DatasetLoader {
         self.epoch = epoch;
         self.cursor = None;
         self.restored = None;
+        self.resumed_from = None;
+    }
+
+    /// Goes on with an epoch other workers began (elastic resume, docs/FORMAT.md §6):
+    /// the next walk is this loader's shard (with its worker) of what `epoch_state`
+    /// (from [`EpochProgress::combine`] of the old workers' [`shard_progress`]) did not
+    /// deliver; later epochs are ordinary ones. A state of another dataset, seed,
+    /// page-awareness or order version is refused (`DataLoss` naming what differs)
+    /// and the loader is left as it was.
+    ///
+    /// [`shard_progress`]: DatasetLoader::shard_progress
+    pub fn resume_epoch(&mut self, epoch_state: &EpochProgress) -> Result<()> {
+        let mut order = self.cursor_options.order;
+        order.epoch = epoch_state.epoch;
+        epoch_state.check_fits(&self.reader, &order, self.cursor_options.order_version)?;
+        self.epoch = epoch_state.epoch;
+        self.cursor = None;
+        self.restored = None;
+        self.resumed_from = Some(epoch_state.clone());
+        Ok(())
+    }
+
+    /// This worker's share of the current epoch for an elastic resume: the epoch state
+    /// its walk started from, its shard and what it delivered (a walk not begun has
+    /// delivered nothing, or what a state restored says).
+    pub fn shard_progress(&self) -> Result<ShardProgress> {
+        if let Some(cursor) = &self.cursor {
+            return Ok(cursor.progress());
+        }
+        let (num_shards, shard_index) = self.shard()?;
+        let (base, state) = match &self.restored {
+            Some(restored) => (restored.resumed_from.clone(), restored.cursor.clone()),
+            None => (
+                self.resumed_from.clone(),
+                CursorState::start_of(self.cursor_options.order_version),
+            ),
+        };
+        let base = base.unwrap_or_else(|| {
+            let mut order = self.cursor_options.order;
+            order.epoch = self.epoch;
+            EpochProgress::fresh(self.reader.len(), &order, self.cursor_options.order_version)
+        });
+        Ok(ShardProgress {
+            base,
+            num_shards,
+            shard_index,
+            state,
+        })
     }
 
     /// Sets the data-loading worker iterating (worker `worker_index` of
@@ -304,6 +359,7 @@ impl DatasetLoader {
             Some(restored) => {
                 walk.check_restore(&restored.walk)?;
                 self.epoch = restored.epoch;
+                self.resumed_from = restored.resumed_from;
                 restored.cursor
             }
             None => CursorState::start_of(self.cursor_options.order_version),
@@ -311,11 +367,13 @@ impl DatasetLoader {
         let mut options = self.cursor_options;
         options.order.epoch = self.epoch;
         (options.order.num_shards, options.order.shard_index) = (walk.num_shards, walk.shard_index);
-        self.cursor = Some(DatasetCursor::new(
-            Arc::clone(&self.reader),
-            options,
-            &state,
-        )?);
+        let reader = Arc::clone(&self.reader);
+        self.cursor = Some(match &self.resumed_from {
+            Some(base) if base.epoch == self.epoch => {
+                DatasetCursor::resume(reader, options, base, &state)?
+            }
+            _ => DatasetCursor::new(reader, options, &state)?,
+        });
         Ok(())
     }
 
@@ -327,6 +385,7 @@ impl DatasetLoader {
         let next = cursor.next_batch();
         if next.is_none() {
             self.cursor = None;
+            self.resumed_from = None;
             self.epoch = self.epoch.saturating_add(1);
         }
         next
@@ -346,6 +405,7 @@ impl DatasetLoader {
             walk: self.walk()?,
             epoch: self.epoch,
             cursor,
+            resumed_from: self.resumed_from.clone(),
         })
     }
 
@@ -369,7 +429,13 @@ impl DatasetLoader {
         options.order.epoch = state.epoch;
         (options.order.num_shards, options.order.shard_index) =
             (state.walk.num_shards, state.walk.shard_index);
-        DatasetCursor::new(Arc::clone(&self.reader), options, &state.cursor)?;
+        let reader = Arc::clone(&self.reader);
+        match &state.resumed_from {
+            Some(base) if base.epoch == state.epoch => {
+                DatasetCursor::resume(reader, options, base, &state.cursor)?
+            }
+            _ => DatasetCursor::new(reader, options, &state.cursor)?,
+        };
         self.cursor = None;
         self.epoch = state.epoch;
         self.restored = Some(state.clone());
@@ -456,6 +522,87 @@ mod tests {
         .unwrap();
         assert!(dropping.next_batch().is_none());
         assert_eq!(walk(&mut dropping).len(), 15);
+    }
+
+    #[test]
+    fn an_epoch_of_four_loaders_goes_on_with_three_and_then_runs_as_three() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 1001);
+        for (version, deterministic) in [(1, true), (2, true), (2, false)] {
+            let options = |num_shards, shard_index| LoaderOptions {
+                seed: 11,
+                batch_size: 16,
+                num_shards,
+                shard_index,
+                order_version: version,
+                deterministic,
+                num_parallel_reads: 2,
+                ..Default::default()
+            };
+            let mut delivered = Vec::new();
+            // Four workers each take 3 batches of epoch 0, then stop.
+            let progress: Vec<ShardProgress> = (0..4)
+                .map(|k| {
+                    let mut old = DatasetLoader::new(Arc::clone(&reader), options(4, k)).unwrap();
+                    old.begin().unwrap();
+                    for _ in 0..3 {
+                        delivered.extend(ids(&old.next_batch().unwrap().unwrap()));
+                    }
+                    old.shard_progress().unwrap()
+                })
+                .collect();
+            let epoch_state = EpochProgress::combine(&progress).unwrap();
+            assert_eq!(epoch_state.delivered_count(), 4 * 3 * 16);
+            for j in 0..3 {
+                let mut new = DatasetLoader::new(Arc::clone(&reader), options(3, j)).unwrap();
+                new.resume_epoch(&epoch_state).unwrap();
+                // A checkpoint after one batch restores into a fresh loader, which
+                // walks the rest of the resumed shard.
+                new.begin().unwrap();
+                delivered.extend(ids(&new.next_batch().unwrap().unwrap()));
+                let state = new.state().unwrap();
+                assert!(state.resumed_from.is_some());
+                let mut restored = DatasetLoader::new(Arc::clone(&reader), options(3, j)).unwrap();
+                restored.restore(&state).unwrap();
+                delivered.extend(walk(&mut restored).concat());
+                // The next epoch is an ordinary 3-shard epoch.
+                assert_eq!(restored.epoch(), 1);
+                let mut next = walk(&mut restored).concat();
+                let mut fresh = DatasetLoader::new(Arc::clone(&reader), options(3, j)).unwrap();
+                fresh.set_epoch(1);
+                let mut expected = walk(&mut fresh).concat();
+                if !deterministic {
+                    // Unordered delivery: the same instances, in completion order.
+                    next.sort_unstable();
+                    expected.sort_unstable();
+                }
+                assert_eq!(next, expected, "version {version}");
+            }
+            delivered.sort_unstable();
+            assert_eq!(
+                delivered,
+                (0..1001).collect::<Vec<u64>>(),
+                "version {version}"
+            );
+        }
+        // A state of another seed is refused, and the loader keeps its epoch.
+        let mut other = DatasetLoader::new(
+            Arc::clone(&reader),
+            LoaderOptions {
+                seed: 12,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let state = DatasetLoader::new(Arc::clone(&reader), LoaderOptions::default())
+            .unwrap()
+            .shard_progress()
+            .unwrap();
+        let err = other
+            .resume_epoch(&EpochProgress::combine(&[state]).unwrap())
+            .unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::DataLoss, "{err}");
+        assert_eq!(other.epoch(), 0);
     }
 
     #[test]
