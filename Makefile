@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest pytest-without-tf demo bench clean tf-op \
+.PHONY: all test venv build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
   py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
 
 all: build
@@ -128,6 +128,14 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 
 # `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
+# Scale rows (10^6..10^8 instances; not part of `make test` or `make bench`: ~2.5 GB
+# of files under /tmp at 10^8, generated and removed by the script). SCALE_SIZES
+# narrows it, e.g. `make bench-scale SCALE_SIZES=1e6,1e7`.
+SCALE_SIZES ?= 1e6,1e7,1e8
+bench-scale: venv tf-op python-install
+	$(PY) benchmarks/scale_bench.py --sizes $(SCALE_SIZES) --out bench_out/scale.json \
+	  --report bench_out/scale.md
+
 bench: venv venv-without-tf build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench

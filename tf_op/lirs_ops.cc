@@ -47,6 +47,9 @@ REGISTER_OP("LIRSDataset")
     .Attr("deterministic: string = 'default'")
     // The order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks it).
     .Attr("order_version: int = 1")
+    // Elastic resume: an epoch state (LIRSCombineShardStates) the first
+    // iteration starts from, as this shard of num_shards; '' = none.
+    .Attr("epoch_state: string = ''")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -84,10 +87,38 @@ REGISTER_OP("LIRSRead")
       return absl::OkStatus();
     });
 
+// Elastic resume: the LIRSDataset state (bytes) of the iterator
+// `iterator_resource`, whose pipeline holds exactly one LIRSDataset.
+REGISTER_OP("LIRSIteratorShardState")
+    .Input("iterator_resource: resource")
+    .Output("shard_state: string")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::ScalarShape);
+
+// Elastic resume: the epoch state after the shard states of every worker of
+// one run (one iteration).
+REGISTER_OP("LIRSCombineShardStates")
+    .Input("shard_states: string")
+    .Output("epoch_state: string")
+    .SetShapeFn(shape_inference::ScalarShape);
+
 // Elementwise: is this record payload a LIRS filler record?
 REGISTER_OP("LIRSIsFiller")
     .Input("records: string")
     .Output("is_filler: bool")
     .SetShapeFn(shape_inference::UnchangedShape);
+
+// What every LIRS reader of this process read since it started (reads, bytes):
+// never reset, so a span is the difference of two runs. Stateful: never
+// constant-folded or cached.
+REGISTER_OP("LIRSProcessIoTotals")
+    .Output("reads: int64")
+    .Output("bytes_read: int64")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Scalar());
+      return absl::OkStatus();
+    });
 
 }  // namespace tensorflow

@@ -9,8 +9,12 @@
 //! [`ErrorKind`]), with the core's message and its `file`, `instance` and `offset`
 //! as attributes. Reads release the GIL.
 
+mod elastic;
+
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+
+mod loader;
 
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
@@ -256,8 +260,10 @@ fn storage() -> core::Storage {
 #[pymodule]
 fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeReader>()?;
+    m.add_class::<loader::NativeLoader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
+    elastic::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -66,12 +66,13 @@ pub use storage::remote;
 // Crate-internal short paths to the modules of the layers.
 use format::{layout, order, order_v2, table};
 use inspect::{interop, verify};
-use read::{batch, compress, cursor, fetch, reader, scan, stats};
+use read::{batch, compress, cursor, elastic, fetch, loader, reader, scan, stats};
 use write::writer;
 
 pub use batch::Batch;
 pub use compress::Compression;
 pub use cursor::{BatchView, CursorOptions, CursorState, DatasetCursor};
+pub use elastic::{EpochProgress, ShardProgress};
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
@@ -85,12 +86,13 @@ pub use interop::{
 };
 pub use io::{Backend, MmapOptIn};
 pub use layout::Layout;
+pub use loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
 pub use order::{EpochOrder, OrderSpec, OrderVersion};
 pub use order_v2::{ids_per_unit, OrderV2};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
-pub use stats::IoStats;
+pub use stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use storage::Storage;
 pub use table::{
     encode_table, parse_table, read_table, read_table_for, write_table, OffsetTableBuilder,

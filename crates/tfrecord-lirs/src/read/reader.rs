@@ -729,6 +729,7 @@ impl Reader {
             self.reads.fetch_add(tally.reads, Ordering::Relaxed);
             self.bytes_read.fetch_add(tally.bytes, Ordering::Relaxed);
             self.page_reads.fetch_add(tally.pages, Ordering::Relaxed);
+            crate::stats::add_to_process_totals(&tally);
         }
     }
 
