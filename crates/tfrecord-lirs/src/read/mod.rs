@@ -13,4 +13,5 @@ pub(crate) mod loader;
 pub(crate) mod reader;
 pub(crate) mod scan;
 pub(crate) mod stats;
+pub(crate) mod table_check;
 pub(crate) mod tfrecord_lirs;

@@ -15,10 +15,10 @@ use crate::layout::{FileLayout, Layout};
 pub(crate) use crate::batch::Batch;
 use crate::format::table_path::default_table_path;
 use crate::order::{self, EpochOrder, OrderSpec, OrderVersion};
+use crate::read::table_check::{check_table, tail_error, walk_tail};
 use crate::stats::{IoStats, Tally};
 use crate::storage::Storage;
 use crate::table::read_table_of;
-use crate::verify::{check_table, tail_error, walk_tail};
 
 /// Options of a [`Reader`].
 #[derive(Debug, Clone, PartialEq, Eq)]

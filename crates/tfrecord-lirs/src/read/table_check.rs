@@ -1,0 +1,256 @@
+//! The checks of an offset table against its data file that the
+//! [`Reader`](crate::Reader) makes at open and on reads (and `verify` makes too).
+
+use std::path::Path;
+
+use crate::error::{Error, Result, TRUST_TABLE_HINT};
+use crate::format::{self, FrameError, Padding, HEADER_LEN};
+use crate::io::{self, ReadAt};
+use crate::layout::FileLayout;
+
+/// Most records [`walk_tail`] looks at: a tail of more fillers than this was not written
+/// by a LIRS writer (which puts at most a few in a span), and is not checked further.
+const MAX_TAIL_PROBES: usize = 4096;
+
+/// Checks with small positioned reads that the bytes `[from, end)` of `src` are
+/// padding records of kind `padding`; `on_read(at, len)` is told of each read. Returns
+/// the offset and reason of the first record that is not, if any.
+pub(crate) fn walk_tail(
+    src: &dyn ReadAt,
+    from: u64,
+    end: u64,
+    padding: Padding,
+    mut on_read: impl FnMut(u64, u64),
+) -> std::io::Result<Option<(u64, format::TailError)>> {
+    let mut probe = [0u8; format::FILLER_PROBE_LEN];
+    let mut at = from;
+    for _ in 0..MAX_TAIL_PROBES {
+        if at >= end {
+            break;
+        }
+        let available = end - at;
+        let len = (available as usize).min(probe.len());
+        io::read_exact_at(src, &mut probe[..len], at)?;
+        on_read(at, len as u64);
+        match padding.framed_len(&probe[..len], available) {
+            Ok(framed) => at += framed,
+            Err(e) => return Ok(Some((at, e))),
+        }
+    }
+    Ok(None)
+}
+
+/// The error for bytes at `at` inside instance `id`'s span that are not filler.
+pub(crate) fn tail_error(
+    (data, table): (&Path, &Path),
+    id: u64,
+    (start, end): (u64, u64),
+    at: u64,
+    e: format::TailError,
+) -> Error {
+    match e {
+        format::TailError::Frame(frame @ FrameError::LengthCrc { .. }) => {
+            Error::frame(data, Some(id), at, frame)
+        }
+        format::TailError::Frame(frame) => Error::table(
+            table,
+            Some(id),
+            Some(at),
+            format!(
+                "the bytes at {at} in instance {id}'s span [{start}, {end}) of {} are not a record that ends inside the span ({frame}): the table does not match the data file",
+                data.display()
+            ),
+        ),
+        format::TailError::NotFiller { framed_len } => Error::table(
+            table,
+            Some(id),
+            Some(at),
+            format!(
+                "byte {at} of {} starts a record of {framed_len} bytes that is not a filler, inside instance {id}'s span [{start}, {end}): the table does not index it (an entry missing, records appended after indexing, or another file's table); rebuild it with `tfrecord-lirs index`; or, {TRUST_TABLE_HINT}",
+                data.display()
+            ),
+        ),
+    }
+}
+
+/// The rule for whether `offsets` (the table at `table`) can describe the data file
+/// `data` of `size` bytes, read through `src`, before any instance's record is looked
+/// at. The [`Reader`](crate::Reader) applies it at open and [`inspect_with`] before its
+/// scan, so the two never disagree on it:
+///
+/// - a compressed file is named as such, whatever its table;
+/// - an empty table describes only an empty file, in both padding modes: a file with
+///   bytes but no entries is a table built for another (or an empty) file, not zero
+///   instances and padding (a LIRS writer writes no filler without an instance, and
+///   trusted padding belongs to the instances around it);
+/// - with [`Padding::Fillers`] the first entry is byte 0 (spans tile the file);
+///   with [`Padding::Opaque`] it may be later, the bytes before it being padding;
+/// - every entry lies before the end of the file.
+///
+/// `first_id` is the global id of the table's entry 0 (errors name global ids).
+pub(crate) fn check_table_shape(
+    (data, table): (&Path, &Path),
+    offsets: &[u64],
+    size: u64,
+    first_id: u64,
+    src: &dyn ReadAt,
+    padding: Padding,
+) -> Result<()> {
+    let mut head = [0u8; HEADER_LEN];
+    let head_len = (size as usize).min(HEADER_LEN);
+    if io::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
+        if let Some(kind) = format::compressed_head(&head[..head_len]) {
+            return Err(Error::compressed(data, kind));
+        }
+    }
+    let Some(&first) = offsets.first() else {
+        if size > 0 {
+            return Err(Error::table(
+                table,
+                None,
+                None,
+                format!(
+                    "the table is empty but {} holds {size} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`, or rewrite a file that holds only fillers with `tfrecord-lirs pad`",
+                    data.display(),
+                ),
+            ));
+        }
+        return Ok(());
+    };
+    // Spans tile the file from byte 0. A table whose first entry is elsewhere (entries
+    // missing at the front, another file's table) would silently shift every id; a
+    // trusted table may start later, after padding.
+    if first != 0 && padding == Padding::Fillers {
+        return Err(Error::table(
+            table,
+            Some(first_id),
+            Some(first),
+            format!(
+                "instance 0 of {} must start at byte 0, but the table puts it at byte {first}: the table does not match the data file (entries missing at the front?){}",
+                data.display(),
+                if starts_with_records(src, first.min(size)) {
+                    format!("; or, {TRUST_TABLE_HINT}")
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    if let Some(i) = offsets.iter().position(|&o| o >= size) {
+        return Err(Error::table(
+            table,
+            Some(first_id + i as u64),
+            Some(offsets[i]),
+            format!(
+                "offset {} lies at or past the end of {} ({size} bytes): the table does not match the data file",
+                offsets[i],
+                data.display(),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Validates a table against its data file without reading the whole file:
+/// [`check_table_shape`], then the first and the last instance's records, the padding
+/// after the last one and, in a trusted table, before the first (the spans between
+/// are checked when read).
+pub(crate) fn check_table(
+    data: &Path,
+    table: &Path,
+    layout: &FileLayout,
+    src: &dyn ReadAt,
+    padding: Padding,
+) -> Result<()> {
+    check_table_shape(
+        (data, table),
+        &layout.offsets,
+        layout.size,
+        layout.first_id,
+        src,
+        padding,
+    )?;
+    let n = layout.offsets.len();
+    if n == 0 {
+        return Ok(());
+    }
+    for i in [0, n - 1] {
+        let (start, end) = layout.span(i);
+        let mut header = [0u8; HEADER_LEN];
+        let checked = io::read_exact_at(src, &mut header, start)
+            .map_err(|_| FrameError::Truncated {
+                needed: HEADER_LEN as u64,
+                available: end - start,
+            })
+            .and_then(|_| format::decode_header(&header))
+            .and_then(|len| {
+                let framed = format::framed_len(len);
+                if framed > end - start {
+                    Err(FrameError::Truncated {
+                        needed: framed,
+                        available: end - start,
+                    })
+                } else {
+                    Ok(framed)
+                }
+            });
+        let framed = match checked {
+            Ok(framed) => framed,
+            Err(e) => {
+                if start == 0 {
+                    if let Some(kind) = format::compressed_head(&header) {
+                        return Err(Error::compressed(data, kind));
+                    }
+                }
+                return Err(Error::table(
+                    table,
+                    Some(layout.first_id + i as u64),
+                    Some(start),
+                    format!(
+                        "does not match {}: no valid record of that instance's span starts at byte {start} ({e})",
+                        data.display()
+                    ),
+                ));
+            }
+        };
+        // The last span runs to the end of the file: records appended after indexing, or
+        // entries missing at the end, would otherwise never be read or reported.
+        if i == n - 1 {
+            let id = layout.first_id + i as u64;
+            let found = walk_tail(src, start + framed, end, padding, |_, _| {})
+                .map_err(|e| Error::io(data, e))?;
+            if let Some((at, e)) = found {
+                return Err(tail_error((data, table), id, (start, end), at, e));
+            }
+        }
+    }
+    // A trusted table's first instance may follow padding: it must be records too.
+    if layout.offsets[0] > 0 {
+        let found = walk_tail(src, 0, layout.offsets[0], padding, |_, _| {})
+            .map_err(|e| Error::io(data, e))?;
+        if let Some((at, e)) = found {
+            return Err(Error::table(
+                table,
+                Some(layout.first_id),
+                Some(at),
+                format!(
+                    "the bytes at {at} of {}, before instance 0 at byte {}, are not padding records ({}): the table does not match the data file",
+                    data.display(),
+                    layout.offsets[0],
+                    match e {
+                        format::TailError::Frame(frame) => frame.to_string(),
+                        format::TailError::NotFiller { framed_len } =>
+                            format!("a record of {framed_len} bytes that is not a filler"),
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the bytes `[0, end)` of `src` are whole records (any payload): the padding
+/// another tool may put before a first instance.
+fn starts_with_records(src: &dyn ReadAt, end: u64) -> bool {
+    matches!(walk_tail(src, 0, end, Padding::Opaque, |_, _| {}), Ok(None))
+}
