@@ -19,15 +19,17 @@ $(VENV)/.installed: requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# The CLI with object storage (s3://, gs://, az://, http(s)://; the wheel's is the same).
 build:
-	cargo build --release --workspace
+	cargo build --release --workspace --features tfrecord-lirs-cli/object-store
 
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi --all-targets --features fault-injection -- -D warnings
+	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-py --all-targets --features fault-injection -- -D warnings
 	# The bridge to TensorFlow's file systems (checked here; linked only into the op library).
 	cargo clippy -p tfrecord-lirs-ffi --all-targets --features tensorflow -- -D warnings
+	cargo clippy -p tfrecord-lirs-cli --all-targets --features object-store -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
 # Then the fault-injection tests (panic points exist only with that cargo feature).
@@ -52,6 +54,11 @@ tf-op: venv
 	$(MAKE) -C tf_op PYTHON=$(abspath $(PY)) CARGO_TARGET_DIR=$(abspath target)
 	$(MAKE) -C tf_op test-lib PYTHON=$(abspath $(PY)) CARGO_TARGET_DIR=$(abspath target) \
 	  TEST_OUT=$(abspath $(FAULT_LIB))
+	# The extension's test build (its writers' panic point), beside it; in the fault
+	# build's target directory, whose core has the same features.
+	CARGO_TARGET_DIR=$(abspath target/fault-injection) cargo build --release \
+	  -p tfrecord-lirs-py --features fault-injection
+	cp target/fault-injection/release/lib_lirs.so $(dir $(FAULT_LIB))_lirs.abi3.so
 
 # The `tfrecord_lirs` package, installed editable into the venv.
 python-install: $(VENV)/.tfrecord_lirs-installed
@@ -130,6 +137,8 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
 bench: venv venv-without-tf build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
+	# tc (iproute2): the kernel latency (netem) of the S3 row.
+	command -v tc >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
 

@@ -111,8 +111,10 @@ def _build_native(package_dir):
     tf_version = _check_tensorflow()
     print(f"tfrecord-lirs: building the op library for TensorFlow {tf_version}", flush=True)
     env = {**os.environ, "CARGO_TARGET_DIR": str(_target_dir())}
+    # The CLI with object storage (s3://, gs://, az://, http(s)://), as `make build`.
     _run(["cargo", "build", "--release", "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-ffi",
-          "-p", "tfrecord-lirs-py"], cwd=ROOT, env=env)
+          "-p", "tfrecord-lirs-py", "--features", "tfrecord-lirs-cli/object-store"],
+         cwd=ROOT, env=env)
     extension = Path(package_dir).resolve() / EXTENSION
     shutil.copy2(_target_dir() / "release" / "lib_lirs.so", extension)
     _strip_debug(extension)

@@ -384,33 +384,59 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
     }
 }
 
-/// The first argument that is a URL (`gs://…`, also as `--opt=URL`): the CLI reads
-/// local files only (URLs need TensorFlow's file systems, i.e. the Python package).
-fn url_argument() -> Option<String> {
+/// The first argument that is a URL (`gs://…`, also as `--opt=URL`) this build cannot
+/// read: any URL without the cargo feature `object-store`; with it, a scheme object
+/// storage does not serve (`ram://`, `hdfs://`, ...).
+fn unserved_url_argument() -> Option<String> {
     std::env::args_os().skip(1).find_map(|arg| {
         let arg = arg.to_str()?;
         let value = match arg.strip_prefix("--") {
             Some(opt) => opt.split_once('=')?.1,
             None => arg,
         };
-        tfrecord_lirs::remote::is_url(Path::new(value)).then(|| value.to_string())
+        let scheme = tfrecord_lirs::remote::scheme(Path::new(value))?;
+        (!served(scheme)).then(|| value.to_string())
     })
 }
 
+/// Whether this build reads and writes URLs of `scheme` (through object_store).
+#[cfg(feature = "object-store")]
+fn served(scheme: &str) -> bool {
+    tfrecord_lirs::cloud::ObjectStoreFileSystem::serves(scheme)
+}
+
+/// Whether this build reads and writes URLs of `scheme`: none without object_store.
+#[cfg(not(feature = "object-store"))]
+fn served(_scheme: &str) -> bool {
+    false
+}
+
+/// Why an unserved URL is refused, and where it can be read instead.
+#[cfg(feature = "object-store")]
+const URL_ADVICE: &str = "tfrecord-lirs reads local files and object storage (s3://, gs://, \
+     az://, http(s)://) only; read other URLs (ram://, hdfs://, ...) with the Python package \
+     tfrecord_lirs, which uses TensorFlow's file systems";
+/// Why a URL is refused, and where it can be read instead.
+#[cfg(not(feature = "object-store"))]
+const URL_ADVICE: &str = "tfrecord-lirs reads local files only (this build has no cargo \
+     feature `object-store`); read URLs (gs://, s3://, ram://, ...) with the Python package \
+     tfrecord_lirs, which uses TensorFlow's file systems";
+
 fn main() -> ExitCode {
     let cli = Cli::parse(); // usage errors exit 2
-    if let Some(url) = url_argument() {
+    if let Some(url) = unserved_url_argument() {
         Cli::command()
             .error(
                 clap::error::ErrorKind::InvalidValue,
-                format!(
-                    "{url} is a URL, but tfrecord-lirs reads local files only; read URLs \
-                     (gs://, s3://, ram://, ...) with the Python package tfrecord_lirs, \
-                     which uses TensorFlow's file systems"
-                ),
+                format!("{url} is a URL, but {URL_ADVICE}"),
             )
             .exit(); // exit 2: a usage error
     }
+    // Object storage for the URLs this build serves (credentials from the environment).
+    #[cfg(feature = "object-store")]
+    tfrecord_lirs::remote::register(std::sync::Arc::new(
+        tfrecord_lirs::cloud::ObjectStoreFileSystem::new(),
+    ));
     if let Err((name, msg)) = check_usage(&cli.command) {
         let mut cmd = Cli::command();
         cmd.build();
@@ -451,7 +477,12 @@ fn progress(total: u64, what: &str) -> ProgressBar {
     bar
 }
 
+/// The size of local file `path`, for a progress bar; 0 (no total) for a URL, whose
+/// size the core learns when it opens the object.
 fn file_size(path: &Path) -> Result<u64, Failure> {
+    if tfrecord_lirs::remote::is_url(path) {
+        return Ok(0);
+    }
     std::fs::metadata(path)
         .map(|m| m.len())
         .map_err(|e| Failure::Message(format!("{}: {e}", path.display())))

@@ -1,7 +1,7 @@
 //! The option rules of the op library and the Python package, decided here once: the
 //! I/O backend names, the shard check, the offset-table path of each file and the fit
 //! syntax (a LIRSDataset's fetch settings are the core's `CursorOptions::dataset`). The kernels reach them through the
-//! cxx bridge, Python through the C ABI ([`crate::c_api`]); neither repeats them.
+//! cxx bridge; Python reaches the same core rules through its extension.
 //!
 //! The option rules themselves are the core's ([`core::options`]); this module adds
 //! what only the foreign callers need: TensorFlow's signed integers, the default table
@@ -11,51 +11,21 @@ use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FfiError, FfiResult, ReaderSpec};
+use crate::{path_of, FfiResult, ReaderSpec};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
     Ok(core::options::backend(name)?)
 }
 
-/// Checks `num_shards` and `shard_index` as a caller gives them (either may be unknown
-/// yet, e.g. a tensor Python cannot see into); returns them as the core's u64 pair
-/// (an unknown one as 1 shard / index 0).
+/// [`core::options::signed_shard`].
 pub fn check_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> FfiResult<(u64, u64)> {
-    if let Some(n) = num_shards.filter(|&n| n < 0) {
-        return Err(FfiError::invalid(format!(
-            "num_shards must be >= 1, got {n}"
-        )));
-    }
-    if let Some(i) = shard_index.filter(|&i| i < 0) {
-        return Err(FfiError::invalid(format!(
-            "shard_index must be >= 0, got {i}"
-        )));
-    }
-    // Both non-negative now: the rule is the core's (an unknown index checks as 0).
-    let n = num_shards.map_or(1, |n| n.unsigned_abs());
-    let i = shard_index.map_or(0, |i| i.unsigned_abs());
-    if num_shards.is_some() {
-        check_shard_u64(n, i)?;
-    }
-    Ok((n, i))
+    Ok(core::options::signed_shard(num_shards, shard_index)?)
 }
 
-/// Checks a page size as a caller gives it (the signed `page_size` argument of Python
-/// and the op): the core's rule ([`core::options::page_size`]), worded with the
-/// argument's name.
+/// [`core::options::signed_page_size`].
 pub fn check_page_size(page_size: i64) -> FfiResult<u64> {
-    u64::try_from(page_size)
-        .ok()
-        .and_then(|bytes| core::options::page_size(bytes).ok())
-        .map(core::PageSize::get)
-        .ok_or_else(|| {
-            FfiError::invalid(format!(
-                "page_size must be a power of two from {} to {} bytes, got {page_size}",
-                core::format::MIN_PAGE_SIZE,
-                core::format::MAX_PAGE_SIZE
-            ))
-        })
+    Ok(core::options::signed_page_size(page_size)?)
 }
 
 /// [`core::options::shard`].
@@ -80,74 +50,26 @@ pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
     Ok(core::options::data_and_tables(&files, &tables)?)
 }
 
-/// The placement `pad` is asked for: a fixed one, or chosen by the file's records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PadFit {
-    /// This placement ([`parse_fit`]).
-    Fixed(core::Fit),
-    /// `"auto"`: [`core::pad_file_auto`].
-    Auto,
-}
+pub use core::options::PadFit;
 
-/// The placement named `fit` for `pad`: "auto" or what [`parse_fit`] takes.
+/// [`core::options::pad_fit`].
 pub fn parse_pad_fit(fit: &str) -> FfiResult<PadFit> {
-    match fit {
-        "auto" => Ok(PadFit::Auto),
-        _ => parse_fit(fit).map(PadFit::Fixed),
-    }
+    Ok(core::options::pad_fit(fit)?)
 }
 
-/// Checks LIRSDataset's `compression_type` as TFRecordDataset takes it (None or "":
-/// uncompressed). A GZIP or ZLIB stream cannot be read at random: the error says how to
-/// get a file that can (`pad` decompresses as it reads).
+/// [`core::options::compression_type`].
 pub fn check_compression_type(compression_type: &str) -> FfiResult<()> {
-    match compression_type {
-        "" => Ok(()),
-        "GZIP" | "ZLIB" => Err(FfiError::invalid(format!(
-            "compression_type={compression_type:?}: LIRSDataset reads records at random, which a {compression_type} stream does not allow; write an uncompressed padded copy with its table once, `tfrecord-lirs pad FILE OUT` (Python: tfrecord_lirs.pad(FILE, OUT)), which decompresses as it reads, and read that"
-        ))),
-        other => Err(FfiError::invalid(format!(
-            "compression_type must be None, \"\", \"GZIP\" or \"ZLIB\" (as for TFRecordDataset), got {other:?}"
-        ))),
-    }
+    Ok(core::options::compression_type(compression_type)?)
 }
 
-/// Checks LIRSDataset's `buffer_size` (bytes; `None` when not given) as
-/// TFRecordDataset takes it: at least 0. Reads are per record (positioned reads of
-/// each record's span, or a memory map), so there is no stream buffer to size; the
-/// read-ahead is `num_parallel_reads` threads over fetch windows.
+/// [`core::options::buffer_size`].
 pub fn check_buffer_size(buffer_size: Option<i64>) -> FfiResult<()> {
-    match buffer_size {
-        Some(b) if b < 0 => Err(FfiError::invalid(format!(
-            "buffer_size must be >= 0 bytes or None, got {b}"
-        ))),
-        _ => Ok(()),
-    }
+    Ok(core::options::buffer_size(buffer_size)?)
 }
 
-/// The placement policy named `fit`: "next", "best" (the core's default window,
-/// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
-/// [`core::options::best_fit_window`]).
+/// [`core::options::fit`].
 pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
-    let bad = || {
-        FfiError::invalid(format!(
-            "fit must be 'next', 'best' or 'best:<window>', got {fit:?}"
-        ))
-    };
-    match fit {
-        "auto" => Err(FfiError::invalid(
-            "fit='auto' chooses by the records of a whole file: pad() takes it, a PaddedWriter (which places records as they come) does not; give 'next' or 'best'",
-        )),
-        "next" => Ok(core::Fit::Next),
-        "best" => Ok(core::Fit::BEST),
-        _ => {
-            let window = fit
-                .strip_prefix("best:")
-                .and_then(|w| w.parse::<u64>().ok())
-                .ok_or_else(bad)?;
-            Ok(core::options::best_fit_window(window)?)
-        }
-    }
+    Ok(core::options::fit(fit)?)
 }
 
 #[cfg(test)]
