@@ -5,8 +5,8 @@ from the Cargo workspace that holds this directory (its parent):
   CPython 3.10+: `cargo build --release -p tfrecord-lirs-py`);
 * `tfrecord_lirs/_lirs_ops.so`, the TensorFlow op library (`make -C tf_op`), compiled
   against the TensorFlow of the environment running this build;
-* the `tfrecord-lirs` command (`cargo build --release -p tfrecord-lirs-cli`), installed
-  as a script, so it lands in the environment's `bin/`.
+* the `tfrecord-lirs` command (`cargo build --release -p tfrecord-lirs-cli`, with its
+  feature `object-store`), installed as a script, so it lands in the environment's `bin/`.
 
 The op library must be compiled against the TensorFlow it will be loaded into, so
 build with the target environment's own TensorFlow: `pip install --no-build-isolation
