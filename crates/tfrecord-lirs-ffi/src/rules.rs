@@ -1,7 +1,7 @@
 //! The option rules of the op library and the Python package, decided here once: the
 //! I/O backend names, the shard check, the offset-table path of each file and the fit
 //! syntax (a LIRSDataset's fetch settings are the core's `CursorOptions::dataset`). The kernels reach them through the
-//! cxx bridge; Python reaches the same core rules through its extension.
+//! cxx bridge, Python through the C ABI ([`crate::c_api`]); neither repeats them.
 //!
 //! The option rules themselves are the core's ([`core::options`]); this module adds
 //! what only the foreign callers need: TensorFlow's signed integers, the default table

@@ -17,8 +17,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use tfrecord_lirs::{self as core, Batch, EpochOrder, ErrorKind, OrderSpec, OrderVersion, Reader};
 
-mod io;
-
 /// A core error as the `tfrecord_lirs.errors` exception of its kind.
 fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
     let class = match e.kind() {
@@ -254,7 +252,6 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeReader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
-    io::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
