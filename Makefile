@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest pytest-without-tf demo bench clean tf-op \
+.PHONY: all test venv build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
   py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
 
 all: build
@@ -19,9 +19,8 @@ $(VENV)/.installed: requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# The CLI with object storage (s3://, gs://, az://, http(s)://; the wheel's is the same).
 build:
-	cargo build --release --workspace --features tfrecord-lirs-cli/object-store
+	cargo build --release --workspace
 
 lint:
 	cargo fmt --all -- --check
@@ -29,7 +28,6 @@ lint:
 	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi --all-targets --features fault-injection -- -D warnings
 	# The bridge to TensorFlow's file systems (checked here; linked only into the op library).
 	cargo clippy -p tfrecord-lirs-ffi --all-targets --features tensorflow -- -D warnings
-	cargo clippy -p tfrecord-lirs-cli --all-targets --features object-store -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
 # Then the fault-injection tests (panic points exist only with that cargo feature).
@@ -130,6 +128,14 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 
 # `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
+# Scale rows (10^6..10^8 instances; not part of `make test` or `make bench`: ~2.5 GB
+# of files under /tmp at 10^8, generated and removed by the script). SCALE_SIZES
+# narrows it, e.g. `make bench-scale SCALE_SIZES=1e6,1e7`.
+SCALE_SIZES ?= 1e6,1e7,1e8
+bench-scale: venv tf-op python-install
+	$(PY) benchmarks/scale_bench.py --sizes $(SCALE_SIZES) --out bench_out/scale.json \
+	  --report bench_out/scale.md
+
 bench: venv venv-without-tf build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	# tc (iproute2): the kernel latency (netem) of the S3 row.

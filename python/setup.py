@@ -5,8 +5,8 @@ from the Cargo workspace that holds this directory (its parent):
   CPython 3.10+: `cargo build --release -p tfrecord-lirs-py`);
 * `tfrecord_lirs/_lirs_ops.so`, the TensorFlow op library (`make -C tf_op`), compiled
   against the TensorFlow of the environment running this build;
-* the `tfrecord-lirs` command (`cargo build --release -p tfrecord-lirs-cli`, with its
-  feature `object-store`), installed as a script, so it lands in the environment's `bin/`.
+* the `tfrecord-lirs` command (`cargo build --release -p tfrecord-lirs-cli`), installed
+  as a script, so it lands in the environment's `bin/`.
 
 The op library must be compiled against the TensorFlow it will be loaded into, so
 build with the target environment's own TensorFlow: `pip install --no-build-isolation
@@ -111,10 +111,8 @@ def _build_native(package_dir):
     tf_version = _check_tensorflow()
     print(f"tfrecord-lirs: building the op library for TensorFlow {tf_version}", flush=True)
     env = {**os.environ, "CARGO_TARGET_DIR": str(_target_dir())}
-    # The CLI with object storage (s3://, gs://, az://, http(s)://), as `make build`.
     _run(["cargo", "build", "--release", "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-ffi",
-          "-p", "tfrecord-lirs-py", "--features", "tfrecord-lirs-cli/object-store"],
-         cwd=ROOT, env=env)
+          "-p", "tfrecord-lirs-py"], cwd=ROOT, env=env)
     extension = Path(package_dir).resolve() / EXTENSION
     shutil.copy2(_target_dir() / "release" / "lib_lirs.so", extension)
     _strip_debug(extension)

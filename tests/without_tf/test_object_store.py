@@ -5,7 +5,6 @@ namespace (tests/s3_server.py). Expectations come from the tests' own framing.""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -225,48 +224,3 @@ def test_gcs_errors_name_the_object(tmp_path):
     kind, message, file = r["cut"]
     assert kind == type(local_error.value).__name__, r
     assert message == str(local_error.value).replace(str(local), f"gs://{GCS_BUCKET}/cut.tfrecord")
-
-
-# ----------------------------------------------------------------------------------
-# The CLI (built with its feature `object-store`, as `make build` and the wheel build it)
-# over s3:// URLs.
-
-CLI = os.environ.get("TFRECORD_LIRS_CLI", str(REPO / "target" / "release" / "tfrecord-lirs"))
-
-
-def test_cli_reads_and_writes_object_storage(tmp_path):
-    if not Path(CLI).exists():
-        pytest.skip(f"no CLI at {CLI}: run `make build`")
-    url = f"s3://{BUCKET}/untabled.tfrecord"
-    code = f"""
-import json, subprocess
-def run(*args):
-    p = subprocess.run([{CLI!r}, *args], capture_output=True, timeout=120)
-    return [p.returncode, p.stdout.hex(), p.stderr.decode("utf-8", "replace")]
-out = {{}}
-out["index"] = run("index", "{url}")
-out["info"] = run("info", "{url}", "--json")
-out["verify"] = run("verify", "{url}")
-out["get"] = run("get", "{url}", "5")
-out["order"] = run("order", "{url}", "--seed", "3")
-out["pad"] = run("pad", "{url}", "s3://{BUCKET}/padded.tfrecord")
-out["padded_info"] = run("info", "s3://{BUCKET}/padded.tfrecord", "--json")
-out["padded_get"] = run("get", "s3://{BUCKET}/padded.tfrecord", "7")
-out["missing"] = run("info", "s3://{BUCKET}/nope.tfrecord")
-out["ram"] = run("info", "ram://x.tfrecord")
-print(json.dumps(out))
-"""
-    r = report(run_with_s3(tmp_path, OBJECTS, code, timeout=300))
-    for step in ("index", "info", "verify", "get", "order", "pad", "padded_info", "padded_get"):
-        assert r[step][0] == 0, (step, r[step])
-    assert json.loads(bytes.fromhex(r["info"][1]))["instances"] == len(PAYLOADS), r["info"]
-    assert bytes.fromhex(r["get"][1]) == PAYLOADS[5], r["get"]
-    padded = json.loads(bytes.fromhex(r["padded_info"][1]))
-    assert padded["instances"] == len(PAYLOADS), padded
-    assert bytes.fromhex(r["padded_get"][1]) == PAYLOADS[7], r["padded_get"]
-    order = [int(x) for x in bytes.fromhex(r["order"][1]).split()]
-    assert sorted(order) == list(range(len(PAYLOADS))), r["order"][1][:200]
-    code_, _, err = r["missing"]
-    assert code_ == 1 and f"s3://{BUCKET}/nope.tfrecord" in err, r["missing"]
-    code_, _, err = r["ram"]
-    assert code_ == 2 and "ram://x.tfrecord" in err, r["ram"]

@@ -29,9 +29,9 @@ struct Cli {
 /// `--page-size`: a power of two from 512 to 16777216, else a usage error.
 fn parse_page_size(s: &str) -> Result<u64, String> {
     let bytes: u64 = s.parse().map_err(|e| format!("{e}"))?;
-    PageSize::new(bytes)
+    tfrecord_lirs::options::page_size(bytes)
         .map(PageSize::get)
-        .ok_or_else(|| format!("{bytes} is not a power of two from 512 to 16777216"))
+        .map_err(|_| page_size_words(bytes))
 }
 
 /// `--order-version`: 1 or 2.
@@ -46,9 +46,6 @@ fn parse_window(s: &str) -> Result<usize, String> {
     tfrecord_lirs::options::best_fit_window(n as u64).map_err(|e| e.to_string())?;
     Ok(n)
 }
-
-/// The default best-fit window, in records.
-const DEFAULT_WINDOW: usize = 1024;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum FitArg {
@@ -307,7 +304,7 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
             num_shards,
             shard_index,
             ..
-        } if shard_index >= num_shards => Err((
+        } if tfrecord_lirs::options::shard(*num_shards, *shard_index).is_err() => Err((
             "order",
             format!("--shard-index {shard_index} must be below --num-shards {num_shards}"),
         )),
@@ -384,59 +381,33 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
     }
 }
 
-/// The first argument that is a URL (`gs://…`, also as `--opt=URL`) this build cannot
-/// read: any URL without the cargo feature `object-store`; with it, a scheme object
-/// storage does not serve (`ram://`, `hdfs://`, ...).
-fn unserved_url_argument() -> Option<String> {
+/// The first argument that is a URL (`gs://…`, also as `--opt=URL`): the CLI reads
+/// local files only (URLs need TensorFlow's file systems, i.e. the Python package).
+fn url_argument() -> Option<String> {
     std::env::args_os().skip(1).find_map(|arg| {
         let arg = arg.to_str()?;
         let value = match arg.strip_prefix("--") {
             Some(opt) => opt.split_once('=')?.1,
             None => arg,
         };
-        let scheme = tfrecord_lirs::remote::scheme(Path::new(value))?;
-        (!served(scheme)).then(|| value.to_string())
+        tfrecord_lirs::remote::is_url(Path::new(value)).then(|| value.to_string())
     })
 }
 
-/// Whether this build reads and writes URLs of `scheme` (through object_store).
-#[cfg(feature = "object-store")]
-fn served(scheme: &str) -> bool {
-    tfrecord_lirs::cloud::ObjectStoreFileSystem::serves(scheme)
-}
-
-/// Whether this build reads and writes URLs of `scheme`: none without object_store.
-#[cfg(not(feature = "object-store"))]
-fn served(_scheme: &str) -> bool {
-    false
-}
-
-/// Why an unserved URL is refused, and where it can be read instead.
-#[cfg(feature = "object-store")]
-const URL_ADVICE: &str = "tfrecord-lirs reads local files and object storage (s3://, gs://, \
-     az://, http(s)://) only; read other URLs (ram://, hdfs://, ...) with the Python package \
-     tfrecord_lirs, which uses TensorFlow's file systems";
-/// Why a URL is refused, and where it can be read instead.
-#[cfg(not(feature = "object-store"))]
-const URL_ADVICE: &str = "tfrecord-lirs reads local files only (this build has no cargo \
-     feature `object-store`); read URLs (gs://, s3://, ram://, ...) with the Python package \
-     tfrecord_lirs, which uses TensorFlow's file systems";
-
 fn main() -> ExitCode {
     let cli = Cli::parse(); // usage errors exit 2
-    if let Some(url) = unserved_url_argument() {
+    if let Some(url) = url_argument() {
         Cli::command()
             .error(
                 clap::error::ErrorKind::InvalidValue,
-                format!("{url} is a URL, but {URL_ADVICE}"),
+                format!(
+                    "{url} is a URL, but tfrecord-lirs reads local files only; read URLs \
+                     (gs://, s3://, ram://, ...) with the Python package tfrecord_lirs, \
+                     which uses TensorFlow's file systems"
+                ),
             )
             .exit(); // exit 2: a usage error
     }
-    // Object storage for the URLs this build serves (credentials from the environment).
-    #[cfg(feature = "object-store")]
-    tfrecord_lirs::remote::register(std::sync::Arc::new(
-        tfrecord_lirs::cloud::ObjectStoreFileSystem::new(),
-    ));
     if let Err((name, msg)) = check_usage(&cli.command) {
         let mut cmd = Cli::command();
         cmd.build();
@@ -477,23 +448,24 @@ fn progress(total: u64, what: &str) -> ProgressBar {
     bar
 }
 
-/// The size of local file `path`, for a progress bar; 0 (no total) for a URL, whose
-/// size the core learns when it opens the object.
 fn file_size(path: &Path) -> Result<u64, Failure> {
-    if tfrecord_lirs::remote::is_url(path) {
-        return Ok(0);
-    }
     std::fs::metadata(path)
         .map(|m| m.len())
         .map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
 }
 
 fn page_size(bytes: u64) -> Result<PageSize, Failure> {
-    PageSize::new(bytes).ok_or_else(|| {
-        Failure::Message(format!(
-            "--page-size {bytes} is not a power of two from 512 to 16777216"
-        ))
-    })
+    tfrecord_lirs::options::page_size(bytes)
+        .map_err(|_| Failure::Message(format!("--page-size {}", page_size_words(bytes))))
+}
+
+/// What is wrong with page size `bytes` (the core's rule, the CLI's words).
+fn page_size_words(bytes: u64) -> String {
+    format!(
+        "{bytes} is not a power of two from {} to {}",
+        tfrecord_lirs::format::MIN_PAGE_SIZE,
+        tfrecord_lirs::format::MAX_PAGE_SIZE
+    )
 }
 
 /// Writes to stdout, treating a closed pipe (`| head`) as a normal end.
@@ -579,10 +551,11 @@ fn run(command: Command) -> Outcome {
                 fit: match fit {
                     FitArg::Next | FitArg::Auto => Fit::Next,
                     FitArg::Best => Fit::Best {
-                        window: window.unwrap_or(DEFAULT_WINDOW),
+                        window: window.unwrap_or(Fit::DEFAULT_WINDOW),
                     },
                 },
                 sync,
+                ..Default::default()
             };
             let compression = match compression {
                 None => Compression::Auto,

@@ -11,21 +11,51 @@ use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FfiResult, ReaderSpec};
+use crate::{path_of, FfiError, FfiResult, ReaderSpec};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
     Ok(core::options::backend(name)?)
 }
 
-/// [`core::options::signed_shard`].
+/// Checks `num_shards` and `shard_index` as a caller gives them (either may be unknown
+/// yet, e.g. a tensor Python cannot see into); returns them as the core's u64 pair
+/// (an unknown one as 1 shard / index 0).
 pub fn check_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> FfiResult<(u64, u64)> {
-    Ok(core::options::signed_shard(num_shards, shard_index)?)
+    if let Some(n) = num_shards.filter(|&n| n < 0) {
+        return Err(FfiError::invalid(format!(
+            "num_shards must be >= 1, got {n}"
+        )));
+    }
+    if let Some(i) = shard_index.filter(|&i| i < 0) {
+        return Err(FfiError::invalid(format!(
+            "shard_index must be >= 0, got {i}"
+        )));
+    }
+    // Both non-negative now: the rule is the core's (an unknown index checks as 0).
+    let n = num_shards.map_or(1, |n| n.unsigned_abs());
+    let i = shard_index.map_or(0, |i| i.unsigned_abs());
+    if num_shards.is_some() {
+        check_shard_u64(n, i)?;
+    }
+    Ok((n, i))
 }
 
-/// [`core::options::signed_page_size`].
+/// Checks a page size as a caller gives it (the signed `page_size` argument of Python
+/// and the op): the core's rule ([`core::options::page_size`]), worded with the
+/// argument's name.
 pub fn check_page_size(page_size: i64) -> FfiResult<u64> {
-    Ok(core::options::signed_page_size(page_size)?)
+    u64::try_from(page_size)
+        .ok()
+        .and_then(|bytes| core::options::page_size(bytes).ok())
+        .map(core::PageSize::get)
+        .ok_or_else(|| {
+            FfiError::invalid(format!(
+                "page_size must be a power of two from {} to {} bytes, got {page_size}",
+                core::format::MIN_PAGE_SIZE,
+                core::format::MAX_PAGE_SIZE
+            ))
+        })
 }
 
 /// [`core::options::shard`].
@@ -50,24 +80,54 @@ pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
     Ok(core::options::data_and_tables(&files, &tables)?)
 }
 
-pub use core::options::PadFit;
+/// The placement `pad` is asked for: a fixed one, or chosen by the file's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PadFit {
+    /// This placement ([`parse_fit`]).
+    Fixed(core::Fit),
+    /// `"auto"`: [`core::pad_file_auto`].
+    Auto,
+}
 
-/// [`core::options::pad_fit`].
+/// The placement named `fit` for `pad`: "auto" or what [`parse_fit`] takes.
 pub fn parse_pad_fit(fit: &str) -> FfiResult<PadFit> {
-    Ok(core::options::pad_fit(fit)?)
+    match fit {
+        "auto" => Ok(PadFit::Auto),
+        _ => parse_fit(fit).map(PadFit::Fixed),
+    }
 }
 
-/// [`core::options::compression_type`].
+/// Checks LIRSDataset's `compression_type` as TFRecordDataset takes it (None or "":
+/// uncompressed). A GZIP or ZLIB stream cannot be read at random: the error says how to
+/// get a file that can (`pad` decompresses as it reads).
 pub fn check_compression_type(compression_type: &str) -> FfiResult<()> {
-    Ok(core::options::compression_type(compression_type)?)
+    match compression_type {
+        "" => Ok(()),
+        "GZIP" | "ZLIB" => Err(FfiError::invalid(format!(
+            "compression_type={compression_type:?}: LIRSDataset reads records at random, which a {compression_type} stream does not allow; write an uncompressed padded copy with its table once, `tfrecord-lirs pad FILE OUT` (Python: tfrecord_lirs.pad(FILE, OUT)), which decompresses as it reads, and read that"
+        ))),
+        other => Err(FfiError::invalid(format!(
+            "compression_type must be None, \"\", \"GZIP\" or \"ZLIB\" (as for TFRecordDataset), got {other:?}"
+        ))),
+    }
 }
 
-/// [`core::options::buffer_size`].
+/// Checks LIRSDataset's `buffer_size` (bytes; `None` when not given) as
+/// TFRecordDataset takes it: at least 0. Reads are per record (positioned reads of
+/// each record's span, or a memory map), so there is no stream buffer to size; the
+/// read-ahead is `num_parallel_reads` threads over fetch windows.
 pub fn check_buffer_size(buffer_size: Option<i64>) -> FfiResult<()> {
-    Ok(core::options::buffer_size(buffer_size)?)
+    match buffer_size {
+        Some(b) if b < 0 => Err(FfiError::invalid(format!(
+            "buffer_size must be >= 0 bytes or None, got {b}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
-/// [`core::options::fit`].
+/// The placement policy named `fit`: "next", "best" (the core's default window,
+/// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
+/// [`core::options::best_fit_window`]).
 pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
     Ok(core::options::fit(fit)?)
 }

@@ -38,6 +38,38 @@ pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
     Ok(())
 }
 
+/// The placement named `name`, the syntax the Python package and the op library take:
+/// `"next"`, `"best"` (the default window) or `"best:<window>"`. `"auto"` chooses by
+/// the records of a whole file, so only `pad` takes it (see the error).
+///
+/// ```
+/// use tfrecord_lirs::{options, Fit};
+/// assert_eq!(options::fit("best:8")?, Fit::Best { window: 8 });
+/// assert_eq!(options::fit("best")?, Fit::BEST);
+/// assert!(options::fit("best:0").is_err());
+/// # Ok::<(), tfrecord_lirs::Error>(())
+/// ```
+pub fn fit(name: &str) -> Result<Fit> {
+    match name {
+        "auto" => Err(Error::invalid_argument(
+            "fit='auto' chooses by the records of a whole file: pad() takes it, a PaddedWriter (which places records as they come) does not; give 'next' or 'best'",
+        )),
+        "next" => Ok(Fit::Next),
+        "best" => Ok(Fit::BEST),
+        _ => {
+            let window = name
+                .strip_prefix("best:")
+                .and_then(|w| w.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "fit must be 'next', 'best' or 'best:<window>', got {name:?}"
+                    ))
+                })?;
+            best_fit_window(window)
+        }
+    }
+}
+
 /// A best-fit look-ahead window of `records` pending instances (at least 1): the
 /// [`Fit`] it selects. Next-fit is [`Fit::Next`], never a window of 0.
 pub fn best_fit_window(records: u64) -> Result<Fit> {
@@ -49,114 +81,6 @@ pub fn best_fit_window(records: u64) -> Result<Fit> {
     let window = usize::try_from(records)
         .map_err(|_| Error::invalid_argument(format!("best-fit window {records} is too large")))?;
     Ok(Fit::Best { window })
-}
-
-/// A page size as the foreign callers give it (the signed `page_size` argument of
-/// Python and the TensorFlow op): [`page_size`]'s rule, worded with the argument's name.
-pub fn signed_page_size(page_size: i64) -> Result<u64> {
-    u64::try_from(page_size)
-        .ok()
-        .and_then(|bytes| self::page_size(bytes).ok())
-        .map(PageSize::get)
-        .ok_or_else(|| {
-            Error::invalid_argument(format!(
-                "page_size must be a power of two from {} to {} bytes, got {page_size}",
-                crate::format::MIN_PAGE_SIZE,
-                crate::format::MAX_PAGE_SIZE
-            ))
-        })
-}
-
-/// `num_shards` and `shard_index` as the foreign callers give them (signed; either may
-/// be unknown yet, e.g. a tensor Python cannot see into): [`shard`]'s rule; the pair
-/// as u64s (an unknown one as 1 shard / index 0).
-pub fn signed_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> Result<(u64, u64)> {
-    if let Some(n) = num_shards.filter(|&n| n < 0) {
-        return Err(Error::invalid_argument(format!(
-            "num_shards must be >= 1, got {n}"
-        )));
-    }
-    if let Some(i) = shard_index.filter(|&i| i < 0) {
-        return Err(Error::invalid_argument(format!(
-            "shard_index must be >= 0, got {i}"
-        )));
-    }
-    // Both non-negative now: the rule is [`shard`]'s (an unknown index checks as 0).
-    let n = num_shards.map_or(1, |n| n.unsigned_abs());
-    let i = shard_index.map_or(0, |i| i.unsigned_abs());
-    if num_shards.is_some() {
-        shard(n, i)?;
-    }
-    Ok((n, i))
-}
-
-/// The placement policy named `fit` for a writer that places records as they come:
-/// "next", "best" ([`Fit::BEST`]) or `"best:<window>"` ([`best_fit_window`]).
-pub fn fit(fit: &str) -> Result<Fit> {
-    let bad = || {
-        Error::invalid_argument(format!(
-            "fit must be 'next', 'best' or 'best:<window>', got {fit:?}"
-        ))
-    };
-    match fit {
-        "auto" => Err(Error::invalid_argument(
-            "fit='auto' chooses by the records of a whole file: pad() takes it, a PaddedWriter (which places records as they come) does not; give 'next' or 'best'",
-        )),
-        "next" => Ok(Fit::Next),
-        "best" => Ok(Fit::BEST),
-        _ => {
-            let window = fit
-                .strip_prefix("best:")
-                .and_then(|w| w.parse::<u64>().ok())
-                .ok_or_else(bad)?;
-            best_fit_window(window)
-        }
-    }
-}
-
-/// The placement `pad` is asked for: a fixed one, or chosen by the file's records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PadFit {
-    /// This placement ([`fit`]).
-    Fixed(Fit),
-    /// `"auto"`: [`crate::pad_file_auto`].
-    Auto,
-}
-
-/// The placement named `name` for `pad`: "auto" or what [`fit`] takes.
-pub fn pad_fit(name: &str) -> Result<PadFit> {
-    match name {
-        "auto" => Ok(PadFit::Auto),
-        _ => fit(name).map(PadFit::Fixed),
-    }
-}
-
-/// LIRSDataset's `compression_type` as TFRecordDataset takes it ("": uncompressed). A
-/// GZIP or ZLIB stream cannot be read at random: the error says how to get a file that
-/// can (`pad` decompresses as it reads).
-pub fn compression_type(compression_type: &str) -> Result<()> {
-    match compression_type {
-        "" => Ok(()),
-        "GZIP" | "ZLIB" => Err(Error::invalid_argument(format!(
-            "compression_type={compression_type:?}: LIRSDataset reads records at random, which a {compression_type} stream does not allow; write an uncompressed padded copy with its table once, `tfrecord-lirs pad FILE OUT` (Python: tfrecord_lirs.pad(FILE, OUT)), which decompresses as it reads, and read that"
-        ))),
-        other => Err(Error::invalid_argument(format!(
-            "compression_type must be None, \"\", \"GZIP\" or \"ZLIB\" (as for TFRecordDataset), got {other:?}"
-        ))),
-    }
-}
-
-/// LIRSDataset's `buffer_size` (bytes; `None` when not given) as TFRecordDataset takes
-/// it: at least 0. Reads are per record (positioned reads of each record's span, or a
-/// memory map), so there is no stream buffer to size; the read-ahead is
-/// `num_parallel_reads` threads over fetch windows.
-pub fn buffer_size(buffer_size: Option<i64>) -> Result<()> {
-    match buffer_size {
-        Some(b) if b < 0 => Err(Error::invalid_argument(format!(
-            "buffer_size must be >= 0 bytes or None, got {b}"
-        ))),
-        _ => Ok(()),
-    }
 }
 
 /// An epoch order algorithm by number: 1 ([`OrderVersion::V1`], Fisher–Yates) or 2
