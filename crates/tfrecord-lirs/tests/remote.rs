@@ -416,7 +416,7 @@ fn a_batch_reads_neighbours_with_one_request_and_the_rest_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let url = "mem://slow/c.tfrecord";
     let local = local_and_remote(dir.path(), "c", url, 600);
-    let opts = ReaderOptions::default();
+    let opts = url_options();
     let l = Reader::open_one(&local, None, &opts).unwrap();
     let r = Reader::open_one(Path::new(url), None, &opts).unwrap();
     let check = |ids: &[u64]| -> usize {
