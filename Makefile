@@ -138,6 +138,8 @@ bench-scale: venv tf-op python-install
 
 bench: venv venv-without-tf build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
+	# tc (iproute2): the kernel latency (netem) of the S3 row.
+	command -v tc >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
 

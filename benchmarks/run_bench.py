@@ -749,6 +749,12 @@ def report(path, t, m, meta, results):
         "storage does. Each contender times a prefix of one epoch after its first element; "
         "TensorFlow's 64 MB GCS read-ahead buffer is off for the run "
         "(`GCS_READ_CACHE_BLOCK_SIZE_MB=0`: with it each random read fetches up to 64 MB).",
+        "* S3 with latency (row 10, `benchmarks/s3_latency_bench.py`): `LIRSDataset` over "
+        "`s3://` (read by the op through the core's object_store client) from moto's S3 "
+        "server in a private network namespace whose loopback delays every packet 25 ms in "
+        "the kernel (`tc qdisc add dev lo root netem delay 25ms`, a 50 ms round trip). "
+        "Where the kernel has no netem, that row says why and the same contenders run with "
+        "each object GET held 50 ms by the server instead, labelled so.",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
@@ -834,7 +840,13 @@ def main():
         latency_bench.add_rows(t, results["latency"], check, fmt_rate)
     if not only or "9" in only:
         results["without_tf"] = bench_without_tf(t, d, args.out)
-    # Table order: rows 1..9.
+    if not only or "10" in only:
+        # Row 10: s3:// through object_store, moto with kernel (netem) latency.
+        import s3_latency_bench
+        log("row 10: S3 with latency (moto, netem)")
+        results["s3_latency"] = s3_latency_bench.run_s3_latency(args.out)
+        s3_latency_bench.add_rows(t, results["s3_latency"], check, fmt_rate)
+    # Table order: rows 1..10.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

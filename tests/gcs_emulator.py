@@ -159,6 +159,60 @@ def _tls_front(cert: str, key: str, stop: threading.Event) -> socket.socket:
     return listener
 
 
+def _serve_object_validators() -> None:
+    """Object downloads answer with ETag and Last-Modified, as GCS does (object_store's
+    GCS client requires both; the emulator sends neither). Patched before the
+    emulator's router takes its reference to the handler."""
+    import email.utils
+    from datetime import datetime
+
+    from gcp_storage_emulator.handlers import objects
+
+    download = objects.download
+
+    def download_with_validators(request, response, storage, *args, **kwargs):
+        download(request, response, storage, *args, **kwargs)
+        if response.status.value in (200, 206):
+            obj = storage.get_file_obj(request.params["bucket_name"],
+                                       request.params["object_id"])
+            updated = datetime.strptime(obj["updated"], "%Y-%m-%dT%H:%M:%S.%f%z")
+            response["ETag"] = f'"{obj.get("etag") or obj.get("md5Hash")}"'
+            response["Last-Modified"] = email.utils.format_datetime(updated, usegmt=True)
+
+    objects.download = download_with_validators
+
+
+class _HeadersOnly:
+    """A response stream that passes the status line and headers (one write, by
+    http.server's end_headers) and drops the body."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._headers_sent = False
+
+    def write(self, data):
+        if self._headers_sent:
+            return len(data)
+        self._headers_sent = True
+        return self._stream.write(data)
+
+    def flush(self):
+        self._stream.flush()
+
+
+def _head_as_get(self):
+    """HEAD of an object (object_store's GCS client stats objects so; the emulator
+    serves no HEAD): the GET's status and headers, without its body."""
+    from gcp_storage_emulator import server as emulator
+
+    stream = self.wfile
+    self.wfile = _HeadersOnly(stream)
+    try:
+        emulator.Router(self).handle(emulator.GET)
+    finally:
+        self.wfile = stream
+
+
 def _start_emulator(latency: dict | None):
     """The emulator in this process, threaded (delayed reads overlap), in memory."""
     import http.server
@@ -168,7 +222,10 @@ def _start_emulator(latency: dict | None):
     # The emulator serves one request at a time (http.server.HTTPServer); remote
     # storage serves many, which is what parallel reads are for.
     http.server.HTTPServer = http.server.ThreadingHTTPServer
+    _serve_object_validators()
     from gcp_storage_emulator import server as emulator
+
+    emulator.RequestHandler.do_HEAD = _head_as_get
 
     logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
     if latency:

@@ -10,8 +10,10 @@ overrides variables (e.g. wrong credentials).
 
 `faults`: {"auth_after": n} makes the server check credentials after its first n
 requests; {"latency_ms": m, "seed": k} delays every object GET by a lognormal draw of
-median m ms; {"fail_gets": n} answers the first n object GETs with 503 (the client's
-retries must absorb them).
+median m ms (log-space sigma `latency_sigma`, default 0.8); {"fail_gets": n} answers the
+first n object GETs with 503 (the client's retries must absorb them); {"netem_delay_ms":
+d} delays every packet on the namespace's loopback by d ms in the kernel (`tc qdisc ...
+netem`: a round trip of 2d), for which `netem_unavailable()` says whether it can.
 
 Nothing leaves loopback: the namespace has no other interface. The whole run has a
 timeout, after which its process group is killed; the server lives in the namespace's
@@ -44,6 +46,25 @@ class S3RunError(AssertionError):
     """The snippet failed (or timed out); the message carries its output."""
 
 
+def netem_unavailable(delay_ms: int = 25) -> str | None:
+    """Why the kernel's netem delay cannot be put on a private namespace's loopback
+    here (no unshare, no tc, or no sch_netem in this kernel), or None."""
+    import shutil
+
+    for tool in ("unshare", "tc", "ip"):
+        if shutil.which(tool) is None:
+            return f"the {tool} command is missing (apt-get install iproute2 util-linux)"
+    probe = subprocess.run(
+        ["unshare", "-n", "sh", "-c",
+         f"ip link set lo up && tc qdisc add dev lo root netem delay {delay_ms}ms"],
+        capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return (f"tc qdisc add dev lo root netem failed in a private network namespace: "
+                f"{probe.stderr.strip() or probe.returncode} (this kernel has no sch_netem, "
+                f"or no CAP_NET_ADMIN)")
+    return None
+
+
 def run_with_s3(workdir, objects, code, *, faults=None, timeout=600, env=None):
     """Runs `code` against s3://BUCKET holding `objects` (name -> local file or bytes);
     returns the finished process; raises S3RunError if it failed or timed out."""
@@ -69,8 +90,8 @@ def _faulty_app(app, faults):
                 failing = state["fail_gets"] > 0
                 if failing:
                     state["fail_gets"] -= 1
-                delay = (rng.lognormvariate(0, 0.8) * faults["latency_ms"] / 1000
-                         if faults.get("latency_ms") else 0)
+                delay = (rng.lognormvariate(0, faults.get("latency_sigma", 0.8))
+                         * faults["latency_ms"] / 1000 if faults.get("latency_ms") else 0)
             if delay:
                 threading.Event().wait(delay)
             if failing:
@@ -84,6 +105,10 @@ def _faulty_app(app, faults):
 def _inner(workdir: Path) -> int:
     config = json.loads((workdir / "config.json").read_text())
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=30)
+    if config["faults"].get("netem_delay_ms"):
+        # Real kernel latency on every packet of the namespace's loopback.
+        subprocess.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay",
+                        f"{config['faults']['netem_delay_ms']}ms"], check=True, timeout=30)
     os.environ.update(CREDENTIALS)
     if config["faults"].get("auth_after") is not None:
         # moto checks signatures against its IAM after this many requests (the
@@ -104,7 +129,7 @@ def _inner(workdir: Path) -> int:
         s3.create_bucket(Bucket=BUCKET)
         for name, local in config["objects"].items():
             s3.upload_file(local, BUCKET, name)
-        if set(faults) - {"auth_after"}:
+        if set(faults) - {"auth_after", "netem_delay_ms"}:
             # A second port serves the same server through the fault wrapper.
             from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 

@@ -38,6 +38,10 @@ inline absl::StatusCode ToStatusCode(ffi::ErrorCode code) {
       return absl::StatusCode::kNotFound;
     case ffi::ErrorCode::Internal:
       return absl::StatusCode::kInternal;
+    case ffi::ErrorCode::PermissionDenied:
+      return absl::StatusCode::kPermissionDenied;
+    case ffi::ErrorCode::Unavailable:
+      return absl::StatusCode::kUnavailable;
   }
   return absl::StatusCode::kInternal;
 }

@@ -24,6 +24,8 @@ from tfrecord_lirs.errors import (
     InvalidArgumentError,
     LIRSError,
     NotFoundError,
+    PermissionDeniedError,
+    UnavailableError,
 )
 from tfrecord_lirs.loader import Loader, process_shard
 from tfrecord_lirs.sources import DataSource, Sampler
@@ -70,7 +72,9 @@ __all__ = sorted([
     "LIRSError",
     "Loader",
     "NotFoundError",
+    "PermissionDeniedError",
     "Sampler",
+    "UnavailableError",
     "errors",
     "process_shard",
     *_WITH_TENSORFLOW,

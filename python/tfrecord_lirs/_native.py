@@ -154,6 +154,8 @@ _ERRORS = {
     2: tf.errors.InvalidArgumentError,
     3: tf.errors.NotFoundError,
     4: tf.errors.InternalError,
+    5: tf.errors.PermissionDeniedError,
+    6: tf.errors.UnavailableError,
 }
 _ERR_LEN = 4096
 

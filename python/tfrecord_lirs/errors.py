@@ -28,8 +28,19 @@ class NotFoundError(LIRSError, FileNotFoundError):
     """A data file or offset table that does not exist."""
 
 
+class PermissionDeniedError(LIRSError, PermissionError):
+    """Access refused: a local file's permissions, or object storage refusing the
+    credentials (HTTP 401/403); the message says which credentials are read from where."""
+
+
+class UnavailableError(LIRSError, ConnectionError):
+    """The storage did not serve the request even after the client's retries (server
+    errors, timeouts, refused connections): trying again later may work."""
+
+
 class InternalError(LIRSError, RuntimeError):
     """A fault inside the library (e.g. a panic in a read thread): please report it."""
 
 
-__all__ = ["DataLossError", "InternalError", "InvalidArgumentError", "LIRSError", "NotFoundError"]
+__all__ = ["DataLossError", "InternalError", "InvalidArgumentError", "LIRSError", "NotFoundError",
+           "PermissionDeniedError", "UnavailableError"]

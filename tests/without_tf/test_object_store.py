@@ -13,6 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conftest import affine_payload, framed  # noqa: E402
+from gcs_emulator import BUCKET as GCS_BUCKET  # noqa: E402
+from gcs_emulator import EMULATOR_PORT, require_namespace, run_with_gcs  # noqa: E402
 from s3_server import BUCKET, S3RunError, run_with_s3  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,10 +100,32 @@ except tfrecord_lirs.LIRSError as e:
                            "AWS_SECRET_ACCESS_KEY": "wrong"})
     line = res.stdout.strip().splitlines()[-1]
     kind, _, message = line.partition(" | ")
-    # The core has no kind of its own for refused credentials: an I/O failure
-    # (InternalError) whose message carries the store's 403 and names the object.
-    assert kind == "InternalError", res.stdout
+    # Refused credentials have their kind (PermissionDeniedError, a PermissionError):
+    # the message carries the store's 403, names the object and says which credentials
+    # are read from where.
+    assert kind == "PermissionDeniedError", res.stdout
     assert f"s3://{BUCKET}/train.tfrecord" in message and "403" in message, res.stdout
+    assert "AWS_ACCESS_KEY_ID" in message, res.stdout
+
+
+def test_s3_server_errors_past_the_retries_are_unavailable(tmp_path):
+    """Every object GET answers 503: after the client's retries with backoff, an
+    UnavailableError (a ConnectionError) naming the object, never a hang."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+try:
+    tfrecord_lirs.DataSource("s3://{BUCKET}/train.tfrecord")
+    print("opened")
+except tfrecord_lirs.LIRSError as e:
+    print(type(e).__name__, "|", isinstance(e, ConnectionError), "|", e)
+"""
+    res = run_with_s3(tmp_path, OBJECTS, code, faults={"fail_gets": 10 ** 6}, timeout=400)
+    kind, is_connection_error, message = res.stdout.strip().splitlines()[-1].split(" | ", 2)
+    assert (kind, is_connection_error) == ("UnavailableError", "True"), res.stdout
+    assert f"s3://{BUCKET}/train.tfrecord" in message and "503" in message, res.stdout
+    assert "retried" in message and "try again later" in message, res.stdout
 
 
 def test_s3_truncated_object_is_refused_as_a_local_file_is(tmp_path):
@@ -151,3 +175,52 @@ print(json.dumps({{"ids": ids, "got": [g.hex() for g in got],
                            timeout=300))
     assert [bytes.fromhex(g) for g in r["got"]] == [PAYLOADS[i] for i in r["ids"]]
     print(f"256 ids over s3 with 30 ms per GET: {r['secs']:.2f} s")
+
+
+# ----------------------------------------------------------------------------------
+# gs:// through object_store's GCS client against the GCS emulator (tests/gcs_emulator.py),
+# pointed at it by the service account's `gcs_base_url` with `disable_oauth`.
+
+GCS_ACCOUNT = json.dumps({"gcs_base_url": f"http://127.0.0.1:{EMULATOR_PORT}",
+                          "disable_oauth": True, "client_email": "", "private_key": "",
+                          "private_key_id": ""})
+
+
+def test_gcs_reads_every_instance_through_object_store(tmp_path):
+    require_namespace()
+    read_all = READ_ALL.replace(f"s3://{BUCKET}/", f"gs://{GCS_BUCKET}/")
+    res = run_with_gcs(tmp_path, OBJECTS, read_all, timeout=300,
+                       env={"GOOGLE_SERVICE_ACCOUNT_KEY": GCS_ACCOUNT})
+    r = report(res)
+    assert r["n"] == len(PAYLOADS) and not r["tf"]
+    assert sorted(r["order"]) == list(range(len(PAYLOADS)))
+    assert [bytes.fromhex(g) for g in r["got"]] == [PAYLOADS[i] for i in r["order"]]
+    assert bytes.fromhex(r["one"]) == PAYLOADS[7]
+
+
+def test_gcs_errors_name_the_object(tmp_path):
+    require_namespace()
+    cut = DATA[: len(DATA) // 2]
+    objects = {**OBJECTS, "cut.tfrecord": cut, "cut.tfrecord.offsets": TABLE}
+    code = ERRORS.replace(f"s3://{BUCKET}/", f"gs://{GCS_BUCKET}/").replace(
+        '("no_bucket", "s3://other-bucket/train.tfrecord")',
+        f'("cut", "gs://{GCS_BUCKET}/cut.tfrecord")')
+    r = report(run_with_gcs(tmp_path, objects, code, timeout=300,
+                            env={"GOOGLE_SERVICE_ACCOUNT_KEY": GCS_ACCOUNT}))
+    kind, message, file = r["missing"]
+    assert kind == "NotFoundError" and file == f"gs://{GCS_BUCKET}/nope.tfrecord", r
+    kind, message, file = r["untabled"]
+    assert kind == "NotFoundError" and f"gs://{GCS_BUCKET}/untabled.tfrecord.offsets" in message, r
+    # Cut short beside its full table: the error class and words of the same file on
+    # local disk (the path aside).
+    local = tmp_path / "cut.tfrecord"
+    local.write_bytes(cut)
+    (tmp_path / "cut.tfrecord.offsets").write_bytes(TABLE)
+    sys.path.insert(0, str(REPO / "python"))
+    import tfrecord_lirs
+
+    with pytest.raises(tfrecord_lirs.LIRSError) as local_error:
+        tfrecord_lirs.DataSource(local)
+    kind, message, file = r["cut"]
+    assert kind == type(local_error.value).__name__, r
+    assert message == str(local_error.value).replace(str(local), f"gs://{GCS_BUCKET}/cut.tfrecord")

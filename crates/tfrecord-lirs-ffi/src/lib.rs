@@ -78,6 +78,10 @@ mod ffi {
         NotFound = 3,
         /// Anything else (I/O failures, bugs, caught panics).
         Internal = 4,
+        /// Access refused: file permissions, or storage refusing the credentials.
+        PermissionDenied = 5,
+        /// The storage did not serve the request, even after retries.
+        Unavailable = 6,
     }
 
     /// The outcome of a bridge call: filled in by Rust when the call fails.
@@ -273,6 +277,8 @@ impl From<core::ErrorKind> for ErrorCode {
             core::ErrorKind::DataLoss => ErrorCode::DataLoss,
             core::ErrorKind::InvalidArgument => ErrorCode::InvalidArgument,
             core::ErrorKind::NotFound => ErrorCode::NotFound,
+            core::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+            core::ErrorKind::Unavailable => ErrorCode::Unavailable,
             core::ErrorKind::Internal => ErrorCode::Internal,
         }
     }
@@ -878,6 +884,11 @@ mod tests {
             (core::ErrorKind::InvalidArgument, ErrorCode::InvalidArgument),
             (core::ErrorKind::NotFound, ErrorCode::NotFound),
             (core::ErrorKind::Internal, ErrorCode::Internal),
+            (
+                core::ErrorKind::PermissionDenied,
+                ErrorCode::PermissionDenied,
+            ),
+            (core::ErrorKind::Unavailable, ErrorCode::Unavailable),
         ] {
             assert_eq!(ErrorCode::from(kind), code);
         }

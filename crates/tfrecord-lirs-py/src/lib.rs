@@ -27,6 +27,8 @@ fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
         ErrorKind::DataLoss => "DataLossError",
         ErrorKind::InvalidArgument => "InvalidArgumentError",
         ErrorKind::NotFound => "NotFoundError",
+        ErrorKind::PermissionDenied => "PermissionDeniedError",
+        ErrorKind::Unavailable => "UnavailableError",
         _ => "InternalError",
     };
     let made = (|| -> PyResult<PyErr> {

@@ -23,6 +23,12 @@ pub enum ErrorKind {
     InvalidArgument,
     /// A file does not exist.
     NotFound,
+    /// The file (or object) may not be read or written with these credentials: a local
+    /// file's permissions, or object storage refusing the request (HTTP 401/403).
+    PermissionDenied,
+    /// The storage did not serve the request, even after retries: server errors
+    /// (HTTP 5xx), timeouts, refused or dropped connections. Trying again later may work.
+    Unavailable,
     /// Anything else (I/O failures, bugs).
     Internal,
 }
@@ -269,6 +275,12 @@ impl Error {
         let kind = match source.kind() {
             std::io::ErrorKind::NotFound => ErrorKind::NotFound,
             std::io::ErrorKind::UnexpectedEof => ErrorKind::DataLoss,
+            std::io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+            std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::NotConnected => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         };
         Error {
@@ -492,6 +504,19 @@ mod tests {
             std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
         );
         assert_eq!((eof.kind(), eof.instance()), (ErrorKind::DataLoss, None));
+        let refused = Error::io(
+            data,
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        );
+        assert_eq!(refused.kind(), ErrorKind::PermissionDenied);
+        for transient in [
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::ConnectionRefused,
+            std::io::ErrorKind::ConnectionAborted,
+        ] {
+            let e = Error::io(data, std::io::Error::from(transient));
+            assert_eq!((e.kind(), e.file()), (ErrorKind::Unavailable, Some(data)));
+        }
         let arg = Error::invalid_argument("page size 3 is not a power of two");
         assert_eq!((arg.kind(), arg.file()), (ErrorKind::InvalidArgument, None));
         assert_eq!(arg.to_string(), "page size 3 is not a power of two");

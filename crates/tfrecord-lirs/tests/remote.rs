@@ -411,6 +411,39 @@ fn remote_files_keep_many_reads_in_flight() {
     assert!(most >= 48, "at most {most} reads were in flight at once");
 }
 
+#[test]
+fn a_batch_reads_neighbours_with_one_request_and_the_rest_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "mem://slow/c.tfrecord";
+    let local = local_and_remote(dir.path(), "c", url, 600);
+    let opts = url_options();
+    let l = Reader::open_one(&local, None, &opts).unwrap();
+    let r = Reader::open_one(Path::new(url), None, &opts).unwrap();
+    let check = |ids: &[u64]| -> usize {
+        let before = reads_of(url);
+        let mut got = tfrecord_lirs::Batch::default();
+        r.read_batch_concurrent(ids, &mut got).unwrap();
+        let mut want = tfrecord_lirs::Batch::default();
+        l.read_batch(ids, &mut want).unwrap();
+        assert_eq!(got.len(), ids.len());
+        assert!(
+            got.payloads().eq(want.payloads()),
+            "payloads differ for {ids:?}"
+        );
+        reads_of(url) - before
+    };
+    // 64 neighbours, asked for backwards and one twice: a single run, so one ranged
+    // read (cut into 32 parts of 2 ids, it would take 32).
+    let mut ids: Vec<u64> = (100..164).rev().collect();
+    ids.push(120);
+    assert_eq!(check(&ids), 1);
+    // Two runs far apart and scattered ids: one read per run and per scattered id.
+    let mut ids: Vec<u64> = (300..310).chain(500..520).collect();
+    ids.extend([7, 60, 250, 599]);
+    ids.reverse();
+    assert_eq!(check(&ids), 2 + 4);
+}
+
 /// Every window an unordered fetcher hands out, with its ids.
 fn unordered_windows(fetcher: &mut Fetcher, most: usize) -> Vec<Vec<u64>> {
     let mut out = Vec::new();

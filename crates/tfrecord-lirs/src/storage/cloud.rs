@@ -94,8 +94,8 @@ impl ObjectStoreFileSystem {
         SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
     }
 
-    /// The client for `url`'s bucket and the object's path in it.
-    fn locate(&self, url: &str) -> io::Result<(Arc<dyn ObjectStore>, StorePath)> {
+    /// The client for `url`'s bucket, the object's path in it and the URL's scheme.
+    fn locate(&self, url: &str) -> io::Result<(Arc<dyn ObjectStore>, StorePath, String)> {
         let parsed = Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL ({e})")))?;
         let scheme = parsed.scheme().to_ascii_lowercase();
         if !Self::serves(&scheme) {
@@ -113,11 +113,11 @@ impl ObjectStoreFileSystem {
             .map_err(|e| invalid(format!("{url}: bad object path ({e})")))?;
         let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(store) = stores.get(&key) {
-            return Ok((Arc::clone(store), path));
+            return Ok((Arc::clone(store), path, scheme));
         }
-        let store = build_store(&scheme, &key).map_err(store_error)?;
+        let store = build_store(&scheme, &key).map_err(|e| store_error(&scheme, e))?;
         stores.insert(key, Arc::clone(&store));
-        Ok((store, path))
+        Ok((store, path, scheme))
     }
 }
 
@@ -125,79 +125,152 @@ fn port_suffix(url: &Url) -> String {
     url.port().map(|p| format!(":{p}")).unwrap_or_default()
 }
 
-/// A client for the bucket (or HTTP origin) `base`, configured from the environment.
+/// A client for the bucket (or HTTP origin) `base`, configured from the environment,
+/// retrying as [`retry_config`] says.
 fn build_store(scheme: &str, base: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
     Ok(match scheme {
         "s3" | "s3a" => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
                 .with_url(base)
+                .with_retry(retry_config())
                 .build()?,
         ),
+        // A GCS emulator is reached through the service account's `gcs_base_url` (with
+        // `disable_oauth`), as object_store documents for its own tests.
         "gs" => Arc::new(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(base)
+                .with_retry(retry_config())
                 .build()?,
         ),
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(base)
+                .with_retry(retry_config())
                 .build()?,
         ),
         _ => Arc::new(
             object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_url(base)
+                .with_retry(retry_config())
                 .build()?,
         ),
     })
+}
+
+/// Retries of a failed request (5xx, timeouts, dropped connections), with the
+/// client's exponential backoff (100 ms doubling up to 15 s); the advice of an error
+/// that outlived them names this number.
+const MAX_RETRIES: usize = 10;
+
+/// The client's retry settings: [`MAX_RETRIES`], the client's defaults otherwise.
+fn retry_config() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: MAX_RETRIES,
+        ..Default::default()
+    }
 }
 
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
-/// An object-store error as the `io::Error` kind the core maps (NotFound, ...), with
-/// the store's own words, which name the request that failed (the core's error names
-/// the URL).
-fn store_error(e: object_store::Error) -> io::Error {
-    let kind = match &e {
-        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+/// An object-store error as the `io::Error` kind the core maps (NotFound,
+/// PermissionDenied, ...), with the store's own words, which name the request that
+/// failed (the core's error names the URL), and what to do about it.
+fn store_error(scheme: &str, e: object_store::Error) -> io::Error {
+    let (kind, advice) = match &e {
+        object_store::Error::NotFound { .. } => (io::ErrorKind::NotFound, None),
         object_store::Error::InvalidPath { .. } | object_store::Error::NotSupported { .. } => {
-            io::ErrorKind::InvalidInput
+            (io::ErrorKind::InvalidInput, None)
         }
         object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
-        _ => io::ErrorKind::Other,
+        | object_store::Error::Unauthenticated { .. } => (
+            io::ErrorKind::PermissionDenied,
+            Some(format!(
+                "the storage refused these credentials: {}",
+                credentials_hint(scheme)
+            )),
+        ),
+        // What the client could not get done after its retries with backoff: server
+        // errors (5xx), timeouts, refused or dropped connections.
+        object_store::Error::Generic { .. } => (
+            io::ErrorKind::ConnectionAborted,
+            Some(format!(
+                "the storage did not serve the request (server errors and dropped \
+                 connections are retried up to {MAX_RETRIES} times with backoff); try \
+                 again later, or check the endpoint{}",
+                endpoint_hint(scheme)
+            )),
+        ),
+        _ => (io::ErrorKind::Other, None),
     };
-    io::Error::new(kind, e.to_string())
+    match advice {
+        Some(advice) => io::Error::new(kind, format!("{e}; {advice}")),
+        None => io::Error::new(kind, e.to_string()),
+    }
+}
+
+/// Where the credentials of `scheme`'s store come from (the builders' `from_env`).
+fn credentials_hint(scheme: &str) -> &'static str {
+    match scheme {
+        "s3" | "s3a" => {
+            "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), or \
+             the instance's role, and that they may read this bucket"
+        }
+        "gs" => {
+            "check GOOGLE_SERVICE_ACCOUNT (a key file) or GOOGLE_SERVICE_ACCOUNT_KEY, or \
+             the instance's service account, and that it may read this bucket"
+        }
+        "http" | "https" => "the server needs credentials this client does not send",
+        _ => {
+            "check AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY (or a SAS \
+             token / service principal), and that they may read this container"
+        }
+    }
+}
+
+/// The environment variable naming `scheme`'s endpoint, as advice.
+fn endpoint_hint(scheme: &str) -> &'static str {
+    match scheme {
+        "s3" | "s3a" => " (AWS_ENDPOINT, AWS_REGION)",
+        "gs" => " (the service account's gcs_base_url)",
+        "http" | "https" => " (the URL's host)",
+        _ => " (AZURE_STORAGE_ENDPOINT)",
+    }
 }
 
 impl FileSystem for ObjectStoreFileSystem {
     fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
-        let (store, path) = self.locate(url)?;
+        let (store, path, scheme) = self.locate(url)?;
         let runtime = self.runtime()?;
-        let meta = runtime.block_on(store.head(&path)).map_err(store_error)?;
+        let meta = runtime
+            .block_on(store.head(&path))
+            .map_err(|e| store_error(&scheme, e))?;
         Ok(Box::new(ObjectReader {
             store,
             path,
+            scheme,
             size: meta.size,
             runtime: runtime.handle().clone(),
         }))
     }
 
     fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
-        let (store, path) = self.locate(url)?;
+        let (store, path, scheme) = self.locate(url)?;
         let bytes = self.runtime()?.block_on(async {
             let got = store.get(&path).await?;
             got.bytes().await
         });
-        Ok(bytes.map_err(store_error)?.to_vec())
+        Ok(bytes.map_err(|e| store_error(&scheme, e))?.to_vec())
     }
 
     fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
-        let (store, path) = self.locate(url)?;
+        let (store, path, scheme) = self.locate(url)?;
         Ok(Box::new(ObjectWriter {
             store,
             path,
+            scheme,
             runtime: self.runtime()?.handle().clone(),
             data: Vec::new(),
             closed: false,
@@ -212,10 +285,10 @@ impl FileSystem for ObjectStoreFileSystem {
     }
 
     fn delete(&self, url: &str) -> io::Result<()> {
-        let (store, path) = self.locate(url)?;
+        let (store, path, scheme) = self.locate(url)?;
         match self.runtime()?.block_on(store.delete(&path)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(store_error(e)),
+            Err(e) => Err(store_error(&scheme, e)),
         }
     }
 
@@ -228,6 +301,7 @@ impl FileSystem for ObjectStoreFileSystem {
 struct ObjectReader {
     store: Arc<dyn ObjectStore>,
     path: StorePath,
+    scheme: String,
     size: u64,
     runtime: tokio::runtime::Handle,
 }
@@ -242,7 +316,7 @@ impl ReadAt for ObjectReader {
         let bytes = self
             .runtime
             .block_on(self.store.get_range(&self.path, range))
-            .map_err(store_error)?;
+            .map_err(|e| store_error(&self.scheme, e))?;
         // A store that answers with more than was asked is not trusted with the rest.
         let n = bytes.len().min(buf.len());
         buf[..n].copy_from_slice(&bytes[..n]);
@@ -259,6 +333,7 @@ impl ReadAt for ObjectReader {
 struct ObjectWriter {
     store: Arc<dyn ObjectStore>,
     path: StorePath,
+    scheme: String,
     runtime: tokio::runtime::Handle,
     data: Vec<u8>,
     closed: bool,
@@ -277,7 +352,7 @@ impl RemoteWrite for ObjectWriter {
         let payload = PutPayload::from(std::mem::take(&mut self.data));
         self.runtime
             .block_on(self.store.put(&self.path, payload))
-            .map_err(store_error)?;
+            .map_err(|e| store_error(&self.scheme, e))?;
         self.closed = true;
         Ok(())
     }

@@ -1,0 +1,170 @@
+"""Row 10 of `make bench`: S3 with network latency, through object_store.
+
+LIRSDataset over s3:// (TensorFlow 2.21 has no s3 file system: the op reads it through
+the core's object_store client) against moto's S3 server (tests/s3_server.py) in a
+private network namespace whose loopback delays every packet by NETEM_DELAY_MS in the
+kernel (`tc qdisc add dev lo root netem delay 25ms`: a 50 ms round trip, real latency,
+no mock): num_parallel_reads 1 and 32, deterministic and unordered delivery, one after
+another in one process.
+
+Where the kernel has no netem (sch_netem) or the namespace no CAP_NET_ADMIN, the netem
+rows are skipped with the reason, and the same contenders run with the delay put in the
+server instead (every object GET held SERVER_DELAY_MS before moto answers it: latency
+per request, not per packet), labelled as such.
+
+    .venv/bin/python benchmarks/s3_latency_bench.py [--out bench_out]   # the row alone
+"""
+
+import argparse
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "python"))
+
+NETEM_DELAY_MS = 25
+SERVER_DELAY_MS = 50
+RECORDS = 6000
+RECORD_BYTES = (200, 1200)
+THREADS = [1, 32]
+# Records timed per contender (a prefix of an epoch): fewer for one read in flight.
+TAKE = {1: 100, 32: 1500}
+
+SNIPPET = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, {python!r})
+    import tensorflow as tf
+    import tfrecord_lirs
+    url = {url!r}
+    rows = []
+
+    def timed(ds, n, **info):
+        it = iter(ds.take(n))
+        next(it)  # the first element: opening, table, pool start
+        t = time.perf_counter()
+        got = sum(1 for _ in it)
+        dt = time.perf_counter() - t
+        rows.append(dict(records=got, seconds=dt, rate=got / dt, **info))
+        print(info, round(got / dt, 1), "rec/s", flush=True)
+
+    for threads in {threads!r}:
+        for deterministic in (True, False):
+            ds = tfrecord_lirs.LIRSDataset(url, seed=7, num_parallel_reads=threads,
+                                           deterministic=deterministic)
+            timed(ds, {take!r}[threads], threads=threads, deterministic=deterministic)
+    with open({results!r}, "w") as f:
+        json.dump(dict(rows=rows), f)
+""")
+
+
+def _measure(work, data, faults):
+    from s3_server import BUCKET, run_with_s3
+
+    results = work / "results.json"
+    url = f"s3://{BUCKET}/bench/remote.tfrecord"
+    code = SNIPPET.format(python=str(ROOT / "python"), url=url, threads=THREADS, take=TAKE,
+                          results=str(results))
+    run_with_s3(work / "run", {"bench/remote.tfrecord": data,
+                               "bench/remote.tfrecord.offsets": Path(str(data) + ".offsets")},
+                code, faults=faults, timeout=1200)
+    return json.loads(results.read_text())["rows"]
+
+
+def run_s3_latency(out_dir):
+    """Measures row 10; returns its results (rates per latency model, or why not)."""
+    import numpy as np
+
+    import tfrecord_lirs
+    from gcs_emulator import namespace_unavailable
+    from s3_server import netem_unavailable
+
+    why = namespace_unavailable()
+    if why:
+        return {"skipped": why}
+    work = Path(out_dir) / "s3_latency"
+    work.mkdir(parents=True, exist_ok=True)
+    data = work / "remote.tfrecord"
+    rng = np.random.default_rng(10)
+    with tfrecord_lirs.PaddedWriter(str(data)) as w:
+        for i in range(RECORDS):
+            n = int(rng.integers(*RECORD_BYTES))
+            w.write(b"%08d" % i + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
+    start = time.time()
+    out = {"records": RECORDS, "file_bytes": data.stat().st_size}
+    netem_why = netem_unavailable(NETEM_DELAY_MS)
+    if netem_why:
+        out["netem"] = {"skipped": netem_why}
+        out["server_delay"] = {"rows": _measure(work, data, {"latency_ms": SERVER_DELAY_MS,
+                                                             "latency_sigma": 0.0})}
+    else:
+        out["netem"] = {"rows": _measure(work, data, {"netem_delay_ms": NETEM_DELAY_MS})}
+    out["minutes"] = (time.time() - start) / 60
+    return out
+
+
+def _rate(rows, threads, deterministic):
+    for r in rows:
+        if r["threads"] == threads and r["deterministic"] == deterministic:
+            return r["rate"]
+    return None
+
+
+def _add_model(t, sec, rows, model, check, fmt_rate, judged):
+    one = _rate(rows, 1, True)
+    for threads in THREADS:
+        det, un = _rate(rows, threads, True), _rate(rows, threads, False)
+        label = f"LIRSDataset(s3://), num_parallel_reads={threads}"
+        if threads == 1:
+            t.add(sec, label, fmt_rate(det), model)
+        elif judged:
+            v = det / one
+            m = check(t, "10: S3, 32 reads in flight vs 1", v, 10.0)
+            t.add(sec, f"**{label}**", fmt_rate(det), f"{v:.1f}x of 1 read in flight",
+                  ">= 10x", m)
+        else:
+            t.add(sec, label, fmt_rate(det), f"{det / one:.1f}x of 1 read in flight")
+        v = un / det
+        if threads == 32 and judged:
+            m = check(t, "10: S3, unordered vs deterministic (32 in flight)", v, 1.2)
+            t.add(sec, f"**{label}, deterministic=False**", fmt_rate(un),
+                  f"{v:.2f}x of deterministic", ">= 1.2x", m)
+        else:
+            t.add(sec, f"{label}, deterministic=False", fmt_rate(un),
+                  f"{v:.2f}x of deterministic")
+
+
+def add_rows(t, res, check, fmt_rate):
+    """Adds row 10 to the `make bench` table `t` (run_bench.Table)."""
+    sec = "10 S3 with latency (object_store, moto)"
+    if "skipped" in res:
+        t.add(sec, "not run", res["skipped"])
+        return
+    netem = res["netem"]
+    if "skipped" in netem:
+        t.add(sec, f"netem {NETEM_DELAY_MS} ms per packet on loopback", "not run",
+              netem["skipped"])
+    else:
+        _add_model(t, sec, netem["rows"],
+                   f"netem: {NETEM_DELAY_MS} ms per packet, {2 * NETEM_DELAY_MS} ms round trip",
+                   check, fmt_rate, judged=True)
+    if "server_delay" in res:
+        # The targets are judged on this model only when netem could not run.
+        _add_model(t, sec, res["server_delay"]["rows"],
+                   f"server holds each object GET {SERVER_DELAY_MS} ms (no netem here)",
+                   check, fmt_rate, judged="skipped" in netem)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "bench_out"))
+    args = ap.parse_args()
+    print(json.dumps(run_s3_latency(args.out), indent=1))
+
+
+if __name__ == "__main__":
+    main()
