@@ -840,13 +840,19 @@ def main():
         latency_bench.add_rows(t, results["latency"], check, fmt_rate)
     if not only or "9" in only:
         results["without_tf"] = bench_without_tf(t, d, args.out)
-    if not only or "10" in only:
-        # Row 10: s3:// through object_store, moto with kernel (netem) latency.
+    if not only or "11" in only:
+        # Row 11: s3:// through object_store, moto with kernel (netem) latency.
         import s3_latency_bench
-        log("row 10: S3 with latency (moto, netem)")
+        log("row 11: S3 with latency (moto, netem)")
         results["s3_latency"] = s3_latency_bench.run_s3_latency(args.out)
         s3_latency_bench.add_rows(t, results["s3_latency"], check, fmt_rate)
-    # Table order: rows 1..10.
+    if not only or "12" in only:
+        # Row 12: trainers sharing one LIRS read (tf.data service, cross-trainer cache).
+        import shared_read_bench
+        log("row 12: several trainers on one read (tf.data service)")
+        results["shared_read"] = shared_read_bench.run(args.out)
+        shared_read_bench.add_rows(t, results["shared_read"], check, row="12")
+    # Table order: rows 1..12.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

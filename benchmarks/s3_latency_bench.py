@@ -1,4 +1,4 @@
-"""Row 10 of `make bench`: S3 with network latency, through object_store.
+"""Row 11 of `make bench`: S3 with network latency, through object_store.
 
 LIRSDataset over s3:// (TensorFlow 2.21 has no s3 file system: the op reads it through
 the core's object_store client) against moto's S3 server (tests/s3_server.py) in a
@@ -75,7 +75,7 @@ def _measure(work, data, faults):
 
 
 def run_s3_latency(out_dir):
-    """Measures row 10; returns its results (rates per latency model, or why not)."""
+    """Measures row 11; returns its results (rates per latency model, or why not)."""
     import numpy as np
 
     import tfrecord_lirs
@@ -122,14 +122,14 @@ def _add_model(t, sec, rows, model, check, fmt_rate, judged):
             t.add(sec, label, fmt_rate(det), model)
         elif judged:
             v = det / one
-            m = check(t, "10: S3, 32 reads in flight vs 1", v, 10.0)
+            m = check(t, "11: S3, 32 reads in flight vs 1", v, 10.0)
             t.add(sec, f"**{label}**", fmt_rate(det), f"{v:.1f}x of 1 read in flight",
                   ">= 10x", m)
         else:
             t.add(sec, label, fmt_rate(det), f"{det / one:.1f}x of 1 read in flight")
         v = un / det
         if threads == 32 and judged:
-            m = check(t, "10: S3, unordered vs deterministic (32 in flight)", v, 1.2)
+            m = check(t, "11: S3, unordered vs deterministic (32 in flight)", v, 1.2)
             t.add(sec, f"**{label}, deterministic=False**", fmt_rate(un),
                   f"{v:.2f}x of deterministic", ">= 1.2x", m)
         else:
@@ -138,8 +138,8 @@ def _add_model(t, sec, rows, model, check, fmt_rate, judged):
 
 
 def add_rows(t, res, check, fmt_rate):
-    """Adds row 10 to the `make bench` table `t` (run_bench.Table)."""
-    sec = "10 S3 with latency (object_store, moto)"
+    """Adds row 11 to the `make bench` table `t` (run_bench.Table)."""
+    sec = "11 S3 with latency (object_store, moto)"
     if "skipped" in res:
         t.add(sec, "not run", res["skipped"])
         return
