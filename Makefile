@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest pytest-without-tf demo bench clean tf-op \
+.PHONY: all test venv venv-bench build lint cargo-test pytest pytest-without-tf demo bench clean tf-op \
   py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
 
 all: build
@@ -128,7 +128,17 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 
 # `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
-bench: venv venv-without-tf build py-ext tf-op python-install
+# The benchmarks' own venv (requirements-bench.txt: HuggingFace `datasets`, the Arrow
+# contender of the large-record rows), apart from the dev venv's pins.
+VENV_BENCH := .venv-bench
+venv-bench: $(VENV_BENCH)/.installed
+$(VENV_BENCH)/.installed: requirements-bench.txt
+	python3 -m venv $(VENV_BENCH)
+	$(VENV_BENCH)/bin/pip install --quiet --upgrade pip
+	$(VENV_BENCH)/bin/pip install --quiet -r requirements-bench.txt
+	touch $@
+
+bench: venv venv-without-tf venv-bench build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
@@ -137,4 +147,4 @@ clean:
 	cargo clean
 	rm -f $(TF_OP_SO) python/tfrecord_lirs/_build_info.py
 	rm -f $(PY_EXT)
-	rm -rf $(VENV) $(VENV_NOTF) bench_out demo_out dist python/build
+	rm -rf $(VENV) $(VENV_NOTF) $(VENV_BENCH) bench_out demo_out dist python/build
