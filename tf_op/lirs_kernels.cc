@@ -190,7 +190,24 @@ class LIRSIsFillerOp : public OpKernel {
   }
 };
 
+class LIRSProcessIoTotalsOp : public OpKernel {
+ public:
+  explicit LIRSProcessIoTotalsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const ffi::ProcessIoTotals totals = ffi::process_io_totals();
+    Tensor* reads = nullptr;
+    Tensor* bytes = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &reads));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &bytes));
+    reads->scalar<int64_t>()() = static_cast<int64_t>(totals.reads);
+    bytes->scalar<int64_t>()() = static_cast<int64_t>(totals.bytes_read);
+  }
+};
+
 REGISTER_KERNEL_BUILDER(Name("LIRSRead").Device(DEVICE_CPU), LIRSReadOp);
+REGISTER_KERNEL_BUILDER(Name("LIRSProcessIoTotals").Device(DEVICE_CPU),
+                        LIRSProcessIoTotalsOp);
 // LIRSRead is stateful only so it is never constant-folded (it reads files);
 // it keeps no iterator state, so pipelines that map it can be checkpointed.
 ALLOW_STATEFUL_OP_FOR_DATASET_FUNCTIONS("LIRSRead");

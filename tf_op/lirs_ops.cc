@@ -90,4 +90,17 @@ REGISTER_OP("LIRSIsFiller")
     .Output("is_filler: bool")
     .SetShapeFn(shape_inference::UnchangedShape);
 
+// What every LIRS reader of this process read since it started (reads, bytes):
+// never reset, so a span is the difference of two runs. Stateful: never
+// constant-folded or cached.
+REGISTER_OP("LIRSProcessIoTotals")
+    .Output("reads: int64")
+    .Output("bytes_read: int64")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Scalar());
+      return absl::OkStatus();
+    });
+
 }  // namespace tensorflow

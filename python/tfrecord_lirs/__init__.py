@@ -40,6 +40,7 @@ _WITH_TENSORFLOW = {
     "default_table_path": "tfrecord_lirs.io",
     "is_filler": "tfrecord_lirs.io",
     "pad": "tfrecord_lirs.io",
+    "process_io_totals": "tfrecord_lirs.dataset",
     "read": "tfrecord_lirs.io",
     "stock_dataset": "tfrecord_lirs.io",
 }

@@ -201,3 +201,12 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if self._batch_size is None:
             return tf.TensorSpec([], tf.string)
         return tf.TensorSpec([self._batch_size if self._drop_remainder else None], tf.string)
+
+
+def process_io_totals():
+    """What every LIRS reader of this process read since it started:
+    ``{"reads": int, "bytes_read": int}``, from the op library's readers
+    (LIRSDataset, read) wherever they run in this process, e.g. inside tf.data
+    service workers. Never reset: measure a span by the difference of two calls."""
+    reads, bytes_read = _native.ops.lirs_process_io_totals()
+    return {"reads": int(reads), "bytes_read": int(bytes_read)}

@@ -125,6 +125,12 @@ mod ffi {
         order_version: i64,
     }
 
+    /// Reads and bytes of every reader of this process since it started.
+    struct ProcessIoTotals {
+        reads: u64,
+        bytes_read: u64,
+    }
+
     /// A cursor's checkpoint values under TensorFlow's keys: `position`, and
     /// `delivered_after` (positions past it already delivered), which is written only
     /// when `has_delivered_after` (unordered delivery, or a state with such positions)
@@ -150,6 +156,8 @@ mod ffi {
         /// share between threads (every string of a batch tensor views it).
         type BatchView;
 
+        /// What every reader of this process read since it started (never fails).
+        fn process_io_totals() -> ProcessIoTotals;
         /// Checks an I/O backend name (the `backend` attr of the kernels).
         fn check_backend(backend: &str, status: &mut Status) -> Result<()>;
         /// Checks a (`num_shards`, `shard_index`) pair as TensorFlow gives it.
@@ -229,7 +237,9 @@ mod ffi {
     }
 }
 
-pub use ffi::{CursorCheckpoint, CursorSpec, ErrorCode, FilePath, ReaderSpec, Status};
+pub use ffi::{
+    CursorCheckpoint, CursorSpec, ErrorCode, FilePath, ProcessIoTotals, ReaderSpec, Status,
+};
 
 impl From<core::ErrorKind> for ErrorCode {
     /// The one mapping of the core's error kinds onto the bridge's codes.
@@ -370,6 +380,14 @@ const _: () = {
     const fn assert_send<T: Send>() {}
     assert_send::<DatasetCursor>();
 };
+
+fn process_io_totals() -> ProcessIoTotals {
+    let totals = core::process_io_totals();
+    ProcessIoTotals {
+        reads: totals.reads,
+        bytes_read: totals.bytes_read,
+    }
+}
 
 fn check_backend(backend: &str, status: &mut Status) -> FfiResult<()> {
     report(

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::format::table_path::{data_of_table, default_table_path};
 use crate::format::FrameError;
 
 /// The way out of the strict checks for files padded by other tools, named by the
@@ -152,10 +153,7 @@ impl Error {
                 )
             }
             (Detail::MissingTable { data, source }, at) => {
-                let table = at.map_or_else(
-                    || crate::table::default_table_path(data),
-                    |a| a.path.clone(),
-                );
+                let table = at.map_or_else(|| default_table_path(data), |a| a.path.clone());
                 f.write_str(&missing_table_message(&table, data, source))
             }
             (Detail::TextIndex { line, source }, at) => {
@@ -377,19 +375,11 @@ impl Error {
 
 /// The data file a table at `table` describes by the naming convention: the path
 /// without its `.offsets` suffix (or `FILE` when it has none).
-fn data_of_table(table: &Path) -> PathBuf {
-    let name = table.as_os_str().to_string_lossy();
-    match name.strip_suffix(".offsets") {
-        Some(data) if !data.is_empty() => PathBuf::from(data),
-        _ => PathBuf::from("FILE"),
-    }
-}
-
 /// The message of [`Error::MissingTable`]: how to make the table, on the CLI and in
 /// Python (naming the table path when it is not the default one), or a padded copy.
 fn missing_table_message(table: &Path, data: &Path, source: &std::io::Error) -> String {
     let d = data.display();
-    let (cli_out, py_out) = if crate::table::default_table_path(data) == table {
+    let (cli_out, py_out) = if default_table_path(data) == table {
         (String::new(), String::new())
     } else {
         let t = table.display().to_string();

@@ -41,34 +41,32 @@
 //! ```
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
-pub mod advice;
-mod batch;
-#[cfg(feature = "object-store")]
-pub mod cloud;
-mod compress;
-mod cursor;
+// The layers: the pure format, storage (the one place allowed `unsafe`), reading,
+// writing, inspection. The error type, the option rules and the thread helpers serve all.
 mod error;
-pub mod example;
-mod fetch;
 pub mod format;
-mod interop;
-pub mod io;
-mod layout;
-pub mod many;
+mod inspect;
 pub mod options;
-mod order;
-mod order_v2;
 mod pool;
-mod reader;
-pub mod remote;
-mod scan;
-mod spec;
-mod stats;
-mod table;
-pub mod text_index;
-mod verify;
-mod writer;
+mod read;
+mod storage;
+mod write;
+
+pub use format::{example, text_index};
+pub use inspect::many;
+pub use read::advice;
+#[cfg(feature = "object-store")]
+pub use storage::cloud;
+pub use storage::local as io;
+pub use storage::remote;
+
+// Crate-internal short paths to the modules of the layers.
+use format::{layout, order, order_v2, table};
+use inspect::{interop, verify};
+use read::{batch, compress, cursor, fetch, reader, scan, stats};
+use write::writer;
 
 pub use batch::Batch;
 pub use compress::Compression;
@@ -78,7 +76,8 @@ pub use fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
     Payloads, Resume, Window, ORDER_VERSION_1, REMOTE_AUTO_THREADS,
 };
-pub use format::PageSize;
+pub use format::table_path::default_table_path;
+pub use format::{Fit, PageSize};
 pub use interop::{
     build_offset_table_from_text_index, export_text_index, instance_records,
     offsets_from_text_index,
@@ -87,17 +86,16 @@ pub use io::{Backend, MmapOptIn};
 pub use layout::Layout;
 pub use order::{EpochOrder, OrderSpec, OrderVersion};
 pub use order_v2::{ids_per_unit, OrderV2};
+pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
-pub use spec::TFRecordLIRS;
-pub use stats::IoStats;
+pub use stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use table::{
-    default_table_path, encode_table, parse_table, read_table, read_table_for, write_table,
-    OffsetTableBuilder,
+    encode_table, parse_table, read_table, read_table_for, write_table, OffsetTableBuilder,
 };
 pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
     build_offset_table, build_offset_table_with, check_pad_output, pad, pad_file, pad_file_auto,
-    pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit, Fit, PadOptions,
-    PadRequest, PadSummary, PaddedWriter, Record, TFRecordWriter,
+    pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit, PadOptions, PadRequest,
+    PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

@@ -18,10 +18,9 @@ use std::path::{Path, PathBuf};
 
 use crate::compress::Compression;
 use crate::error::{Error, Result};
-use crate::format::PageSize;
+use crate::format::table_path::default_table_path;
+use crate::format::{Fit, PageSize};
 use crate::io::Backend;
-use crate::table::default_table_path;
-use crate::writer::Fit;
 
 /// A page size: a power of two from [`MIN_PAGE_SIZE`](crate::format::MIN_PAGE_SIZE) to
 /// [`MAX_PAGE_SIZE`](crate::format::MAX_PAGE_SIZE) bytes.

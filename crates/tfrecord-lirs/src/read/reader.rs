@@ -13,9 +13,10 @@ use crate::io::{self, Backend, ReadAt};
 use crate::layout::{FileLayout, Layout};
 // Also imported from here by `fetch`.
 pub(crate) use crate::batch::Batch;
+use crate::format::table_path::default_table_path;
 use crate::order::{self, EpochOrder, OrderSpec, OrderVersion};
 use crate::stats::{IoStats, Tally};
-use crate::table::{default_table_path, read_table_for};
+use crate::table::read_table_for;
 use crate::verify::{check_table, tail_error, walk_tail};
 
 /// Options of a [`Reader`].
@@ -775,6 +776,7 @@ impl Reader {
             self.reads.fetch_add(tally.reads, Ordering::Relaxed);
             self.bytes_read.fetch_add(tally.bytes, Ordering::Relaxed);
             self.page_reads.fetch_add(tally.pages, Ordering::Relaxed);
+            crate::stats::add_to_process_totals(&tally);
         }
     }
 

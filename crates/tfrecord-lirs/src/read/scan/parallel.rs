@@ -512,11 +512,14 @@ impl Merge<'_> {
                 self.waiting.clear();
                 return;
             }
-        }
-        let scanned = (self.next as u64 * self.chunk).min(self.file_size);
-        if scanned - self.reported >= PROGRESS_EVERY {
-            self.reported = scanned;
-            progress(scanned);
+            // Per chunk merged, not per call: chunks that come back in a burst (a
+            // helper ran ahead while this thread scanned) still report every
+            // PROGRESS_EVERY bytes, whatever the threads' timing.
+            let scanned = (self.next as u64 * self.chunk).min(self.file_size);
+            if scanned - self.reported >= PROGRESS_EVERY {
+                self.reported = scanned;
+                progress(scanned);
+            }
         }
     }
 }

@@ -10,8 +10,8 @@ use std::time::SystemTime;
 use byteorder::{ByteOrder, LittleEndian};
 
 use crate::error::{Error, ErrorKind};
+use crate::format::table_path::default_table_path;
 use crate::format::{self, FRAMING_LEN, HEADER_LEN};
-use crate::table::default_table_path;
 
 /// What a local path given as a TFRecord data file is instead, when that is the
 /// mistake.

@@ -12,21 +12,6 @@ use byteorder::{ByteOrder, LittleEndian};
 use crate::error::{Error, Result};
 use crate::format::{self, PageSize};
 
-/// The table path used when none is given: `<data>.offsets`.
-///
-/// ```
-/// use std::path::Path;
-/// assert_eq!(
-///     tfrecord_lirs::default_table_path(Path::new("/d/train.tfrecord")),
-///     Path::new("/d/train.tfrecord.offsets")
-/// );
-/// ```
-pub fn default_table_path(data: &Path) -> PathBuf {
-    let mut s = data.as_os_str().to_owned();
-    s.push(".offsets");
-    PathBuf::from(s)
-}
-
 /// Parses table bytes: a multiple of 8 bytes, strictly increasing offsets.
 /// `path` only names the table in errors.
 pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 
 use crate::compress::Compression;
 use crate::error::{Error, Result};
-use crate::format::{self, PageSize, FILLER_MAGIC};
+use crate::format::table_path::default_table_path;
+use crate::format::{self, Fit, PageSize, FILLER_MAGIC};
 use crate::table::{
-    check_table_path, default_table_path, same_file, sync_parent_dir, temp_file_beside,
-    write_table, write_table_with, OffsetTableBuilder,
+    check_table_path, same_file, sync_parent_dir, temp_file_beside, write_table, write_table_with,
+    OffsetTableBuilder,
 };
 
 /// One thing to write (spec: "instance or padding").
@@ -171,29 +172,6 @@ impl<W: Write> TFRecordWriter<W> {
         }
         Ok(self.inner)
     }
-}
-
-/// How the [`PaddedWriter`] places instances into pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
-    /// Streaming: instances keep their input order; a page is closed as soon as the next
-    /// instance does not fit.
-    Next,
-    /// Look ahead over up to `window` pending instances: each page opens with the oldest
-    /// pending instance (so none waits more than `window` pages) and the rest of the page
-    /// is filled with the pending instance that leaves the least room. May reorder.
-    Best {
-        /// Pending instances held back (memory: their payloads).
-        window: usize,
-    },
-    /// No padding: the instances back to back in input order, as a plain TFRecord file
-    /// with its table (what `--fit auto` writes when padding does not pay).
-    Unpadded,
-}
-
-impl Fit {
-    /// Best-fit with the default 1024-record window.
-    pub const BEST: Fit = Fit::Best { window: 1024 };
 }
 
 /// Options of the [`PaddedWriter`].

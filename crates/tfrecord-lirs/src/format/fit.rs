@@ -1,0 +1,24 @@
+//! The placement policies of the padded writer: which instance goes into which page.
+
+/// How the [`PaddedWriter`](crate::PaddedWriter) places instances into pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// Streaming: instances keep their input order; a page is closed as soon as the next
+    /// instance does not fit.
+    Next,
+    /// Look ahead over up to `window` pending instances: each page opens with the oldest
+    /// pending instance (so none waits more than `window` pages) and the rest of the page
+    /// is filled with the pending instance that leaves the least room. May reorder.
+    Best {
+        /// Pending instances held back (memory: their payloads).
+        window: usize,
+    },
+    /// No padding: the instances back to back in input order, as a plain TFRecord file
+    /// with its table (what `--fit auto` writes when padding does not pay).
+    Unpadded,
+}
+
+impl Fit {
+    /// Best-fit with the default 1024-record window.
+    pub const BEST: Fit = Fit::Best { window: 1024 };
+}

@@ -1,0 +1,3 @@
+//! Writing: the page-aligned writers, `pad` and the offset-table builds.
+
+pub(crate) mod writer;
