@@ -533,7 +533,7 @@ pub fn padding_before(pos: u64, framed_len: u64, page: PageSize) -> u64 {
 /// small for a filler, so the filler runs into the next page).
 pub fn filler_fits_page(page: PageSize, start: u64, end: u64) -> bool {
     let p = page.get();
-    end % p == 0 || (start % p != 0 && p - start % p < MIN_FILLER_LEN)
+    end.is_multiple_of(p) || (!start.is_multiple_of(p) && p - start % p < MIN_FILLER_LEN)
 }
 
 /// Whether instance `(offset, framed, span)` keeps invariants (b)/(c) for `page`.
@@ -541,7 +541,7 @@ pub fn instance_is_placed(page: PageSize, offset: u64, framed: u64, span: u64) -
     if page.is_small(framed) {
         page.pages_touched(offset, span) == 1
     } else {
-        offset % page.get() == 0
+        offset.is_multiple_of(page.get())
     }
 }
 
@@ -551,7 +551,7 @@ mod tests {
 
     #[test]
     fn fused_copy_checks_like_check_payload() {
-        let payload: Vec<u8> = (0..50_000u32).map(|i| (i * 7 >> 2) as u8).collect();
+        let payload: Vec<u8> = (0..50_000u32).map(|i| ((i * 7) >> 2) as u8).collect();
         let footer = encode_footer(&payload);
         let mut dst = vec![0u8; payload.len()];
         assert_eq!(
@@ -573,7 +573,7 @@ mod tests {
         // header TF writes for an empty record.
         assert_eq!(crc32c(b"a"), 0xc1d0_4330);
         // And the same as the `crc32c` crate (another implementation) everywhere.
-        let bytes: Vec<u8> = (0..70_000u32).map(|i| (i * 131 >> 3) as u8).collect();
+        let bytes: Vec<u8> = (0..70_000u32).map(|i| ((i * 131) >> 3) as u8).collect();
         for len in [0, 1, 7, 8, 9, 63, 64, 255, 4096, 4097, 65_536, 70_000] {
             assert_eq!(
                 crc32c(&bytes[..len]),

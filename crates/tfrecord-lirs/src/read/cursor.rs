@@ -323,7 +323,7 @@ impl CursorState {
         let position = u64_of(&header[16..24]);
         let count = u64_of(&header[24..32]);
         let rest = &bytes[STATE_HEADER_BYTES..];
-        if u64::try_from(rest.len() / 8).ok() != Some(count) || rest.len() % 8 != 0 {
+        if u64::try_from(rest.len() / 8).ok() != Some(count) || !rest.len().is_multiple_of(8) {
             return Err(Error::data_loss(format!(
                 "cursor state claims {count} delivered positions but holds {} bytes of them",
                 rest.len()

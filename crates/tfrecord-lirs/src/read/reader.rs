@@ -499,9 +499,11 @@ impl Reader {
                     let e = Error::frame(&file.data_path, Some(id), start, e);
                     return Err(self.if_changed(f, e));
                 }
-                None => return Err(Error::internal(format!(
+                None => {
+                    return Err(Error::internal(format!(
                     "instance {id}: the decoded record at byte {start} has no footer in its span"
-                ))),
+                )))
+                }
             }
         }
         Ok(())
