@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv venv-bench build lint cargo-test pytest pytest-without-tf demo bench clean tf-op \
+.PHONY: all test venv venv-bench build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
   py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
 
 all: build
@@ -126,8 +126,6 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet -r requirements-demo.txt
 	touch $@
 
-# `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
-# writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
 # The benchmarks' own venv (requirements-bench.txt: HuggingFace `datasets`, the Arrow
 # contender of the large-record rows), apart from the dev venv's pins.
 VENV_BENCH := .venv-bench
@@ -138,6 +136,16 @@ $(VENV_BENCH)/.installed: requirements-bench.txt
 	$(VENV_BENCH)/bin/pip install --quiet -r requirements-bench.txt
 	touch $@
 
+# Scale rows (10^6..10^8 instances; not part of `make test` or `make bench`: ~2.5 GB
+# of files under /tmp at 10^8, generated and removed by the script). SCALE_SIZES
+# narrows it, e.g. `make bench-scale SCALE_SIZES=1e6,1e7`.
+SCALE_SIZES ?= 1e6,1e7,1e8
+bench-scale: venv tf-op python-install
+	$(PY) benchmarks/scale_bench.py --sizes $(SCALE_SIZES) --out bench_out/scale.json \
+	  --report bench_out/scale.md
+
+# `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
+# writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
 bench: venv venv-without-tf venv-bench build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench

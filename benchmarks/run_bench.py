@@ -240,8 +240,9 @@ def without_tf(name, data, arrayrecord, records, reps=3):
 
 
 def bench_without_tf(t, d, out):
-    """Row 9: DataSource and Sampler (no TensorFlow) against ArrayRecord, Grain over
-    ArrayRecord and the `tfrecord` package's PyTorch reader, on the kdd-like mix."""
+    """Row 9: DataSource, Sampler and Loader (no TensorFlow) against ArrayRecord, Grain
+    over ArrayRecord, the `tfrecord` package's PyTorch reader and LIRSDataset's batches,
+    on the kdd-like mix."""
     if not os.path.exists(WITHOUT_TF_PY):
         t.add("9 without TensorFlow", "not run", "make venv-without-tf first")
         return {"skipped": "no .venv-without-tf"}
@@ -258,8 +259,13 @@ def bench_without_tf(t, d, out):
                           ("grain_lirs", WITHOUT_TF_RECORDS),
                           ("grain_arrayrecord", WITHOUT_TF_SLOW_RECORDS),
                           ("torch_lirs", WITHOUT_TF_RECORDS),
-                          ("torch_tfrecord_pypi", WITHOUT_TF_RECORDS)]:
+                          ("torch_tfrecord_pypi", WITHOUT_TF_RECORDS),
+                          # Whole epochs, as LIRSDataset's below.
+                          ("lirs_loader", N_MIX),
+                          ("lirs_loader_unordered", N_MIX)]:
         res[name] = without_tf(name, d["mix"], ar, records)
+    # LIRSDataset(batch_size=256) on the same file, in the TensorFlow venv, this run.
+    res["lirs_dataset_batched"] = contender("lirs_batched", d["mix"], N_MIX)
     sec = f"9 without TensorFlow, {N_MIX:,} kdd-like"
     lirs, arr = res["lirs_getitems"]["rate"], res["arrayrecord_getitems"]["rate"]
     v = ratio(lirs, arr)
@@ -272,6 +278,18 @@ def bench_without_tf(t, d, out):
     t.add(sec, "Grain: `tfrecord_lirs.grain.shuffle(source).batch(256)`", fmt_rate(g),
           f"{ratio(g, ga):.1f}x Grain over ArrayRecord")
     t.add(sec, "Grain: `MapDataset.source(ArrayRecord).shuffle().batch(256)`", fmt_rate(ga))
+    lo, lu = res["lirs_loader"]["rate"], res["lirs_loader_unordered"]["rate"]
+    ld = res["lirs_dataset_batched"]["rate"]
+    v = ratio(lo, ga)
+    m = check(t, "9: Loader vs Grain over ArrayRecord", v, 20.0)
+    t.add(sec, "**`tfrecord_lirs.Loader(batch_size=256)`** (list[bytes], whole epochs)",
+          fmt_rate(lo), f"{v:.1f}x Grain over ArrayRecord", ">= 20x", m)
+    v = ratio(lo, ld)
+    m = check(t, "9: Loader vs LIRSDataset(batch_size=256)", v, 0.5)
+    t.add(sec, "`tfrecord_lirs.Loader` vs `LIRSDataset(batch_size=256)` (TF venv, same run)",
+          fmt_rate(ld), f"Loader {v:.2f}x LIRSDataset", ">= 0.5x", m)
+    t.add(sec, "`tfrecord_lirs.Loader(batch_size=256, deterministic=False)`", fmt_rate(lu),
+          f"{ratio(lu, lo):.2f}x ordered")
     tl, tp = res["torch_lirs"]["rate"], res["torch_tfrecord_pypi"]["rate"]
     t.add(sec, "PyTorch DataLoader(DataSource, Sampler, 2 workers, batch 256)",
           fmt_rate(tl), f"{ratio(tl, tp):.2f}x the `tfrecord` package's reader")

@@ -115,6 +115,15 @@ def main():
             ds = grain.MapDataset.source(ar).shuffle(seed=rep).batch(BATCH, batch_fn=list)
             return ds.to_iter_dataset(grain.ReadOptions(num_threads=2))
         got, secs = epochs(make, args.reps, limit)
+    elif name in ("lirs_loader", "lirs_loader_unordered"):
+        # tfrecord_lirs.Loader: the Rust dataset cursor's batches as list[bytes].
+        def make(rep):
+            return tfrecord_lirs.Loader(source, seed=rep, batch_size=BATCH,
+                                        deterministic=name == "lirs_loader")
+        got, secs = epochs(make, args.reps, limit)
+        check = tfrecord_lirs.Loader(source, seed=0, batch_size=BATCH)
+        first = next(iter(check))  # the same payloads as DataSource at the order's ids
+        assert first == source.__getitems__(list(tfrecord_lirs.Sampler(source, 0).order()[:BATCH]))
     elif name == "torch_lirs":
         import torch.utils.data as tud
 

@@ -15,7 +15,13 @@
 // FixedSeedGenerator the same pair each time; seed == seed2 == 0 means random.
 // Checkpoint keys: seed, seed2 (the pair drawn), position, delivered_after and
 // order_version (the cursor's state: positions, never payloads; a checkpoint
-// without order_version predates it and is version 1), num_random_samples.
+// without order_version predates it and is version 1), num_random_samples, and
+// shard_state (Rust's bytes: the same state with the shard and where the walk
+// started, for elastic resume; absent in older checkpoints).
+// Elastic resume (docs/FORMAT.md §6): with the `epoch_state` attr (bytes from
+// combine_shard_states), the dataset's first iterator starts at that state's
+// seeds and walks its shard of what the state has not delivered; the next
+// iterators draw seeds as a fresh run.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -49,6 +55,11 @@ namespace ffi = ::tfrecord_lirs::ffi;
 
 constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
 
+rust::Slice<const uint8_t> AsBytes(absl::string_view s) {
+  return rust::Slice<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()),
+                                    s.size());
+}
+
 // A batch's records (Rust owns the fetch windows they were read into), shared by
 // reference count between every tstring of the batch tensor: the windows go back
 // to the fetch for reuse when the last of those is gone.
@@ -66,6 +77,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   static constexpr const char* const kNumParallelReads = "num_parallel_reads";
   static constexpr const char* const kDeterministic = "deterministic";
   static constexpr const char* const kOrderVersion = "order_version";
+  static constexpr const char* const kEpochState = "epoch_state";
 
   // The op's attrs (Rust checks them: the backend here, batch_size and
   // num_parallel_reads in MakeDataset).
@@ -78,6 +90,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
     std::string backend = "auto";
     bool trust_table = false;
     int64_t order_version = 1;
+    std::string epoch_state;
   };
 
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
@@ -96,6 +109,15 @@ class LIRSDatasetOp : public DatasetOpKernel {
                    }));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &a.trust_table));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kOrderVersion, &a.order_version));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kEpochState, &a.epoch_state));
+    if (!a.epoch_state.empty()) {
+      // Checked (and its seeds read) now, not at the first iteration.
+      OP_REQUIRES_OK(ctx, CallRust("LIRSDataset epoch_state: ",
+                                   [&](ffi::Status& st) {
+                                     epoch_seeds_ = ffi::epoch_state_seeds(
+                                         AsBytes(a.epoch_state), st);
+                                   }));
+    }
     std::string deterministic;
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kDeterministic, &deterministic));
     OP_REQUIRES_OK(ctx,
@@ -110,6 +132,8 @@ class LIRSDatasetOp : public DatasetOpKernel {
   class Dataset;
   Attrs attrs_;
   DeterminismPolicy deterministic_;
+  // The seeds of the `epoch_state` attr's iteration (when it is set).
+  ffi::IterationSeeds epoch_seeds_{};
 };
 
 // What MakeDataset reads from the inputs, for the Dataset to keep.
@@ -124,12 +148,14 @@ struct LIRSDatasetOp::Inputs {
 class LIRSDatasetOp::Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, const Attrs& attrs,
+          const ffi::IterationSeeds& epoch_seeds,
           DeterminismPolicy deterministic, Inputs&& in,
           rust::Box<LirsReader> reader, int64_t shard_len,
           SeedGeneratorManager* manager, ResourceHandle&& resource_handle,
           bool owns_resource)
       : DatasetBase(DatasetContext(ctx)),
         attrs_(attrs),
+        epoch_seeds_(epoch_seeds),
         deterministic_(deterministic),
         in_(std::move(in)),
         output_shapes_({attrs.batch_size == 0 ? PartialTensorShape({})
@@ -173,8 +199,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     return name_utils::DatasetDebugString(kDatasetType);
   }
 
-  // Instances in this shard, or batches of them.
+  // Instances in this shard, or batches of them (unknown when the first
+  // iteration resumes an epoch state: it is shorter than the others).
   int64_t CardinalityInternal(CardinalityOptions options) const override {
+    if (!attrs_.epoch_state.empty()) return kUnknownCardinality;
     const int64_t b = attrs_.batch_size, n = shard_len_;
     if (b == 0) return n;
     return attrs_.drop_remainder ? n / b : (n + b - 1) / b;
@@ -220,6 +248,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
          {attr::kBackend, attr_value(attrs_.backend)},
          {attr::kTrustTable, attr_value(attrs_.trust_table)},
          {kOrderVersion, attr_value(attrs_.order_version)},
+         {kEpochState, attr_value(attrs_.epoch_state)},
          {kDeterministic, attr_value(deterministic_.String())}},
         output);
   }
@@ -236,6 +265,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     // The order algorithm of the state; absent in checkpoints that predate it
     // (version 1).
     static constexpr const char* const kOrderVersionKey = "order_version";
+    // The state with its shard and where the walk started (elastic resume).
+    static constexpr const char* const kShardStateKey = "shard_state";
 
     explicit Iterator(const Params& params)
         : DatasetIterator<Dataset>(params),
@@ -254,8 +285,21 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                     options->optional_deterministic_case() ==
                         Options::kDeterministic &&
                     !options->deterministic());
-      seed_generator_->GenerateSeeds(&seed_, &seed2_);
-      return StartLocked(ffi::CursorCheckpoint{0, false, {}, 0}, "LIRSDataset: ");
+      const Dataset* d = dataset();
+      elastic_start_ = !d->attrs_.epoch_state.empty() &&
+                       !d->epoch_state_taken_.exchange(true);
+      if (elastic_start_) {
+        // The epoch state's iteration; the generator then goes on as it did.
+        const ffi::IterationSeeds& s = d->epoch_seeds_;
+        seed_ = s.seed;
+        seed2_ = s.seed2;
+        seed_generator_->set_num_random_samples(s.num_random_samples);
+        seed_generator_->Reset();
+      } else {
+        seed_generator_->GenerateSeeds(&seed_, &seed2_);
+      }
+      return StartLocked(ffi::CursorCheckpoint{0, false, {}, 0, {}},
+                         "LIRSDataset: ");
     }
 
     absl::Status GetNextInternal(IteratorContext* ctx,
@@ -327,7 +371,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       ffi::CursorCheckpoint ckpt;
       TF_RETURN_IF_ERROR(
           CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
-            ckpt = (*cursor_)->checkpoint(st);
+            ckpt = (*cursor_)->checkpoint(
+                ffi::IterationSeeds{seed_, seed2_,
+                                    seed_generator_->num_random_samples()},
+                st);
           }));
       TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kSeedKey, seed_));
       TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), kSeed2Key, seed2_));
@@ -341,6 +388,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         std::copy(after.begin(), after.end(), t.flat<int64_t>().data());
         TF_RETURN_IF_ERROR(writer->WriteTensor(prefix(), kDeliveredAfterKey, t));
       }
+      TF_RETURN_IF_ERROR(writer->WriteScalar(
+          prefix(), kShardStateKey,
+          tstring(reinterpret_cast<const char*>(ckpt.shard_state.data()),
+                  ckpt.shard_state.size())));
       return writer->WriteScalar(prefix(), kNumRandomSamples,
                                  seed_generator_->num_random_samples());
     }
@@ -355,7 +406,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       seed_generator_->Reset();
       TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kSeedKey, &seed_));
       TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kSeed2Key, &seed2_));
-      ffi::CursorCheckpoint ckpt{0, false, {}, 1};
+      ffi::CursorCheckpoint ckpt{0, false, {}, 1, {}};
       TF_RETURN_IF_ERROR(
           reader->ReadScalar(prefix(), kPositionKey, &ckpt.position));
       if (reader->Contains(prefix(), kOrderVersionKey)) {
@@ -371,6 +422,15 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           ckpt.delivered_after.push_back(flat(i));
         }
       }
+      if (reader->Contains(prefix(), kShardStateKey)) {
+        tstring state;
+        TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kShardStateKey, &state));
+        for (const char c : absl::string_view(state)) {
+          ckpt.shard_state.push_back(static_cast<uint8_t>(c));
+        }
+      }
+      // The checkpoint says where its walk started, not the epoch_state attr.
+      elastic_start_ = false;
       return StartLocked(ckpt, "LIRSDataset checkpoint: ");
     }
 
@@ -384,6 +444,11 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       spec.seed = seed_;
       spec.seed2 = seed2_;
       spec.unordered = unordered_;
+      if (elastic_start_) {
+        for (const char c : dataset()->attrs_.epoch_state) {
+          spec.epoch_state.push_back(static_cast<uint8_t>(c));
+        }
+      }
       return CallRust(context, [&](ffi::Status& st) {
         cursor_ = std::make_unique<rust::Box<DatasetCursor>>(
             dataset()->reader_->fetch(spec, ckpt, st));
@@ -392,6 +457,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
     mutex mu_;
     bool unordered_ TF_GUARDED_BY(mu_) = false;
+    // This iteration starts from the dataset's epoch_state (elastic resume).
+    bool elastic_start_ TF_GUARDED_BY(mu_) = false;
     std::shared_ptr<SeedGenerator> seed_generator_;
     int64_t seed_ TF_GUARDED_BY(mu_) = 0;
     int64_t seed2_ TF_GUARDED_BY(mu_) = 0;
@@ -399,6 +466,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   };
 
   const Attrs attrs_;
+  const ffi::IterationSeeds epoch_seeds_;
+  // Whether an iterator started from the epoch_state attr (only the first does).
+  mutable std::atomic<bool> epoch_state_taken_{false};
   const DeterminismPolicy deterministic_;
   const Inputs in_;
   const std::vector<PartialTensorShape> output_shapes_;
@@ -486,7 +556,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
     OP_REQUIRES_OK(ctx, s);
   }
 
-  *output = new Dataset(ctx, attrs_, deterministic_, std::move(in),
+  *output = new Dataset(ctx, attrs_, epoch_seeds_, deterministic_, std::move(in),
                         std::move(*reader), static_cast<int64_t>(shard_len),
                         manager, std::move(handle), owns_resource);
 }

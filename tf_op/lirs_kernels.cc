@@ -1,4 +1,5 @@
-// Non-dataset kernels: LIRSRead (random access) and LIRSIsFiller.
+// Non-dataset kernels: LIRSRead (random access), LIRSIsFiller, and the elastic
+// resume pair LIRSIteratorShardState and LIRSCombineShardStates.
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -8,9 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lirs_status.h"
+#include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/dataset_stateful_op_allowlist.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/kernels/data/iterator_ops.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/mutex.h"
@@ -190,6 +195,95 @@ class LIRSIsFillerOp : public OpKernel {
   }
 };
 
+// Keeps the `shard_state` values a LIRSDataset iterator writes when its
+// pipeline's iterator is saved; everything else is dropped.
+class ShardStateCollector : public data::IteratorStateWriter {
+ public:
+  absl::Status WriteScalar(absl::string_view, const int64_t) override {
+    return absl::OkStatus();
+  }
+  absl::Status WriteScalar(absl::string_view, absl::string_view,
+                           const int64_t) override {
+    return absl::OkStatus();
+  }
+  absl::Status WriteScalar(absl::string_view, const tstring&) override {
+    return absl::OkStatus();
+  }
+  absl::Status WriteScalar(absl::string_view name, absl::string_view key,
+                           const tstring& val) override {
+    // The key and iterator name LIRSDataset's iterator writes it under.
+    if (key == "shard_state" && absl::EndsWith(name, "LIRS")) {
+      states.emplace_back(val.data(), val.size());
+    }
+    return absl::OkStatus();
+  }
+  absl::Status WriteTensor(absl::string_view, const Tensor&) override {
+    return absl::OkStatus();
+  }
+  absl::Status WriteTensor(absl::string_view, absl::string_view,
+                           const Tensor&) override {
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> states;
+};
+
+class LIRSIteratorShardStateOp : public OpKernel {
+ public:
+  explicit LIRSIteratorShardStateOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    data::IteratorResource* iterator = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   LookupResource(ctx, HandleFromInput(ctx, 0), &iterator));
+    core::ScopedUnref unref(iterator);
+    ShardStateCollector collector;
+    OP_REQUIRES_OK(ctx, iterator->Save(ctx, data::ExternalStatePolicy::POLICY_IGNORE,
+                                       &collector));
+    OP_REQUIRES(ctx, collector.states.size() == 1,
+                errors::InvalidArgument(
+                    "LIRSDataset.shard_state: the iterator's pipeline holds ",
+                    collector.states.size(),
+                    " LIRSDataset iterators; it must hold exactly one"));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = collector.states[0];
+  }
+};
+
+class LIRSCombineShardStatesOp : public OpKernel {
+ public:
+  explicit LIRSCombineShardStatesOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const auto in = ctx->input(0).flat<tstring>();
+    rust::Vec<ffi::StateBytes> states;
+    for (int64_t i = 0; i < in.size(); ++i) {
+      ffi::StateBytes state;
+      for (const char c : absl::string_view(in(i))) {
+        state.bytes.push_back(static_cast<uint8_t>(c));
+      }
+      states.push_back(std::move(state));
+    }
+    rust::Vec<uint8_t> epoch_state;
+    OP_REQUIRES_OK(ctx, CallRust("LIRSDataset.combine_shard_states: ",
+                                 [&](ffi::Status& st) {
+                                   epoch_state =
+                                       ffi::combine_shard_states(states, st);
+                                 }));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()().assign(
+        reinterpret_cast<const char*>(epoch_state.data()), epoch_state.size());
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("LIRSIteratorShardState").Device(DEVICE_CPU),
+                        LIRSIteratorShardStateOp);
+REGISTER_KERNEL_BUILDER(Name("LIRSCombineShardStates").Device(DEVICE_CPU),
+                        LIRSCombineShardStatesOp);
 class LIRSProcessIoTotalsOp : public OpKernel {
  public:
   explicit LIRSProcessIoTotalsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}

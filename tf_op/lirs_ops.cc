@@ -47,6 +47,9 @@ REGISTER_OP("LIRSDataset")
     .Attr("deterministic: string = 'default'")
     // The order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks it).
     .Attr("order_version: int = 1")
+    // Elastic resume: an epoch state (LIRSCombineShardStates) the first
+    // iteration starts from, as this shard of num_shards; '' = none.
+    .Attr("epoch_state: string = ''")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -83,6 +86,21 @@ REGISTER_OP("LIRSRead")
       c->set_output(0, ids);
       return absl::OkStatus();
     });
+
+// Elastic resume: the LIRSDataset state (bytes) of the iterator
+// `iterator_resource`, whose pipeline holds exactly one LIRSDataset.
+REGISTER_OP("LIRSIteratorShardState")
+    .Input("iterator_resource: resource")
+    .Output("shard_state: string")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::ScalarShape);
+
+// Elastic resume: the epoch state after the shard states of every worker of
+// one run (one iteration).
+REGISTER_OP("LIRSCombineShardStates")
+    .Input("shard_states: string")
+    .Output("epoch_state: string")
+    .SetShapeFn(shape_inference::ScalarShape);
 
 // Elementwise: is this record payload a LIRS filler record?
 REGISTER_OP("LIRSIsFiller")

@@ -4,6 +4,7 @@ Without TensorFlow (Grain, PyTorch, plain Python):
 
     source = tfrecord_lirs.DataSource(["train.tfrecord"])      # len(), source[i]
     sampler = tfrecord_lirs.Sampler(source, seed=42)           # an epoch order
+    loader = tfrecord_lirs.Loader(["train.tfrecord"], seed=42)  # batches, list[bytes]
 
 With TensorFlow 2.21 (tf.data):
 
@@ -24,6 +25,7 @@ from tfrecord_lirs.errors import (
     LIRSError,
     NotFoundError,
 )
+from tfrecord_lirs.loader import Loader, process_shard
 from tfrecord_lirs.sources import DataSource, Sampler
 
 # One version for everything: the workspace's Cargo.toml, compiled into the extension.
@@ -66,8 +68,10 @@ __all__ = sorted([
     "InternalError",
     "InvalidArgumentError",
     "LIRSError",
+    "Loader",
     "NotFoundError",
     "Sampler",
     "errors",
+    "process_shard",
     *_WITH_TENSORFLOW,
 ])

@@ -124,15 +124,34 @@ class LIRSDataset(dataset_ops.DatasetSource):
         position, nothing held per instance, an epoch starts in O(1): for 10^8
         instances and more). A checkpoint restores only into a dataset of the
         version it was taken with (older checkpoints are version 1).
+      epoch_state: elastic resume (docs/FORMAT.md §6): bytes from
+        `LIRSDataset.combine_shard_states`, the state of an epoch that K workers
+        checkpointed. This dataset's first iteration walks shard `shard_index` of
+        `num_shards` (any number, more or fewer than K) of the instances that state
+        had not delivered: across the new workers each exactly once. The
+        iterations after it are those of a fresh `num_shards`-shard run (the same
+        seeds). A checkpoint of the resumed iteration restores as usual.
     Elements are scalar tf.string payloads (or batches of them); filler
     records never appear.
+
+    Elastic resume, from K workers to K' (each a LIRSDataset with the same
+    files, seed, order_version and page_aware; in synchronous training every
+    worker saves at the same step):
+
+        # on each old worker k, at the checkpoint:
+        state_k = LIRSDataset.shard_state(iterator)      # bytes: save them
+        # later, anywhere, with the K states:
+        epoch_state = LIRSDataset.combine_shard_states([state_0, ..., state_K-1])
+        # on each new worker j of K':
+        ds = LIRSDataset(files, seed=42, num_shards=K2, shard_index=j,
+                         epoch_state=epoch_state)
     """
 
     def __init__(self, filenames, *, compression_type=None, buffer_size=None,
                  num_parallel_reads=None, name=None, offset_tables=None, page_aware=False,
                  seed=None, reshuffle_each_iteration=True, num_shards=1, shard_index=0,
                  page_size=4096, batch_size=None, drop_remainder=False, backend="auto",
-                 trust_table=False, deterministic=None, order_version=1):
+                 trust_table=False, deterministic=None, order_version=1, epoch_state=None):
         """See the class docstring."""
         _native.check_compression_type(compression_type)
         _native.check_buffer_size(buffer_size)
@@ -148,6 +167,9 @@ class LIRSDataset(dataset_ops.DatasetSource):
             raise ValueError("num_parallel_reads must be a positive int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
         _native.check_backend(backend)
+        if epoch_state is not None and not isinstance(epoch_state, bytes):
+            raise TypeError("epoch_state must be bytes (from "
+                            f"LIRSDataset.combine_shard_states) or None, got {epoch_state!r}")
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
@@ -192,9 +214,31 @@ class LIRSDataset(dataset_ops.DatasetSource):
             backend=backend,
             trust_table=bool(trust_table),
             order_version=int(order_version),
+            epoch_state=epoch_state or b"",
             deterministic="default" if deterministic is None else str(deterministic).lower(),
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
+
+    @staticmethod
+    def shard_state(iterator):
+        """This worker's state for elastic resume (bytes), from a live or restored
+        iterator (`iter(dataset)`, eager) whose pipeline holds one LIRSDataset:
+        what its current iteration delivered, its shard and seeds. Give every
+        worker's to `combine_shard_states`."""
+        resource = getattr(iterator, "_iterator_resource", None)
+        if resource is None:
+            raise TypeError("shard_state needs an eager tf.data iterator "
+                            f"(iter(dataset)), got {type(iterator).__name__}")
+        return _native.ops.lirs_iterator_shard_state(resource).numpy()
+
+    @staticmethod
+    def combine_shard_states(shard_states):
+        """The epoch state (bytes) after every worker's `shard_state`, all taken
+        in the same iteration of one run; give it as `epoch_state` to the new
+        workers' datasets."""
+        states = [bytes(s) for s in shard_states]
+        return _native.ops.lirs_combine_shard_states(
+            tf.constant(states, dtype=tf.string, shape=[len(states)])).numpy()
 
     @property
     def element_spec(self):

@@ -125,6 +125,14 @@ class Sampler:
     shard). `order_version`: 1 (the default: the same orders as `LIRSDataset` and the
     CLI's `order`) or 2 (docs/FORMAT.md §5.8: computed position by position, nothing
     held per instance, for datasets of 10^8 instances and more).
+
+    Elastic resume (docs/FORMAT.md §6), from K workers to K' (more or fewer): each
+    old worker k saves `sampler.shard_state(consumed)` (the ids of this epoch's
+    `order()` it consumed, in order); `Sampler.combine_shard_states(states)` makes
+    the epoch state; each new worker j calls `sampler.resume(epoch_state)` on its
+    `Sampler(..., num_shards=K2, shard_index=j)`: that epoch's order is then its
+    part of the instances no old worker consumed (every one in exactly one new
+    shard), and `set_epoch(e + 1)` goes on as a fresh K'-shard run.
     """
 
     def __init__(self, source_or_len, seed=0, page_aware=False, num_shards=1, shard_index=0,
@@ -137,6 +145,8 @@ class Sampler:
         self.shard_index = shard_index
         self.order_version = order_version
         self.epoch = 0
+        # Elastic resume: (epoch, epoch state) whose epoch this sampler walks from.
+        self._resumed = None
         # Checked now, not at the first epoch: the core's rules and messages.
         _lirs.check_order_version(order_version)
         if self._source is not None:
@@ -151,6 +161,11 @@ class Sampler:
     def order(self, epoch=None):
         """The ids of `epoch` (default: the current one) in this shard, an array."""
         epoch = self.epoch if epoch is None else epoch
+        if self._resumed is not None and self._resumed[0] == epoch:
+            reader = self._source._reader if self._source is not None else None
+            return _ids(_lirs.resumed_order(self._resumed[1], reader, self.seed,
+                                            self.page_aware, self.num_shards,
+                                            self.shard_index, self.order_version))
         if self._source is not None:
             return self._source._order(self.seed, epoch, self.page_aware, self.num_shards,
                                        self.shard_index, self.order_version)
@@ -161,7 +176,39 @@ class Sampler:
         return iter(self.order())
 
     def __len__(self):
+        if self._resumed is not None and self._resumed[0] == self.epoch:
+            return len(self.order())
         return self._len
+
+    def _instances(self):
+        return len(self._source) if self._source is not None else self._n
+
+    def shard_state(self, consumed):
+        """This worker's state for elastic resume (bytes): the first `consumed` ids
+        of the current epoch's `order()` delivered."""
+        if self._resumed is not None and self._resumed[0] == self.epoch:
+            epoch_state = self._resumed[1]
+        else:
+            epoch_state = _lirs.fresh_epoch_state(self._instances(), self.seed, self.epoch,
+                                                  self.page_aware, self.order_version)
+        return _lirs.shard_state(epoch_state, self.num_shards, self.shard_index,
+                                 consumed, [])
+
+    @staticmethod
+    def combine_shard_states(shard_states):
+        """The epoch state (bytes) after every old worker's `shard_state`."""
+        return _lirs.combine_shard_states([bytes(s) for s in shard_states])
+
+    def resume(self, epoch_state):
+        """Walk this shard of what `epoch_state` has not delivered: the epoch
+        becomes the state's, and its order this shard's part of the rest."""
+        epoch = _lirs.epoch_state_info(epoch_state)["epoch"]
+        reader = self._source._reader if self._source is not None else None
+        # Checked now (seed, order version, page-awareness, instances): the core's rule.
+        _lirs.resumed_order(epoch_state, reader, self.seed, self.page_aware,
+                            self.num_shards, self.shard_index, self.order_version)
+        self._resumed = (epoch, bytes(epoch_state))
+        self.epoch = epoch
 
 
 __all__ = ["DataSource", "Sampler"]

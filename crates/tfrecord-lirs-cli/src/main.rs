@@ -29,9 +29,9 @@ struct Cli {
 /// `--page-size`: a power of two from 512 to 16777216, else a usage error.
 fn parse_page_size(s: &str) -> Result<u64, String> {
     let bytes: u64 = s.parse().map_err(|e| format!("{e}"))?;
-    PageSize::new(bytes)
+    tfrecord_lirs::options::page_size(bytes)
         .map(PageSize::get)
-        .ok_or_else(|| format!("{bytes} is not a power of two from 512 to 16777216"))
+        .map_err(|_| page_size_words(bytes))
 }
 
 /// `--order-version`: 1 or 2.
@@ -46,9 +46,6 @@ fn parse_window(s: &str) -> Result<usize, String> {
     tfrecord_lirs::options::best_fit_window(n as u64).map_err(|e| e.to_string())?;
     Ok(n)
 }
-
-/// The default best-fit window, in records.
-const DEFAULT_WINDOW: usize = 1024;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum FitArg {
@@ -307,7 +304,7 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
             num_shards,
             shard_index,
             ..
-        } if shard_index >= num_shards => Err((
+        } if tfrecord_lirs::options::shard(*num_shards, *shard_index).is_err() => Err((
             "order",
             format!("--shard-index {shard_index} must be below --num-shards {num_shards}"),
         )),
@@ -458,11 +455,17 @@ fn file_size(path: &Path) -> Result<u64, Failure> {
 }
 
 fn page_size(bytes: u64) -> Result<PageSize, Failure> {
-    PageSize::new(bytes).ok_or_else(|| {
-        Failure::Message(format!(
-            "--page-size {bytes} is not a power of two from 512 to 16777216"
-        ))
-    })
+    tfrecord_lirs::options::page_size(bytes)
+        .map_err(|_| Failure::Message(format!("--page-size {}", page_size_words(bytes))))
+}
+
+/// What is wrong with page size `bytes` (the core's rule, the CLI's words).
+fn page_size_words(bytes: u64) -> String {
+    format!(
+        "{bytes} is not a power of two from {} to {}",
+        tfrecord_lirs::format::MIN_PAGE_SIZE,
+        tfrecord_lirs::format::MAX_PAGE_SIZE
+    )
 }
 
 /// Writes to stdout, treating a closed pipe (`| head`) as a normal end.
@@ -548,10 +551,11 @@ fn run(command: Command) -> Outcome {
                 fit: match fit {
                     FitArg::Next | FitArg::Auto => Fit::Next,
                     FitArg::Best => Fit::Best {
-                        window: window.unwrap_or(DEFAULT_WINDOW),
+                        window: window.unwrap_or(Fit::DEFAULT_WINDOW),
                     },
                 },
                 sync,
+                ..Default::default()
             };
             let compression = match compression {
                 None => Compression::Auto,

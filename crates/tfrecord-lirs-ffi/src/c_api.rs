@@ -244,6 +244,7 @@ fn pad_options_with(spec: &PadSpec, fit: core::Fit) -> core::PadOptions {
     core::PadOptions {
         page_size: spec.page_size,
         fit,
+        storage: crate::storage(),
         ..Default::default()
     }
 }
@@ -371,7 +372,7 @@ pub unsafe extern "C" fn lirs_build_offset_tables(
             &report_progress,
             |file, done| {
                 let table = core::default_table_path(file);
-                core::build_offset_table_with(file, &table, false, done)
+                core::build_offset_table_in(&crate::storage(), file, &table, false, done)
             },
         ))
     });
@@ -464,7 +465,8 @@ pub unsafe extern "C" fn lirs_build_offset_table(
         } else {
             path_of(table)
         };
-        let n = core::build_offset_table(&path_of(data), &table)?;
+        let n =
+            core::build_offset_table_in(&crate::storage(), &path_of(data), &table, false, |_| {})?;
         // SAFETY: by this function's contract.
         unsafe { store(instances, n) };
         Ok(())

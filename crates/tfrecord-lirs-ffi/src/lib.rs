@@ -53,6 +53,7 @@ use std::sync::Arc;
 use tfrecord_lirs as core;
 
 pub mod c_api;
+pub mod elastic;
 #[cfg(feature = "fault-injection")]
 pub mod fault_injection;
 pub mod rules;
@@ -123,6 +124,25 @@ mod ffi {
         num_parallel_reads: i64,
         unordered: bool,
         order_version: i64,
+        /// Elastic resume: an epoch state (`combine_shard_states`) this iteration
+        /// starts from, as shard `shard_index` of `num_shards`; empty: none.
+        epoch_state: Vec<u8>,
+    }
+
+    /// Where a LIRSDataset iteration starts from an epoch state (elastic resume): the
+    /// seed pair of the iteration, and the seed generator's `num_random_samples`
+    /// after drawing it.
+    #[derive(Debug, Clone)]
+    struct IterationSeeds {
+        seed: i64,
+        seed2: i64,
+        num_random_samples: i64,
+    }
+
+    /// Bytes of one state (a list of them crosses as a vector of these).
+    #[derive(Debug, Clone)]
+    struct StateBytes {
+        bytes: Vec<u8>,
     }
 
     /// Reads and bytes of every reader of this process since it started.
@@ -143,6 +163,10 @@ mod ffi {
         has_delivered_after: bool,
         delivered_after: Vec<i64>,
         order_version: i64,
+        /// The worker's state for elastic resume (`shard_state`) under the key
+        /// `shard_state`: it also holds the epoch state the walk started from; empty
+        /// in a checkpoint that predates it (the walk started at the epoch's start).
+        shard_state: Vec<u8>,
     }
 
     extern "Rust" {
@@ -202,8 +226,18 @@ mod ffi {
             checkpoint: &CursorCheckpoint,
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
-        /// What the cursor delivered, as checkpoint values.
-        fn checkpoint(self: &DatasetCursor, status: &mut Status) -> Result<CursorCheckpoint>;
+        /// What the cursor delivered, as checkpoint values; `seeds`: the iteration's,
+        /// for its `shard_state`.
+        fn checkpoint(
+            self: &DatasetCursor,
+            seeds: &IterationSeeds,
+            status: &mut Status,
+        ) -> Result<CursorCheckpoint>;
+        /// The seeds an iteration starting from `epoch_state` takes.
+        fn epoch_state_seeds(epoch_state: &[u8], status: &mut Status) -> Result<IterationSeeds>;
+        /// The epoch state after every worker's shard state (`LIRSDataset.shard_state`),
+        /// all of one iteration of one run.
+        fn combine_shard_states(states: &Vec<StateBytes>, status: &mut Status) -> Result<Vec<u8>>;
         /// The next record (for `batch_size` 0): its payload, valid until the next
         /// call, with `got` true; `got` false at the end of the epoch. An error passes
         /// its record's position. (`unsafe` only because cxx requires it to name the
@@ -238,7 +272,8 @@ mod ffi {
 }
 
 pub use ffi::{
-    CursorCheckpoint, CursorSpec, ErrorCode, FilePath, ProcessIoTotals, ReaderSpec, Status,
+    CursorCheckpoint, CursorSpec, ErrorCode, FilePath, IterationSeeds, ProcessIoTotals, ReaderSpec,
+    StateBytes, Status,
 };
 
 impl From<core::ErrorKind> for ErrorCode {
@@ -344,9 +379,6 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
     catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         fault_injection::panic_if_armed(point);
-        // URLs are read through TensorFlow's file systems (op library builds only).
-        #[cfg(feature = "tensorflow")]
-        tf_fs::install();
         f()
     }))
     .map_err(|payload| {
@@ -355,6 +387,15 @@ fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T
             core::panic_message(payload.as_ref())
         ))
     })
+}
+
+/// Where the op library's paths are: local files, and URLs through TensorFlow's file
+/// systems (op library builds only; local files only without TensorFlow).
+pub fn storage() -> core::Storage {
+    #[cfg(feature = "tensorflow")]
+    return tf_fs::storage();
+    #[cfg(not(feature = "tensorflow"))]
+    core::Storage::local()
 }
 
 /// A path from the bytes of a foreign string.
@@ -438,6 +479,7 @@ fn open_reader(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Box<LirsRead
                 backend,
                 trust_table: spec.trust_table,
                 mmap_opt_in,
+                storage: storage(),
             };
             let reader = core::Reader::open(&pairs, &options)?;
             Ok(Box::new(LirsReader {
@@ -544,7 +586,31 @@ impl LirsReader {
                         core::Error::data_loss(format!("checkpoint of order version {v}"))
                     })?,
                 };
-                let inner = core::DatasetCursor::new(Arc::clone(&self.inner), options, &state)?;
+                // Where the walk started: a checkpoint's own record of it, else the
+                // dataset's epoch state (elastic resume), else the epoch's start.
+                let base = if !checkpoint.shard_state.is_empty() {
+                    let saved = elastic::TfShardState::decode(&checkpoint.shard_state)?;
+                    if saved.shard.state != state {
+                        return Err(core::Error::data_loss(
+                            "the checkpoint's shard_state disagrees with its position",
+                        )
+                        .into());
+                    }
+                    Some(saved.shard.base)
+                } else if !spec.epoch_state.is_empty() {
+                    Some(elastic::TfEpochState::decode(&spec.epoch_state)?.progress)
+                } else {
+                    None
+                };
+                let inner = match base {
+                    Some(base) => core::DatasetCursor::resume(
+                        Arc::clone(&self.inner),
+                        options,
+                        &base,
+                        &state,
+                    )?,
+                    None => core::DatasetCursor::new(Arc::clone(&self.inner), options, &state)?,
+                };
                 Ok(Box::new(DatasetCursor {
                     inner,
                     poisoned: false,
@@ -552,6 +618,34 @@ impl LirsReader {
             }),
         )
     }
+}
+
+fn epoch_state_seeds(epoch_state: &[u8], status: &mut Status) -> FfiResult<IterationSeeds> {
+    report(
+        status,
+        guard("epoch_state_seeds", || {
+            let seeds = elastic::TfEpochState::decode(epoch_state)?.seeds;
+            Ok(IterationSeeds {
+                seed: seeds.seed,
+                seed2: seeds.seed2,
+                num_random_samples: seeds.num_random_samples,
+            })
+        }),
+    )
+}
+
+#[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds a rust::Vec
+fn combine_shard_states(states: &Vec<StateBytes>, status: &mut Status) -> FfiResult<Vec<u8>> {
+    report(
+        status,
+        guard("combine_shard_states", || {
+            let shards = states
+                .iter()
+                .map(|s| elastic::TfShardState::decode(&s.bytes))
+                .collect::<core::Result<Vec<_>>>()?;
+            Ok(elastic::TfEpochState::combine(&shards)?.encode())
+        }),
+    )
 }
 
 /// The order version a TensorFlow attr (a signed integer) names: the core's rule.
@@ -578,17 +672,30 @@ impl DatasetCursor {
     }
 
     /// The checkpoint values (public for Rust-side tests).
-    pub fn checkpoint(&self, status: &mut Status) -> FfiResult<CursorCheckpoint> {
+    pub fn checkpoint(
+        &self,
+        seeds: &IterationSeeds,
+        status: &mut Status,
+    ) -> FfiResult<CursorCheckpoint> {
         report(
             status,
             guard("checkpoint", || {
                 let (position, delivered_after) = self.inner.state().to_signed()?;
+                let shard_state = elastic::TfShardState {
+                    seeds: elastic::TfSeeds {
+                        seed: seeds.seed,
+                        seed2: seeds.seed2,
+                        num_random_samples: seeds.num_random_samples,
+                    },
+                    shard: self.inner.progress(),
+                };
                 Ok(CursorCheckpoint {
                     position,
                     has_delivered_after: self.inner.options().unordered
                         || !delivered_after.is_empty(),
                     delivered_after,
                     order_version: i64::from(self.inner.state().order_version),
+                    shard_state: shard_state.encode(),
                 })
             }),
         )
@@ -740,6 +847,18 @@ pub(crate) mod test_support {
             num_parallel_reads,
             unordered: false,
             order_version: 1,
+            epoch_state: Vec::new(),
+        }
+    }
+
+    /// Seeds for a checkpoint's `shard_state` in tests that do not resume from it
+    /// (those tests do not run with fault injection).
+    #[cfg(not(feature = "fault-injection"))]
+    pub fn no_seeds() -> super::IterationSeeds {
+        super::IterationSeeds {
+            seed: 5,
+            seed2: 0,
+            num_random_samples: 0,
         }
     }
 
@@ -750,6 +869,7 @@ pub(crate) mod test_support {
             has_delivered_after: false,
             delivered_after: Vec::new(),
             order_version: 0,
+            shard_state: Vec::new(),
         }
     }
 
@@ -805,7 +925,7 @@ mod tests {
     #[cfg(not(feature = "fault-injection"))]
     #[test]
     fn cursors_carry_each_error_and_checkpoint_in_tf_keys() {
-        use super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
+        use super::test_support::{cursor_spec, no_seeds, reader_spec, start, write_u32_file};
         let dir = tempfile::tempdir().unwrap();
         let path = write_u32_file(dir.path(), 300, 4);
         // Damage instance 7's payload (a CRC mismatch).
@@ -866,7 +986,7 @@ mod tests {
                     assert_eq!(batches, 19);
                 }
                 // At the end: everything delivered, in order.
-                let ckpt = cursor.checkpoint(&mut st).unwrap();
+                let ckpt = cursor.checkpoint(&no_seeds(), &mut st).unwrap();
                 assert_eq!((ckpt.position, ckpt.has_delivered_after), (300, false));
             }
         }
@@ -886,7 +1006,7 @@ mod tests {
         let mut cursor = reader.fetch(&spec, &start(), &mut st).unwrap();
         let mut got = false;
         cursor.next_element(&mut got, &mut st).unwrap();
-        let ckpt = cursor.checkpoint(&mut st).unwrap();
+        let ckpt = cursor.checkpoint(&no_seeds(), &mut st).unwrap();
         assert!(ckpt.has_delivered_after);
         assert_eq!(
             ckpt.position + ckpt.delivered_after.len() as i64,
@@ -907,6 +1027,7 @@ mod tests {
                 has_delivered_after: true,
                 delivered_after: after,
                 order_version: 1,
+                shard_state: Vec::new(),
             };
             let mut st = ok_status();
             assert!(reader.fetch(&spec, &bad, &mut st).is_err());
@@ -922,7 +1043,7 @@ mod tests {
         let v2_state = reader
             .fetch(&v2, &start(), &mut st)
             .unwrap()
-            .checkpoint(&mut st);
+            .checkpoint(&no_seeds(), &mut st);
         assert_eq!(v2_state.unwrap().order_version, 2);
         let v1_checkpoint = CursorCheckpoint {
             order_version: 1,
@@ -949,6 +1070,111 @@ mod tests {
             "{}",
             st.message
         );
+        assert_eq!(st.code, ErrorCode::InvalidArgument);
+    }
+
+    /// Elastic resume through the bridge: two workers' checkpoints combine into an
+    /// epoch state that three workers resume from; a checkpoint of a resumed worker
+    /// restores (its `shard_state` holds where the walk started) without the epoch
+    /// state; every instance once.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn checkpoints_of_two_workers_resume_on_three() {
+        use super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_u32_file(dir.path(), 301, 8);
+        let mut st = ok_status();
+        let reader = open_reader(&reader_spec(&path, "pread"), &mut st).unwrap();
+        let seeds = IterationSeeds {
+            seed: 5,
+            seed2: 0,
+            num_random_samples: 2,
+        };
+        let ids_of = |cursor: &mut DatasetCursor, batches: usize, out: &mut Vec<u32>| {
+            let mut st = ok_status();
+            for _ in 0..batches {
+                let batch = cursor.next_batch(&mut st).unwrap();
+                if batch.is_empty() {
+                    return;
+                }
+                for i in 0..batch.len() {
+                    out.push(u32::from_le_bytes(batch.record(i)[..4].try_into().unwrap()));
+                }
+            }
+        };
+        for order_version in [1, 2] {
+            let spec = |num_shards, shard_index| CursorSpec {
+                num_shards,
+                shard_index,
+                order_version,
+                ..cursor_spec(10, 1)
+            };
+            let (mut seen, mut states) = (Vec::new(), Vec::new());
+            for k in 0..2 {
+                let mut c = reader.fetch(&spec(2, k), &start(), &mut st).unwrap();
+                ids_of(&mut c, 3 + k as usize, &mut seen);
+                states.push(StateBytes {
+                    bytes: c.checkpoint(&seeds, &mut st).unwrap().shard_state,
+                });
+            }
+            let epoch_state = combine_shard_states(&states, &mut st).unwrap();
+            let iteration = epoch_state_seeds(&epoch_state, &mut st).unwrap();
+            assert_eq!(
+                (
+                    iteration.seed,
+                    iteration.seed2,
+                    iteration.num_random_samples
+                ),
+                (5, 0, 2)
+            );
+            for j in 0..3 {
+                let resumed = CursorSpec {
+                    epoch_state: epoch_state.clone(),
+                    ..spec(3, j)
+                };
+                let mut c = reader.fetch(&resumed, &start(), &mut st).unwrap();
+                ids_of(&mut c, 2, &mut seen);
+                let ckpt = c.checkpoint(&seeds, &mut st).unwrap();
+                // Restored into the plain K'-shard spec: the walk goes on.
+                let mut again = reader.fetch(&spec(3, j), &ckpt, &mut st).unwrap();
+                ids_of(&mut again, usize::MAX, &mut seen);
+            }
+            seen.sort_unstable();
+            assert_eq!(
+                seen,
+                (0..301).collect::<Vec<u32>>(),
+                "order version {order_version}"
+            );
+        }
+        // A damaged epoch state is DataLoss; states of different iterations do not
+        // combine.
+        let mut st = ok_status();
+        let bad = CursorSpec {
+            epoch_state: b"LIRSTFE\0garbage".to_vec(),
+            ..cursor_spec(10, 1)
+        };
+        assert!(reader.fetch(&bad, &start(), &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::DataLoss);
+        let mut st = ok_status();
+        let c = reader
+            .fetch(&cursor_spec(10, 1), &start(), &mut st)
+            .unwrap();
+        let one = c.checkpoint(&seeds, &mut st).unwrap().shard_state;
+        let other = c
+            .checkpoint(
+                &IterationSeeds {
+                    seed: 6,
+                    ..seeds.clone()
+                },
+                &mut st,
+            )
+            .unwrap()
+            .shard_state;
+        assert!(combine_shard_states(
+            &vec![StateBytes { bytes: one }, StateBytes { bytes: other }],
+            &mut st
+        )
+        .is_err());
         assert_eq!(st.code, ErrorCode::InvalidArgument);
     }
 }

@@ -129,25 +129,7 @@ pub fn check_buffer_size(buffer_size: Option<i64>) -> FfiResult<()> {
 /// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
 /// [`core::options::best_fit_window`]).
 pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
-    let bad = || {
-        FfiError::invalid(format!(
-            "fit must be 'next', 'best' or 'best:<window>', got {fit:?}"
-        ))
-    };
-    match fit {
-        "auto" => Err(FfiError::invalid(
-            "fit='auto' chooses by the records of a whole file: pad() takes it, a PaddedWriter (which places records as they come) does not; give 'next' or 'best'",
-        )),
-        "next" => Ok(core::Fit::Next),
-        "best" => Ok(core::Fit::BEST),
-        _ => {
-            let window = fit
-                .strip_prefix("best:")
-                .and_then(|w| w.parse::<u64>().ok())
-                .ok_or_else(bad)?;
-            Ok(core::options::best_fit_window(window)?)
-        }
-    }
+    Ok(core::options::fit(fit)?)
 }
 
 #[cfg(test)]

@@ -7,15 +7,16 @@
 //! Only with the cargo feature `tensorflow`, which the op library's build
 //! (`tf_op/Makefile`) turns on: the C++ definitions exist only in the op library,
 //! so the crate's own `cargo test` builds (without the feature) never reference them
-//! and link without TensorFlow. [`install`] registers the file system with the core
-//! once; every bridge entry point calls it (see `guard` in `lib.rs`).
+//! and link without TensorFlow. [`storage`] is the [`Storage`] every bridge entry point
+//! passes to the core (see `storage` in `lib.rs`); nothing is registered process-wide.
 
 use std::io;
-use std::sync::{Arc, Once};
+use std::sync::{Arc, OnceLock};
 
 use cxx::UniquePtr;
 use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{self, Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::Storage;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::tf")]
 mod bridge {
@@ -164,15 +165,18 @@ impl FileSystem for TensorFlowFileSystem {
     }
 }
 
-/// Registers TensorFlow's file systems with the core (once per process), and object
-/// storage ([`tfrecord_lirs::cloud`]) for the schemes TensorFlow does not implement
-/// (`s3://` in TensorFlow 2.21 without tensorflow-io).
-pub fn install() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        remote::register(Arc::new(remote::Layered {
-            first: TensorFlowFileSystem,
-            second: tfrecord_lirs::cloud::ObjectStoreFileSystem::new(),
-        }))
-    });
+/// Local files, and URLs through TensorFlow's file systems, with object storage
+/// ([`tfrecord_lirs::cloud`]) for the schemes TensorFlow does not implement (`s3://`
+/// in TensorFlow 2.21 without tensorflow-io). One value per process, so the object
+/// stores' clients and runtime are made once.
+pub fn storage() -> Storage {
+    static STORAGE: OnceLock<Storage> = OnceLock::new();
+    STORAGE
+        .get_or_init(|| {
+            Storage::with_file_system(Arc::new(remote::Layered {
+                first: TensorFlowFileSystem,
+                second: tfrecord_lirs::cloud::ObjectStoreFileSystem::new(),
+            }))
+        })
+        .clone()
 }

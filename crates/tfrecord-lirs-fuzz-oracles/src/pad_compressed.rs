@@ -212,6 +212,7 @@ pub fn check(input: &Input) {
         page_size: page,
         fit,
         sync: false,
+        ..Default::default()
     };
 
     // The oracle's own reading: the compression `pad` will apply, then the records.

@@ -85,6 +85,7 @@ pub fn check(input: &Input) {
         page_size: page,
         fit,
         sync: false,
+        ..Default::default()
     };
     let mut writer = PaddedWriter::create(&path, &options).unwrap();
     for (i, p) in payloads.iter().enumerate() {

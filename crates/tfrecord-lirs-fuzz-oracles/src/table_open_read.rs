@@ -143,6 +143,7 @@ pub fn check(input: &Input) {
         trust_table: input.trust_table,
         // SAFETY: the target's own scratch files, written above and unchanged while mapped.
         mmap_opt_in: Some(unsafe { tfrecord_lirs::MmapOptIn::new() }),
+        ..Default::default()
     };
 
     // The full check.

@@ -9,8 +9,12 @@
 //! [`ErrorKind`]), with the core's message and its `file`, `instance` and `offset`
 //! as attributes. Reads release the GIL.
 
+mod elastic;
+
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+mod loader;
 
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
@@ -91,6 +95,7 @@ impl NativeReader {
             page_size,
             backend,
             trust_table,
+            storage: storage(),
             ..Default::default()
         };
         let reader = py.detach(|| Reader::open(&pairs, &options)).py_err(py)?;
@@ -240,16 +245,25 @@ fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
         .py_err(py)
 }
 
+/// Local files, and URLs (s3://, gs://, az://, http(s)://) through object_store: one
+/// value for the process, so the object stores' clients and runtime are made once.
+fn storage() -> core::Storage {
+    static STORAGE: OnceLock<core::Storage> = OnceLock::new();
+    STORAGE
+        .get_or_init(|| {
+            core::Storage::with_file_system(Arc::new(core::cloud::ObjectStoreFileSystem::new()))
+        })
+        .clone()
+}
+
 /// The module `tfrecord_lirs._lirs`.
 #[pymodule]
 fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    // URLs (s3://, gs://, az://, http(s)://) through object_store; this module has its
-    // own copy of the core, so this registration is the extension's alone (the
-    // TensorFlow op library registers TensorFlow's file systems in its copy).
-    core::remote::register(Arc::new(core::cloud::ObjectStoreFileSystem::new()));
     m.add_class::<NativeReader>()?;
+    m.add_class::<loader::NativeLoader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
+    elastic::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -13,8 +13,9 @@
 //! * [`text_index`], [`build_offset_table_from_text_index`], [`export_text_index`]:
 //!   the text indexes of NVIDIA DALI and the `tfrecord` Python package, read (checked
 //!   against the file) and written.
-//! * [`remote`]: files named by URLs (`gs://`, `ram://`, …), read through a file
-//!   system the embedding program registers (the TensorFlow op registers TensorFlow's).
+//! * [`Storage`], [`remote`]: where paths are: local files, and files named by URLs
+//!   (`gs://`, `ram://`, …) through the file system the embedding program passes in a
+//!   [`Storage`] (the TensorFlow op passes TensorFlow's).
 //! * [`Reader`], [`TFRecordLIRS`]: random access, epoch orders (instance-based or
 //!   page-aware, sharded, version-stable), I/O statistics.
 //! * [`Fetcher`]: an order's windows read ahead by a pool of threads;
@@ -65,12 +66,13 @@ pub use storage::remote;
 // Crate-internal short paths to the modules of the layers.
 use format::{layout, order, order_v2, table};
 use inspect::{interop, verify};
-use read::{batch, compress, cursor, fetch, reader, scan, stats};
+use read::{batch, compress, cursor, elastic, fetch, loader, reader, scan, stats};
 use write::writer;
 
 pub use batch::Batch;
 pub use compress::Compression;
 pub use cursor::{BatchView, CursorOptions, CursorState, DatasetCursor};
+pub use elastic::{EpochProgress, ShardProgress};
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
@@ -84,18 +86,20 @@ pub use interop::{
 };
 pub use io::{Backend, MmapOptIn};
 pub use layout::Layout;
+pub use loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
 pub use order::{EpochOrder, OrderSpec, OrderVersion};
 pub use order_v2::{ids_per_unit, OrderV2};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use stats::{process_io_totals, IoStats, ProcessIoTotals};
+pub use storage::Storage;
 pub use table::{
     encode_table, parse_table, read_table, read_table_for, write_table, OffsetTableBuilder,
 };
 pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
-    build_offset_table, build_offset_table_with, check_pad_output, pad, pad_file, pad_file_auto,
-    pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit, PadOptions, PadRequest,
-    PadSummary, PaddedWriter, Record, TFRecordWriter,
+    build_offset_table, build_offset_table_in, build_offset_table_with, check_pad_output, pad,
+    pad_file, pad_file_auto, pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit,
+    PadOptions, PadRequest, PadSummary, PaddedWriter, Record, TFRecordWriter,
 };

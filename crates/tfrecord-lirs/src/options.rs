@@ -38,6 +38,38 @@ pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
     Ok(())
 }
 
+/// The placement named `name`, the syntax the Python package and the op library take:
+/// `"next"`, `"best"` (the default window) or `"best:<window>"`. `"auto"` chooses by
+/// the records of a whole file, so only `pad` takes it (see the error).
+///
+/// ```
+/// use tfrecord_lirs::{options, Fit};
+/// assert_eq!(options::fit("best:8")?, Fit::Best { window: 8 });
+/// assert_eq!(options::fit("best")?, Fit::BEST);
+/// assert!(options::fit("best:0").is_err());
+/// # Ok::<(), tfrecord_lirs::Error>(())
+/// ```
+pub fn fit(name: &str) -> Result<Fit> {
+    match name {
+        "auto" => Err(Error::invalid_argument(
+            "fit='auto' chooses by the records of a whole file: pad() takes it, a PaddedWriter (which places records as they come) does not; give 'next' or 'best'",
+        )),
+        "next" => Ok(Fit::Next),
+        "best" => Ok(Fit::BEST),
+        _ => {
+            let window = name
+                .strip_prefix("best:")
+                .and_then(|w| w.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "fit must be 'next', 'best' or 'best:<window>', got {name:?}"
+                    ))
+                })?;
+            best_fit_window(window)
+        }
+    }
+}
+
 /// A best-fit look-ahead window of `records` pending instances (at least 1): the
 /// [`Fit`] it selects. Next-fit is [`Fit::Next`], never a window of 0.
 pub fn best_fit_window(records: u64) -> Result<Fit> {

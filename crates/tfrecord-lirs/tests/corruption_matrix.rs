@@ -76,6 +76,7 @@ fn padded_base(dir: &Path) -> Base {
             page_size: 512,
             fit: Fit::Next,
             sync: false,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -170,6 +170,7 @@ fn smallest_and_largest_page_sizes() {
                     page_size: page,
                     fit,
                     sync: false,
+                    ..Default::default()
                 },
             )
             .unwrap();

@@ -1,4 +1,4 @@
-//! URLs through a registered file system (`tfrecord_lirs::remote`): the same
+//! URLs through a file system passed in a `Storage` (`tfrecord_lirs::remote`): the same
 //! payloads, orders, tables and errors as the local file with the same bytes. The
 //! file system here is an in-memory one of this test (scheme `mem://`); TensorFlow's
 //! own file systems are tested from Python (tests/test_remote_*.py).
@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex};
 
 use common::{kdd_sizes, payload, write_padded};
 use tfrecord_lirs::io::ReadAt;
-use tfrecord_lirs::remote::{self, Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::{
-    build_offset_table, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderSpec, Reader,
-    ReaderOptions, RecordScanner,
+    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderSpec, Reader,
+    ReaderOptions, RecordScanner, Storage,
 };
 
 type Objects = Arc<Mutex<HashMap<String, Arc<Vec<u8>>>>>;
@@ -161,16 +161,32 @@ impl FileSystem for MemFs {
     }
 }
 
-/// The one file system of this test binary (registration is process-wide).
-fn mem() -> Objects {
-    static FS: std::sync::OnceLock<Objects> = std::sync::OnceLock::new();
+/// The one file system of this test binary, and the storage that reaches it.
+fn mem_storage() -> &'static (Objects, Storage) {
+    static FS: std::sync::OnceLock<(Objects, Storage)> = std::sync::OnceLock::new();
     FS.get_or_init(|| {
         let fs = MemFs::default();
         let objects = Arc::clone(&fs.objects);
-        remote::register(Arc::new(fs));
-        objects
+        (objects, Storage::with_file_system(Arc::new(fs)))
     })
-    .clone()
+}
+
+/// The objects of the test's file system.
+fn mem() -> Objects {
+    mem_storage().0.clone()
+}
+
+/// Local files, and `mem://` URLs through the test's file system.
+fn storage() -> Storage {
+    mem_storage().1.clone()
+}
+
+/// Reader options that reach the test's file system.
+fn url_options() -> ReaderOptions {
+    ReaderOptions {
+        storage: storage(),
+        ..Default::default()
+    }
 }
 
 /// No `.lirs-tmp-*` object is left behind by a write.
@@ -229,7 +245,7 @@ fn epoch(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<Vec<u8>>
 fn a_url_reads_like_the_local_file() {
     let dir = tempfile::tempdir().unwrap();
     let local = local_and_remote(dir.path(), "a", "mem://b/a.tfrecord", 900);
-    let opts = ReaderOptions::default();
+    let opts = url_options();
     let l = Arc::new(Reader::open_one(&local, None, &opts).unwrap());
     let r = Arc::new(Reader::open_one(Path::new("mem://b/a.tfrecord"), None, &opts).unwrap());
     assert_eq!(l.len(), r.len());
@@ -261,13 +277,16 @@ fn tables_are_built_scanned_and_written_through_the_file_system() {
     let local = local_and_remote(dir.path(), "t", "mem://b/t.tfrecord", 700);
     let url = Path::new("mem://b/t.tfrecord");
     let out = Path::new("mem://b/built.offsets");
-    assert_eq!(build_offset_table(url, out).unwrap(), 700);
+    assert_eq!(
+        build_offset_table_in(&storage(), url, out, false, |_| {}).unwrap(),
+        700
+    );
     let want = std::fs::read(tfrecord_lirs::default_table_path(&local)).unwrap();
     assert_eq!(get("mem://b/built.offsets").unwrap(), want);
     // No temporary object is left behind.
     assert_no_temporary_objects();
     // An explicit remote table, and a local table for a remote file.
-    let opts = ReaderOptions::default();
+    let opts = url_options();
     let r = Reader::open_one(url, Some(out), &opts).unwrap();
     assert_eq!(r.len(), 700);
     let local_table = tfrecord_lirs::default_table_path(&local);
@@ -278,7 +297,7 @@ fn tables_are_built_scanned_and_written_through_the_file_system() {
         700
     );
     // The streaming scanner reads URLs too.
-    let mut scanner = RecordScanner::open(url).unwrap();
+    let mut scanner = RecordScanner::open_in(&storage(), url).unwrap();
     let mut instances = 0;
     while let Some(record) = scanner.next_record().unwrap() {
         instances += u64::from(!record.is_filler());
@@ -290,7 +309,7 @@ fn tables_are_built_scanned_and_written_through_the_file_system() {
 fn errors_name_the_url() {
     let dir = tempfile::tempdir().unwrap();
     let local = local_and_remote(dir.path(), "e", "mem://b/e.tfrecord", 300);
-    let opts = ReaderOptions::default();
+    let opts = url_options();
 
     let missing = Reader::open_one(Path::new("mem://b/none"), None, &opts)
         .err()
@@ -318,7 +337,10 @@ fn errors_name_the_url() {
     assert!(unknown.to_string().contains("not implemented"), "{unknown}");
 
     for backend in [Backend::Pread, Backend::Mmap, Backend::Direct] {
-        let o = ReaderOptions { backend, ..opts };
+        let o = ReaderOptions {
+            backend,
+            ..opts.clone()
+        };
         let e = Reader::open_one(Path::new("mem://b/e.tfrecord"), None, &o)
             .err()
             .unwrap();
@@ -343,7 +365,13 @@ fn errors_name_the_url() {
         "{text}"
     );
     assert!(text.contains(&format!("byte {at}")), "{text}");
-    let scan = build_offset_table(Path::new("mem://b/bad"), Path::new("mem://b/x.offsets"));
+    let scan = build_offset_table_in(
+        &storage(),
+        Path::new("mem://b/bad"),
+        Path::new("mem://b/x.offsets"),
+        false,
+        |_| {},
+    );
     assert_eq!(scan.unwrap_err().kind(), ErrorKind::DataLoss);
 }
 
@@ -351,7 +379,7 @@ fn errors_name_the_url() {
 fn remote_files_keep_many_reads_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     local_and_remote(dir.path(), "s", "mem://slow/s.tfrecord", 600);
-    let opts = ReaderOptions::default();
+    let opts = url_options();
     let r = Arc::new(Reader::open_one(Path::new("mem://slow/s.tfrecord"), None, &opts).unwrap());
     assert!(r.is_remote());
     assert_eq!(
@@ -401,7 +429,7 @@ fn unordered_windows(fetcher: &mut Fetcher, most: usize) -> Vec<Vec<u64>> {
 fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let local = local_and_remote(dir.path(), "k", "mem://skewed/k.tfrecord", 800);
-    let opts = ReaderOptions::default();
+    let opts = url_options();
     let r = Arc::new(Reader::open_one(Path::new("mem://skewed/k.tfrecord"), None, &opts).unwrap());
     let spec = OrderSpec {
         seed: 5,
@@ -490,7 +518,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
 fn dropping_a_fetcher_does_not_read_what_is_queued() {
     let dir = tempfile::tempdir().unwrap();
     local_and_remote(dir.path(), "q", "mem://slow/q.tfrecord", 600);
-    let opts = ReaderOptions::default();
+    let opts = url_options();
     let r = Arc::new(Reader::open_one(Path::new("mem://slow/q.tfrecord"), None, &opts).unwrap());
     let order = r.epoch_order(&OrderSpec::default()).unwrap();
     let options = FetchOptions {
@@ -519,6 +547,7 @@ fn padded_writer_and_pad_write_urls_like_local_files() {
     let options = tfrecord_lirs::PadOptions {
         page_size: 4096,
         fit: Fit::Best { window: 16 },
+        storage: storage(),
         ..Default::default()
     };
     let write = |path: &Path| {

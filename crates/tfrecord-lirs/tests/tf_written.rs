@@ -145,6 +145,7 @@ fn tensorflow_files_pad_at_every_page_size_and_policy() {
                         page_size,
                         fit,
                         sync: false,
+                        ..Default::default()
                     },
                 )
                 .unwrap();
@@ -175,6 +176,7 @@ fn tensorflow_files_pad_at_every_page_size_and_policy() {
                         page_size,
                         fit: Fit::Next,
                         sync: false,
+                        ..Default::default()
                     },
                 )
                 .unwrap();

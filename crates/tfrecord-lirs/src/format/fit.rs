@@ -19,6 +19,11 @@ pub enum Fit {
 }
 
 impl Fit {
-    /// Best-fit with the default 1024-record window.
-    pub const BEST: Fit = Fit::Best { window: 1024 };
+    /// The default best-fit window, in records: large enough that pages fill well on
+    /// mixed record sizes, small enough that the pending payloads stay a few MiB.
+    pub const DEFAULT_WINDOW: usize = 1024;
+    /// Best-fit with the default window.
+    pub const BEST: Fit = Fit::Best {
+        window: Fit::DEFAULT_WINDOW,
+    };
 }

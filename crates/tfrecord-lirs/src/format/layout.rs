@@ -59,6 +59,15 @@ impl Layout {
         self.len
     }
 
+    /// `n` instances described by no file (instance-based orders of a length).
+    pub(crate) fn of_len(n: u64) -> crate::Result<Layout> {
+        Ok(Layout {
+            files: Vec::new(),
+            page: crate::format::PageSize::checked(crate::format::DEFAULT_PAGE_SIZE)?,
+            len: n,
+        })
+    }
+
     /// The data files' bytes per instance on average (a span: the record with its
     /// framing and any padding after it); 0 with no instances.
     pub fn mean_span_bytes(&self) -> u64 {

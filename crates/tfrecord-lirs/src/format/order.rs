@@ -442,12 +442,7 @@ impl EpochOrder {
                 "a page-aware order needs the files' offset tables, not only a length",
             ));
         }
-        let layout = Layout {
-            files: Vec::new(),
-            page: crate::format::PageSize::checked(crate::format::DEFAULT_PAGE_SIZE)?,
-            len: n,
-        };
-        EpochOrder::new(Arc::new(layout), spec, version)
+        EpochOrder::new(Arc::new(Layout::of_len(n)?), spec, version)
     }
 
     /// Instances in this shard's epoch.

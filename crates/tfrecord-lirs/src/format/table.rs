@@ -11,6 +11,7 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use crate::error::{Error, Result};
 use crate::format::{self, PageSize};
+use crate::storage::{Place, Storage};
 
 /// Parses table bytes: a multiple of 8 bytes, strictly increasing offsets.
 /// `path` only names the table in errors.
@@ -51,16 +52,22 @@ pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
 /// `NotFound` whose message says how to make one (`tfrecord-lirs index`, Python
 /// `build_offset_table`, or `pad`), for the data file `path` names without `.offsets`.
 pub fn read_table(path: &Path) -> Result<Vec<u64>> {
-    read_table_of(path, None)
+    read_table_of(&Storage::local(), path, None)
 }
 
 /// [`read_table`] for the table of data file `data` (named in the missing-table hint).
 pub fn read_table_for(data: &Path, table: &Path) -> Result<Vec<u64>> {
-    read_table_of(table, Some(data))
+    read_table_of(&Storage::local(), table, Some(data))
 }
 
-fn read_table_of(path: &Path, data: Option<&Path>) -> Result<Vec<u64>> {
-    let bytes = crate::remote::read_all(path).map_err(|e| match e {
+/// [`read_table`] through `storage`; `data` (if known) is named in the missing-table
+/// hint.
+pub(crate) fn read_table_of(
+    storage: &Storage,
+    path: &Path,
+    data: Option<&Path>,
+) -> Result<Vec<u64>> {
+    let bytes = storage.read_all(path).map_err(|e| match e {
         crate::remote::ReadAllError::Io(e) => Error::table_io(path, data, e),
         crate::remote::ReadAllError::Other(e) => e,
     })?;
@@ -191,15 +198,26 @@ pub(crate) fn write_atomically<T>(
 /// Writes `offsets` as a table file at `path`, atomically: a temporary file beside it,
 /// renamed over `path` once complete, so never a partial table under `path`. With `sync`, the table and its directory are
 /// fsynced, so it is durable once this returns. A URL is written through its file
-/// system (see [`crate::remote::Durability`]).
+/// system (see [`crate::remote::Durability`]) when `storage` has one.
 pub fn write_table(path: &Path, offsets: &[u64], sync: bool) -> Result<()> {
-    write_table_with(path, sync, |add| add(offsets))
+    write_table_in(&Storage::local(), path, offsets, sync)
+}
+
+/// [`write_table`] through `storage`.
+pub(crate) fn write_table_in(
+    storage: &Storage,
+    path: &Path,
+    offsets: &[u64],
+    sync: bool,
+) -> Result<()> {
+    write_table_with(storage, path, sync, |add| add(offsets))
 }
 
 /// [`write_table`] for a table whose entries come in order, in pieces, while it is
 /// written: `fill` hands each piece to the function it gets (whose errors name
 /// `path`). Nothing is renamed over `path` if `fill` fails; its error is returned.
 pub(crate) fn write_table_with<T>(
+    storage: &Storage,
     path: &Path,
     sync: bool,
     fill: impl FnOnce(&mut dyn FnMut(&[u64]) -> Result<()>) -> Result<T>,
@@ -210,14 +228,14 @@ pub(crate) fn write_table_with<T>(
     // size, so they go to the file directly, each from where the copy into the page
     // cache is cache-line aligned, which on some CPUs is several times faster (see
     // `io::COPY_ALIGN`).
-    if crate::remote::is_url(path) {
+    if let Place::Remote(fs, _) = storage.place(path)? {
         // Through the URL's file system, whole, as atomically as its scheme allows.
         let mut bytes = Vec::new();
         let filled = fill(&mut |entries: &[u64]| {
             bytes.extend(entries.iter().flat_map(|offset| offset.to_le_bytes()));
             Ok(())
         })?;
-        crate::remote::write_whole(path, &bytes)?;
+        crate::remote::write_whole(&**fs, path, &bytes)?;
         return Ok(filled);
     }
     let mut buf = vec![0u8; TABLE_WRITE_BUFFER + crate::io::COPY_ALIGN];

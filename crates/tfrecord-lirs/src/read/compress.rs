@@ -6,7 +6,6 @@
 //! input front to back, so it decompresses on the fly (with `flate2`) and writes a
 //! plain padded file and its table in one step.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::str::FromStr;
@@ -17,6 +16,7 @@ use flate2::bufread::{MultiGzDecoder, ZlibDecoder};
 
 use crate::error::{Error, Result};
 use crate::format;
+use crate::storage::Storage;
 
 /// How a TFRecord file is compressed.
 ///
@@ -58,11 +58,18 @@ impl Compression {
     /// `self`, with [`Auto`](Compression::Auto) resolved from the first bytes of the
     /// file at `path`.
     pub fn resolve(self, path: &Path) -> Result<Compression> {
+        self.resolve_in(&Storage::local(), path)
+    }
+
+    /// [`resolve`](Compression::resolve) through `storage`.
+    pub(crate) fn resolve_in(self, storage: &Storage, path: &Path) -> Result<Compression> {
         if self != Compression::Auto {
             return Ok(self);
         }
         let mut head = Vec::with_capacity(format::HEADER_LEN);
-        open_stream(path)?
+        storage
+            .open_stream(path)?
+            .0
             .take(format::HEADER_LEN as u64)
             .read_to_end(&mut head)
             .map_err(|e| Error::io(path, e))?;
@@ -130,23 +137,15 @@ impl<R: BufRead> Read for MultiZlib<R> {
     }
 }
 
-/// The file at `path` as a stream: a local file, or a URL through its file system.
-fn open_stream(path: &Path) -> Result<Box<dyn Read + Send>> {
-    if crate::remote::is_url(path) {
-        let src = crate::io::open(path, crate::io::Backend::Auto, None)?;
-        return Ok(Box::new(crate::remote::ReadAtStream::new(src)));
-    }
-    Ok(Box::new(File::open(path).map_err(|e| Error::io(path, e))?))
-}
-
 /// The decompressed bytes of the file at `path` (`compression` resolved, not
 /// [`Auto`](Compression::Auto)), and a counter of the file's bytes read so far.
 pub(crate) fn open_decompressed(
+    storage: &Storage,
     path: &Path,
     compression: Compression,
 ) -> Result<(Box<dyn Read + Send>, Arc<AtomicU64>)> {
     let count = Arc::new(AtomicU64::new(0));
-    let file = open_stream(path)?;
+    let (file, _) = storage.open_stream(path)?;
     let raw = BufReader::with_capacity(
         1 << 16,
         Counting {
@@ -178,7 +177,7 @@ mod tests {
     }
 
     fn decompress_all(path: &Path, c: Compression) -> std::io::Result<Vec<u8>> {
-        let (mut r, _) = open_decompressed(path, c).unwrap();
+        let (mut r, _) = open_decompressed(&Storage::local(), path, c).unwrap();
         let mut out = Vec::new();
         r.read_to_end(&mut out).map(|_| out)
     }

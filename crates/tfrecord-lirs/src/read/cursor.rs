@@ -37,6 +37,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use crate::elastic::{EpochProgress, ResumedOrder, ShardProgress};
 use crate::error::{Error, Result};
 use crate::fetch::{
     panic_message, DeliveredLedger, FetchOptions, Fetcher, OrderSource, Payloads, Resume,
@@ -350,7 +351,7 @@ impl CursorState {
     }
 
     /// Checks the state against an epoch of `len` positions of order `version`.
-    fn check(&self, len: u64, version: u32) -> Result<()> {
+    pub(crate) fn check(&self, len: u64, version: u32) -> Result<()> {
         if self.order_version != version {
             return Err(Error::data_loss(format!(
                 "state of order version {}, but this order is version {version}",
@@ -460,9 +461,22 @@ struct Current {
     all_read: bool,
 }
 
-/// The epoch order of `options` over `reader`: the one place a cursor chooses an order
-/// algorithm (`options.order_version`), consumed only through [`OrderSource`].
-fn open_order(reader: &Reader, options: &CursorOptions) -> Result<Box<dyn OrderSource>> {
+/// The epoch order of `options` over `reader`, from `base` (an elastic resume point
+/// with positions delivered; `None`: the epoch's start): the one place a cursor
+/// chooses an order algorithm (`options.order_version`), consumed only through
+/// [`OrderSource`].
+fn open_order(
+    reader: &Reader,
+    options: &CursorOptions,
+    base: Option<&EpochProgress>,
+) -> Result<Box<dyn OrderSource>> {
+    if let Some(base) = base {
+        return Ok(Box::new(ResumedOrder::new(
+            reader.layout(),
+            base,
+            &options.order,
+        )?));
+    }
     Ok(Box::new(reader.epoch_order_with_version(
         &options.order,
         options.order_version,
@@ -526,6 +540,9 @@ struct TestPanics {
 pub struct DatasetCursor {
     reader: Arc<Reader>,
     options: CursorOptions,
+    /// The elastic resume point the walk started from, when positions of the epoch
+    /// were delivered before it (by another set of shards); `None`: the epoch's start.
+    base: Option<Arc<EpochProgress>>,
     len: u64,
     order_version: u32,
     /// `None` after a window failed as a whole: started again at the next call.
@@ -554,13 +571,76 @@ impl DatasetCursor {
         options: CursorOptions,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        let order = open_order(&reader, &options)?;
+        DatasetCursor::open(reader, options, None, state)
+    }
+
+    /// Elastic resume: a cursor over shard `options.order.shard_index` of
+    /// `options.order.num_shards` of the epoch at `base` (what every shard of an
+    /// earlier run delivered: [`EpochProgress::combine`]), at `state` (a position of
+    /// this shard's walk: [`CursorState::start`] for the first cursor of the new run,
+    /// its own checkpoint after that). The new shards together deliver every position
+    /// `base` does not hold, once (docs/FORMAT.md §6); a fresh `base` is an ordinary
+    /// epoch. `base` must be of this dataset's order version, seed, epoch,
+    /// page-awareness and instances ([`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss)
+    /// naming what differs).
+    ///
+    /// ```
+    /// # fn main() -> tfrecord_lirs::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("d");
+    /// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
+    /// # for i in 0..100u32 { w.write(&i.to_le_bytes())?; }
+    /// # w.finish()?;
+    /// use std::sync::Arc;
+    /// use tfrecord_lirs::{CursorOptions, CursorState, DatasetCursor, EpochProgress, Reader};
+    /// let reader = Arc::new(Reader::open_one(&path, None, &Default::default())?);
+    /// let options = |k, n| -> tfrecord_lirs::Result<CursorOptions> {
+    ///     let mut o = CursorOptions::dataset(&reader, 10, -1)?;
+    ///     (o.order.seed, o.order.shard_index, o.order.num_shards) = (7, k, n);
+    ///     Ok(o)
+    /// };
+    /// // Two workers each take one batch, and checkpoint.
+    /// let mut states = Vec::new();
+    /// for k in 0..2 {
+    ///     let mut c = DatasetCursor::new(Arc::clone(&reader), options(k, 2)?, &CursorState::start())?;
+    ///     c.next_batch().unwrap()?;
+    ///     states.push(c.progress());
+    /// }
+    /// let epoch = EpochProgress::combine(&states)?;
+    /// // Three workers deliver the other 80.
+    /// let mut rest = 0;
+    /// for j in 0..3 {
+    ///     let mut c = DatasetCursor::resume(Arc::clone(&reader), options(j, 3)?, &epoch, &CursorState::start())?;
+    ///     while let Some(b) = c.next_batch() { rest += b?.len(); }
+    /// }
+    /// assert_eq!(rest, 80);
+    /// # Ok(()) }
+    /// ```
+    pub fn resume(
+        reader: Arc<Reader>,
+        options: CursorOptions,
+        base: &EpochProgress,
+        state: &CursorState,
+    ) -> Result<DatasetCursor> {
+        base.check_fits(&reader, &options.order, options.order_version)?;
+        let base = (!base.is_fresh()).then(|| Arc::new(base.clone()));
+        DatasetCursor::open(reader, options, base, state)
+    }
+
+    fn open(
+        reader: Arc<Reader>,
+        options: CursorOptions,
+        base: Option<Arc<EpochProgress>>,
+        state: &CursorState,
+    ) -> Result<DatasetCursor> {
+        let order = open_order(&reader, &options, base.as_deref())?;
         let (len, order_version) = (order.len(), order.version());
         state.check(len, order_version)?;
         let ledger = DeliveredLedger::new(state.position, state.delivered_after.iter().copied());
         let mut cursor = DatasetCursor {
             reader,
             options,
+            base,
             len,
             order_version,
             fetcher: None,
@@ -579,8 +659,33 @@ impl DatasetCursor {
     /// Moves to `state` (a checkpoint): the cursor is rebuilt, and left as it was if
     /// that fails.
     pub fn restore(&mut self, state: &CursorState) -> Result<()> {
-        *self = DatasetCursor::new(Arc::clone(&self.reader), self.options, state)?;
+        *self = DatasetCursor::open(
+            Arc::clone(&self.reader),
+            self.options,
+            self.base.clone(),
+            state,
+        )?;
         Ok(())
+    }
+
+    /// What was delivered, for elastic resume ([`EpochProgress::combine`] of every
+    /// shard's): the resume point the walk started from, the shard and
+    /// [`state`](DatasetCursor::state).
+    pub fn progress(&self) -> ShardProgress {
+        let base = match &self.base {
+            Some(base) => (**base).clone(),
+            None => EpochProgress::fresh(
+                self.reader.len(),
+                &self.options.order,
+                self.options.order_version,
+            ),
+        };
+        ShardProgress {
+            base,
+            num_shards: self.options.order.num_shards,
+            shard_index: self.options.order.shard_index,
+            state: self.state(),
+        }
     }
 
     /// What was delivered (see the module docs): the checkpoint state.
@@ -795,8 +900,8 @@ impl DatasetCursor {
             if position >= self.len {
                 return Some(Step::End);
             }
-            let started =
-                open_order(&self.reader, &self.options).and_then(|order| self.start_fetch(order));
+            let started = open_order(&self.reader, &self.options, self.base.as_deref())
+                .and_then(|order| self.start_fetch(order));
             match started {
                 Ok(fetcher) => self.fetcher = Some(fetcher),
                 Err(error) => return Some(self.pass_window(error, position)),

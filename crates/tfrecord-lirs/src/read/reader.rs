@@ -16,11 +16,12 @@ pub(crate) use crate::batch::Batch;
 use crate::format::table_path::default_table_path;
 use crate::order::{self, EpochOrder, OrderSpec, OrderVersion};
 use crate::stats::{IoStats, Tally};
-use crate::table::read_table_for;
+use crate::storage::Storage;
+use crate::table::read_table_of;
 use crate::verify::{check_table, tail_error, walk_tail};
 
 /// Options of a [`Reader`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReaderOptions {
     /// Page size for page-aware units and I/O statistics (default 4096).
     pub page_size: u64,
@@ -40,6 +41,9 @@ pub struct ReaderOptions {
     /// The caller's promise that makes [`Backend::Mmap`] sound (see [`io::MmapOptIn`]);
     /// without it that backend is refused. Default `None`.
     pub mmap_opt_in: Option<io::MmapOptIn>,
+    /// Where the files are: local files, and URLs when it has a file system. Default
+    /// [`Storage::local`].
+    pub storage: Storage,
 }
 
 impl ReaderOptions {
@@ -61,6 +65,7 @@ impl Default for ReaderOptions {
             backend: Backend::Auto,
             trust_table: false,
             mmap_opt_in: None,
+            storage: Storage::local(),
         }
     }
 }
@@ -150,29 +155,18 @@ impl Reader {
         for (data, table_path) in files {
             // The data file is opened first, so that a missing one is reported as such;
             // the default backend then maps that same open file if its records are small.
-            // A URL goes through the registered file system (crate::remote), with
+            // A URL goes through the storage's file system, with
             // the default backend only.
-            crate::remote::check_backend(data, options.backend)?;
             // A directory, a table or compressed data given as data is named as such
             // before any advice about its table.
             let stamp = Stamp::of(data);
-            let opened = (|| {
-                Ok(match (crate::remote::open_if_url(data)?, options.backend) {
-                    (Some(remote), _) => Ok(remote),
-                    (None, Backend::Auto | Backend::Pread) => Err(io::PreadFile::open(data)?),
-                    (None, other) => Ok(io::open(data, other, options.mmap_opt_in)?),
-                })
-            })()
-            .map_err(|e| advice::diagnose(data, e))?;
-            let offsets =
-                read_table_for(data, table_path).map_err(|e| advice::diagnose(data, e))?;
-            let src: Box<dyn ReadAt> = match opened {
-                Ok(src) => src,
-                Err(pread) if options.backend == Backend::Auto => {
-                    Box::new(io::AutoFile::from_pread(pread, offsets.len() as u64))
-                }
-                Err(pread) => Box::new(pread),
-            };
+            let opened = options
+                .storage
+                .open_deferred(data, options.backend, options.mmap_opt_in)
+                .map_err(|e| advice::diagnose(data, e))?;
+            let offsets = read_table_of(&options.storage, table_path, Some(data))
+                .map_err(|e| advice::diagnose(data, e))?;
+            let src: Box<dyn ReadAt> = opened.with_records(offsets.len() as u64);
             let size = src.size();
             let layout = FileLayout {
                 offsets,
@@ -211,7 +205,7 @@ impl Reader {
         self.layout.len
     }
 
-    /// Whether any file is a URL read through a registered file system
+    /// Whether any file is a URL read through its storage's file system
     /// ([`crate::remote`]): high-latency storage, where many reads in flight pay.
     pub fn is_remote(&self) -> bool {
         self.files

@@ -12,10 +12,13 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use tfrecord_lirs::{cloud::ObjectStoreFileSystem, remote, Reader};
+//! use tfrecord_lirs::{cloud::ObjectStoreFileSystem, Reader, ReaderOptions, Storage};
 //! # fn main() -> tfrecord_lirs::Result<()> {
-//! remote::register(Arc::new(ObjectStoreFileSystem::new()));
-//! let reader = Reader::open_one("s3://bucket/train.tfrecord".as_ref(), None, &Default::default())?;
+//! let options = ReaderOptions {
+//!     storage: Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())),
+//!     ..Default::default()
+//! };
+//! let reader = Reader::open_one("s3://bucket/train.tfrecord".as_ref(), None, &options)?;
 //! # Ok(()) }
 //! ```
 
@@ -43,7 +46,7 @@ pub const SCHEMES: &[&str] = &[
 /// Object storage reached through [`object_store`]: one client per bucket (or HTTP
 /// origin), built on first use from the URL and the environment's credentials.
 pub struct ObjectStoreFileSystem {
-    /// Started by the first request: a program that registers this file system and
+    /// Started by the first request: a program that makes this file system and
     /// never opens a URL starts no thread.
     runtime: OnceLock<tokio::runtime::Runtime>,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,

@@ -1,14 +1,15 @@
 //! Files named by URLs (`gs://bucket/x.tfrecord`, `ram://x`, `s3://…`), reached
-//! through a file system registered by the embedding program.
+//! through a file system the embedding program passes in a [`Storage`](crate::Storage).
 //!
 //! The core decides here, and only here, what a URL is: a path that starts with a
 //! scheme, `^[A-Za-z][A-Za-z0-9+.-]*://` ([`is_url`]). Local paths keep the backends
-//! of [`io`](crate::io) unchanged; a URL is opened through the [`FileSystem`] given to
-//! [`register`]. The TensorFlow op library registers TensorFlow's own file systems
-//! (`tensorflow::Env`), so every scheme TensorFlow knows works there, with its
-//! credentials and settings. With nothing registered (the `tfrecord-lirs` CLI, plain
-//! Rust users) a URL is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument)
-//! error saying so, never a "No such file or directory" for a local path of that name.
+//! of [`io`](crate::io) unchanged; a URL is opened through the [`FileSystem`] of the
+//! [`Storage`](crate::Storage) it is used with. The TensorFlow op library passes
+//! TensorFlow's own file systems (`tensorflow::Env`), so every scheme TensorFlow knows
+//! works there, with its credentials and settings. Without a file system
+//! ([`Storage::local`](crate::Storage::local): the default, the `tfrecord-lirs` CLI)
+//! a URL is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument) error saying
+//! so, never a "No such file or directory" for a local path of that name.
 //!
 //! ```
 //! use std::path::Path;
@@ -21,7 +22,6 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
 
 use crate::error::{Error, Result};
 use crate::io::{Backend, ReadAt};
@@ -132,21 +132,6 @@ impl<A: FileSystem, B: FileSystem> FileSystem for Layered<A, B> {
     }
 }
 
-/// The registered file system, if any.
-static FILE_SYSTEM: RwLock<Option<Arc<dyn FileSystem>>> = RwLock::new(None);
-
-/// Registers the file system that URLs are opened through, replacing any earlier one.
-pub fn register(fs: Arc<dyn FileSystem>) {
-    if let Ok(mut slot) = FILE_SYSTEM.write() {
-        *slot = Some(fs);
-    }
-}
-
-/// Whether a file system is registered (URLs can be opened).
-pub fn is_registered() -> bool {
-    FILE_SYSTEM.read().is_ok_and(|s| s.is_some())
-}
-
 /// The scheme of `path` (`"gs"` for `gs://b/x`), if it is a URL.
 pub fn scheme(path: &Path) -> Option<&str> {
     let s = path.to_str()?;
@@ -161,22 +146,6 @@ pub fn scheme(path: &Path) -> Option<&str> {
 /// Whether `path` is a URL (`scheme://…`) rather than a local path.
 pub fn is_url(path: &Path) -> bool {
     scheme(path).is_some()
-}
-
-/// The registered file system for `url`, or the error saying there is none.
-fn file_system(url: &Path) -> Result<Arc<dyn FileSystem>> {
-    FILE_SYSTEM
-        .read()
-        .ok()
-        .and_then(|s| s.clone())
-        .ok_or_else(|| {
-            Error::invalid_argument(format!(
-                "{}: a URL ({}://), but this program reads local files only; read URLs \
-                 through the Python package tfrecord_lirs, which uses TensorFlow's file systems",
-                url.display(),
-                scheme(url).unwrap_or_default()
-            ))
-        })
 }
 
 /// `path` as the string a file system takes (URLs are always valid UTF-8: see
@@ -210,25 +179,14 @@ pub(crate) fn check_backend(url: &Path, backend: Backend) -> Result<()> {
     )))
 }
 
-/// Opens URL `path` for positioned reads, or `None` if it is a local path.
-pub(crate) fn open_if_url(path: &Path) -> Result<Option<Box<dyn ReadAt>>> {
-    if !is_url(path) {
-        return Ok(None);
-    }
-    let fs = file_system(path)?;
-    fs.open_read(url_str(path))
-        .map(Some)
-        .map_err(|e| error(path, e))
-}
-
-/// The whole of `path`: through the registered file system for a URL, else from the
-/// local file. Errors keep their [`io::Error`] so callers can name a missing file.
-pub(crate) fn read_all(path: &Path) -> std::result::Result<Vec<u8>, ReadAllError> {
-    if !is_url(path) {
-        return std::fs::read(path).map_err(ReadAllError::Io);
-    }
-    let fs = file_system(path).map_err(ReadAllError::Other)?;
-    fs.read_all(url_str(path)).map_err(|e| match e.kind() {
+/// The whole object `url` (`path`, for errors) through `fs`. Errors keep their
+/// [`io::Error`] so callers can name a missing file.
+pub(crate) fn read_all(
+    fs: &dyn FileSystem,
+    path: &Path,
+    url: &str,
+) -> std::result::Result<Vec<u8>, ReadAllError> {
+    fs.read_all(url).map_err(|e| match e.kind() {
         io::ErrorKind::Unsupported | io::ErrorKind::InvalidInput => {
             ReadAllError::Other(error(path, e))
         }
@@ -272,9 +230,8 @@ pub(crate) struct RemoteWriter {
 }
 
 impl RemoteWriter {
-    /// Creates `url` (which must be a URL) for writing.
-    pub(crate) fn create(url: &Path) -> Result<RemoteWriter> {
-        let fs = file_system(url)?;
+    /// Creates `url` (which must be a URL) for writing through `fs`.
+    pub(crate) fn create(fs: &dyn FileSystem, url: &Path) -> Result<RemoteWriter> {
         let inner = fs.create(url_str(url)).map_err(|e| error(url, e))?;
         Ok(RemoteWriter {
             url: url.to_path_buf(),
@@ -302,28 +259,30 @@ impl io::Write for RemoteWriter {
 /// Writes `bytes` as the whole object `url`, as atomically as its scheme allows
 /// (see [`Durability`]): to a temporary name then renamed where there is a rename,
 /// else straight to `url`.
-pub(crate) fn write_whole(url: &Path, bytes: &[u8]) -> Result<()> {
-    write_with(url, |w| io::Write::write_all(w, bytes))
+pub(crate) fn write_whole(fs: &dyn FileSystem, url: &Path, bytes: &[u8]) -> Result<()> {
+    write_with(fs, url, |w| io::Write::write_all(w, bytes))
 }
 
 /// Uploads the local file `local` as the whole object `url` (see [`write_whole`]).
-pub(crate) fn upload(local: &Path, url: &Path) -> Result<()> {
+pub(crate) fn upload(fs: &dyn FileSystem, local: &Path, url: &Path) -> Result<()> {
     let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
-    write_with(url, |w| io::copy(&mut file, w).map(|_| ()))
+    write_with(fs, url, |w| io::copy(&mut file, w).map(|_| ()))
 }
 
 /// Deletes the object `url` if it exists.
-pub(crate) fn delete(url: &Path) -> Result<()> {
-    let fs = file_system(url)?;
+pub(crate) fn delete(fs: &dyn FileSystem, url: &Path) -> Result<()> {
     fs.delete(url_str(url)).map_err(|e| error(url, e))
 }
 
 /// Writes the object `url` with `fill`, as atomically as its scheme allows.
-fn write_with(url: &Path, fill: impl FnOnce(&mut RemoteWriter) -> io::Result<()>) -> Result<()> {
-    let fs = file_system(url)?;
+fn write_with(
+    fs: &dyn FileSystem,
+    url: &Path,
+    fill: impl FnOnce(&mut RemoteWriter) -> io::Result<()>,
+) -> Result<()> {
     let target = url_str(url);
     let write = |name: &Path| -> Result<()> {
-        let mut w = RemoteWriter::create(name)?;
+        let mut w = RemoteWriter::create(fs, name)?;
         fill(&mut w).map_err(|e| error(url, e))?;
         w.close()
     };

@@ -8,13 +8,17 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::compress::Compression;
 use crate::error::{Error, Result};
 use crate::format::table_path::default_table_path;
 use crate::format::{self, Fit, PageSize, FILLER_MAGIC};
+use crate::remote::FileSystem;
+use crate::storage::{Place, Storage};
 use crate::table::{
-    check_table_path, same_file, sync_parent_dir, temp_file_beside, write_table, write_table_with,
-    OffsetTableBuilder,
+    check_table_path, same_file, sync_parent_dir, temp_file_beside, write_table, write_table_in,
+    write_table_with, OffsetTableBuilder,
 };
 
 /// One thing to write (spec: "instance or padding").
@@ -175,7 +179,7 @@ impl<W: Write> TFRecordWriter<W> {
 }
 
 /// Options of the [`PaddedWriter`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PadOptions {
     /// Page size in bytes (power of two, 512 B to 16 MiB). Default 4096.
     pub page_size: u64,
@@ -185,6 +189,9 @@ pub struct PadOptions {
     /// directory after each rename, so both are durable once `finish` returns.
     /// Default off.
     pub sync: bool,
+    /// Where the output (and the input of `pad`) is: local files, and URLs when it
+    /// has a file system. Default [`Storage::local`].
+    pub storage: Storage,
 }
 
 impl Default for PadOptions {
@@ -193,6 +200,7 @@ impl Default for PadOptions {
             page_size: format::DEFAULT_PAGE_SIZE,
             fit: Fit::Next,
             sync: false,
+            storage: Storage::local(),
         }
     }
 }
@@ -358,7 +366,7 @@ pub struct PaddedWriter {
     path: PathBuf,
     /// For a URL: the local directory the data is staged in before it is uploaded
     /// by [`finish`](PaddedWriter::finish) (see [`crate::remote`]).
-    staging: Option<tempfile::TempDir>,
+    staging: Option<(tempfile::TempDir, Arc<dyn FileSystem>)>,
     page: PageSize,
     fit: Fit,
     sync: bool,
@@ -385,14 +393,16 @@ impl PaddedWriter {
         }
         // A URL is written locally first, then uploaded whole: the placement needs
         // the written bytes' positions only, and object stores take whole objects.
-        let staging = if crate::remote::is_url(path) {
-            Some(tempfile::tempdir().map_err(|e| Error::io(path, e))?)
-        } else {
-            None
+        let staging = match options.storage.place(path)? {
+            Place::Remote(fs, _) => Some((
+                tempfile::tempdir().map_err(|e| Error::io(path, e))?,
+                Arc::clone(fs),
+            )),
+            Place::Local(_) => None,
         };
         let local = staging
             .as_ref()
-            .map_or_else(|| path.to_path_buf(), |d| d.path().join("data"));
+            .map_or_else(|| path.to_path_buf(), |(d, _)| d.path().join("data"));
         let mut writer = TFRecordWriter::create(&local)?;
         writer.name = path.to_path_buf();
         Ok(PaddedWriter {
@@ -477,14 +487,15 @@ impl PaddedWriter {
         self.writer.flush()?;
         let table_path = default_table_path(&self.path);
         let summary = self.summary(data_bytes);
-        if let Some(staging) = self.staging.take() {
+        if let Some((staging, fs)) = self.staging.take() {
             // A URL: the same steps through its file system (old table removed, data
             // uploaded whole, then the table).
             let local = staging.path().join("data");
-            crate::remote::delete(&table_path)?;
+            crate::remote::delete(&*fs, &table_path)?;
             self.writer.finish_to(&local, false)?;
-            crate::remote::upload(&local, &self.path)?;
-            write_table(&table_path, self.table.offsets(), self.sync)?;
+            crate::remote::upload(&*fs, &local, &self.path)?;
+            let storage = Storage::with_file_system(fs);
+            write_table_in(&storage, &table_path, self.table.offsets(), self.sync)?;
             return Ok(summary);
         }
         // Old table first: between the two renames there is no table rather than a wrong one.
@@ -558,7 +569,8 @@ pub fn pad_file_with(
     mut progress: impl FnMut(u64),
 ) -> Result<PadSummary> {
     check_pad_paths(src, dst)?;
-    let mut scanner = crate::scan::RecordScanner::open_compressed(src, compression)?;
+    let mut scanner =
+        crate::scan::RecordScanner::open_compressed_in(&options.storage, src, compression)?;
     let mut writer = PaddedWriter::create(dst, options)?;
     let mut last = 0;
     while let Some(record) = scanner.next_record()? {
@@ -599,7 +611,7 @@ pub fn pad_file_auto(
 ) -> Result<(PadSummary, AutoFit)> {
     let best_options = PadOptions {
         fit: Fit::BEST,
-        ..*options
+        ..options.clone()
     };
     let best = pad_file_with(src, dst, &best_options, compression, &mut progress)?;
     let saved = 100.0
@@ -627,7 +639,7 @@ pub fn pad_file_auto(
     }
     let plain_options = PadOptions {
         fit: Fit::Unpadded,
-        ..*options
+        ..options.clone()
     };
     let plain = pad_file_with(src, dst, &plain_options, compression, progress)?;
     let reason = format!("fit auto: chose no padding ({figures}, which does not pay)");
@@ -642,7 +654,7 @@ pub fn pad_file_auto(
 }
 
 /// Everything a `pad` of one input is asked to do (the CLI's and Python's `pad`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PadRequest {
     /// Page size, placement and durability; with `auto`, `options.fit` is ignored.
     pub options: PadOptions,
@@ -665,7 +677,7 @@ pub fn pad(
     request: &PadRequest,
     progress: impl FnMut(u64),
 ) -> Result<(PadSummary, Option<String>)> {
-    check_pad_output(src, dst, request.overwrite)?;
+    check_pad_output_in(&request.options.storage, src, dst, request.overwrite)?;
     if request.trust_table {
         if !matches!(request.compression, Compression::Auto | Compression::None) {
             return Err(Error::invalid_argument(
@@ -706,6 +718,7 @@ pub fn pad_file_from_table(
     check_pad_paths(src, dst)?;
     let trusted = crate::ReaderOptions {
         trust_table: true,
+        storage: options.storage.clone(),
         ..Default::default()
     };
     let reader = crate::Reader::open_one(src, None, &trusted)?;
@@ -756,25 +769,18 @@ fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
 /// file. (An output that is the input itself is refused even so, by the same rule as
 /// [`pad_file_with`].)
 pub fn check_pad_output(src: &Path, dst: &Path, overwrite: bool) -> Result<()> {
+    check_pad_output_in(&Storage::local(), src, dst, overwrite)
+}
+
+/// [`check_pad_output`] through `storage`.
+fn check_pad_output_in(storage: &Storage, src: &Path, dst: &Path, overwrite: bool) -> Result<()> {
     check_pad_paths(src, dst)?;
     if overwrite {
         return Ok(());
     }
     let table = default_table_path(dst);
     for existing in [dst, table.as_path()] {
-        let found = if crate::remote::is_url(existing) {
-            // Through the registered file system: an object that opens exists.
-            matches!(crate::remote::open_if_url(existing), Ok(Some(_))).then_some("an object")
-        } else {
-            std::fs::symlink_metadata(existing).ok().map(|meta| {
-                if meta.is_dir() {
-                    "a directory"
-                } else {
-                    "a file"
-                }
-            })
-        };
-        if let Some(what) = found {
+        if let Some(what) = storage.what_exists(existing) {
             return Err(Error::invalid_argument(format!(
                 "{} exists ({what}): pad would replace it; choose another output path, or pass --force (CLI) / overwrite=True (Python) to replace it",
                 existing.display()
@@ -806,6 +812,18 @@ pub fn build_offset_table_with(
     sync: bool,
     progress: impl FnMut(u64),
 ) -> Result<u64> {
+    build_offset_table_in(&Storage::local(), data, table, sync, progress)
+}
+
+/// [`build_offset_table_with`] through `storage` (`data` and `table` may be URLs when
+/// it has a file system).
+pub fn build_offset_table_in(
+    storage: &Storage,
+    data: &Path,
+    table: &Path,
+    sync: bool,
+    progress: impl FnMut(u64),
+) -> Result<u64> {
     check_table_path(data, table)?;
     if let Some(misuse) = crate::advice::misuse(data) {
         return Err(crate::advice::misuse_error(data, misuse));
@@ -813,7 +831,7 @@ pub fn build_offset_table_with(
     // The offsets go to the table file as the scan puts them in order (no table held
     // in memory, no write of it all after the scan); the file is renamed over `table`
     // only once the scan has succeeded.
-    write_table_with(table, sync, |add| {
-        crate::scan::scan_offsets_to(data, progress, add)
+    write_table_with(storage, table, sync, |add| {
+        crate::scan::scan_offsets_to(storage, data, progress, add)
     })
 }

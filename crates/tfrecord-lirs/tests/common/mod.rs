@@ -49,6 +49,7 @@ pub fn write_padded(
             page_size,
             fit,
             sync: false,
+            ..Default::default()
         },
     )
     .unwrap();

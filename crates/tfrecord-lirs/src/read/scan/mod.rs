@@ -172,6 +172,7 @@ mod tests {
     use super::parallel::{scan_offsets_with, SCAN_CHUNK};
     use super::sequential::{READ_AHEAD, READ_CHUNK};
     use super::*;
+    use crate::storage::Storage;
 
     fn write_records(path: &Path, payloads: &[&[u8]]) {
         let mut bytes = Vec::new();
@@ -287,7 +288,7 @@ mod tests {
         }
         for (chunk, ring) in [(1, 2), (7, 1), (64, 2), (64, 0), (READ_CHUNK, READ_AHEAD)] {
             let got = (|| {
-                let mut scanner = RecordScanner::open_with(path, chunk, ring)?;
+                let mut scanner = RecordScanner::open_with(&Storage::local(), path, chunk, ring)?;
                 let mut offsets = Vec::new();
                 while let Some(record) = scanner.next_record()? {
                     // Positions and payloads as they are in the file.
@@ -480,7 +481,7 @@ mod tests {
         varied_file(&path);
         for _ in 0..20 {
             // A reader far ahead, blocked on a full ring: dropping must still return.
-            let mut scanner = RecordScanner::open_with(&path, 16, 2).unwrap();
+            let mut scanner = RecordScanner::open_with(&Storage::local(), &path, 16, 2).unwrap();
             scanner.next_record().unwrap().unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

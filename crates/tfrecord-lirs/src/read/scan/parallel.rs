@@ -10,6 +10,7 @@ use super::{check_header, check_record, truncated, Bad, PROGRESS_EVERY};
 use crate::error::{Error, Result};
 use crate::format::{self, HEADER_LEN};
 use crate::io;
+use crate::storage::{Place, Storage};
 
 /// Bytes per chunk of [`scan_offsets`]: small enough to stay in a core's L2 cache from
 /// the read to the CRC check (measured best at 128-256 KiB, with 1 MiB close).
@@ -44,12 +45,13 @@ pub fn scan_offsets(data: &Path, progress: impl FnMut(u64)) -> Result<Vec<u64>> 
 /// had the offsets before the bad record (or some of them), and the scan stops at the
 /// sink's first error.
 pub(crate) fn scan_offsets_to(
+    storage: &Storage,
     data: &Path,
     progress: impl FnMut(u64),
     sink: impl FnMut(&[u64]) -> Result<()>,
 ) -> Result<u64> {
     let threads = crate::pool::threads_up_to(MAX_SCAN_THREADS);
-    scan_offsets_to_with(data, SCAN_CHUNK, threads, progress, sink)
+    scan_offsets_to_with(storage, data, SCAN_CHUNK, threads, progress, sink)
 }
 
 /// How far the walk from record to record has got: chunk `chunk` is the next to walk
@@ -362,7 +364,7 @@ pub(super) fn scan_offsets_with(
     progress: impl FnMut(u64),
 ) -> Result<Vec<u64>> {
     let mut offsets = Vec::new();
-    scan_offsets_to_with(data, chunk, threads, progress, |some| {
+    scan_offsets_to_with(&Storage::local(), data, chunk, threads, progress, |some| {
         offsets.extend_from_slice(some);
         Ok(())
     })?;
@@ -371,22 +373,25 @@ pub(super) fn scan_offsets_with(
 
 /// [`scan_offsets_to`] with `chunk` bytes per chunk and at most `threads` threads.
 fn scan_offsets_to_with(
+    storage: &Storage,
     data: &Path,
     chunk: usize,
     threads: usize,
     mut progress: impl FnMut(u64),
     mut sink: impl FnMut(&[u64]) -> Result<()>,
 ) -> Result<u64> {
-    // Local files with pread; URLs through their file system (crate::remote).
-    let src = io::open(data, io::Backend::Pread, None)?;
+    // Local files with pread (and a leased map where the kernel grants one); URLs
+    // through their file system.
+    let (src, map) = match storage.place(data)? {
+        Place::Local(path) => (
+            io::open(path, io::Backend::Pread, None)?,
+            crate::io::leased::LeasedMap::open(path),
+        ),
+        Place::Remote(..) => (storage.open(data, io::Backend::Auto, 1, None)?, None),
+    };
     let file_size = src.size();
     let chunk = chunk.max(1);
     let chunks = usize::try_from(file_size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
-    let map = if crate::remote::is_url(data) {
-        None
-    } else {
-        crate::io::leased::LeasedMap::open(data)
-    };
     let scan = Scan {
         src: &*src,
         map: map.as_deref(),

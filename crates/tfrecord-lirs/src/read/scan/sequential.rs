@@ -1,6 +1,5 @@
 //! [`RecordScanner`]: records one by one, in file order, with a read-ahead thread.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +12,7 @@ use crate::compress::{self, Compression};
 use crate::error::{Error, Result};
 use crate::format::{self, HEADER_LEN};
 use crate::io;
+use crate::storage::Storage;
 
 /// Bytes per read of a [`RecordScanner`]: few syscalls, and a ring of them still fits
 /// in cache.
@@ -230,23 +230,26 @@ pub struct RecordScanner {
 impl RecordScanner {
     /// Opens `path` for scanning.
     pub fn open(path: &Path) -> Result<RecordScanner> {
-        RecordScanner::open_with(path, READ_CHUNK, READ_AHEAD)
+        RecordScanner::open_in(&Storage::local(), path)
+    }
+
+    /// [`open`](RecordScanner::open) through `storage` (`path` may be a URL when it
+    /// has a file system).
+    pub fn open_in(storage: &Storage, path: &Path) -> Result<RecordScanner> {
+        RecordScanner::open_with(storage, path, READ_CHUNK, READ_AHEAD)
     }
 
     /// [`open`](RecordScanner::open) with `chunk` bytes per read and a ring of `ring`
     /// buffers (0: no read-ahead thread). Tests use tiny chunks to put chunk
     /// boundaries everywhere.
-    pub(super) fn open_with(path: &Path, chunk: usize, ring: usize) -> Result<RecordScanner> {
-        if crate::remote::is_url(path) {
-            let src = crate::io::open(path, crate::io::Backend::Auto, None)?;
-            let file_size = src.size();
-            let stream = crate::remote::ReadAtStream::new(src);
-            let source = Source::new(Box::new(stream), file_size, chunk.max(1), ring);
-            return Ok(RecordScanner::new(path, source, file_size, None));
-        }
-        let src = File::open(path).map_err(|e| Error::io(path, e))?;
-        let file_size = src.metadata().map_err(|e| Error::io(path, e))?.len();
-        let source = Source::new(Box::new(src), file_size, chunk.max(1), ring);
+    pub(super) fn open_with(
+        storage: &Storage,
+        path: &Path,
+        chunk: usize,
+        ring: usize,
+    ) -> Result<RecordScanner> {
+        let (src, file_size) = storage.open_stream(path)?;
+        let source = Source::new(src, file_size, chunk.max(1), ring);
         Ok(RecordScanner::new(path, source, file_size, None))
     }
 
@@ -276,11 +279,20 @@ impl RecordScanner {
     /// errors, which say so) are offsets in the decompressed stream, and
     /// [`file_size`](RecordScanner::file_size) is unknown (`u64::MAX`).
     pub fn open_compressed(path: &Path, compression: Compression) -> Result<RecordScanner> {
-        let compression = compression.resolve(path)?;
+        RecordScanner::open_compressed_in(&Storage::local(), path, compression)
+    }
+
+    /// [`open_compressed`](RecordScanner::open_compressed) through `storage`.
+    pub(crate) fn open_compressed_in(
+        storage: &Storage,
+        path: &Path,
+        compression: Compression,
+    ) -> Result<RecordScanner> {
+        let compression = compression.resolve_in(storage, path)?;
         if compression == Compression::None {
-            return RecordScanner::open(path);
+            return RecordScanner::open_in(storage, path);
         }
-        let (src, read) = compress::open_decompressed(path, compression)?;
+        let (src, read) = compress::open_decompressed(storage, path, compression)?;
         let source = Source::new(src, u64::MAX, READ_CHUNK, READ_AHEAD);
         Ok(RecordScanner::new(
             path,

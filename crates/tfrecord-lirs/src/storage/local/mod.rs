@@ -261,16 +261,13 @@ fn copy_out(bytes: &[u8], buf: &mut [u8], offset: u64) -> usize {
 /// Opens `path` with `backend`; `records` (the table's length) lets [`Backend::Auto`]
 /// decide whether mapping pays. [`Backend::Mmap`] needs `mmap_opt_in` (see
 /// [`MmapOptIn`]), and without it is an `InvalidArgument` error that says so.
-/// A URL (see [`crate::remote`]) is opened through the registered file system.
+/// `path` is a local path; [`Storage::open`](crate::Storage::open) opens URLs too.
 pub fn open_with_records(
     path: &Path,
     backend: Backend,
     records: u64,
     mmap_opt_in: Option<MmapOptIn>,
 ) -> Result<Box<dyn ReadAt>> {
-    if let Some(src) = crate::remote::open_if_url(path)? {
-        return Ok(src);
-    }
     Ok(match backend {
         Backend::Auto => Box::new(AutoFile::open(path, records)?),
         Backend::Pread => Box::new(PreadFile::open(path)?),

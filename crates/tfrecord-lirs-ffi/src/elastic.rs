@@ -1,0 +1,213 @@
+//! Elastic resume for the TensorFlow op: the core's [`core::ShardProgress`] and
+//! [`core::EpochProgress`] (docs/FORMAT.md §6) with what TensorFlow needs besides: the
+//! iteration's seed pair (the core's seed is their mix, one way) and the seed
+//! generator's `num_random_samples`, so that the iterations after the resumed one draw
+//! the seeds a fresh run draws.
+
+use tfrecord_lirs as core;
+
+/// The first bytes of a TensorFlow worker's state.
+const TF_SHARD_MAGIC: &[u8; 8] = b"LIRSTFS\0";
+/// The first bytes of a TensorFlow epoch state.
+const TF_EPOCH_MAGIC: &[u8; 8] = b"LIRSTFE\0";
+/// The version of both encodings.
+const TF_ENCODING_VERSION: u32 = 1;
+/// Magic, encoding version, padding, seed, seed2, num_random_samples.
+const TF_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8;
+
+/// The seed generator's place for one iteration: its seed pair and how many samples
+/// the generator had drawn after drawing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TfSeeds {
+    /// The iteration's first seed.
+    pub seed: i64,
+    /// The iteration's second seed.
+    pub seed2: i64,
+    /// The generator's `num_random_samples` after drawing the pair.
+    pub num_random_samples: i64,
+}
+
+impl TfSeeds {
+    fn encode(&self, magic: &[u8; 8], inner: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(TF_HEADER_BYTES + inner.len());
+        out.extend_from_slice(magic);
+        out.extend_from_slice(&TF_ENCODING_VERSION.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        for word in [self.seed, self.seed2, self.num_random_samples] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(inner);
+        out
+    }
+
+    /// The seeds and the rest of `bytes`, which start with `magic`.
+    fn decode<'a>(
+        bytes: &'a [u8],
+        magic: &[u8; 8],
+        what: &str,
+    ) -> core::Result<(TfSeeds, &'a [u8])> {
+        let header = bytes.get(..TF_HEADER_BYTES).ok_or_else(|| {
+            core::Error::data_loss(format!(
+                "{what} of {} bytes, shorter than its {TF_HEADER_BYTES}-byte header",
+                bytes.len()
+            ))
+        })?;
+        if &header[..8] != magic {
+            return Err(core::Error::data_loss(format!(
+                "not a LIRSDataset {what} (its first bytes are not {})",
+                String::from_utf8_lossy(&magic[..7])
+            )));
+        }
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&header[at..at + 8]);
+            i64::from_le_bytes(w)
+        };
+        let mut version = [0u8; 4];
+        version.copy_from_slice(&header[8..12]);
+        let version = u32::from_le_bytes(version);
+        if version != TF_ENCODING_VERSION {
+            return Err(core::Error::data_loss(format!(
+                "{what} encoding version {version} is unknown (this library reads version \
+                 {TF_ENCODING_VERSION})"
+            )));
+        }
+        let seeds = TfSeeds {
+            seed: word(16),
+            seed2: word(24),
+            num_random_samples: word(32),
+        };
+        Ok((seeds, &bytes[TF_HEADER_BYTES..]))
+    }
+}
+
+/// One LIRSDataset iterator's state for elastic resume: its seeds and the core's
+/// shard progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TfShardState {
+    /// The iteration's seeds.
+    pub seeds: TfSeeds,
+    /// What the shard delivered.
+    pub shard: core::ShardProgress,
+}
+
+impl TfShardState {
+    /// `LIRSTFS\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
+    /// num_random_samples (i64 each), then [`core::ShardProgress::encode`].
+    pub fn encode(&self) -> Vec<u8> {
+        self.seeds.encode(TF_SHARD_MAGIC, &self.shard.encode())
+    }
+
+    /// Reads [`encode`](TfShardState::encode)'s bytes (`DataLoss` if damaged).
+    pub fn decode(bytes: &[u8]) -> core::Result<TfShardState> {
+        let (seeds, rest) = TfSeeds::decode(bytes, TF_SHARD_MAGIC, "shard state")?;
+        Ok(TfShardState {
+            seeds,
+            shard: core::ShardProgress::decode(rest)?,
+        })
+    }
+}
+
+/// The state of an epoch for elastic resume of LIRSDatasets: the seeds of the
+/// iteration every worker was in, and the core's epoch progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TfEpochState {
+    /// The iteration's seeds.
+    pub seeds: TfSeeds,
+    /// What every shard delivered.
+    pub progress: core::EpochProgress,
+}
+
+impl TfEpochState {
+    /// `LIRSTFE\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
+    /// num_random_samples (i64 each), then [`core::EpochProgress::encode`].
+    pub fn encode(&self) -> Vec<u8> {
+        self.seeds.encode(TF_EPOCH_MAGIC, &self.progress.encode())
+    }
+
+    /// Reads [`encode`](TfEpochState::encode)'s bytes (`DataLoss` if damaged).
+    pub fn decode(bytes: &[u8]) -> core::Result<TfEpochState> {
+        let (seeds, rest) = TfSeeds::decode(bytes, TF_EPOCH_MAGIC, "epoch state")?;
+        Ok(TfEpochState {
+            seeds,
+            progress: core::EpochProgress::decode(rest)?,
+        })
+    }
+
+    /// The epoch state after every worker's `shards` (all of one run and one
+    /// iteration: the same seeds; see [`core::EpochProgress::combine`]).
+    pub fn combine(shards: &[TfShardState]) -> core::Result<TfEpochState> {
+        let seeds = shards
+            .first()
+            .map(|s| s.seeds)
+            .ok_or_else(|| core::Error::invalid_argument("no shard states to combine"))?;
+        if let Some(other) = shards.iter().find(|s| s.seeds != seeds) {
+            return Err(core::Error::invalid_argument(format!(
+                "shard {} was in another iteration (seeds {:?}) than shard {} ({:?}): \
+                 the states of one iteration of every worker are needed",
+                other.shard.shard_index, other.seeds, shards[0].shard.shard_index, seeds
+            )));
+        }
+        let progress: Vec<core::ShardProgress> = shards.iter().map(|s| s.shard.clone()).collect();
+        Ok(TfEpochState {
+            seeds,
+            progress: core::EpochProgress::combine(&progress)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(k: u64, seed: i64) -> TfShardState {
+        let base = core::EpochProgress::fresh(
+            100,
+            &core::OrderSpec {
+                seed: 3,
+                ..Default::default()
+            },
+            core::OrderVersion::V1,
+        );
+        TfShardState {
+            seeds: TfSeeds {
+                seed,
+                seed2: 2,
+                num_random_samples: 4,
+            },
+            shard: core::ShardProgress {
+                base,
+                num_shards: 2,
+                shard_index: k,
+                state: core::CursorState {
+                    order_version: 1,
+                    position: 10,
+                    delivered_after: vec![],
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn states_encode_decode_and_combine() {
+        let (a, b) = (shard(0, 1), shard(1, 1));
+        assert_eq!(TfShardState::decode(&a.encode()).unwrap(), a);
+        let epoch = TfEpochState::combine(&[a, b]).unwrap();
+        assert_eq!(epoch.progress.delivered(), &[0..10, 50..60]);
+        assert_eq!(TfEpochState::decode(&epoch.encode()).unwrap(), epoch);
+        let e = TfEpochState::combine(&[shard(0, 1), shard(1, 9)]).unwrap_err();
+        assert_eq!(e.kind(), core::ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("another iteration"), "{e}");
+        let e = TfEpochState::decode(&shard(0, 1).encode()).unwrap_err();
+        assert_eq!(e.kind(), core::ErrorKind::DataLoss);
+        assert!(
+            e.to_string().contains("not a LIRSDataset epoch state"),
+            "{e}"
+        );
+        let e = TfShardState::decode(&shard(0, 1).encode()[..20]).unwrap_err();
+        assert!(
+            e.to_string().contains("shorter than its 40-byte header"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! `NativeLoader`: the core's [`DatasetLoader`] for Python's `tfrecord_lirs.Loader`.
+//!
+//! Types only: options (`None`: the core's default), batches (`list[bytes]`, built
+//! after the GIL-free wait), and the checkpoint as a `state_dict` of plain Python
+//! values (the cursor state as its encoded bytes). Every rule is the core's.
+
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use tfrecord_lirs::{self as core, CursorState, DatasetLoader, LoaderOptions, LoaderState};
+
+use crate::{IntoPy, NativeReader};
+
+/// The keys of a `state_dict` (torchdata's `StatefulDataLoader` convention: a dict of
+/// picklable values).
+const KEY_EPOCH: &str = "epoch";
+const KEY_CURSOR: &str = "cursor";
+const KEY_FILES: &str = "files";
+const KEY_SEED: &str = "seed";
+const KEY_PAGE_AWARE: &str = "page_aware";
+const KEY_NUM_SHARDS: &str = "num_shards";
+const KEY_SHARD_INDEX: &str = "shard_index";
+
+/// Epochs of batches of a `NativeReader`'s files, walked by the core's dataset cursor.
+#[pyclass(module = "tfrecord_lirs._lirs", frozen)]
+pub(crate) struct NativeLoader {
+    loader: Mutex<DatasetLoader>,
+}
+
+#[pymethods]
+impl NativeLoader {
+    /// A loader over `reader`; each option left `None` takes the core's default.
+    #[new]
+    #[pyo3(signature = (reader, seed=None, batch_size=None, page_aware=None, deterministic=None,
+        num_parallel_reads=None, num_shards=None, shard_index=None, drop_remainder=None,
+        order_version=None))]
+    #[allow(clippy::too_many_arguments)] // the loader's options, as Python passes them
+    fn new(
+        py: Python<'_>,
+        reader: &NativeReader,
+        seed: Option<u64>,
+        batch_size: Option<i64>,
+        page_aware: Option<bool>,
+        deterministic: Option<bool>,
+        num_parallel_reads: Option<i64>,
+        num_shards: Option<u64>,
+        shard_index: Option<u64>,
+        drop_remainder: Option<bool>,
+        order_version: Option<u64>,
+    ) -> PyResult<Self> {
+        let d = LoaderOptions::default();
+        let options = LoaderOptions {
+            seed: seed.unwrap_or(d.seed),
+            batch_size: batch_size.unwrap_or(d.batch_size),
+            page_aware: page_aware.unwrap_or(d.page_aware),
+            deterministic: deterministic.unwrap_or(d.deterministic),
+            num_parallel_reads: num_parallel_reads.unwrap_or(d.num_parallel_reads),
+            num_shards: num_shards.unwrap_or(d.num_shards),
+            shard_index: shard_index.unwrap_or(d.shard_index),
+            drop_remainder: drop_remainder.unwrap_or(d.drop_remainder),
+            order_version: order_version.unwrap_or(d.order_version),
+        };
+        let loader = DatasetLoader::new(reader.reader.clone(), options).py_err(py)?;
+        Ok(NativeLoader {
+            loader: Mutex::new(loader),
+        })
+    }
+
+    /// The options in effect, as keyword arguments (for a copy in another process).
+    fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let o = *self.lock(py)?.options();
+        let d = PyDict::new(py);
+        d.set_item("seed", o.seed)?;
+        d.set_item("batch_size", o.batch_size)?;
+        d.set_item("page_aware", o.page_aware)?;
+        d.set_item("deterministic", o.deterministic)?;
+        d.set_item("num_parallel_reads", o.num_parallel_reads)?;
+        d.set_item("num_shards", o.num_shards)?;
+        d.set_item("shard_index", o.shard_index)?;
+        d.set_item("drop_remainder", o.drop_remainder)?;
+        d.set_item("order_version", o.order_version)?;
+        Ok(d)
+    }
+
+    /// The epoch walked now, or next.
+    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.lock(py)?.epoch())
+    }
+
+    /// Sets the epoch the next walk walks from its start.
+    fn set_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+        self.lock(py)?.set_epoch(epoch);
+        Ok(())
+    }
+
+    /// The worker iterating (`worker_index` of `worker_count`), then a walk of the
+    /// current epoch begins (from a state just loaded, if any).
+    fn begin(&self, py: Python<'_>, worker_count: u64, worker_index: u64) -> PyResult<()> {
+        py.detach(|| {
+            let mut loader = self.lock_detached()?;
+            loader.set_worker(worker_count, worker_index)?;
+            loader.begin()
+        })
+        .py_err(py)
+    }
+
+    /// The next batch as `list[bytes]`, `None` at the end of the epoch; waits with the
+    /// GIL released.
+    fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let next = py
+            .detach(|| {
+                let mut loader = self.lock_detached()?;
+                loader.next_batch().transpose()
+            })
+            .py_err(py)?;
+        next.map(|batch| PyList::new(py, batch.iter().map(|p| PyBytes::new(py, p))))
+            .transpose()
+    }
+
+    /// The checkpoint as a dict: `epoch`, `cursor` (the cursor state's bytes) and what
+    /// identifies the walk (`files`: each file's (instances, bytes); `seed`,
+    /// `page_aware`, `num_shards`, `shard_index`).
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let state = py.detach(|| self.lock_detached()?.state()).py_err(py)?;
+        let d = PyDict::new(py);
+        d.set_item(KEY_EPOCH, state.epoch)?;
+        d.set_item(KEY_CURSOR, PyBytes::new(py, &state.cursor.encode()))?;
+        d.set_item(KEY_FILES, state.walk.files)?;
+        d.set_item(KEY_SEED, state.walk.seed)?;
+        d.set_item(KEY_PAGE_AWARE, state.walk.page_aware)?;
+        d.set_item(KEY_NUM_SHARDS, state.walk.num_shards)?;
+        d.set_item(KEY_SHARD_INDEX, state.walk.shard_index)?;
+        Ok(d)
+    }
+
+    /// Restores a `state_dict` (for the worker iterating, `worker_index` of
+    /// `worker_count`): the next walk goes on from it.
+    fn load_state_dict(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyDict>,
+        worker_count: u64,
+        worker_index: u64,
+    ) -> PyResult<()> {
+        let item = |key: &str| {
+            state.get_item(key)?.ok_or_else(|| {
+                crate::to_py(
+                    py,
+                    &core::Error::invalid_argument(format!(
+                        "not a tfrecord_lirs.Loader state_dict: it has no {key:?} entry"
+                    )),
+                )
+            })
+        };
+        let cursor_bytes: Vec<u8> = item(KEY_CURSOR)?.extract()?;
+        let cursor = CursorState::decode(&cursor_bytes).py_err(py)?;
+        let saved = LoaderState {
+            walk: core::WalkIdentity {
+                files: item(KEY_FILES)?.extract()?,
+                seed: item(KEY_SEED)?.extract()?,
+                page_aware: item(KEY_PAGE_AWARE)?.extract()?,
+                num_shards: item(KEY_NUM_SHARDS)?.extract()?,
+                shard_index: item(KEY_SHARD_INDEX)?.extract()?,
+            },
+            epoch: item(KEY_EPOCH)?.extract()?,
+            cursor,
+        };
+        py.detach(|| {
+            let mut loader = self.lock_detached()?;
+            loader.set_worker(worker_count, worker_index)?;
+            loader.restore(&saved)
+        })
+        .py_err(py)
+    }
+}
+
+impl NativeLoader {
+    /// The loader, for a call that holds the GIL.
+    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, DatasetLoader>> {
+        self.lock_detached().py_err(py)
+    }
+
+    /// The loader, for a call without the GIL. A panic cannot happen while it is
+    /// held (the core catches its own), so a poisoned lock is an internal error.
+    fn lock_detached(&self) -> core::Result<MutexGuard<'_, DatasetLoader>> {
+        self.loader
+            .lock()
+            .map_err(|_| core::Error::internal("a Loader was left poisoned by a panic"))
+    }
+}

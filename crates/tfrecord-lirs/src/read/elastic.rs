@@ -1,0 +1,792 @@
+//! Elastic resume: an epoch checkpointed by `K` shards goes on with `K'` shards (more
+//! or fewer), every instance not yet delivered in it delivered exactly once across the
+//! `K'` new workers (docs/FORMAT.md §6).
+//!
+//! An epoch order is one sequence of *global positions* `0..N`; shard `k` of `K` walks
+//! a part of it. What the `K` workers delivered is a set of global positions, kept as
+//! ranges: an [`EpochProgress`] (order version, seed, epoch, page-aware or not, `N`,
+//! delivered ranges). Shard `j` of `K'` at an `EpochProgress` walks the undelivered
+//! global positions of rank `[⌊jM/K'⌋, ⌊(j+1)M/K'⌋)` among the `M` undelivered ones, in
+//! ascending global position, each mapped to its id by the epoch's unsharded order. An
+//! epoch where nothing was delivered gives `M = N` and exactly the shards of a fresh
+//! run, so an ordinary `K`-shard epoch is the special case of an empty progress.
+//!
+//! A worker's checkpoint is a [`ShardProgress`]: the progress its walk started from
+//! (empty for an ordinary epoch), its shard, and its [`CursorState`] (positions of its
+//! own walk). [`EpochProgress::combine`] takes every worker's and gives the epoch's
+//! progress; [`DatasetCursor::resume`](crate::DatasetCursor::resume) opens shard `j` of
+//! `K'` at it. The following epochs are ordinary (a fresh `K'`-shard run).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::cursor::CursorState;
+use crate::error::{Error, Result};
+use crate::fetch::OrderSource;
+use crate::layout::Layout;
+use crate::order::{EpochOrder, OrderSpec, OrderVersion};
+use crate::order_v2::OrderV2;
+use crate::reader::Reader;
+
+/// The first bytes of an encoded [`EpochProgress`].
+const PROGRESS_MAGIC: &[u8; 8] = b"LIRSEPO\0";
+/// The first bytes of an encoded [`ShardProgress`].
+const SHARD_MAGIC: &[u8; 8] = b"LIRSSHP\0";
+/// The version of both encodings.
+const ENCODING_VERSION: u32 = 1;
+/// Magic, encoding version, order version, seed, epoch, page-aware (u64), instances,
+/// count of delivered ranges.
+const PROGRESS_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8;
+/// Magic, encoding version, padding, shards, shard index, bytes of the progress.
+const SHARD_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8;
+
+/// What every shard of one epoch delivered, as global positions of the epoch's order
+/// (see the module docs). A small value: a few words and one range per run of
+/// delivered positions (about one per shard in order, more with unordered delivery).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochProgress {
+    /// The order algorithm.
+    pub order_version: OrderVersion,
+    /// The order's seed.
+    pub seed: u64,
+    /// The epoch.
+    pub epoch: u64,
+    /// Page-aware or instance-based.
+    pub page_aware: bool,
+    /// Instances of the whole epoch (every shard's), `N`.
+    pub instances: u64,
+    /// Delivered global positions: ascending, disjoint, non-adjacent, non-empty ranges
+    /// within `0..instances`.
+    delivered: Vec<Range<u64>>,
+}
+
+impl EpochProgress {
+    /// An epoch of `instances` ids of `order` (its seed, epoch and page-awareness; the
+    /// shard is ignored) where nothing was delivered yet.
+    pub fn fresh(instances: u64, order: &OrderSpec, version: OrderVersion) -> EpochProgress {
+        EpochProgress {
+            order_version: version,
+            seed: order.seed,
+            epoch: order.epoch,
+            page_aware: order.page_aware,
+            instances,
+            delivered: Vec::new(),
+        }
+    }
+
+    /// The delivered global positions, as ascending disjoint ranges.
+    pub fn delivered(&self) -> &[Range<u64>] {
+        &self.delivered
+    }
+
+    /// How many positions are delivered.
+    pub fn delivered_count(&self) -> u64 {
+        self.delivered.iter().map(|r| r.end - r.start).sum()
+    }
+
+    /// How many positions are not delivered yet (`M`).
+    pub fn undelivered_count(&self) -> u64 {
+        self.instances - self.delivered_count()
+    }
+
+    /// Whether nothing is delivered (an ordinary epoch start).
+    pub fn is_fresh(&self) -> bool {
+        self.delivered.is_empty()
+    }
+
+    /// The global positions shard `shard_index` of `num_shards` walks from this
+    /// progress, ascending: the undelivered ones of rank `[⌊jM/K⌋, ⌊(j+1)M/K⌋)`.
+    pub fn shard_positions(&self, num_shards: u64, shard_index: u64) -> Result<Vec<Range<u64>>> {
+        crate::options::shard(num_shards, shard_index)?;
+        let m = self.undelivered_count();
+        let lo = crate::order::shard_bound(m, shard_index, num_shards);
+        let hi = crate::order::shard_bound(m, shard_index + 1, num_shards);
+        let mut out = Vec::new();
+        let mut rank = 0u64;
+        for gap in self.gaps() {
+            let len = gap.end - gap.start;
+            let (from, to) = (lo.max(rank), hi.min(rank + len));
+            if from < to {
+                out.push(gap.start + (from - rank)..gap.start + (to - rank));
+            }
+            rank += len;
+            if rank >= hi {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The undelivered ranges, ascending.
+    fn gaps(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        let mut next = 0u64;
+        self.delivered
+            .iter()
+            .map(|r| r.start..r.end)
+            .chain(std::iter::once(self.instances..self.instances))
+            .filter_map(move |r| {
+                let gap = next..r.start;
+                next = r.end;
+                (!gap.is_empty()).then_some(gap)
+            })
+    }
+
+    /// The progress of the epoch after the walks of `shards`, every shard of one run
+    /// (the same progress they started from, the same shard count, each shard index
+    /// once). [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
+    /// set that is not one run's shards;
+    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for a state that does not
+    /// fit its shard.
+    pub fn combine(shards: &[ShardProgress]) -> Result<EpochProgress> {
+        let first = shards
+            .first()
+            .ok_or_else(|| Error::invalid_argument("no shard states to combine"))?;
+        let num_shards = first.num_shards;
+        if u64::try_from(shards.len()).ok() != Some(num_shards) {
+            return Err(Error::invalid_argument(format!(
+                "got {} shard states of a run of {num_shards} shards: every shard's state is needed",
+                shards.len()
+            )));
+        }
+        let mut seen = vec![false; shards.len()];
+        let mut delivered = first.base.delivered.clone();
+        for shard in shards {
+            if shard.num_shards != num_shards {
+                return Err(Error::invalid_argument(format!(
+                    "shard states of runs of {num_shards} and {} shards cannot be combined",
+                    shard.num_shards
+                )));
+            }
+            if shard.base != first.base {
+                return Err(Error::invalid_argument(format!(
+                    "shard {} started from another epoch state than shard {} (another \
+                     seed, epoch, order or resume point): states of one run are needed",
+                    shard.shard_index, first.shard_index
+                )));
+            }
+            let index = usize::try_from(shard.shard_index)
+                .ok()
+                .filter(|&i| i < seen.len())
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "shard index {} of a run of {num_shards} shards",
+                        shard.shard_index
+                    ))
+                })?;
+            if std::mem::replace(&mut seen[index], true) {
+                return Err(Error::invalid_argument(format!(
+                    "shard {index}'s state is given twice"
+                )));
+            }
+            let walk = first.base.shard_positions(num_shards, shard.shard_index)?;
+            let len = ranges_len(&walk);
+            shard
+                .state
+                .check(len, first.base.order_version.number() as u32)
+                .map_err(|e| {
+                    Error::data_loss(format!("shard {} of {num_shards}: {e}", shard.shard_index))
+                })?;
+            delivered.extend(local_to_global(&walk, 0..shard.state.position));
+            for &p in &shard.state.delivered_after {
+                delivered.extend(local_to_global(&walk, p..p + 1));
+            }
+        }
+        Ok(EpochProgress {
+            delivered: normalized(delivered),
+            ..first.base.clone()
+        })
+    }
+
+    /// The ids shard `order.shard_index` of `order.num_shards` walks from this
+    /// progress, in order (what [`DatasetCursor::resume`](crate::DatasetCursor::resume)
+    /// walks), for a front end that takes a shard's order whole, e.g. a sampler;
+    /// `reader`: the files (needed for page-aware orders), or `None` for instances
+    /// described by no file (instance-based only). `order` and `version` must be this
+    /// progress's (as [`check_fits`](EpochProgress::check_fits)).
+    pub fn shard_ids(
+        &self,
+        reader: Option<&Reader>,
+        order: &OrderSpec,
+        version: OrderVersion,
+    ) -> Result<Vec<u64>> {
+        self.check_order(order, version)?;
+        let layout = match reader {
+            Some(reader) => {
+                self.check_fits(reader, order, version)?;
+                Arc::clone(reader.layout())
+            }
+            None if self.page_aware => {
+                return Err(Error::invalid_argument(
+                    "a page-aware order needs the files' offset tables, not only a length",
+                ))
+            }
+            None => Arc::new(Layout::of_len(self.instances)?),
+        };
+        let mut source = ResumedOrder::new(&layout, self, order)?;
+        let mut ids = Vec::new();
+        let len = usize::try_from(source.len())
+            .map_err(|_| Error::invalid_argument("a shard too large for this machine's memory"))?;
+        source.next_batch(len, &mut ids);
+        Ok(ids)
+    }
+
+    /// Checks that this progress belongs to the epoch `reader` and `order` walk with
+    /// `version`; [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) naming what
+    /// differs.
+    pub fn check_fits(
+        &self,
+        reader: &Reader,
+        order: &OrderSpec,
+        version: OrderVersion,
+    ) -> Result<()> {
+        if self.instances != reader.len() {
+            return Err(mismatch(
+                "instances",
+                self.instances.to_string(),
+                reader.len().to_string(),
+            ));
+        }
+        self.check_order(order, version)
+    }
+
+    /// Checks that this progress is of `order`'s seed, epoch and page-awareness and
+    /// of `version`.
+    fn check_order(&self, order: &OrderSpec, version: OrderVersion) -> Result<()> {
+        let mismatch = |what: &str, state: String, here: String| Err(mismatch(what, state, here));
+        if self.order_version != version {
+            return mismatch(
+                "order version",
+                self.order_version.number().to_string(),
+                version.number().to_string(),
+            );
+        }
+        if self.seed != order.seed {
+            return mismatch("seed", self.seed.to_string(), order.seed.to_string());
+        }
+        if self.epoch != order.epoch {
+            return mismatch("epoch", self.epoch.to_string(), order.epoch.to_string());
+        }
+        if self.page_aware != order.page_aware {
+            return mismatch(
+                "page_aware",
+                self.page_aware.to_string(),
+                order.page_aware.to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The progress as bytes (little-endian): `LIRSEPO\0`, the encoding version (u32,
+    /// 1), the order version (u32), seed, epoch, page-aware (0 or 1), instances, the
+    /// count of delivered ranges (u64 each) and the ranges (start, end; u64 each).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(PROGRESS_HEADER_BYTES + 16 * self.delivered.len());
+        out.extend_from_slice(PROGRESS_MAGIC);
+        out.extend_from_slice(&ENCODING_VERSION.to_le_bytes());
+        // 1 or 2: fits.
+        out.extend_from_slice(&(self.order_version.number() as u32).to_le_bytes());
+        for word in [
+            self.seed,
+            self.epoch,
+            u64::from(self.page_aware),
+            self.instances,
+            self.delivered.len() as u64,
+        ] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        for r in &self.delivered {
+            out.extend_from_slice(&r.start.to_le_bytes());
+            out.extend_from_slice(&r.end.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads [`encode`](EpochProgress::encode)'s bytes;
+    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for bytes that are not a
+    /// progress (damaged or forged).
+    pub fn decode(bytes: &[u8]) -> Result<EpochProgress> {
+        let mut input = Words::new(bytes, PROGRESS_MAGIC, "epoch state")?;
+        let order_version = OrderVersion::from_number(u64::from(input.u32()?))
+            .map_err(|e| Error::data_loss(format!("epoch state: {e}")))?;
+        let seed = input.u64()?;
+        let epoch = input.u64()?;
+        let page_aware = match input.u64()? {
+            0 => false,
+            1 => true,
+            v => {
+                return Err(Error::data_loss(format!(
+                    "epoch state's page-aware flag is {v}, not 0 or 1"
+                )))
+            }
+        };
+        let instances = input.u64()?;
+        let count = input.u64()?;
+        if input.rest().len() as u128 != u128::from(count) * 16 {
+            return Err(Error::data_loss(format!(
+                "epoch state claims {count} delivered ranges but holds {} bytes of them",
+                input.rest().len()
+            )));
+        }
+        let mut delivered = Vec::new();
+        let mut last_end = None;
+        for _ in 0..count {
+            let (start, end) = (input.u64()?, input.u64()?);
+            if start >= end || end > instances || last_end.is_some_and(|e| start <= e) {
+                return Err(Error::data_loss(format!(
+                    "epoch state's delivered range {start}..{end} is empty, overlaps or \
+                     touches the one before, or passes its {instances} instances"
+                )));
+            }
+            last_end = Some(end);
+            delivered.push(start..end);
+        }
+        Ok(EpochProgress {
+            order_version,
+            seed,
+            epoch,
+            page_aware,
+            instances,
+            delivered,
+        })
+    }
+}
+
+/// One worker's checkpoint for elastic resume: the epoch progress its walk started
+/// from, its shard, and its cursor's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardProgress {
+    /// The epoch progress the shard's walk started from (fresh for an ordinary epoch).
+    pub base: EpochProgress,
+    /// Shards of the run.
+    pub num_shards: u64,
+    /// This shard.
+    pub shard_index: u64,
+    /// The cursor's state: positions of this shard's walk.
+    pub state: CursorState,
+}
+
+impl ShardProgress {
+    /// The progress as bytes (little-endian): `LIRSSHP\0`, the encoding version (u32,
+    /// 1), 4 bytes of zeros, the shard count, the shard index, the length of the
+    /// encoded base (u64), the base ([`EpochProgress::encode`]) and the cursor state
+    /// ([`CursorState::encode`]).
+    pub fn encode(&self) -> Vec<u8> {
+        let base = self.base.encode();
+        let mut out = Vec::with_capacity(SHARD_HEADER_BYTES + base.len() + 64);
+        out.extend_from_slice(SHARD_MAGIC);
+        out.extend_from_slice(&ENCODING_VERSION.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        for word in [self.num_shards, self.shard_index, base.len() as u64] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(&base);
+        out.extend_from_slice(&self.state.encode());
+        out
+    }
+
+    /// Reads [`encode`](ShardProgress::encode)'s bytes;
+    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for bytes that are not a
+    /// shard's progress.
+    pub fn decode(bytes: &[u8]) -> Result<ShardProgress> {
+        let mut input = Words::new(bytes, SHARD_MAGIC, "shard state")?;
+        input.u32()?;
+        let num_shards = input.u64()?;
+        let shard_index = input.u64()?;
+        crate::options::shard(num_shards, shard_index)
+            .map_err(|e| Error::data_loss(format!("shard state: {e}")))?;
+        let base_len = input.u64()?;
+        let rest = input.rest();
+        let base_len = usize::try_from(base_len)
+            .ok()
+            .filter(|&n| n <= rest.len())
+            .ok_or_else(|| {
+                Error::data_loss(format!(
+                    "shard state claims an epoch state of {base_len} bytes but holds {}",
+                    rest.len()
+                ))
+            })?;
+        let base = EpochProgress::decode(&rest[..base_len])?;
+        let state = CursorState::decode(&rest[base_len..])?;
+        if state.order_version != base.order_version.number() as u32 {
+            return Err(Error::data_loss(format!(
+                "shard state of order version {} over an epoch state of version {}",
+                state.order_version,
+                base.order_version.number()
+            )));
+        }
+        Ok(ShardProgress {
+            base,
+            num_shards,
+            shard_index,
+            state,
+        })
+    }
+}
+
+/// Little-endian words after a magic and an encoding version.
+struct Words<'a> {
+    bytes: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Words<'a> {
+    fn new(bytes: &'a [u8], magic: &[u8; 8], what: &'static str) -> Result<Words<'a>> {
+        if bytes.get(..8) != Some(magic.as_slice()) {
+            return Err(Error::data_loss(format!(
+                "not a tfrecord-lirs {what} (its first bytes are not {})",
+                String::from_utf8_lossy(&magic[..7])
+            )));
+        }
+        let mut words = Words {
+            bytes: &bytes[8..],
+            what,
+        };
+        let version = words.u32()?;
+        if version != ENCODING_VERSION {
+            return Err(Error::data_loss(format!(
+                "{what} encoding version {version} is unknown (this library reads version \
+                 {ENCODING_VERSION})"
+            )));
+        }
+        Ok(words)
+    }
+
+    fn take<const W: usize>(&mut self) -> Result<[u8; W]> {
+        let (head, rest) = self
+            .bytes
+            .split_at_checked(W)
+            .ok_or_else(|| Error::data_loss(format!("{} ends early (truncated)", self.what)))?;
+        self.bytes = rest;
+        let mut out = [0u8; W];
+        out.copy_from_slice(head);
+        Ok(out)
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take()?))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take()?))
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+/// A progress that does not belong to a dataset: `what` differs.
+fn mismatch(what: &str, state: String, here: String) -> Error {
+    Error::data_loss(format!(
+        "epoch state of {what} {state}, but this dataset has {what} {here}"
+    ))
+}
+
+/// Positions in `ranges`.
+fn ranges_len(ranges: &[Range<u64>]) -> u64 {
+    ranges.iter().map(|r| r.end - r.start).sum()
+}
+
+/// The global positions of local positions `local` of a walk over `walk` (ascending
+/// global ranges), as ranges.
+fn local_to_global(walk: &[Range<u64>], local: Range<u64>) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut rank = 0u64;
+    for r in walk {
+        let len = r.end - r.start;
+        let (from, to) = (local.start.max(rank), local.end.min(rank + len));
+        if from < to {
+            out.push(r.start + (from - rank)..r.start + (to - rank));
+        }
+        rank += len;
+        if rank >= local.end {
+            break;
+        }
+    }
+    out
+}
+
+/// `ranges` sorted, with overlapping and adjacent ones merged and empty ones dropped.
+fn normalized(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    ranges.retain(|r| r.start < r.end);
+    ranges.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The order of shard `j` of `K'` walked from an [`EpochProgress`] with positions
+/// delivered: its positions are ranks among the shard's global positions; each maps to
+/// its id through the epoch's unsharded order.
+pub(crate) struct ResumedOrder {
+    version: OrderVersion,
+    /// The shard's global positions, ascending.
+    walk: Vec<Range<u64>>,
+    /// The shard position where each range of `walk` starts.
+    starts: Vec<u64>,
+    len: u64,
+    position: u64,
+    ids: ResumedIds,
+}
+
+enum ResumedIds {
+    /// Version 1: the shard's ids in walk order, taken from the whole epoch's
+    /// permutation (which version 1 computes whole anyway).
+    Listed(Vec<u64>),
+    /// Version 2: the unsharded order, position by position.
+    Computed(OrderV2),
+}
+
+impl ResumedOrder {
+    /// Shard `order.shard_index` of `order.num_shards` at `progress` over `layout`.
+    pub(crate) fn new(
+        layout: &Arc<Layout>,
+        progress: &EpochProgress,
+        order: &OrderSpec,
+    ) -> Result<ResumedOrder> {
+        let walk = progress.shard_positions(order.num_shards, order.shard_index)?;
+        let mut starts = Vec::with_capacity(walk.len());
+        let mut len = 0u64;
+        for r in &walk {
+            starts.push(len);
+            len += r.end - r.start;
+        }
+        let whole = OrderSpec {
+            num_shards: 1,
+            shard_index: 0,
+            ..*order
+        };
+        let ids = match progress.order_version {
+            OrderVersion::V2 => ResumedIds::Computed(OrderV2::for_layout(layout, &whole)?),
+            OrderVersion::V1 => {
+                let mut epoch = EpochOrder::new(Arc::clone(layout), &whole, OrderVersion::V1)?;
+                let mut ids = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+                let mut at = 0u64;
+                for r in &walk {
+                    // Ids before the range are passed over.
+                    let mut skipped = Vec::new();
+                    while at < r.start {
+                        skipped.clear();
+                        let step = usize::try_from((r.start - at).min(1 << 16)).unwrap_or(1 << 16);
+                        match epoch.next_batch(step, &mut skipped) {
+                            0 => break,
+                            n => at += n as u64,
+                        }
+                    }
+                    let want = usize::try_from(r.end - r.start).map_err(|_| {
+                        Error::invalid_argument("a resumed shard too large for this machine")
+                    })?;
+                    at += epoch.next_batch(want, &mut ids) as u64;
+                }
+                ResumedIds::Listed(ids)
+            }
+        };
+        Ok(ResumedOrder {
+            version: progress.order_version,
+            walk,
+            starts,
+            len,
+            position: 0,
+            ids,
+        })
+    }
+
+    /// The range of `walk` holding shard position `position` (`< len`).
+    fn range_of(&self, position: u64) -> usize {
+        self.starts.partition_point(|&s| s <= position) - 1
+    }
+
+    /// Appends the ids of shard positions `from..to` to `out`.
+    fn ids_into(&self, from: u64, to: u64, out: &mut Vec<u64>) {
+        match &self.ids {
+            ResumedIds::Listed(ids) => out.extend_from_slice(&ids[from as usize..to as usize]),
+            ResumedIds::Computed(order) => {
+                let mut at = from;
+                while at < to {
+                    let i = self.range_of(at);
+                    let global = self.walk[i].start + (at - self.starts[i]);
+                    let run = (self.walk[i].end - global).min(to - at);
+                    // Within the whole epoch's order by construction.
+                    if order.ids_into(global..global + run, out).is_err() {
+                        return;
+                    }
+                    at += run;
+                }
+            }
+        }
+    }
+}
+
+impl OrderSource for ResumedOrder {
+    fn version(&self) -> u32 {
+        // 1 or 2: fits.
+        self.version.number() as u32
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn position(&self) -> u64 {
+        self.position
+    }
+    fn seek(&mut self, position: u64) -> Result<()> {
+        if position > self.len {
+            return Err(Error::invalid_argument(format!(
+                "cannot seek to position {position}: the resumed shard has {} ids",
+                self.len
+            )));
+        }
+        self.position = position;
+        Ok(())
+    }
+    fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+        let mut end = (self.position + min as u64).min(self.len);
+        if let (ResumedIds::Computed(order), true) = (&self.ids, end > self.position) {
+            if order.spec().page_aware {
+                // The rest of the last id's unit, as far as its range goes.
+                let i = self.range_of(end - 1);
+                let global = self.walk[i].start + (end - 1 - self.starts[i]);
+                if let Ok(unit_end) = order.unit_end(global) {
+                    end += unit_end.min(self.walk[i].end) - global - 1;
+                }
+            }
+        }
+        let taken = end - self.position;
+        self.ids_into(self.position, end, out);
+        self.position = end;
+        taken as usize
+    }
+    fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+        let end = (self.position + max as u64).min(self.len);
+        let taken = end - self.position;
+        self.ids_into(self.position, end, out);
+        self.position = end;
+        taken as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(instances: u64, delivered: Vec<Range<u64>>) -> EpochProgress {
+        EpochProgress {
+            delivered,
+            ..EpochProgress::fresh(instances, &OrderSpec::default(), OrderVersion::V2)
+        }
+    }
+
+    #[test]
+    fn a_fresh_epoch_gives_the_ordinary_shards() {
+        let p = progress(103, vec![]);
+        for k in 0..7 {
+            let lo = crate::order::shard_bound(103, k, 7);
+            let hi = crate::order::shard_bound(103, k + 1, 7);
+            assert_eq!(p.shard_positions(7, k).unwrap(), vec![lo..hi]);
+        }
+    }
+
+    #[test]
+    fn shards_split_the_undelivered_positions() {
+        let p = progress(20, vec![2..5, 9..10, 15..20]);
+        assert_eq!(p.undelivered_count(), 11);
+        let all: Vec<Vec<Range<u64>>> = (0..3).map(|j| p.shard_positions(3, j).unwrap()).collect();
+        assert_eq!(all[0], vec![0..2, 5..6]);
+        // Ranks 3..7 and 7..11 of the undelivered 0 1 5 6 7 8 10 11 12 13 14.
+        assert_eq!(all[1], vec![6..9, 10..11]);
+        assert_eq!(all[2], vec![11..15]);
+    }
+
+    #[test]
+    fn local_positions_map_to_global_ones() {
+        let walk = vec![0..2, 5..9];
+        assert_eq!(local_to_global(&walk, 0..3), vec![0..2, 5..6]);
+        assert_eq!(local_to_global(&walk, 3..4), vec![6..7]);
+        assert_eq!(normalized(vec![5..6, 0..2, 2..3, 8..8]), vec![0..3, 5..6]);
+    }
+
+    #[test]
+    fn progress_encodes_and_decodes() {
+        let p = progress(20, vec![2..5, 9..10]);
+        assert_eq!(EpochProgress::decode(&p.encode()).unwrap(), p);
+        let s = ShardProgress {
+            base: p,
+            num_shards: 3,
+            shard_index: 1,
+            state: CursorState {
+                order_version: 2,
+                position: 1,
+                delivered_after: vec![2],
+            },
+        };
+        assert_eq!(ShardProgress::decode(&s.encode()).unwrap(), s);
+    }
+
+    #[test]
+    fn damaged_progress_is_data_loss() {
+        let good = progress(20, vec![2..5, 9..10]).encode();
+        let with = |at: usize, bytes: &[u8]| {
+            let mut b = good.clone();
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+            b
+        };
+        for (bytes, want) in [
+            (good[..30].to_vec(), "ends early"),
+            (with(0, b"X"), "not a tfrecord-lirs epoch state"),
+            (with(8, &3u32.to_le_bytes()), "encoding version 3"),
+            (
+                with(12, &7u32.to_le_bytes()),
+                "order version must be 1 or 2",
+            ),
+            (with(32, &2u64.to_le_bytes()), "page-aware flag is 2"),
+            (with(48, &3u64.to_le_bytes()), "claims 3 delivered ranges"),
+            (with(56, &5u64.to_le_bytes()), "range 5..5 is empty"),
+            (with(72, &5u64.to_le_bytes()), "range 5..10"),
+            (with(80, &21u64.to_le_bytes()), "range 9..21"),
+        ] {
+            let e = EpochProgress::decode(&bytes).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
+            assert!(e.to_string().contains(want), "{e} / {want}");
+        }
+    }
+
+    #[test]
+    fn combining_needs_every_shard_of_one_run() {
+        let base = progress(20, vec![]);
+        let shard = |k: u64, position: u64| ShardProgress {
+            base: base.clone(),
+            num_shards: 2,
+            shard_index: k,
+            state: CursorState {
+                order_version: 2,
+                position,
+                delivered_after: vec![],
+            },
+        };
+        let p = EpochProgress::combine(&[shard(1, 3), shard(0, 2)]).unwrap();
+        assert_eq!(p.delivered(), &[0..2, 10..13]);
+        for (shards, want) in [
+            (vec![], "no shard states"),
+            (vec![shard(0, 1)], "got 1 shard states of a run of 2"),
+            (
+                vec![shard(0, 1), shard(0, 1)],
+                "shard 0's state is given twice",
+            ),
+        ] {
+            let e = EpochProgress::combine(&shards).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        let e = EpochProgress::combine(&[shard(0, 11), shard(1, 0)]).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
+        assert!(e.to_string().contains("position 11 is past the end"), "{e}");
+        let mut other = shard(1, 0);
+        other.base.seed = 9;
+        let e = EpochProgress::combine(&[shard(0, 1), other]).unwrap_err();
+        assert!(e.to_string().contains("another epoch state"), "{e}");
+    }
+}

@@ -1,0 +1,652 @@
+//! The epoch loader of the TensorFlow-free front ends (Python's `tfrecord_lirs.Loader`):
+//! epochs of batches over a [`DatasetCursor`], the epoch counter, the sharding of a
+//! process's data-loading workers, and a checkpoint that names the dataset it belongs
+//! to. Front ends convert types; every default, check and rule is here.
+//!
+//! # Epochs
+//!
+//! Each iteration ([`DatasetLoader::begin`]) walks the current epoch from its start, or
+//! from a state just restored; when it ends, the epoch counter moves on, so the next
+//! iteration is a fresh permutation. [`DatasetLoader::set_epoch`] sets it (as a
+//! `DistributedSampler`'s `set_epoch`).
+//!
+//! # Shards
+//!
+//! The order's shard is `(num_shards, shard_index)` composed with the worker of the
+//! process that iterates (a data-loading worker process: `worker_index` of
+//! `worker_count`): shard `shard_index * worker_count + worker_index` of
+//! `num_shards * worker_count` ([`compose_shards`]). Every instance of an epoch is in
+//! exactly one worker of one shard.
+//!
+//! # Checkpoints
+//!
+//! A [`LoaderState`] is the epoch, the cursor's [`CursorState`] and what identifies the
+//! walk it is a position of ([`WalkIdentity`]: the files' shapes, the seed, page-aware
+//! or not, the composed shard). Restoring a state into a loader of another walk is an
+//! [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming what
+//! differs.
+
+use std::sync::Arc;
+
+use crate::options;
+use crate::{
+    BatchView, CursorOptions, CursorState, DatasetCursor, Error, OrderSpec, OrderVersion, Reader,
+    Result,
+};
+
+/// The arguments of a loader, as its front ends take them; [`Default`] gives the
+/// defaults of every one a caller leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoaderOptions {
+    /// The order's seed (the same orders as the CLI's `order --seed` and `Sampler`).
+    pub seed: u64,
+    /// Records per batch, at least 1.
+    pub batch_size: i64,
+    /// Whole pages as the shuffle unit (files padded by `pad`).
+    pub page_aware: bool,
+    /// Batches in the order's order; `false`: as their reads complete (the same
+    /// batches' multiset per epoch, a slow read holds up only its own batch).
+    pub deterministic: bool,
+    /// Fetch threads: -1 (automatic) or at least 1.
+    pub num_parallel_reads: i64,
+    /// Shards of every epoch (before a process's workers split its shard further).
+    pub num_shards: u64,
+    /// This loader's shard.
+    pub shard_index: u64,
+    /// Drop each epoch's last batch when it is short.
+    pub drop_remainder: bool,
+    /// The order algorithm: 1 or 2 (docs/FORMAT.md §5).
+    pub order_version: u64,
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        LoaderOptions {
+            seed: 0,
+            // The batch of the benchmarks and of the TensorFlow examples.
+            batch_size: 256,
+            page_aware: false,
+            deterministic: true,
+            num_parallel_reads: -1,
+            num_shards: 1,
+            shard_index: 0,
+            drop_remainder: false,
+            order_version: 1,
+        }
+    }
+}
+
+/// Shard `shard_index` of `num_shards` split among `worker_count` workers: worker
+/// `worker_index`'s shard of `num_shards * worker_count`, as (num_shards, shard_index).
+/// Both pairs are checked ([`options::shard`]).
+pub fn compose_shards(
+    num_shards: u64,
+    shard_index: u64,
+    worker_count: u64,
+    worker_index: u64,
+) -> Result<(u64, u64)> {
+    options::shard(num_shards, shard_index)?;
+    if worker_count == 0 || worker_index >= worker_count {
+        return Err(Error::invalid_argument(format!(
+            "worker_index must be in [0, worker_count), got worker_index={worker_index} \
+             worker_count={worker_count}"
+        )));
+    }
+    let too_many = || {
+        Error::invalid_argument(format!(
+            "{num_shards} shards of {worker_count} workers each are too many"
+        ))
+    };
+    let shards = num_shards.checked_mul(worker_count).ok_or_else(too_many)?;
+    // shard_index < num_shards, so this is below `shards`.
+    let index = shard_index * worker_count + worker_index;
+    Ok((shards, index))
+}
+
+/// What a checkpoint's positions are positions of: the dataset (each file's instances
+/// and bytes, not its path, so a dataset moved elsewhere still restores) and the order
+/// (seed, page-aware or not, composed shard). The order version is the cursor state's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkIdentity {
+    /// Each file's (instances, bytes), in id order.
+    pub files: Vec<(u64, u64)>,
+    /// The order's seed.
+    pub seed: u64,
+    /// Page-aware order.
+    pub page_aware: bool,
+    /// The composed shards (see [`compose_shards`]).
+    pub num_shards: u64,
+    /// The composed shard.
+    pub shard_index: u64,
+}
+
+impl WalkIdentity {
+    /// Checks that a state of `saved` can restore into this walk: the first difference
+    /// is an [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming it.
+    fn check_restore(&self, saved: &WalkIdentity) -> Result<()> {
+        let refuse = |what: String| {
+            Err(Error::invalid_argument(format!(
+                "this state was saved by a Loader of {what}; restore it into a Loader of the \
+                 same files, seed, page_aware and shard"
+            )))
+        };
+        if saved.files != self.files {
+            let count = |files: &[(u64, u64)]| files.iter().map(|f| f.0).sum::<u64>();
+            return refuse(format!(
+                "another dataset ({} files of {} instances; this Loader has {} files of {} \
+                 instances, or files of other sizes)",
+                saved.files.len(),
+                count(&saved.files),
+                self.files.len(),
+                count(&self.files)
+            ));
+        }
+        if saved.seed != self.seed {
+            return refuse(format!(
+                "seed {} (this Loader has seed {})",
+                saved.seed, self.seed
+            ));
+        }
+        if saved.page_aware != self.page_aware {
+            return refuse(format!(
+                "page_aware={} (this Loader has page_aware={})",
+                saved.page_aware, self.page_aware
+            ));
+        }
+        // Another sharding (a job resumed on more or fewer workers) is refused here;
+        // resuming K shards' states as K' shards would map them at this point.
+        if (saved.num_shards, saved.shard_index) != (self.num_shards, self.shard_index) {
+            return refuse(format!(
+                "shard {} of {} (this Loader, with its worker, is shard {} of {})",
+                saved.shard_index, saved.num_shards, self.shard_index, self.num_shards
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A loader's checkpoint: the epoch, the cursor's position in it and the walk it
+/// belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoaderState {
+    /// What the positions are positions of.
+    pub walk: WalkIdentity,
+    /// The epoch being walked (or next to walk).
+    pub epoch: u64,
+    /// What of that epoch was delivered.
+    pub cursor: CursorState,
+}
+
+/// Epochs of batches over a dataset (see the module docs).
+pub struct DatasetLoader {
+    reader: Arc<Reader>,
+    options: LoaderOptions,
+    /// The cursor options of the epoch walks (the order's epoch and shard are set per
+    /// walk).
+    cursor_options: CursorOptions,
+    epoch: u64,
+    /// The data-loading worker iterating: (worker_count, worker_index).
+    worker: (u64, u64),
+    /// The walk in progress; `None` between walks.
+    cursor: Option<DatasetCursor>,
+    /// A state restored and not yet walked from.
+    restored: Option<LoaderState>,
+}
+
+impl DatasetLoader {
+    /// A loader over `reader` (epoch 0, worker 0 of 1); every option is checked here.
+    pub fn new(reader: Arc<Reader>, options: LoaderOptions) -> Result<DatasetLoader> {
+        if options.batch_size < 1 {
+            return Err(Error::invalid_argument(format!(
+                "batch_size must be >= 1, got {}",
+                options.batch_size
+            )));
+        }
+        options::shard(options.num_shards, options.shard_index)?;
+        let mut cursor_options =
+            CursorOptions::dataset(&reader, options.batch_size, options.num_parallel_reads)?;
+        cursor_options.order_version = options::order_version(options.order_version)?;
+        cursor_options.unordered = !options.deterministic;
+        cursor_options.drop_remainder = options.drop_remainder;
+        cursor_options.order = OrderSpec {
+            seed: options.seed,
+            epoch: 0,
+            page_aware: options.page_aware,
+            num_shards: options.num_shards,
+            shard_index: options.shard_index,
+        };
+        Ok(DatasetLoader {
+            reader,
+            options,
+            cursor_options,
+            epoch: 0,
+            worker: (1, 0),
+            cursor: None,
+            restored: None,
+        })
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &LoaderOptions {
+        &self.options
+    }
+
+    /// The epoch walked now, or next.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The epoch the next walk walks from its start (a walk in progress, or a state
+    /// restored, is dropped).
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        self.cursor = None;
+        self.restored = None;
+    }
+
+    /// Sets the data-loading worker iterating (worker `worker_index` of
+    /// `worker_count`, `(1, 0)` outside such workers); checked.
+    pub fn set_worker(&mut self, worker_count: u64, worker_index: u64) -> Result<()> {
+        compose_shards(
+            self.options.num_shards,
+            self.options.shard_index,
+            worker_count,
+            worker_index,
+        )?;
+        if self.worker != (worker_count, worker_index) {
+            self.worker = (worker_count, worker_index);
+            self.cursor = None;
+        }
+        Ok(())
+    }
+
+    /// The shard walked: `(num_shards, shard_index)` composed with the worker.
+    pub fn shard(&self) -> Result<(u64, u64)> {
+        compose_shards(
+            self.options.num_shards,
+            self.options.shard_index,
+            self.worker.0,
+            self.worker.1,
+        )
+    }
+
+    /// Instances in each epoch of the shard walked.
+    pub fn shard_len(&self) -> Result<u64> {
+        let (n, i) = self.shard()?;
+        self.reader.shard_len(n, i)
+    }
+
+    /// What the current walk is (the identity of its checkpoints).
+    pub fn walk(&self) -> Result<WalkIdentity> {
+        let (num_shards, shard_index) = self.shard()?;
+        Ok(WalkIdentity {
+            files: self
+                .reader
+                .layout()
+                .files
+                .iter()
+                .map(|f| (f.offsets.len() as u64, f.size))
+                .collect(),
+            seed: self.options.seed,
+            page_aware: self.options.page_aware,
+            num_shards,
+            shard_index,
+        })
+    }
+
+    /// Starts a walk of the current epoch: from the state restored last if there is
+    /// one (checked again against the worker now iterating), else from the epoch's
+    /// start. A walk in progress is dropped.
+    pub fn begin(&mut self) -> Result<()> {
+        self.cursor = None;
+        let walk = self.walk()?;
+        let state = match self.restored.take() {
+            Some(restored) => {
+                walk.check_restore(&restored.walk)?;
+                self.epoch = restored.epoch;
+                restored.cursor
+            }
+            None => CursorState::start_of(self.cursor_options.order_version),
+        };
+        let mut options = self.cursor_options;
+        options.order.epoch = self.epoch;
+        (options.order.num_shards, options.order.shard_index) = (walk.num_shards, walk.shard_index);
+        self.cursor = Some(DatasetCursor::new(
+            Arc::clone(&self.reader),
+            options,
+            &state,
+        )?);
+        Ok(())
+    }
+
+    /// The next batch of the walk; `Err` for an instance that could not be read (the
+    /// next call goes on: see [`DatasetCursor::next_batch`]); `None` at the end of the
+    /// epoch, or when no walk was begun. The end of an epoch moves the counter on.
+    pub fn next_batch(&mut self) -> Option<Result<BatchView>> {
+        let cursor = self.cursor.as_mut()?;
+        let next = cursor.next_batch();
+        if next.is_none() {
+            self.cursor = None;
+            self.epoch = self.epoch.saturating_add(1);
+        }
+        next
+    }
+
+    /// The checkpoint: where the walk in progress is, else the state restored and not
+    /// yet walked, else the start of the current epoch.
+    pub fn state(&self) -> Result<LoaderState> {
+        if let Some(restored) = &self.restored {
+            return Ok(restored.clone());
+        }
+        let cursor = match &self.cursor {
+            Some(cursor) => cursor.state(),
+            None => CursorState::start_of(self.cursor_options.order_version),
+        };
+        Ok(LoaderState {
+            walk: self.walk()?,
+            epoch: self.epoch,
+            cursor,
+        })
+    }
+
+    /// Restores `state` (taken by a loader of the same walk, in any process): the
+    /// next walk goes on from it. A state of another walk or order version, or
+    /// positions past the epoch's end, are refused here, and the loader is left as it
+    /// was.
+    pub fn restore(&mut self, state: &LoaderState) -> Result<()> {
+        self.walk()?.check_restore(&state.walk)?;
+        let version = self.cursor_options.order_version;
+        if u64::from(state.cursor.order_version) != version.number() {
+            return Err(Error::invalid_argument(format!(
+                "this state was saved by a Loader of order_version={} (this Loader has \
+                 order_version={})",
+                state.cursor.order_version,
+                version.number()
+            )));
+        }
+        // The positions must lie in the epoch: checked by the cursor that walks them.
+        let mut options = self.cursor_options;
+        options.order.epoch = state.epoch;
+        (options.order.num_shards, options.order.shard_index) =
+            (state.walk.num_shards, state.walk.shard_index);
+        DatasetCursor::new(Arc::clone(&self.reader), options, &state.cursor)?;
+        self.cursor = None;
+        self.epoch = state.epoch;
+        self.restored = Some(state.clone());
+        Ok(())
+    }
+
+    /// The order version walked.
+    pub fn order_version(&self) -> OrderVersion {
+        self.cursor_options.order_version
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A file of `n` records, record `i` holding `i` (u32 LE), its reader.
+    fn reader_of(dir: &std::path::Path, n: u32) -> Arc<Reader> {
+        let path = dir.join(format!("d{n}"));
+        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for i in 0..n {
+            w.write(&i.to_le_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+        Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap())
+    }
+
+    fn ids(batch: &BatchView) -> Vec<u64> {
+        batch
+            .iter()
+            .map(|p| u64::from(u32::from_le_bytes(p.try_into().unwrap())))
+            .collect()
+    }
+
+    /// The batches of one walk, as ids.
+    fn walk(loader: &mut DatasetLoader) -> Vec<Vec<u64>> {
+        loader.begin().unwrap();
+        std::iter::from_fn(|| loader.next_batch())
+            .map(|b| ids(&b.unwrap()))
+            .collect()
+    }
+
+    fn order(reader: &Reader, seed: u64, epoch: u64, shards: (u64, u64)) -> Vec<u64> {
+        let spec = OrderSpec {
+            seed,
+            epoch,
+            page_aware: false,
+            num_shards: shards.0,
+            shard_index: shards.1,
+        };
+        reader.epoch_order(&spec).unwrap().collect()
+    }
+
+    #[test]
+    fn epochs_walk_the_orders_in_batches_and_move_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 1000);
+        let options = LoaderOptions {
+            seed: 5,
+            batch_size: 64,
+            ..Default::default()
+        };
+        let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        for epoch in 0..3 {
+            assert_eq!(loader.epoch(), epoch);
+            let batches = walk(&mut loader);
+            assert_eq!(batches.len(), 16);
+            assert!(batches[..15].iter().all(|b| b.len() == 64));
+            assert_eq!(batches[15].len(), 1000 - 15 * 64);
+            let got: Vec<u64> = batches.concat();
+            assert_eq!(got, order(&reader, 5, epoch, (1, 0)));
+        }
+        loader.set_epoch(1);
+        assert_eq!(walk(&mut loader).concat(), order(&reader, 5, 1, (1, 0)));
+        // Dropping the remainder; no walk begun: nothing.
+        let mut dropping = DatasetLoader::new(
+            Arc::clone(&reader),
+            LoaderOptions {
+                drop_remainder: true,
+                ..options
+            },
+        )
+        .unwrap();
+        assert!(dropping.next_batch().is_none());
+        assert_eq!(walk(&mut dropping).len(), 15);
+    }
+
+    #[test]
+    fn unordered_walks_give_each_epochs_multiset() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 3000);
+        let mut loader = DatasetLoader::new(
+            Arc::clone(&reader),
+            LoaderOptions {
+                seed: 2,
+                batch_size: 100,
+                deterministic: false,
+                num_parallel_reads: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for epoch in 0..2 {
+            let mut got = walk(&mut loader).concat();
+            got.sort_unstable();
+            assert_eq!(got, (0..3000).collect::<Vec<u64>>(), "epoch {epoch}");
+        }
+    }
+
+    #[test]
+    fn shards_and_workers_partition_each_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 777);
+        let mut count = BTreeMap::new();
+        for shard in 0..2 {
+            for worker in 0..3 {
+                let mut loader = DatasetLoader::new(
+                    Arc::clone(&reader),
+                    LoaderOptions {
+                        seed: 9,
+                        batch_size: 50,
+                        num_shards: 2,
+                        shard_index: shard,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+                loader.set_worker(3, worker).unwrap();
+                assert_eq!(loader.shard().unwrap(), (6, shard * 3 + worker));
+                let got = walk(&mut loader).concat();
+                assert_eq!(got, order(&reader, 9, 0, (6, shard * 3 + worker)));
+                assert_eq!(got.len() as u64, loader.shard_len().unwrap());
+                for id in got {
+                    *count.entry(id).or_insert(0) += 1;
+                }
+            }
+        }
+        assert_eq!(count.len(), 777);
+        assert!(count.values().all(|&c| c == 1));
+    }
+
+    #[test]
+    fn bad_options_and_workers_are_invalid_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 10);
+        let make = |options: LoaderOptions| {
+            DatasetLoader::new(Arc::clone(&reader), options)
+                .err()
+                .unwrap()
+        };
+        for (options, want) in [
+            (
+                LoaderOptions {
+                    batch_size: 0,
+                    ..Default::default()
+                },
+                "batch_size must be >= 1, got 0",
+            ),
+            (
+                LoaderOptions {
+                    num_shards: 2,
+                    shard_index: 2,
+                    ..Default::default()
+                },
+                "shard_index must be in [0, num_shards), got shard_index=2 num_shards=2",
+            ),
+            (
+                LoaderOptions {
+                    order_version: 3,
+                    ..Default::default()
+                },
+                "order version must be 1 or 2",
+            ),
+            (
+                LoaderOptions {
+                    num_parallel_reads: 0,
+                    ..Default::default()
+                },
+                "num_parallel_reads must be >= 1 or -1 (automatic), got 0",
+            ),
+        ] {
+            let e = make(options);
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert!(e.to_string().contains(want), "{e} / {want}");
+        }
+        let mut loader = DatasetLoader::new(Arc::clone(&reader), Default::default()).unwrap();
+        let e = loader.set_worker(2, 2).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("worker_index must be in [0, worker_count), got worker_index=2"),
+            "{e}"
+        );
+        assert_eq!(compose_shards(1, 0, 0, 0).unwrap_err().kind(), e.kind());
+        assert!(compose_shards(u64::MAX, 0, 2, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("too many"));
+    }
+
+    #[test]
+    fn states_restore_the_rest_of_the_epoch_and_name_a_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 1000);
+        for deterministic in [true, false] {
+            let options = LoaderOptions {
+                seed: 3,
+                batch_size: 64,
+                deterministic,
+                num_parallel_reads: 2,
+                ..Default::default()
+            };
+            let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+            loader.set_epoch(4);
+            loader.begin().unwrap();
+            let first: Vec<u64> = (0..5)
+                .flat_map(|_| ids(&loader.next_batch().unwrap().unwrap()))
+                .collect();
+            let state = loader.state().unwrap();
+            assert_eq!(state.epoch, 4);
+            let rest: Vec<u64> = std::iter::from_fn(|| loader.next_batch())
+                .flat_map(|b| ids(&b.unwrap()))
+                .collect();
+            assert_eq!(loader.epoch(), 5);
+            assert_eq!(loader.state().unwrap().cursor, CursorState::start());
+
+            let mut again = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+            again.restore(&state).unwrap();
+            assert_eq!(again.state().unwrap(), state);
+            let resumed = walk(&mut again).concat();
+            if deterministic {
+                assert_eq!(resumed, rest);
+            }
+            let mut all = [first, resumed].concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..1000).collect::<Vec<u64>>());
+            assert_eq!(again.epoch(), 5);
+
+            // Another seed, shard, worker or dataset: refused, naming it.
+            let other = |o: LoaderOptions| DatasetLoader::new(Arc::clone(&reader), o).unwrap();
+            let e = other(LoaderOptions { seed: 4, ..options })
+                .restore(&state)
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("seed 3 (this Loader has seed 4)"),
+                "{e}"
+            );
+            let e = other(LoaderOptions {
+                num_shards: 2,
+                ..options
+            })
+            .restore(&state)
+            .unwrap_err();
+            assert!(e.to_string().contains("shard 0 of 1"), "{e}");
+            let mut worker = other(options);
+            worker.set_worker(2, 1).unwrap();
+            let e = worker.restore(&state).unwrap_err();
+            assert!(e.to_string().contains("is shard 1 of 2"), "{e}");
+            let e = other(LoaderOptions {
+                order_version: 2,
+                ..options
+            })
+            .restore(&state)
+            .unwrap_err();
+            assert!(e.to_string().contains("order_version=1"), "{e}");
+            let small = reader_of(dir.path(), 999);
+            let e = DatasetLoader::new(small, options)
+                .unwrap()
+                .restore(&state)
+                .unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert!(e.to_string().contains("another dataset"), "{e}");
+            // A restored state is checked again against the worker that walks it.
+            let mut late = other(options);
+            late.restore(&state).unwrap();
+            late.set_worker(2, 0).unwrap();
+            assert!(late.begin().is_err());
+        }
+    }
+}

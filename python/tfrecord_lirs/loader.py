@@ -1,0 +1,145 @@
+"""`Loader`: batches of TFRecord payloads in LIRS order, without TensorFlow.
+
+    loader = tfrecord_lirs.Loader(["train-0.tfrecord", "train-1.tfrecord"], seed=42,
+                                  batch_size=256)
+    for epoch in range(3):
+        for batch in loader:          # list[bytes], a fresh permutation every epoch
+            ...
+    state = loader.state_dict()       # torchdata StatefulDataLoader convention
+
+The walk (orders, fetch threads, batching, unordered delivery, checkpoints, sharding
+rules, defaults) is the Rust core's (tfrecord_lirs._lirs.NativeLoader); this module
+converts types and finds out which data-loading worker it runs in.
+"""
+
+import sys
+
+from tfrecord_lirs import _lirs
+from tfrecord_lirs.sources import DataSource
+
+
+def _worker():
+    """(worker_count, worker_index) of the PyTorch DataLoader worker process this runs
+    in, (1, 0) outside one. torch is never imported here: a worker has it loaded."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return 1, 0
+    info = torch.utils.data.get_worker_info()
+    return (1, 0) if info is None else (info.num_workers, info.id)
+
+
+def process_shard():
+    """This process's shard for multi-host JAX/Grain training, as keyword arguments:
+    `Loader(paths, seed=1, **process_shard())`. From `jax.process_count()` and
+    `jax.process_index()` when jax is installed (imported here, on call), else one
+    shard (a single process)."""
+    try:
+        import jax
+    except ImportError:
+        return {"num_shards": 1, "shard_index": 0}
+    return {"num_shards": jax.process_count(), "shard_index": jax.process_index()}
+
+
+class Loader:
+    """Epochs of batches (`list[bytes]`) of TFRecord files in LIRS order.
+
+    Every epoch is a fresh permutation of the whole dataset (the order of
+    `Sampler(source, seed).order(epoch)`, of the CLI's `order --seed --epoch`, and of
+    the TensorFlow op's dataset cursor for the same order seed), read by the Rust
+    dataset cursor's fetch threads with the GIL released, CRC-checked.
+
+    Arguments (None: the default in brackets, decided by the Rust core):
+      seed [0]; batch_size [256]; page_aware [False] (whole pages as the shuffle unit,
+      for files padded by `pad`); deterministic [True] (False: batches as their reads
+      complete, RINAS: the same batches' multiset per epoch, another order);
+      num_parallel_reads [-1: automatic]; num_shards [1] / shard_index [0] (this
+      process's slice of every epoch; inside a PyTorch DataLoader worker it is split
+      further among the workers); drop_remainder [False]; order_version [1] (or 2,
+      docs/FORMAT.md §5.8). `offset_tables`, `page_size`, `backend`, `trust_table`: as
+      for `DataSource`. `paths` may also be a `DataSource`.
+
+    Iterating walks the current epoch from its start (or from a state just loaded);
+    at its end the epoch counter moves on. `set_epoch(e)` picks the epoch (call it
+    before each epoch when a DataLoader re-creates its workers every epoch, as with
+    `DistributedSampler`). An instance that cannot be read raises a
+    `tfrecord_lirs.errors` exception naming file, instance and byte; calling `next`
+    again goes on after it.
+
+    `state_dict()` / `load_state_dict(state)`: the checkpoint (epoch, cursor position,
+    and what identifies the dataset, seed and shard), restored exactly in any process;
+    a state of another dataset, seed or shard is refused with `InvalidArgumentError`.
+    For PyTorch DataLoader workers use `tfrecord_lirs.torch.Loader`, an
+    `IterableDataset`.
+    """
+
+    def __init__(self, paths, seed=None, batch_size=None, page_aware=None, deterministic=None,
+                 num_parallel_reads=None, num_shards=None, shard_index=None,
+                 drop_remainder=None, order_version=None, *, offset_tables=None,
+                 page_size=4096, backend="auto", trust_table=False):
+        if isinstance(paths, DataSource):
+            self._source = paths
+        else:
+            self._source = DataSource(paths, offset_tables, page_size=page_size,
+                                      backend=backend, trust_table=trust_table)
+        self._native = _lirs.NativeLoader(
+            self._source._reader, seed=seed, batch_size=batch_size, page_aware=page_aware,
+            deterministic=deterministic, num_parallel_reads=num_parallel_reads,
+            num_shards=num_shards, shard_index=shard_index, drop_remainder=drop_remainder,
+            order_version=order_version)
+
+    def __iter__(self):
+        self._native.begin(*_worker())
+        return _Batches(self._native)
+
+    @property
+    def epoch(self):
+        """The epoch walked now, or next."""
+        return self._native.epoch()
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration walks, from its start."""
+        self._native.set_epoch(epoch)
+
+    @property
+    def source(self):
+        """The `DataSource` read."""
+        return self._source
+
+    def state_dict(self):
+        """The checkpoint, a dict of plain values (picklable)."""
+        return self._native.state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Restores a `state_dict()`: the next iteration goes on from it."""
+        self._native.load_state_dict(dict(state_dict), *_worker())
+
+    def __getstate__(self):
+        return {"source": self._source, "options": self._native.options(),
+                "epoch": self._native.epoch()}
+
+    def __setstate__(self, state):
+        self._source = state["source"]
+        self._native = _lirs.NativeLoader(self._source._reader, **state["options"])
+        self._native.set_epoch(state["epoch"])
+
+    def __repr__(self):
+        return f"Loader({self._source!r}, epoch {self.epoch})"
+
+
+class _Batches:
+    """One walk's iterator. After an error, `next` goes on with the rest."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        batch = self._native.next_batch()
+        if batch is None:
+            raise StopIteration
+        return batch
+
+
+__all__ = ["Loader", "process_shard"]

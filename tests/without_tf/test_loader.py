@@ -1,0 +1,264 @@
+"""`tfrecord_lirs.Loader` (the Rust dataset cursor's batches, no TensorFlow), in the venv
+without TensorFlow: per-epoch multisets against an independent reader (the `tfrecord`
+PyPI package), orders against the core's order (the CLI's `order`, the same order the
+TensorFlow op's cursor walks for that order seed), real PyTorch DataLoader workers,
+checkpoints restored in a new process, and typed errors."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from conftest import affine_payload, framed, read_records, read_table, run_ok
+
+import tfrecord_lirs
+from tfrecord_lirs import DataSource, Loader, Sampler
+from tfrecord_lirs.errors import DataLossError, InvalidArgumentError, NotFoundError
+
+
+def write_file(path, payloads):
+    """A plain TFRecord file and its table (conftest's framing); returns the payloads."""
+    data, table = framed(payloads)
+    path.write_bytes(data)
+    (path.parent / (path.name + ".offsets")).write_bytes(table)
+    return list(payloads)
+
+
+def stock(paths):
+    """Every payload of `paths` as the `tfrecord` package's reader gives it."""
+    from tfrecord.reader import tfrecord_iterator
+
+    return [bytes(r) for p in paths for r in tfrecord_iterator(str(p))]
+
+
+@pytest.fixture
+def two_files(tmp_path):
+    write_file(tmp_path / "a.tfrecord", [affine_payload(i, 10 + i % 50) for i in range(700)])
+    write_file(tmp_path / "b.tfrecord", [b"b%d" % i for i in range(333)])
+    paths = [tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"]
+    return paths, stock(paths)
+
+
+@pytest.fixture
+def padded(tmp_path):
+    """A file padded to 4 KiB pages by the CLI, and its instance payloads."""
+    src = tmp_path / "src.tfrecord"
+    write_file(src, [affine_payload(i, 100 + (i * 37) % 300) for i in range(2000)])
+    dst = tmp_path / "padded.tfrecord"
+    run_ok("pad", src, dst)
+    payloads = [r.payload for r in read_records(dst) if not r.payload.startswith(b"\x00LIRSPAD")]
+    return dst, payloads
+
+
+def test_each_epoch_is_the_stock_readers_multiset_in_batches(two_files):
+    paths, payloads = two_files
+    assert len(payloads) == 1033
+    loader = Loader(paths, seed=5, batch_size=64)
+    epochs = []
+    for epoch in range(3):
+        assert loader.epoch == epoch  # each finished epoch moves the counter on
+        batches = list(loader)
+        assert [len(b) for b in batches] == [64] * 16 + [9]
+        assert all(type(p) is bytes for b in batches for p in b)
+        got = [p for b in batches for p in b]
+        assert collections.Counter(got) == collections.Counter(payloads), epoch
+        epochs.append(got)
+    assert epochs[0] != epochs[1] != epochs[2]
+    loader.set_epoch(1)
+    assert [p for b in loader for p in b] == epochs[1]
+    dropping = Loader(paths, seed=5, batch_size=64, drop_remainder=True)
+    assert [len(b) for b in dropping] == [64] * 16
+    # The defaults are the core's: batches of 256, seed 0.
+    assert [len(b) for b in Loader(paths)] == [256] * 4 + [9]
+    assert [p for b in Loader(paths) for p in b] == [p for b in Loader(paths, seed=0) for p in b]
+
+
+def test_orders_are_the_cores_orders(padded, two_files):
+    path, payloads = padded
+    for version in (1, 2):
+        for page_aware in (False, True):
+            loader = Loader(path, seed=7, batch_size=100, page_aware=page_aware,
+                            order_version=version)
+            loader.set_epoch(2)
+            got = [p for b in loader for p in b]
+            args = (["order", path, "--seed", "7", "--epoch", "2", "--order-version", str(version)]
+                    + (["--page-aware"] if page_aware else []))
+            ids = [int(x) for x in run_ok(*args).text.split()]
+            assert got == [payloads[i] for i in ids], (version, page_aware)
+    # Several files: the extension's file-free order of as many instances, and shards.
+    paths, _ = two_files
+    src = DataSource(paths)
+    for shards, index in ((1, 0), (3, 2)):
+        got = [p for b in Loader(src, seed=11, batch_size=50, num_shards=shards,
+                                 shard_index=index) for p in b]
+        ids = Sampler(len(src), seed=11, num_shards=shards, shard_index=index).order(0)
+        assert got == src.__getitems__(list(ids))
+
+
+def test_unordered_delivery_gives_each_epochs_multiset(two_files):
+    paths, payloads = two_files
+    loader = Loader(paths, seed=2, batch_size=32, deterministic=False, num_parallel_reads=3)
+    ordered = Loader(paths, seed=2, batch_size=32)
+    for epoch in range(2):
+        batches = list(loader)
+        got = [p for b in batches for p in b]
+        assert collections.Counter(got) == collections.Counter(payloads), epoch
+        # The same batches as in order, delivered as they complete.
+        key = collections.Counter(tuple(b) for b in batches)
+        assert key == collections.Counter(tuple(b) for b in ordered)
+
+
+def test_pytorch_dataloader_workers_split_each_epoch(two_files):
+    import torch.utils.data as tud
+
+    from tfrecord_lirs import torch as lirs_torch
+
+    paths, payloads = two_files
+    for num_shards, shard_index in ((1, 0), (2, 1)):
+        loader = lirs_torch.Loader(paths, seed=3, batch_size=40, num_shards=num_shards,
+                                   shard_index=shard_index)
+        assert isinstance(loader, tud.IterableDataset)
+        data = tud.DataLoader(loader, batch_size=None, num_workers=2)
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            batches = [list(b) for b in data]
+            # Worker w of 2 reads shard shard_index * 2 + w of num_shards * 2.
+            want = []
+            for worker in range(2):
+                own = Loader(paths, seed=3, batch_size=40, num_shards=num_shards * 2,
+                             shard_index=shard_index * 2 + worker)
+                own.set_epoch(epoch)
+                want += [tuple(b) for b in own]
+            assert collections.Counter(tuple(b) for b in batches) == collections.Counter(want)
+            if num_shards == 1:
+                got = [p for b in batches for p in b]
+                assert collections.Counter(got) == collections.Counter(payloads), epoch
+
+
+def test_process_shard_without_jax():
+    # jax is not in this venv: one process, one shard.
+    with pytest.raises(ImportError):
+        import jax  # noqa: F401
+    assert tfrecord_lirs.process_shard() == {"num_shards": 1, "shard_index": 0}
+
+
+RESUME = """
+import pickle, sys
+from tfrecord_lirs import Loader
+paths, options, state_path, out_path = pickle.loads(bytes.fromhex(sys.argv[1]))
+loader = Loader(paths, **options)
+with open(state_path, "rb") as f:
+    loader.load_state_dict(pickle.load(f))
+rest = list(loader)
+after = list(loader)  # the next epoch
+with open(out_path, "wb") as f:
+    pickle.dump((rest, after, loader.state_dict()), f)
+"""
+
+
+def resume_in_new_process(tmp_path, paths, options, state):
+    state_path, out_path = tmp_path / "state.pkl", tmp_path / "out.pkl"
+    with open(state_path, "wb") as f:
+        pickle.dump(state, f)
+    arg = pickle.dumps(([str(p) for p in paths], options, str(state_path), str(out_path))).hex()
+    subprocess.run([sys.executable, "-c", RESUME, arg], check=True, timeout=120)
+    with open(out_path, "rb") as f:
+        return pickle.load(f)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_state_dict_restores_the_rest_in_a_new_process(tmp_path, two_files, deterministic):
+    paths, payloads = two_files
+    options = dict(seed=21, batch_size=50, deterministic=deterministic, num_parallel_reads=2)
+    loader = Loader(paths, **options)
+    loader.set_epoch(3)
+    it = iter(loader)
+    first = [next(it) for _ in range(7)]
+    state = loader.state_dict()
+    assert state["epoch"] == 3 and isinstance(state["cursor"], bytes)
+    rest = list(it)
+    after = list(loader)
+    got_rest, got_after, end_state = resume_in_new_process(tmp_path, paths, options, state)
+    if deterministic:
+        assert got_rest == rest
+        assert got_after == after  # epoch 4, the same in both processes
+    got = [p for b in first + got_rest for p in b]
+    assert collections.Counter(got) == collections.Counter(payloads)
+    assert collections.Counter(p for b in got_after for p in b) == collections.Counter(payloads)
+    assert end_state["epoch"] == 5 and end_state == loader.state_dict()
+    # A state between epochs starts the next one.
+    between = Loader(paths, **options)
+    between.load_state_dict(loader.state_dict())
+    assert between.epoch == 5
+
+
+def test_a_state_of_another_walk_is_refused(two_files, tmp_path):
+    paths, _ = two_files
+    loader = Loader(paths, seed=1, batch_size=10)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    for options, want in [(dict(seed=2), "seed 1 \\(this Loader has seed 2\\)"),
+                          (dict(seed=1, num_shards=2), "shard 0 of 1"),
+                          (dict(seed=1, page_aware=True), "page_aware=false"),
+                          (dict(seed=1, order_version=2), "order_version=1")]:
+        with pytest.raises(InvalidArgumentError, match=want):
+            Loader(paths, batch_size=10, **options).load_state_dict(state)
+    with pytest.raises(InvalidArgumentError, match="another dataset"):
+        Loader(paths[:1], seed=1).load_state_dict(state)
+    with pytest.raises(InvalidArgumentError, match="no \"cursor\" entry"):
+        Loader(paths, seed=1).load_state_dict({"epoch": 0})
+    forged = dict(state, cursor=b"LIRSCUR\0garbage")
+    with pytest.raises(DataLossError, match="cursor state"):
+        Loader(paths, seed=1).load_state_dict(forged)
+    # A copy (pickle) keeps its options and epoch; the state restores into it.
+    loader.set_epoch(6)
+    copy = pickle.loads(pickle.dumps(loader))
+    assert copy.epoch == 6
+    assert [b for b in copy] == [b for b in loader]
+
+
+def test_bad_input_gives_typed_errors_naming_file_instance_and_byte(tmp_path, two_files):
+    paths, payloads = two_files
+    damaged = tmp_path / "damaged.tfrecord"
+    damaged.write_bytes(paths[0].read_bytes())
+    (tmp_path / "damaged.tfrecord.offsets").write_bytes(
+        (tmp_path / "a.tfrecord.offsets").read_bytes())
+    offsets = read_table(tmp_path / "damaged.tfrecord.offsets")
+    raw = bytearray(damaged.read_bytes())
+    raw[offsets[42] + 12] ^= 0x40  # the first payload byte of instance 42
+    damaged.write_bytes(bytes(raw))
+    good = stock([paths[0]])
+    for deterministic in (True, False):
+        it = iter(Loader(damaged, seed=4, batch_size=32, deterministic=deterministic))
+        got, errors = [], []
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            except DataLossError as e:
+                errors.append(e)
+                continue  # the walk goes on after the damaged instance
+            got += batch
+        assert len(errors) == 1, errors
+        e = errors[0]
+        assert e.file == str(damaged) and e.instance == 42 and e.offset == offsets[42]
+        assert f"instance 42 at byte {offsets[42]}" in str(e)
+        # Everything else, exactly once.
+        assert collections.Counter(got) == collections.Counter(good[:42] + good[43:])
+
+    (tmp_path / "untabled.tfrecord").write_bytes(paths[1].read_bytes())
+    with pytest.raises(NotFoundError, match="offset table") as e:
+        Loader(tmp_path / "untabled.tfrecord")
+    assert "untabled.tfrecord" in str(e.value)
+    for options, want in [(dict(batch_size=0), "batch_size must be >= 1, got 0"),
+                          (dict(num_shards=2, shard_index=2), "shard_index must be in"),
+                          (dict(num_parallel_reads=0), "num_parallel_reads must be >= 1"),
+                          (dict(order_version=3), "order version must be 1 or 2")]:
+        with pytest.raises(InvalidArgumentError, match=want):
+            Loader(paths, **options)
