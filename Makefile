@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
+.PHONY: all test venv venv-bench build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
   py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
 
 all: build
@@ -126,8 +126,16 @@ $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet -r requirements-demo.txt
 	touch $@
 
-# `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
-# writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
+# The benchmarks' own venv (requirements-bench.txt: HuggingFace `datasets`, the Arrow
+# contender of the large-record rows), apart from the dev venv's pins.
+VENV_BENCH := .venv-bench
+venv-bench: $(VENV_BENCH)/.installed
+$(VENV_BENCH)/.installed: requirements-bench.txt
+	python3 -m venv $(VENV_BENCH)
+	$(VENV_BENCH)/bin/pip install --quiet --upgrade pip
+	$(VENV_BENCH)/bin/pip install --quiet -r requirements-bench.txt
+	touch $@
+
 # Scale rows (10^6..10^8 instances; not part of `make test` or `make bench`: ~2.5 GB
 # of files under /tmp at 10^8, generated and removed by the script). SCALE_SIZES
 # narrows it, e.g. `make bench-scale SCALE_SIZES=1e6,1e7`.
@@ -136,7 +144,9 @@ bench-scale: venv tf-op python-install
 	$(PY) benchmarks/scale_bench.py --sizes $(SCALE_SIZES) --out bench_out/scale.json \
 	  --report bench_out/scale.md
 
-bench: venv venv-without-tf build py-ext tf-op python-install
+# `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
+# writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
+bench: venv venv-without-tf venv-bench build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	# tc (iproute2): the kernel latency (netem) of the S3 row.
 	command -v tc >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2; }
@@ -147,4 +157,4 @@ clean:
 	cargo clean
 	rm -f $(TF_OP_SO) python/tfrecord_lirs/_build_info.py
 	rm -f $(PY_EXT)
-	rm -rf $(VENV) $(VENV_NOTF) bench_out demo_out dist python/build
+	rm -rf $(VENV) $(VENV_NOTF) $(VENV_BENCH) bench_out demo_out dist python/build

@@ -53,6 +53,15 @@ COLD_MAX_SECS = 20 if SCALE >= 0.5 else 5
 MICRO_SECS = 2 if SCALE >= 0.5 else 1
 LIMIT_ROUNDS = 7 if SCALE >= 0.5 else 3          # interleaved rounds of `lirs_bench limit`
 
+# Row 10, large records: (label, records, payload bytes); every contender a fresh
+# process, LARGE_ROUNDS interleaved rounds of LARGE_EPOCHS timed epochs each.
+LARGE = [("100 KB", max(500, round(20_000 * SCALE)), 100 * 1024),
+         ("1 MB", max(50, round(2_000 * SCALE)), 1 << 20)]
+LARGE_ROUNDS = 2
+LARGE_EPOCHS = 3
+BENCH_VENV_PY = os.path.join(ROOT, ".venv-bench", "bin", "python")
+LARGE_CONTENDER = os.path.join(ROOT, "benchmarks", "large_contender.py")
+
 # The figures of an earlier run (BENCHMARKS.md of 2026-11-23 01:56, same machine,
 # BENCH_SCALE=1), shown next to today's for the rows that must not regress.
 BEFORE = {
@@ -286,6 +295,83 @@ def bench_without_tf(t, d, out):
           fmt_rate(tl), f"{ratio(tl, tp):.2f}x the `tfrecord` package's reader")
     t.add(sec, "PyTorch: `tfrecord` package reader, 10,000-record shuffle buffer",
           fmt_rate(tp))
+    return res
+
+
+# --- row 10: large records against Arrow and the copy-out limit ----------------------------
+
+def large_contender(name, data, arrow_dir):
+    """One large-record contender in a fresh process: (rec/s over its median epoch, JSON)."""
+    if name == "copy_limit":
+        r = json_lines(run([RUST, "copy-limit", data, str(LARGE_EPOCHS)]))[-1]
+    else:
+        py = BENCH_VENV_PY if name == "hf_arrow" else sys.executable
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
+                   TF_CPP_MIN_LOG_LEVEL="3")
+        cmd = [py, LARGE_CONTENDER, "--contender", name, "--data", data,
+               "--epochs", str(LARGE_EPOCHS)]
+        if name == "hf_arrow":
+            cmd += ["--arrow-dir", arrow_dir]
+        r = json_lines(run(cmd, env=env))[-1]
+    return r["records"] / statistics.median(r["secs"]), r
+
+
+def bench_large(t, out):
+    """Row 10: hot cache, 100 KB and 1 MB records; every epoch a checked permutation."""
+    if not os.path.exists(BENCH_VENV_PY):
+        t.add("10 large records", "not run", "make venv-bench first")
+        return {"skipped": "no .venv-bench"}
+    names = [("lirs_batched", "**LIRSDataset(batch_size=256)** (every CRC checked)"),
+             ("lirs_per_element", "LIRSDataset(...) per element + `.batch(256)`"),
+             ("hf_arrow", "HF `datasets` Arrow: `shuffle().iter(256)` + one copy of each batch"),
+             ("copy_limit", "copy-out limit: a permutation, 256 per batch memcpy'd out of a "
+                            "map kept across epochs (Rust, 1 thread, no CRC)")]
+    res = {}
+    for label, n, size in LARGE:
+        log(f"row 10: {n:,} x {label} records")
+        data = os.path.join(out, f"large{size}.tfrecord")
+        arrow_dir = os.path.join(out, f"large{size}.arrow")
+        run([RUST, "gen-ids", data, str(n), str(size)])
+        run([CLI, "index", data])
+        shutil.rmtree(arrow_dir, ignore_errors=True)
+        run([BENCH_VENV_PY, LARGE_CONTENDER, "--contender", "hf_arrow", "--data", data,
+             "--arrow-dir", arrow_dir, "--prepare"])
+        subprocess.run(["sync"], check=True)
+        rates = {name: [] for name, _ in names}
+        rss = {}
+        try:
+            for _ in range(LARGE_ROUNDS):
+                cat_to_null(data)
+                for name, _ in names:
+                    rate, r = large_contender(name, data, arrow_dir)
+                    rates[name].append(rate)
+                    rss[name] = max(rss.get(name, 0), r.get("peak_rss_mb", 0))
+                    log(f"  {name}: {rate:,.0f} rec/s ({rate * size / 1e9:.1f} GB/s)")
+        finally:
+            # 2 GB each: not kept for --only reruns.
+            for path in (data, data + ".offsets"):
+                if os.path.exists(path):
+                    os.remove(path)
+            shutil.rmtree(arrow_dir, ignore_errors=True)
+        mean = {name: statistics.mean(v) for name, v in rates.items()}
+        sec = f"10 hot, {n:,} x {label}"
+        hf, lim = mean["hf_arrow"], mean["copy_limit"]
+        for name, what in names:
+            r = mean[name]
+            fig = (f"{fmt_rate(r)} ({r * size / 1e9:.1f} GB/s; rounds: "
+                   + " / ".join(f"{x / 1e3:,.0f} K" for x in rates[name]) + ")")
+            if name in ("hf_arrow", "copy_limit"):
+                t.add(sec, what, fig + (f"; peak RSS {rss[name]:,.0f} MB" if name == "hf_arrow" else ""))
+                continue
+            vs = f"{ratio(r, hf):.2f}x HF Arrow, {ratio(r, lim):.2f}x the limit; peak RSS {rss[name]:,.0f} MB"
+            if name == "lirs_batched":
+                m = (check(t, f"10: {label} batched vs HF Arrow copy-out", ratio(r, hf), 1.0)
+                     & check(t, f"10: {label} batched vs the copy-out limit", ratio(r, lim), 0.8))
+                t.add(sec, what, fig, vs, ">= 1.0x HF, >= 0.8x limit", m)
+            else:
+                m = check(t, f"10: {label} per element vs the copy-out limit", ratio(r, lim), 0.6)
+                t.add(sec, what, fig, vs, ">= 0.6x limit", m)
+        res[label] = {"rates": rates, "peak_rss_mb": rss, "records": n, "size": size}
     return res
 
 
@@ -801,13 +887,17 @@ def main():
             reuse = json.load(f)
         if reuse.get("scale") != SCALE:
             reuse = None
-    if reuse is None:
+    # Row 10 makes (and removes) its own data.
+    own_data = only == {"10"}
+    if reuse is None and not own_data:
         for name in os.listdir(args.out):  # only what a previous run left
             if name.endswith((".tfrecord", ".offsets", ".json")):
                 os.remove(os.path.join(args.out, name))
     m = machine(args.out)
     log(f"scale {SCALE:g}: {N_MIX:,} kdd-like, {N_BIG:,} x 100 KB, {N_TINY:,} tiny records")
-    if reuse is None:
+    if own_data:
+        d = {}
+    elif reuse is None:
         d = generate(args.out)
         with open(data_json, "w") as f:
             json.dump({"scale": SCALE, "d": d}, f)
@@ -840,6 +930,8 @@ def main():
         latency_bench.add_rows(t, results["latency"], check, fmt_rate)
     if not only or "9" in only:
         results["without_tf"] = bench_without_tf(t, d, args.out)
+    if not only or "10" in only:
+        results["large"] = bench_large(t, args.out)
     if not only or "11" in only:
         # Row 11: s3:// through object_store, moto with kernel (netem) latency.
         import s3_latency_bench

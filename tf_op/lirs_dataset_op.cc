@@ -307,18 +307,27 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                  bool* end_of_sequence) override {
       mutex_lock l(mu_);
       if (dataset()->attrs_.batch_size == 0) {
-        // A single element is copied: a view would keep its whole window alive
-        // (e.g. in a downstream shuffle buffer).
-        bool got = false;
-        rust::Slice<const uint8_t> p;
+        // A single element views its record only when Rust says the view pins
+        // nothing else (a large record fetched on its own); otherwise it is
+        // copied: a view would keep its whole window alive (e.g. in a downstream
+        // shuffle buffer).
+        std::unique_ptr<rust::Box<BatchView>> one;
         TF_RETURN_IF_ERROR(CallRust("LIRSDataset: ", [&](ffi::Status& st) {
-          p = (*cursor_)->next_element(got, st);
+          one = std::make_unique<rust::Box<BatchView>>(
+              (*cursor_)->next_element_view(st));
         }));
-        *end_of_sequence = !got;
-        if (!got) return absl::OkStatus();
+        *end_of_sequence = (*one)->len() == 0;
+        if (*end_of_sequence) return absl::OkStatus();
+        const rust::Slice<const uint8_t> p = (*one)->record(0);
+        const char* data = reinterpret_cast<const char*>(p.data());
         out_tensors->emplace_back(ctx->allocator({}), DT_STRING, TensorShape{});
-        out_tensors->back().scalar<tstring>()().assign(
-            reinterpret_cast<const char*>(p.data()), p.size());
+        tstring& element = out_tensors->back().scalar<tstring>()();
+        if ((*one)->may_view() && p.size() > TF_TString_SmallCapacity) {
+          core::RefCountPtr<BatchOwner> owner(new BatchOwner(std::move(*one)));
+          element.assign_as_shared_view(data, p.size(), owner.get());
+        } else {
+          element.assign(data, p.size());
+        }
         return absl::OkStatus();
       }
       // A batch formed in Rust (the paper's random assignment table -> batches):

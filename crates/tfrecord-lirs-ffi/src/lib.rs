@@ -254,11 +254,21 @@ mod ffi {
         /// The next batch (empty at the end of the epoch). An error keeps the records
         /// read so far for the next call, which completes the batch.
         fn next_batch(self: &mut DatasetCursor, status: &mut Status) -> Result<Box<BatchView>>;
+        /// The next record (for `batch_size` 0) as a batch of one, viewed where the
+        /// fetch read it (empty at the end of the epoch). An error passes its
+        /// record's position.
+        fn next_element_view(
+            self: &mut DatasetCursor,
+            status: &mut Status,
+        ) -> Result<Box<BatchView>>;
 
         /// Records in the batch.
         fn len(self: &BatchView) -> usize;
         /// Record `i`'s payload (empty out of range); valid as long as the box lives.
         fn record(self: &BatchView, i: usize) -> &[u8];
+        /// Whether the records may be handed out as views however long they are
+        /// held: the box pins only their own bytes. Otherwise copy them.
+        fn may_view(self: &BatchView) -> bool;
 
         /// Whether `record` is a filler record.
         fn is_filler(record: &[u8], status: &mut Status) -> Result<bool>;
@@ -719,6 +729,21 @@ impl DatasetCursor {
         report(status, result)
     }
 
+    /// The next record as a one-record view (public for Rust-side tests).
+    pub fn next_element_view(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
+        #[cfg(feature = "fault-injection")]
+        self.arm_test_panics();
+        let DatasetCursor { inner, poisoned } = self;
+        let result = guard_poisoning("next_element", poisoned, || {
+            match inner.next_element_view() {
+                None => Ok(Box::default()),
+                Some(Ok(view)) => Ok(Box::new(BatchView(view))),
+                Some(Err(e)) => Err(FfiError::from(e)),
+            }
+        });
+        report(status, result)
+    }
+
     /// The next batch (public for Rust-side tests).
     pub fn next_batch(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
         #[cfg(feature = "fault-injection")]
@@ -752,6 +777,11 @@ impl BatchView {
     /// Record `i`; empty out of range.
     pub fn record(&self, i: usize) -> &[u8] {
         self.0.get(i).unwrap_or_default()
+    }
+
+    /// Whether the records may be viewed however long they are held (see the bridge).
+    pub fn may_view(&self) -> bool {
+        self.0.holds_only_its_records()
     }
 }
 

@@ -5,6 +5,8 @@
 //! ```text
 //! lirs_bench gen-mix   OUT N SEED      plain TFRecord, kdd-like sizes (mean 362 B, sd 30 %)
 //! lirs_bench gen-fixed OUT N SIZE      plain TFRecord, N payloads of SIZE bytes
+//! lirs_bench gen-ids   OUT N SIZE      the same, each payload starting with its index
+//!                                      (u64 LE), so a reader can check permutations
 //! lirs_bench cache     drop|check FILE drop FILE from the page cache / count cached pages
 //! lirs_bench pages     PLAIN PADDED    page reads per data page: instance vs page-aware
 //! lirs_bench cold      FILE THREADS WINDOW DEPTH MAX_SECS
@@ -12,6 +14,9 @@
 //! lirs_bench micro     MIX TINY SECS   read(id), EpochOrder next(), epoch_order, CRC32C
 //! lirs_bench limit     MIX ROUNDS      the gather limit (a plain loop over a map) and
 //!                                      Reader::read_batch, interleaved, 1 thread
+//! lirs_bench copy-limit FILE EPOCHS    the copy-out limit of a gen-ids file: a random
+//!                                      permutation, 256 payloads per batch copied out
+//!                                      of a map kept across epochs, no CRC, 1 thread
 //! ```
 //!
 //! Build: `cargo build --release -p tfrecord-lirs --example lirs_bench`.
@@ -48,6 +53,10 @@ fn main() -> ExitCode {
         Some("gen-fixed") if args.len() == 4 => {
             gen_fixed(Path::new(&args[1]), parse(&args[2]), parse(&args[3]))
         }
+        Some("gen-ids") if args.len() == 4 => {
+            gen_ids(Path::new(&args[1]), parse(&args[2]), parse(&args[3]))
+        }
+        Some("copy-limit") if args.len() == 3 => copy_limit(Path::new(&args[1]), parse(&args[2])),
         Some("cache") if args.len() == 3 => cache(&args[1], Path::new(&args[2])),
         Some("pages") if args.len() == 3 => pages(Path::new(&args[1]), Path::new(&args[2])),
         Some("cold") if args.len() == 6 => cold(
@@ -160,6 +169,85 @@ fn gen_fixed(out: &Path, n: u64, size: u64) -> Res<()> {
     w.finish_synced(false)?;
     emit(json!({"what": "gen-fixed", "records": n, "bytes": bytes,
                 "secs": t.elapsed().as_secs_f64()}));
+    Ok(())
+}
+
+fn gen_ids(out: &Path, n: u64, size: u64) -> Res<()> {
+    if size < 8 {
+        return Err("gen-ids: SIZE must be at least 8 (the index)".into());
+    }
+    let t = Instant::now();
+    let mut rng = Lcg::new(size);
+    let pool = byte_pool(size as usize + 4096, &mut rng);
+    let mut w = TFRecordWriter::create(out)?;
+    let mut payload = vec![0u8; size as usize];
+    for i in 0..n {
+        let at = (i % 4096) as usize;
+        payload.copy_from_slice(&pool[at..at + size as usize]);
+        payload[..8].copy_from_slice(&i.to_le_bytes());
+        w.write_instance(&payload)?;
+    }
+    let bytes = w.position();
+    w.finish_synced(false)?;
+    emit(json!({"what": "gen-ids", "records": n, "bytes": bytes,
+                "secs": t.elapsed().as_secs_f64()}));
+    Ok(())
+}
+
+/// The copy-out limit of the large-record rows: what a reader that checks nothing can
+/// do on one core. Each epoch is a fresh random permutation (seeded by the epoch) cut
+/// into batches of 256; each batch's payloads are copied out of a map that stays
+/// mapped across epochs into one reused buffer; the indices in the copies must form a
+/// full permutation.
+fn copy_limit(file: &Path, epochs: u64) -> Res<()> {
+    const BATCH: usize = 256;
+    let mapped = io::open(file, Backend::Mmap, mmap_opt_in())?;
+    let map = mapped.mapped().ok_or("the mmap backend did not map")?;
+    let offsets = read_table(&tfrecord_lirs::default_table_path(file))?;
+    let n = offsets.len();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut seen = vec![false; n];
+    let mut secs = Vec::new();
+    // Epoch 0 warms the map's page tables, untimed.
+    for epoch in 0..=epochs {
+        let mut ids: Vec<u64> = (0..n as u64).collect();
+        let mut rng = Lcg::new(epoch + 1);
+        for i in (1..n).rev() {
+            ids.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        seen.iter_mut().for_each(|s| *s = false);
+        let t = Instant::now();
+        for batch in ids.chunks(BATCH) {
+            buf.clear();
+            let mut starts = [0usize; BATCH];
+            for (k, &id) in batch.iter().enumerate() {
+                let at = offsets[id as usize] as usize;
+                let len = u64::from_le_bytes(map[at..at + 8].try_into()?) as usize;
+                starts[k] = buf.len();
+                buf.extend_from_slice(&map[at + 12..at + 12 + len]);
+            }
+            for &s in &starts[..batch.len()] {
+                let index = u64::from_le_bytes(buf[s..s + 8].try_into()?) as usize;
+                match seen.get_mut(index) {
+                    Some(slot) if !*slot => *slot = true,
+                    _ => {
+                        return Err(
+                            format!("epoch {epoch}: index {index} twice or out of range").into(),
+                        )
+                    }
+                }
+            }
+            black_box(&buf);
+        }
+        let elapsed = t.elapsed().as_secs_f64();
+        if !seen.iter().all(|&s| s) {
+            return Err(format!("epoch {epoch} is not a full permutation").into());
+        }
+        if epoch > 0 {
+            secs.push(elapsed);
+        }
+    }
+    emit(json!({"what": "copy-limit", "records": n, "secs": secs}));
     Ok(())
 }
 

@@ -16,7 +16,7 @@ use crate::storage::{Place, Storage};
 /// Parses table bytes: a multiple of 8 bytes, strictly increasing offsets.
 /// `path` only names the table in errors.
 pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(Error::table(
             path,
             None,

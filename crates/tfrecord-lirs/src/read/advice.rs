@@ -64,7 +64,7 @@ pub fn misuse(data: &Path) -> Option<Misuse> {
 /// Whether a file of `size` bytes starting with `head` looks like an offset table: whole
 /// entries, the first 0 and the second at least one framed record further.
 fn reads_as_table(head: &[u8], size: u64) -> bool {
-    if size % 8 != 0 || head.len() < HEAD_LEN {
+    if !size.is_multiple_of(8) || head.len() < HEAD_LEN {
         return false;
     }
     LittleEndian::read_u64(&head[..8]) == 0 && LittleEndian::read_u64(&head[8..16]) >= FRAMING_LEN

@@ -1,6 +1,6 @@
 //! [`Batch`]: the payloads of a batch of instances, in one reused buffer.
 
-use crate::io;
+use crate::{format, io};
 
 /// Payloads of a batch, left in place in the buffer they were read into (no copy out of
 /// the framing): read them with [`payload`](Batch::payload) or [`payloads`](Batch::payloads).
@@ -71,6 +71,27 @@ impl Batch {
         self.ids.push(id);
         self.starts.push(at);
         self.ends.push(at + bytes.len());
+    }
+
+    /// Appends payload `bytes` of instance `id`, checking them against the record's
+    /// `footer` as they are copied ([`format::copy_check_payload`]): on a mismatch the
+    /// error, and the batch is as before. `None` only if the copy could not be made.
+    pub(crate) fn push_checked(
+        &mut self,
+        id: u64,
+        bytes: &[u8],
+        footer: &[u8; format::FOOTER_LEN],
+    ) -> Option<Result<(), format::FrameError>> {
+        self.align_for(bytes.as_ptr() as u64, bytes.len());
+        let at = self.used;
+        let checked = format::copy_check_payload(bytes, footer, self.tail(bytes.len()))?;
+        if checked.is_ok() {
+            self.used += bytes.len();
+            self.ids.push(id);
+            self.starts.push(at);
+            self.ends.push(at + bytes.len());
+        }
+        Some(checked)
     }
 
     /// Makes room for `len` bytes copied from `source` (a file offset, or an address),

@@ -69,6 +69,16 @@ const DATASET_WINDOWS_AHEAD: usize = 4;
 /// 1.02 M; two threads no better than one.
 const DATASET_MAPPED_THREADS: usize = 1;
 
+/// Unbatched datasets of records spanning at least this many bytes on average fetch
+/// each record as a window of its own, so that a front end can hand the record out
+/// as a view of its fetch buffer ([`DatasetCursor::next_element_view`]) instead of
+/// copying it: holding the view pins that record's bytes and nothing else. Below it a
+/// copy costs less than a fetch hand-off per record.
+const ELEMENT_VIEW_MIN_SPAN: u64 = 96 * 1024;
+/// Records in flight ahead of the consumer when each is a window of its own (see
+/// [`ELEMENT_VIEW_MIN_SPAN`]): enough to keep two fetch threads busy.
+const ELEMENT_VIEW_RECORDS_AHEAD: usize = 8;
+
 /// The order versions this library can walk (docs/FORMAT.md §5).
 const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1, 2];
 
@@ -97,7 +107,9 @@ impl CursorOptions {
     /// arguments: `batch_size` (0: unbatched; negative is an error) and
     /// `num_parallel_reads` (-1: automatic, else at least 1). Automatic threads are
     /// [`FetchOptions::auto_threads`], but at least one (see `DATASET_MAPPED_THREADS`);
-    /// windows span about `DATASET_WINDOW_BYTES` of data, at least one batch. The
+    /// windows span about `DATASET_WINDOW_BYTES` of data, at least one batch, except
+    /// that unbatched records of at least `ELEMENT_VIEW_MIN_SPAN` bytes on average
+    /// (local files, fetch threads) are each a window of their own. The
     /// order is left at its default (seed 0, epoch 0, shard 0 of 1, not page-aware),
     /// ordered, without `drop_remainder`.
     pub fn dataset(
@@ -122,13 +134,22 @@ impl CursorOptions {
                 )))
             }
         };
+        let one_record_windows = batch_size == 0
+            && threads > 0
+            && !reader.is_remote()
+            && reader.layout().mean_span_bytes() >= ELEMENT_VIEW_MIN_SPAN;
+        let (window, depth) = if one_record_windows {
+            (1, ELEMENT_VIEW_RECORDS_AHEAD)
+        } else {
+            (dataset_window(reader, batch_size), DATASET_WINDOWS_AHEAD)
+        };
         Ok(CursorOptions {
             order: OrderSpec::default(),
             order_version: OrderVersion::V1,
             fetch: FetchOptions {
                 threads,
-                window: dataset_window(reader, batch_size),
-                depth: DATASET_WINDOWS_AHEAD,
+                window,
+                depth,
             },
             batch_size,
             drop_remainder: false,
@@ -303,7 +324,7 @@ impl CursorState {
         let position = u64_of(&header[16..24]);
         let count = u64_of(&header[24..32]);
         let rest = &bytes[STATE_HEADER_BYTES..];
-        if u64::try_from(rest.len() / 8).ok() != Some(count) || rest.len() % 8 != 0 {
+        if u64::try_from(rest.len() / 8).ok() != Some(count) || !rest.len().is_multiple_of(8) {
             return Err(Error::data_loss(format!(
                 "cursor state claims {count} delivered positions but holds {} bytes of them",
                 rest.len()
@@ -384,6 +405,14 @@ impl BatchView {
     pub fn get(&self, i: usize) -> Option<&[u8]> {
         let &(w, slot) = self.records.get(i)?;
         self.windows.get(w)?.get(slot)?.ok()
+    }
+
+    /// Whether the windows this batch keeps alive hold only its own records: then a
+    /// front end may hand its records out as views for as long as anyone likes (each
+    /// pins nothing but itself), where otherwise it copies them.
+    pub fn holds_only_its_records(&self) -> bool {
+        let held: usize = self.windows.iter().map(|w| w.len()).sum();
+        held == self.records.len()
     }
 
     /// The payloads in order.
@@ -708,6 +737,33 @@ impl DatasetCursor {
         }
     }
 
+    /// [`next_element`](DatasetCursor::next_element), the record handed out as a
+    /// one-record [`BatchView`] of its fetch window (no copy): when its window holds
+    /// only this record ([`BatchView::holds_only_its_records`], as the windows of
+    /// large records are), the view pins nothing else. For `batch_size == 0`.
+    pub fn next_element_view(&mut self) -> Option<Result<BatchView>> {
+        match self.step() {
+            Step::End => None,
+            Step::Failed { error, position } => {
+                self.delivered.deliver(position);
+                Some(Err(error))
+            }
+            Step::Record { slot, position } => {
+                self.delivered.deliver(position);
+                let current = self.current.as_ref()?;
+                let mut view = BatchView::with_capacity(1);
+                view.push(&current.payloads, slot);
+                if view.get(0).is_none() {
+                    return Some(Err(Error::internal(format!(
+                        "slot {slot} of a window of {} vanished",
+                        current.payloads.len()
+                    ))));
+                }
+                Some(Ok(view))
+            }
+        }
+    }
+
     /// The next batch; `Err` for an instance that could not be read (the batch keeps
     /// what it holds and the next call completes it); `None` at the end of the epoch.
     /// For `batch_size > 0`.
@@ -964,6 +1020,45 @@ mod tests {
         // Never smaller than one batch.
         assert_eq!(window(3000, 362, 5000), 5000);
         assert_eq!(window(40, 64 << 10, 256), 256);
+    }
+
+    #[test]
+    fn large_unbatched_records_are_windows_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 20, 100 << 10);
+        // Read with fetch threads (pread: too large to map by default).
+        let o = CursorOptions::dataset(&reader, 0, -1).unwrap();
+        assert_eq!(
+            (o.fetch.window, o.fetch.depth),
+            (1, ELEMENT_VIEW_RECORDS_AHEAD)
+        );
+        // Batched: windows of at least a batch, as for any record size.
+        let o = CursorOptions::dataset(&reader, 8, -1).unwrap();
+        assert_eq!(o.fetch.window, DATASET_MIN_WINDOW);
+        // Each element's view pins only itself, and is its record.
+        let reader = Arc::new(reader);
+        let mut cursor = DatasetCursor::new(
+            Arc::clone(&reader),
+            CursorOptions::dataset(&reader, 0, -1).unwrap(),
+            &CursorState::start(),
+        )
+        .unwrap();
+        let mut n = 0;
+        while let Some(view) = cursor.next_element_view() {
+            let view = view.unwrap();
+            assert_eq!(view.len(), 1);
+            assert!(view.holds_only_its_records());
+            assert_eq!(view.get(0).unwrap(), &vec![7u8; 100 << 10][..]);
+            n += 1;
+        }
+        assert_eq!(n, 20);
+        assert_eq!(cursor.state().position, 20);
+        // Small records share windows: a view of one would pin others.
+        let small = Arc::new(reader_of(dir.path(), 300, 100));
+        let options = CursorOptions::dataset(&small, 0, 1).unwrap();
+        let mut cursor = DatasetCursor::new(small, options, &CursorState::start()).unwrap();
+        let view = cursor.next_element_view().unwrap().unwrap();
+        assert!(!view.holds_only_its_records());
     }
 
     #[test]

@@ -74,6 +74,12 @@ impl Default for ReaderOptions {
 /// of a longer span it reads only the record (a large instance, or a damaged table).
 const MAX_WHOLE_SPAN_READ: u64 = 1 << 20;
 
+/// Spans of at least this many bytes have their payload's CRC checked in the copy out
+/// of a map ([`format::copy_check_payload`]): such a payload is not in cache, and the
+/// check on its own would read it from memory a second time. A smaller record is in
+/// the L1 cache after its CRC, so checking first (as the footer is fetched) costs the
+/// same.
+const FUSED_COPY_MIN_SPAN: u64 = 4096;
 /// The mapped batch path prefetches the records this many positions ahead of the one
 /// it decodes, and their offset-table entries [`PREFETCH_TABLE_AHEAD`] ahead: the order
 /// is known, so the cache misses of later records overlap the work on this one.
@@ -474,10 +480,32 @@ impl Reader {
                     format!("span [{start}, {end}) is outside the mapped file"),
                 )
             })?;
-            let payload = self.decode_span(f, id, start, end, span)?;
+            // A long payload's CRC is checked in the copy (read from memory once).
+            let fused = self.verify_payload_crc && end - start >= FUSED_COPY_MIN_SPAN;
+            let payload = self.decode_span_checking(f, id, start, end, span, !fused)?;
             // Only the record is touched, not the filler after it.
             self.note(tally, f, start, (payload.end + format::FOOTER_LEN) as u64);
-            out.push(id, &span[payload]);
+            if !fused {
+                out.push(id, &span[payload]);
+                continue;
+            }
+            let footer = span
+                .get(payload.end..payload.end + format::FOOTER_LEN)
+                .and_then(|b| <&[u8; format::FOOTER_LEN]>::try_from(b).ok());
+            let checked = footer.and_then(|footer| out.push_checked(id, &span[payload], footer));
+            match checked {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    let file = &self.files[f];
+                    let e = Error::frame(&file.data_path, Some(id), start, e);
+                    return Err(self.if_changed(f, e));
+                }
+                None => {
+                    return Err(Error::internal(format!(
+                    "instance {id}: the decoded record at byte {start} has no footer in its span"
+                )))
+                }
+            }
         }
         Ok(())
     }
@@ -636,7 +664,21 @@ impl Reader {
     ) -> Result<std::ops::Range<usize>> {
         // Only a failure looks at the file again (a stat per read would cost the small
         // records' hot path).
-        match self.decode_span_as_opened(f, id, start, end, span) {
+        self.decode_span_checking(f, id, start, end, span, self.verify_payload_crc)
+    }
+
+    /// [`decode_span`](Reader::decode_span), checking the payload's CRC only if
+    /// `check_payload_crc` (a caller that copies the payload checks it in that copy).
+    fn decode_span_checking(
+        &self,
+        f: usize,
+        id: u64,
+        start: u64,
+        end: u64,
+        span: &[u8],
+        check_payload_crc: bool,
+    ) -> Result<std::ops::Range<usize>> {
+        match self.decode_span_as_opened(f, id, start, end, span, check_payload_crc) {
             Ok(payload) => Ok(payload),
             Err(e) => Err(self.if_changed(f, e)),
         }
@@ -665,10 +707,11 @@ impl Reader {
         start: u64,
         end: u64,
         span: &[u8],
+        check_payload_crc: bool,
     ) -> Result<std::ops::Range<usize>> {
         let file = &self.files[f];
         let span_end = start + span.len() as u64;
-        let frame = format::decode_record(span, self.verify_payload_crc).map_err(|e| match e {
+        let frame = format::decode_record(span, check_payload_crc).map_err(|e| match e {
             // A record overrunning a span that ends before the end of the file: the
             // table's next offset is wrong, not the data.
             FrameError::Truncated { needed, .. }

@@ -117,6 +117,10 @@ fn read_part(reader: &Reader, ids: &[u64], batch: &mut Batch) -> Vec<(usize, Err
 /// few hot records.
 const MIN_PART_IDS: usize = 16;
 
+/// One-record buffers kept for reuse (see [`Fetcher::new`]): a batch of 256 viewed
+/// records downstream and those in flight, so each batch reuses the last one's.
+const SPARE_ONE_RECORD_BUFFERS: usize = 320;
+
 /// Threads (reads in flight) chosen for remote files when the caller has no
 /// preference ([`FetchOptions::auto_threads`]).
 pub const REMOTE_AUTO_THREADS: usize = 32;
@@ -248,7 +252,16 @@ impl Fetcher {
         // which can be several windows later (a caller that hands out views of them,
         // as LIRSDataset's batches do): keep enough that the steady state reuses
         // buffers instead of growing fresh ones.
-        let spares = Spares(Arc::default(), options.threads.max(1) + options.depth);
+        // Windows of one record are handed out downstream one by one (views of large
+        // records), and a consumer holds many at once (e.g. a batch of them): keep
+        // enough of those buffers that they are reused, not allocated and zeroed again.
+        let keep = options.threads.max(1) + options.depth;
+        let keep = if options.window == 1 {
+            keep.max(SPARE_ONE_RECORD_BUFFERS)
+        } else {
+            keep
+        };
+        let spares = Spares(Arc::default(), keep);
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
         let delivery = if options.threads == 0 {
