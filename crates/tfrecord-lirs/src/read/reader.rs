@@ -482,7 +482,9 @@ impl Reader {
             })?;
             // A long payload's CRC is checked in the copy (read from memory once).
             let fused = self.verify_payload_crc && end - start >= FUSED_COPY_MIN_SPAN;
-            let payload = self.decode_span_checking(f, id, start, end, span, !fused)?;
+            // Checked here unless the copy checks it, or payload CRCs are not checked.
+            let check_here = self.verify_payload_crc && !fused;
+            let payload = self.decode_span_checking(f, id, start, end, span, check_here)?;
             // Only the record is touched, not the filler after it.
             self.note(tally, f, start, (payload.end + format::FOOTER_LEN) as u64);
             if !fused {
