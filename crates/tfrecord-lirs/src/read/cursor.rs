@@ -717,23 +717,14 @@ impl DatasetCursor {
     /// window that failed as a whole), which passes its position; `None` at the end of
     /// the epoch. For `batch_size == 0`.
     pub fn next_element(&mut self) -> Option<Result<&[u8]>> {
-        match self.step() {
-            Step::End => None,
-            Step::Failed { error, position } => {
-                self.delivered.deliver(position);
-                Some(Err(error))
-            }
-            Step::Record { slot, position } => {
-                self.delivered.deliver(position);
-                let current = self.current.as_ref()?;
-                match current.payloads.get(slot) {
-                    Some(Ok(payload)) => Some(Ok(payload)),
-                    _ => Some(Err(Error::internal(format!(
-                        "slot {slot} of a window of {} vanished",
-                        current.payloads.len()
-                    )))),
-                }
-            }
+        let slot = match self.next_record_slot()? {
+            Ok(slot) => slot,
+            Err(e) => return Some(Err(e)),
+        };
+        let current = self.current.as_ref()?;
+        match current.payloads.get(slot) {
+            Some(Ok(payload)) => Some(Ok(payload)),
+            _ => Some(Err(vanished(slot, current.payloads.len()))),
         }
     }
 
@@ -742,6 +733,23 @@ impl DatasetCursor {
     /// only this record ([`BatchView::holds_only_its_records`], as the windows of
     /// large records are), the view pins nothing else. For `batch_size == 0`.
     pub fn next_element_view(&mut self) -> Option<Result<BatchView>> {
+        let slot = match self.next_record_slot()? {
+            Ok(slot) => slot,
+            Err(e) => return Some(Err(e)),
+        };
+        let current = self.current.as_ref()?;
+        let mut view = BatchView::with_capacity(1);
+        view.push(&current.payloads, slot);
+        if view.get(0).is_none() {
+            return Some(Err(vanished(slot, current.payloads.len())));
+        }
+        Some(Ok(view))
+    }
+
+    /// One step of an unbatched walk: the slot of the next record in the current
+    /// window, or the error of an instance that could not be read; either way its
+    /// position is delivered. `None` at the end of the epoch.
+    fn next_record_slot(&mut self) -> Option<Result<usize>> {
         match self.step() {
             Step::End => None,
             Step::Failed { error, position } => {
@@ -750,16 +758,7 @@ impl DatasetCursor {
             }
             Step::Record { slot, position } => {
                 self.delivered.deliver(position);
-                let current = self.current.as_ref()?;
-                let mut view = BatchView::with_capacity(1);
-                view.push(&current.payloads, slot);
-                if view.get(0).is_none() {
-                    return Some(Err(Error::internal(format!(
-                        "slot {slot} of a window of {} vanished",
-                        current.payloads.len()
-                    ))));
-                }
-                Some(Ok(view))
+                Some(Ok(slot))
             }
         }
     }
@@ -985,6 +984,11 @@ impl DatasetCursor {
         }
         Ok(fetcher)
     }
+}
+
+/// The error for a slot the step said holds a record but the window does not have.
+fn vanished(slot: usize, window_len: usize) -> Error {
+    Error::internal(format!("slot {slot} of a window of {window_len} vanished"))
 }
 
 #[cfg(test)]
