@@ -103,6 +103,18 @@ def read_table(path: Path) -> list[int]:
     return list(struct.unpack(f"<{len(raw) // 8}Q", raw))
 
 
+def damaged_copy(src: Path, dst: Path, instance: int) -> Path:
+    """`dst`: a copy of `src` and its table (`<file>.offsets`) with the first payload
+    byte of `instance` flipped (its CRC no longer matches)."""
+    dst.write_bytes(src.read_bytes())
+    table = Path(str(dst) + ".offsets")
+    table.write_bytes(Path(str(src) + ".offsets").read_bytes())
+    raw = bytearray(dst.read_bytes())
+    raw[read_table(table)[instance] + 12] ^= 0x40  # 12: length (8) and its CRC (4)
+    dst.write_bytes(bytes(raw))
+    return dst
+
+
 def pack_table(offsets: list[int]) -> bytes:
     return struct.pack(f"<{len(offsets)}Q", *offsets)
 

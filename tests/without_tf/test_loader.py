@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import affine_payload, framed, read_records, read_table, run_ok
+from conftest import affine_payload, damaged_copy, framed, read_records, read_table, run_ok
 
 import tfrecord_lirs
 from tfrecord_lirs import DataSource, Loader, Sampler
@@ -224,14 +224,8 @@ def test_a_state_of_another_walk_is_refused(two_files, tmp_path):
 
 def test_bad_input_gives_typed_errors_naming_file_instance_and_byte(tmp_path, two_files):
     paths, payloads = two_files
-    damaged = tmp_path / "damaged.tfrecord"
-    damaged.write_bytes(paths[0].read_bytes())
-    (tmp_path / "damaged.tfrecord.offsets").write_bytes(
-        (tmp_path / "a.tfrecord.offsets").read_bytes())
-    offsets = read_table(tmp_path / "damaged.tfrecord.offsets")
-    raw = bytearray(damaged.read_bytes())
-    raw[offsets[42] + 12] ^= 0x40  # the first payload byte of instance 42
-    damaged.write_bytes(bytes(raw))
+    damaged = damaged_copy(paths[0], tmp_path / "damaged.tfrecord", 42)
+    offsets = read_table(str(damaged) + ".offsets")
     good = stock([paths[0]])
     for deterministic in (True, False):
         it = iter(Loader(damaged, seed=4, batch_size=32, deterministic=deterministic))

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import affine_payload, framed, read_records, read_table, run_ok
+from conftest import affine_payload, damaged_copy, framed, read_records, read_table, run_ok
 
 import tfrecord_lirs
 from tfrecord_lirs import DataSource, Sampler
@@ -84,14 +84,8 @@ def test_pickled_source_reopens_its_files(two_files):
 
 def test_errors_name_the_file_instance_and_byte(tmp_path, two_files):
     paths, _ = two_files
-    damaged = tmp_path / "damaged.tfrecord"
-    damaged.write_bytes(paths[0].read_bytes())
-    (tmp_path / "damaged.tfrecord.offsets").write_bytes(
-        (tmp_path / "a.tfrecord.offsets").read_bytes())
-    offsets = read_table(tmp_path / "damaged.tfrecord.offsets")
-    raw = bytearray(damaged.read_bytes())
-    raw[offsets[42] + 12] ^= 0x40  # the first payload byte of instance 42
-    damaged.write_bytes(bytes(raw))
+    damaged = damaged_copy(paths[0], tmp_path / "damaged.tfrecord", 42)
+    offsets = read_table(str(damaged) + ".offsets")
     src = DataSource(damaged)
     assert src[41] and src[43]  # only the damaged instance fails
     for read in (lambda: src[42], lambda: src.__getitems__([1, 42, 2])):
