@@ -560,13 +560,20 @@ fn dropping_a_fetcher_does_not_read_what_is_queued() {
         depth: 4,
     };
     let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
-    let before = reads_of("mem://slow/q.tfrecord");
     assert_eq!(fetcher.next_window().unwrap().result.unwrap().len(), 64);
-    drop(fetcher);
-    // The first window (4 parts of 16 reads) and at most the parts that were in
-    // progress when it was done (4 more); not the 4 more windows that were queued.
-    let reads = reads_of("mem://slow/q.tfrecord") - before;
-    assert!(reads <= 64 + 64, "{reads} reads for one window of 64");
+    // Counted from the moment of the drop, not from the first window: how far the
+    // workers got into the next window before it depends on how long this thread
+    // was descheduled (a loaded CI machine once saw 6 reads more than one window).
+    let at_drop = reads_of("mem://slow/q.tfrecord");
+    drop(fetcher); // joins the workers
+    let after_drop = reads_of("mem://slow/q.tfrecord") - at_drop;
+    // Only the parts in progress finish (4 threads, parts of 16 reads, one more part
+    // begun while the drop was starting at worst); reading the queued windows would
+    // be up to 4 x 64 reads more.
+    assert!(
+        after_drop <= 4 * 16 + 16,
+        "{after_drop} reads after the fetcher was dropped"
+    );
 }
 
 #[test]
