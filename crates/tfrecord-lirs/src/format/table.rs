@@ -61,8 +61,8 @@ pub(crate) fn not_increasing(path: &Path, i: u64, at: u64, next: u64) -> Error {
 }
 
 /// Opens the table at `path` through `storage` without reading it whole (see
-/// [`OffsetTable`]): a local table is mapped (or read on demand), a URL's is read
-/// into memory. Checks at open what costs O(1): the table is whole entries; a table
+/// [`OffsetTable`]): a local table is mapped (or read on demand), a URL's is read in
+/// blocks on demand (one ranged read per block, a few blocks cached). Checks at open what costs O(1): the table is whole entries; a table
 /// small enough to be held in memory is also checked whole for increasing entries. The
 /// entries of a larger one are checked as they are used. `data` (if known) is named
 /// in the missing-table hint.
@@ -75,7 +75,22 @@ pub(crate) fn open_table_of(
         Place::Local(local) => {
             OffsetTable::open_local(local).map_err(|e| Error::table_io(path, data, e))?
         }
-        Place::Remote(..) => OffsetTable::in_memory(read_table_of(storage, path, data)?),
+        Place::Remote(fs, url) => {
+            let src = fs.open_read(url).map_err(|e| match e.kind() {
+                std::io::ErrorKind::Unsupported | std::io::ErrorKind::InvalidInput => {
+                    crate::remote::error(path, e)
+                }
+                _ => Error::table_io(path, data, e),
+            })?;
+            if src.size() <= crate::io::TABLE_IN_MEMORY_MAX_BYTES {
+                let mut bytes = vec![0u8; src.size() as usize];
+                crate::io::read_exact_at(&*src, &mut bytes, 0)
+                    .map_err(|e| Error::table_io(path, data, e))?;
+                OffsetTable::in_memory(parse_table(path, &bytes)?)
+            } else {
+                OffsetTable::read_in_blocks(src)
+            }
+        }
     };
     check_whole_entries(path, table.byte_len())?;
     if table.byte_len() <= crate::io::TABLE_IN_MEMORY_MAX_BYTES {

@@ -37,7 +37,9 @@ pub use auto::{AutoFile, AUTO_MAP_MAX_MEAN_RECORD};
 pub use direct::{DirectFile, DIRECT_ALIGN};
 pub use mmap::{MmapFile, MmapOptIn};
 pub use pread::PreadFile;
-pub use table_map::{OffsetTable, TableView, TABLE_IN_MEMORY_MAX_BYTES};
+pub use table_map::{
+    OffsetTable, TableView, TABLE_BLOCK_ENTRIES, TABLE_CACHED_BLOCKS, TABLE_IN_MEMORY_MAX_BYTES,
+};
 
 /// A source of positioned reads, shared between threads.
 pub trait ReadAt: Send + Sync {

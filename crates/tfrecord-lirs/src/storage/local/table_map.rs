@@ -3,12 +3,14 @@
 //! data, so a table truncated or rewritten under it is revoked before the kernel lets
 //! that happen, never a `SIGBUS`) and shared through the page cache by every process
 //! on the host that reads it; a revoked map, or a table no lease can be had on, is read
-//! with positioned reads, entry by entry; a small table is held in memory.
+//! with positioned reads, entry by entry; a small table is held in memory. A table read
+//! through a file system ([`remote`](crate::remote): object storage, TensorFlow's file
+//! systems) is read in blocks on demand, the blocks kept in a small bounded cache.
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::leased::{Entered, LeasedMap};
 use super::{read_exact_at, PreadFile, ReadAt};
@@ -18,6 +20,15 @@ use super::{read_exact_at, PreadFile, ReadAt};
 /// and a poll of the lease watcher (~50 us of its interval per lease) for as long as the
 /// table is open. 1,000 such files hold at most 64 MiB.
 pub const TABLE_IN_MEMORY_MAX_BYTES: u64 = 64 * 1024;
+
+/// Entries per block of a table read in blocks ([`OffsetTable::read_in_blocks`]): 64 KiB,
+/// one ranged read. A page-aware unit's entries (a page's worth of instances) are in
+/// one block, so a unit costs one table read at most.
+pub const TABLE_BLOCK_ENTRIES: u64 = 8192;
+
+/// Blocks of one table read in blocks that are kept: 16 × 64 KiB = 1 MiB per table,
+/// the least recently used dropped first.
+pub const TABLE_CACHED_BLOCKS: usize = 16;
 
 /// The entries of one offset table (little-endian `u64`s), wherever they are kept.
 /// Every entry is read through [`OffsetTable::view`] (a slice, while the table is
@@ -41,6 +52,43 @@ enum Store {
     },
     /// Read with positioned reads (no lease to be had).
     Read(Box<dyn ReadAt>),
+    /// Read in blocks of [`TABLE_BLOCK_ENTRIES`] through `src`, the last
+    /// [`TABLE_CACHED_BLOCKS`] used kept.
+    Blocks {
+        src: Box<dyn ReadAt>,
+        cache: Mutex<BlockCache>,
+    },
+}
+
+/// The blocks of a table read in blocks that are kept, with when each was last used.
+#[derive(Default)]
+struct BlockCache {
+    /// (block index, its entries, last use).
+    blocks: Vec<(u64, Arc<[u64]>, u64)>,
+    clock: u64,
+}
+
+impl BlockCache {
+    fn get(&mut self, block: u64) -> Option<Arc<[u64]>> {
+        self.clock += 1;
+        let clock = self.clock;
+        let found = self.blocks.iter_mut().find(|(b, _, _)| *b == block)?;
+        found.2 = clock;
+        Some(Arc::clone(&found.1))
+    }
+
+    fn put(&mut self, block: u64, entries: Arc<[u64]>) {
+        self.clock += 1;
+        if self.blocks.iter().any(|(b, _, _)| *b == block) {
+            return;
+        }
+        if self.blocks.len() >= TABLE_CACHED_BLOCKS {
+            if let Some(oldest) = (0..self.blocks.len()).min_by_key(|&i| self.blocks[i].2) {
+                self.blocks.swap_remove(oldest);
+            }
+        }
+        self.blocks.push((block, entries, self.clock));
+    }
 }
 
 impl std::fmt::Debug for OffsetTable {
@@ -49,6 +97,7 @@ impl std::fmt::Debug for OffsetTable {
             Store::Memory(_) => "memory",
             Store::Leased { .. } => "leased map",
             Store::Read(_) => "positioned reads",
+            Store::Blocks { .. } => "blocks",
         };
         f.debug_struct("OffsetTable")
             .field("len", &self.len)
@@ -147,6 +196,21 @@ impl OffsetTable {
         }
     }
 
+    /// A table read through `src` in blocks on demand (see [`TABLE_BLOCK_ENTRIES`],
+    /// [`TABLE_CACHED_BLOCKS`]): for a high-latency source (an object in a bucket),
+    /// where a read per entry would cost a request each.
+    pub fn read_in_blocks(src: Box<dyn ReadAt>) -> OffsetTable {
+        let byte_len = src.size();
+        OffsetTable {
+            len: byte_len / 8,
+            byte_len,
+            store: Store::Blocks {
+                src,
+                cache: Mutex::new(BlockCache::default()),
+            },
+        }
+    }
+
     /// Whole entries.
     pub fn len(&self) -> u64 {
         self.len
@@ -174,7 +238,7 @@ impl OffsetTable {
         match &self.store {
             Store::Memory(words) => Some(TableView(ViewOf::Memory(words))),
             Store::Leased { map, .. } => leased_words(map.enter(), self.len),
-            Store::Read(_) => None,
+            Store::Read(_) | Store::Blocks { .. } => None,
         }
     }
 
@@ -215,6 +279,9 @@ impl OffsetTable {
                 None => file,
             },
             Store::Read(src) => &**src,
+            Store::Blocks { src, cache } => {
+                return self.read_blocks(&**src, cache, first, out);
+            }
         };
         let mut bytes = [0u8; 8 * 64];
         let mut done = 0usize;
@@ -225,6 +292,50 @@ impl OffsetTable {
             for (slot, b) in out[done..done + n].iter_mut().zip(buf.chunks_exact(8)) {
                 *slot = u64::from_le_bytes(b.try_into().unwrap_or_default());
             }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+impl OffsetTable {
+    /// [`OffsetTable::read_into`] for a table read in blocks: each block `out` overlaps
+    /// from the cache, or read whole (one read) and kept.
+    fn read_blocks(
+        &self,
+        src: &dyn ReadAt,
+        cache: &Mutex<BlockCache>,
+        first: u64,
+        out: &mut [u64],
+    ) -> io::Result<()> {
+        let mut done = 0usize;
+        while done < out.len() {
+            let at = first + done as u64;
+            let block = at / TABLE_BLOCK_ENTRIES;
+            // A poisoned lock only means another reader panicked mid-update: the cache
+            // holds whole blocks or none, so it is still right.
+            let cached = cache.lock().unwrap_or_else(|e| e.into_inner()).get(block);
+            let entries = match cached {
+                Some(entries) => entries,
+                None => {
+                    let lo = block * TABLE_BLOCK_ENTRIES;
+                    let n = (self.len - lo).min(TABLE_BLOCK_ENTRIES) as usize;
+                    let mut bytes = vec![0u8; n * 8];
+                    read_exact_at(src, &mut bytes, lo * 8)?;
+                    let entries: Arc<[u64]> = bytes
+                        .chunks_exact(8)
+                        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                        .collect();
+                    cache
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .put(block, Arc::clone(&entries));
+                    entries
+                }
+            };
+            let from = (at % TABLE_BLOCK_ENTRIES) as usize;
+            let n = (entries.len() - from).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&entries[from..from + n]);
             done += n;
         }
         Ok(())
@@ -325,6 +436,57 @@ mod tests {
         assert_eq!(table.get(9).unwrap(), 9 * 17);
         let gone = table.get(n - 1).unwrap_err();
         assert_eq!(gone.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    /// Counts the reads of a source.
+    struct Counted(PreadFile, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl ReadAt for Counted {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_at(buf, offset)
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+    }
+
+    #[test]
+    fn a_table_read_in_blocks_reads_each_block_once_while_it_is_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.offsets");
+        let n = TABLE_BLOCK_ENTRIES * (TABLE_CACHED_BLOCKS as u64 + 4) + 7;
+        write(&path, (0..n).map(|i| i * 5));
+        let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let src = Counted(PreadFile::open(&path).unwrap(), Arc::clone(&reads));
+        let table = OffsetTable::read_in_blocks(Box::new(src));
+        assert_eq!(table.len(), n);
+        assert!(table.view().is_none());
+        // Every entry, one at a time: one read per block.
+        for i in 0..n {
+            assert_eq!(table.get(i).unwrap(), i * 5);
+        }
+        let blocks = n.div_ceil(TABLE_BLOCK_ENTRIES) as usize;
+        assert_eq!(reads.load(std::sync::atomic::Ordering::Relaxed), blocks);
+        // A range across a block boundary, from blocks still cached: no read.
+        let mut two = [0u64; 2];
+        table.read_into(n - 8, &mut two).unwrap();
+        table
+            .read_into(TABLE_BLOCK_ENTRIES * 19 - 1, &mut two)
+            .unwrap();
+        assert_eq!(
+            two,
+            [
+                (TABLE_BLOCK_ENTRIES * 19 - 1) * 5,
+                TABLE_BLOCK_ENTRIES * 19 * 5
+            ]
+        );
+        assert_eq!(reads.load(std::sync::atomic::Ordering::Relaxed), blocks);
+        // Block 0 was dropped (least recently used): read again.
+        assert_eq!(table.get(3).unwrap(), 15);
+        assert_eq!(reads.load(std::sync::atomic::Ordering::Relaxed), blocks + 1);
+        let past = table.get(n).unwrap_err();
+        assert_eq!(past.kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]
