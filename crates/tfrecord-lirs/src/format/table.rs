@@ -82,7 +82,7 @@ pub(crate) fn open_table_of(
                 }
                 _ => Error::table_io(path, data, e),
             })?;
-            if src.size() <= crate::io::TABLE_IN_MEMORY_MAX_BYTES {
+            if src.size() <= crate::io::table_in_memory_max_bytes() {
                 let mut bytes = vec![0u8; src.size() as usize];
                 crate::io::read_exact_at(&*src, &mut bytes, 0)
                     .map_err(|e| Error::table_io(path, data, e))?;
@@ -93,7 +93,7 @@ pub(crate) fn open_table_of(
         }
     };
     check_whole_entries(path, table.byte_len())?;
-    if table.byte_len() <= crate::io::TABLE_IN_MEMORY_MAX_BYTES {
+    if table.is_in_memory() {
         if let Some(entries) = table.view() {
             check_increasing(path, &entries)?;
         }

@@ -146,7 +146,7 @@ impl Reader {
     /// Validates each table at open in O(1) (its entries are not read whole): a
     /// multiple of 8 bytes, a first offset of 0, a last one below the file size, and a
     /// valid record at the first and the last offset (a table of at most
-    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::io::TABLE_IN_MEMORY_MAX_BYTES) is also
+    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::io::TABLE_IN_MEMORY_MAX_BYTES), held in memory, is also
     /// checked whole for strictly increasing offsets). Every instance read checks its
     /// own entry against the next one and the file size, so reading every instance
     /// checks the whole table; a bad entry is an error of that read naming the table,

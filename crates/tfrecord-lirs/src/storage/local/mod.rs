@@ -38,7 +38,8 @@ pub use direct::{DirectFile, DIRECT_ALIGN};
 pub use mmap::{MmapFile, MmapOptIn};
 pub use pread::PreadFile;
 pub use table_map::{
-    OffsetTable, TableView, TABLE_BLOCK_ENTRIES, TABLE_CACHED_BLOCKS, TABLE_IN_MEMORY_MAX_BYTES,
+    set_table_in_memory_max_bytes, table_in_memory_max_bytes, OffsetTable, TableView,
+    TABLE_BLOCK_ENTRIES, TABLE_CACHED_BLOCKS, TABLE_IN_MEMORY_MAX_BYTES,
 };
 
 /// A source of positioned reads, shared between threads.

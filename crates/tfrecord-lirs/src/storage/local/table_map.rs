@@ -10,6 +10,7 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::leased::{Entered, LeasedMap};
@@ -20,6 +21,25 @@ use super::{read_exact_at, PreadFile, ReadAt};
 /// and a poll of the lease watcher (~50 us of its interval per lease) for as long as the
 /// table is open. 1,000 such files hold at most 64 MiB.
 pub const TABLE_IN_MEMORY_MAX_BYTES: u64 = 64 * 1024;
+
+/// The bound [`OffsetTable::open_local`] and the reader use: [`TABLE_IN_MEMORY_MAX_BYTES`]
+/// unless [`set_table_in_memory_max_bytes`] changed it.
+static IN_MEMORY_MAX_BYTES: AtomicU64 = AtomicU64::new(TABLE_IN_MEMORY_MAX_BYTES);
+
+/// For fuzzing and tests only: tables of at most `bytes` are held in memory (and checked
+/// whole at open) from now on, in this whole process, instead of
+/// [`TABLE_IN_MEMORY_MAX_BYTES`] (0: every non-empty table is mapped, or read in
+/// blocks, and checked as it is read). Returns the bound before.
+#[doc(hidden)]
+pub fn set_table_in_memory_max_bytes(bytes: u64) -> u64 {
+    IN_MEMORY_MAX_BYTES.swap(bytes, Ordering::Relaxed)
+}
+
+/// Tables of at most this many bytes are held in memory (see
+/// [`TABLE_IN_MEMORY_MAX_BYTES`]).
+pub fn table_in_memory_max_bytes() -> u64 {
+    IN_MEMORY_MAX_BYTES.load(Ordering::Relaxed)
+}
 
 /// Entries per block of a table read in blocks ([`OffsetTable::read_in_blocks`]): 64 KiB,
 /// one ranged read. A page-aware unit's entries (a page's worth of instances) are in
@@ -148,7 +168,7 @@ impl OffsetTable {
         let file = File::open(path)?;
         let byte_len = file.metadata()?.len();
         let len = byte_len / 8;
-        if byte_len <= TABLE_IN_MEMORY_MAX_BYTES {
+        if byte_len <= table_in_memory_max_bytes() {
             let mut bytes = vec![0u8; byte_len as usize];
             let pread = PreadFile::from_file(file, byte_len);
             read_exact_at(&pread, &mut bytes, 0)?;
@@ -224,6 +244,11 @@ impl OffsetTable {
     /// The table file's size in bytes (not a multiple of 8 in a damaged table).
     pub fn byte_len(&self) -> u64 {
         self.byte_len
+    }
+
+    /// Whether the entries are held in memory (a small table).
+    pub fn is_in_memory(&self) -> bool {
+        matches!(self.store, Store::Memory(_))
     }
 
     /// Whether the entries are read from a map now (false once the map was revoked).
