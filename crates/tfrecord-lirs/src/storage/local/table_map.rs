@@ -65,11 +65,9 @@ pub struct OffsetTable {
 enum Store {
     /// Held in memory.
     Memory(Vec<u64>),
-    /// Mapped under a read lease; read through `file` once the map is revoked.
-    Leased {
-        map: Arc<LeasedMap>,
-        file: PreadFile,
-    },
+    /// Mapped under a read lease; read with `pread` of the map's own open file once
+    /// the map is revoked (one open file per table).
+    Leased(Arc<LeasedMap>),
     /// Read with positioned reads (no lease to be had).
     Read(Box<dyn ReadAt>),
     /// Read in blocks of [`TABLE_BLOCK_ENTRIES`] through `src`, the last
@@ -115,7 +113,7 @@ impl std::fmt::Debug for OffsetTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match &self.store {
             Store::Memory(_) => "memory",
-            Store::Leased { .. } => "leased map",
+            Store::Leased(_) => "leased map",
             Store::Read(_) => "positioned reads",
             Store::Blocks { .. } => "blocks",
         };
@@ -182,6 +180,8 @@ impl OffsetTable {
                 store: Store::Memory(entries),
             });
         }
+        // The lease is held by the open file description, which the duplicate shares:
+        // `file` itself is closed once the map holds its duplicate.
         let map = file
             .try_clone()
             .ok()
@@ -193,10 +193,9 @@ impl OffsetTable {
                 map.enter()
                     .is_some_and(|inside| inside.len() as u64 >= byte_len)
             });
-        let pread = PreadFile::from_file(file, byte_len);
         let store = match map {
-            Some(map) => Store::Leased { map, file: pread },
-            None => Store::Read(Box::new(pread)),
+            Some(map) => Store::Leased(map),
+            None => Store::Read(Box::new(PreadFile::from_file(file, byte_len))),
         };
         Ok(OffsetTable {
             len,
@@ -253,7 +252,7 @@ impl OffsetTable {
 
     /// Whether the entries are read from a map now (false once the map was revoked).
     pub fn is_mapped(&self) -> bool {
-        matches!(&self.store, Store::Leased { map, .. } if !map.is_revoked())
+        matches!(&self.store, Store::Leased(map) if !map.is_revoked())
     }
 
     /// The entries as a slice while the view lives, if they are in memory, or mapped
@@ -262,7 +261,7 @@ impl OffsetTable {
     pub fn view(&self) -> Option<TableView<'_>> {
         match &self.store {
             Store::Memory(words) => Some(TableView(ViewOf::Memory(words))),
-            Store::Leased { map, .. } => leased_words(map.enter(), self.len),
+            Store::Leased(map) => leased_words(map.enter(), self.len),
             Store::Read(_) | Store::Blocks { .. } => None,
         }
     }
@@ -289,19 +288,23 @@ impl OffsetTable {
                 ),
             ));
         }
+        let revoked;
         let src: &dyn ReadAt = match &self.store {
             Store::Memory(words) => {
                 let at = first as usize;
                 out.copy_from_slice(&words[at..at + out.len()]);
                 return Ok(());
             }
-            Store::Leased { map, file } => match leased_words(map.enter(), self.len) {
+            Store::Leased(map) => match leased_words(map.enter(), self.len) {
                 Some(view) => {
                     let at = first as usize;
                     out.copy_from_slice(&view[at..at + out.len()]);
                     return Ok(());
                 }
-                None => file,
+                None => {
+                    revoked = RevokedMap(map.file());
+                    &revoked
+                }
             },
             Store::Read(src) => &**src,
             Store::Blocks { src, cache } => {
@@ -320,6 +323,19 @@ impl OffsetTable {
             done += n;
         }
         Ok(())
+    }
+}
+
+/// The open file of a revoked map, read with `pread`.
+struct RevokedMap<'a>(&'a File);
+
+impl ReadAt for RevokedMap<'_> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self.0, buf, offset)
+    }
+
+    fn size(&self) -> u64 {
+        self.0.metadata().map_or(0, |m| m.len())
     }
 }
 
