@@ -1388,6 +1388,7 @@ mod tests {
 
     /// The records' ids (each record starts with its id as 4 LE bytes) of `cursor`'s
     /// next `elements` elements, or of all of them.
+    #[cfg(not(feature = "fault-injection"))]
     fn next_ids(cursor: &mut DatasetCursor, elements: Option<usize>) -> Vec<u32> {
         let mut st = ok_status();
         let mut out = Vec::new();
