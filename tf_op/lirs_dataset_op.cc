@@ -40,6 +40,7 @@ using ::tfrecord_lirs::CallRust;
 using ::tfrecord_lirs::ffi::BatchView;
 using ::tfrecord_lirs::ffi::DatasetCursor;
 using ::tfrecord_lirs::ffi::LirsDataset;
+namespace attr = ::tfrecord_lirs::attr;
 namespace ffi = ::tfrecord_lirs::ffi;
 
 constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
@@ -66,9 +67,9 @@ class LIRSDatasetOp : public DatasetOpKernel {
     ffi::DatasetConfig& c = config_;
     std::string backend, epoch_state, deterministic;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("reshuffle_each_iteration", &reshuffle_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("page_size", &c.reader.page_size));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("backend", &backend));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("trust_table", &c.reader.trust_table));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kPageSize, &c.reader.page_size));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kBackend, &backend));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &c.reader.trust_table));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("batch_size", &c.batch_size));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("drop_remainder", &c.drop_remainder));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_parallel_reads", &c.num_parallel_reads));
@@ -321,8 +322,9 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   std::vector<Tensor> inputs;
   for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(ctx->input(i));
   ffi::DatasetConfig config = config_;
-  for (auto [i, name, out] : {std::tuple{0, "filenames", &config.reader.files},
-                              std::tuple{1, "offset_tables", &config.reader.tables}}) {
+  for (auto [i, name, out] :
+       {std::tuple{0, attr::kFileNames, &config.reader.files},
+        std::tuple{1, attr::kOffsetTables, &config.reader.tables}}) {
     std::vector<std::string> paths;
     OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(inputs[i], name, &paths));
     *out = ::tfrecord_lirs::FilePaths(paths);
