@@ -127,7 +127,7 @@ const SPARE_ONE_RECORD_BUFFERS: usize = 320;
 /// A window's buffers come back when its consumer lets go of its payloads, which can
 /// be several windows later (a caller that hands out views of them, as LIRSDataset's
 /// batches do).
-fn spare_batches(parts_per_window: usize, options: FetchOptions, held: usize) -> usize {
+fn batches_to_keep(parts_per_window: usize, options: FetchOptions, held: usize) -> usize {
     let keep = parts_per_window * (options.depth + held.max(1));
     if options.window == 1 {
         // Windows of one record are handed out downstream one by one (views of large
@@ -267,7 +267,7 @@ impl Fetcher {
             .max(1);
         let spares = Spares {
             pool: reader.spare_batches().clone(),
-            keep: spare_batches(parts_per_window, options, 1),
+            keep: batches_to_keep(parts_per_window, options, 1),
         };
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
@@ -327,7 +327,7 @@ impl Fetcher {
     /// out at once (default 1; e.g. batches of views that span several windows, one
     /// batch downstream while the next is formed), so that steady state reuses them.
     pub fn consumer_holds(mut self, windows: usize) -> Fetcher {
-        self.spares.keep = spare_batches(self.parts_per_window, self.options, windows);
+        self.spares.keep = batches_to_keep(self.parts_per_window, self.options, windows);
         self
     }
 
@@ -743,7 +743,7 @@ mod tests {
         }
         // Each epoch hands its buffers back to the reader (no more than one fetch
         // keeps).
-        let keep = spare_batches(2, options, 1);
+        let keep = batches_to_keep(2, options, 1);
         assert!(
             kept_after.iter().all(|&n| n > 0 && n <= keep),
             "{kept_after:?}"
