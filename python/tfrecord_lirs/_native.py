@@ -89,8 +89,8 @@ _str = ctypes.c_char_p
 _err = [ctypes.c_char_p, ctypes.c_size_t]
 
 
-class PadSpec(ctypes.Structure):
-    """`c_api::PadSpec`."""
+class PadConfig(ctypes.Structure):
+    """`c_api::PadConfig`."""
     _fields_ = [("page_size", _u64), ("fit", _str), ("compression", _str),
                 ("trust_table", ctypes.c_bool), ("overwrite", ctypes.c_bool)]
 
@@ -118,10 +118,10 @@ class _CApi(ctypes.Structure):
     _fields_ = [
         ("version", ctypes.c_uint32),
         ("build_offset_table", _fn(_status, _str, _str, _u64p, *_err)),
-        ("pad_file", _fn(_status, _str, _str, ctypes.POINTER(PadSpec),
+        ("pad_file", _fn(_status, _str, _str, ctypes.POINTER(PadConfig),
                          ctypes.POINTER(PadSummary), ctypes.c_char_p, ctypes.c_size_t,
                          *_err)),
-        ("writer_create", _fn(_status, _str, ctypes.POINTER(PadSpec),
+        ("writer_create", _fn(_status, _str, ctypes.POINTER(PadConfig),
                               ctypes.POINTER(_writer), *_err)),
         ("writer_write", _fn(_status, _writer, _str, ctypes.c_size_t, _u64p, *_err)),
         ("writer_finish", _fn(_status, _writer, ctypes.POINTER(PadSummary), *_err)),
@@ -134,7 +134,7 @@ class _CApi(ctypes.Structure):
         ("check_page_size", _fn(_status, ctypes.c_int64, *_err)),
         ("build_offset_tables", _fn(_status, _paths, ctypes.c_size_t, ctypes.c_size_t,
                                     Progress, _u64p, *_err)),
-        ("pad_files", _fn(_status, _paths, ctypes.c_size_t, _str, ctypes.POINTER(PadSpec),
+        ("pad_files", _fn(_status, _paths, ctypes.c_size_t, _str, ctypes.POINTER(PadConfig),
                           ctypes.c_size_t, Progress, ctypes.POINTER(PadSummary), *_err)),
         ("check_compression_type", _fn(_status, _str, *_err)),
         ("check_buffer_size", _fn(_status, _i64p, *_err)),

@@ -82,10 +82,10 @@ def default_table_path(path):
 
 
 def _pad_spec(page_size, fit, compression=None, trust_table=False, overwrite=False):
-    """The C ABI's PadSpec; ValueError for a bad page size or fit."""
+    """The C ABI's PadConfig; ValueError for a bad page size or fit."""
     _native.check_page_size(page_size)
     _native.check_fit(fit)
-    return _native.PadSpec(page_size=page_size, fit=fit.encode("utf-8"),
+    return _native.PadConfig(page_size=page_size, fit=fit.encode("utf-8"),
                            compression=(compression or "").encode("utf-8"),
                            trust_table=bool(trust_table), overwrite=bool(overwrite))
 

@@ -35,7 +35,7 @@ pub struct CApi {
     pub pad_file: unsafe extern "C" fn(
         *const c_char,
         *const c_char,
-        *const PadSpec,
+        *const PadConfig,
         *mut PadSummary,
         *mut c_char,
         usize,
@@ -44,7 +44,7 @@ pub struct CApi {
     ) -> i32,
     pub writer_create: unsafe extern "C" fn(
         *const c_char,
-        *const PadSpec,
+        *const PadConfig,
         *mut *mut Writer,
         *mut c_char,
         usize,
@@ -73,7 +73,7 @@ pub struct CApi {
         *const *const c_char,
         usize,
         *const c_char,
-        *const PadSpec,
+        *const PadConfig,
         usize,
         Option<Progress>,
         *mut PadSummary,
@@ -116,7 +116,7 @@ pub extern "C" fn tfrecord_lirs_c_api() -> *const CApi {
 
 /// Options of [`lirs_pad_file`] and [`lirs_writer_create`].
 #[repr(C)]
-pub struct PadSpec {
+pub struct PadConfig {
     /// Page size in bytes (a power of two, 512 B to 16 MiB).
     pub page_size: u64,
     /// `"next"`, `"best"` or `"best:<window>"` (see [`rules::parse_fit`]); for
@@ -227,49 +227,53 @@ pub(crate) unsafe fn finish(result: FfiResult<()>, err: *mut c_char, err_len: us
     }
 }
 
-/// The core's pad options from `spec`.
+/// The core's pad options from `config`.
 ///
 /// # Safety
-/// `spec` is NULL or points to a valid [`PadSpec`] whose strings are NULL or NUL-terminated.
-unsafe fn pad_options<'a>(spec: *const PadSpec) -> FfiResult<(core::PadOptions, &'a PadSpec)> {
+/// `config` is NULL or points to a valid [`PadConfig`] whose strings are NULL or NUL-terminated.
+unsafe fn pad_options<'a>(
+    config: *const PadConfig,
+) -> FfiResult<(core::PadOptions, &'a PadConfig)> {
     // SAFETY: by the caller's contract.
-    let spec = unsafe { spec.as_ref() }.ok_or_else(|| FfiError::invalid("no pad spec given"))?;
+    let config =
+        unsafe { config.as_ref() }.ok_or_else(|| FfiError::invalid("no pad config given"))?;
     // SAFETY: the spec's strings follow the contract of `c_str`.
-    let fit = rules::parse_fit(unsafe { c_str(spec.fit, "fit") }?)?;
-    Ok((pad_options_with(spec, fit), spec))
+    let fit = rules::parse_fit(unsafe { c_str(config.fit, "fit") }?)?;
+    Ok((pad_options_with(config, fit), config))
 }
 
-/// The core's pad options of `spec` with placement `fit`.
-fn pad_options_with(spec: &PadSpec, fit: core::Fit) -> core::PadOptions {
+/// The core's pad options of `config` with placement `fit`.
+fn pad_options_with(config: &PadConfig, fit: core::Fit) -> core::PadOptions {
     core::PadOptions {
-        page_size: spec.page_size,
+        page_size: config.page_size,
         fit,
         storage: crate::storage(),
         ..Default::default()
     }
 }
 
-/// The core's request for `pad` of one input from `spec`.
+/// The core's request for `pad` of one input from `config`.
 ///
 /// # Safety
-/// `spec` is NULL or points to a valid [`PadSpec`] whose strings are NULL or NUL-terminated.
-unsafe fn pad_request(spec: *const PadSpec) -> FfiResult<core::PadRequest> {
+/// `config` is NULL or points to a valid [`PadConfig`] whose strings are NULL or NUL-terminated.
+unsafe fn pad_request(config: *const PadConfig) -> FfiResult<core::PadRequest> {
     // SAFETY: by the caller's contract.
-    let spec = unsafe { spec.as_ref() }.ok_or_else(|| FfiError::invalid("no pad spec given"))?;
+    let config =
+        unsafe { config.as_ref() }.ok_or_else(|| FfiError::invalid("no pad config given"))?;
     // SAFETY: the spec's strings follow the contract of `c_str`.
-    let (fit, auto) = match rules::parse_pad_fit(unsafe { c_str(spec.fit, "fit") }?)? {
+    let (fit, auto) = match rules::parse_pad_fit(unsafe { c_str(config.fit, "fit") }?)? {
         rules::PadFit::Fixed(fit) => (fit, false),
         rules::PadFit::Auto => (core::Fit::Next, true),
     };
     // SAFETY: by the caller's contract.
     let compression: core::Compression =
-        unsafe { c_str(spec.compression, "compression") }?.parse()?;
+        unsafe { c_str(config.compression, "compression") }?.parse()?;
     Ok(core::PadRequest {
-        options: pad_options_with(spec, fit),
+        options: pad_options_with(config, fit),
         auto,
         compression,
-        trust_table: spec.trust_table,
-        overwrite: spec.overwrite,
+        trust_table: config.trust_table,
+        overwrite: config.overwrite,
     })
 }
 
@@ -387,20 +391,20 @@ pub unsafe extern "C" fn lirs_build_offset_tables(
 }
 
 /// Pads each of the `n` TFRecord files `srcs` into directory `dst_dir` (under its file
-/// name, see [`core::many::pad_outputs`]) as `spec` says, `jobs` at a time (0:
+/// name, see [`core::many::pad_outputs`]) as `config` says, `jobs` at a time (0:
 /// automatic); `summaries[i]` receives file `i`'s summary (zeros if it failed).
 /// Reports as [`lirs_build_offset_tables`].
 ///
 /// # Safety
 /// `srcs` holds `n` NULL or NUL-terminated strings; `dst_dir` is NULL or NUL-terminated;
-/// `spec` points to a valid [`PadSpec`]; `summaries` is NULL or valid for writing `n`
+/// `config` points to a valid [`PadConfig`]; `summaries` is NULL or valid for writing `n`
 /// [`PadSummary`]s; `report` holds `report_len` bytes (or is NULL).
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn lirs_pad_files(
     srcs: *const *const c_char,
     n: usize,
     dst_dir: *const c_char,
-    spec: *const PadSpec,
+    config: *const PadConfig,
     jobs: usize,
     progress: Option<Progress>,
     summaries: *mut PadSummary,
@@ -409,7 +413,7 @@ pub unsafe extern "C" fn lirs_pad_files(
 ) -> i32 {
     let outcomes = guard("pad_files", || {
         // SAFETY: by this function's contract.
-        let request = unsafe { pad_request(spec) }?;
+        let request = unsafe { pad_request(config) }?;
         // SAFETY: by this function's contract.
         let (files, dir) = unsafe { (c_paths(srcs, n), path_of(c_bytes(dst_dir))) };
         let outputs = core::many::pad_outputs(&files, &dir)?;
@@ -475,19 +479,19 @@ pub unsafe extern "C" fn lirs_build_offset_table(
     unsafe { finish(result, err, err_len) }
 }
 
-/// Rewrites TFRecord `src` as page-aligned `dst` with its table, as `spec` says;
+/// Rewrites TFRecord `src` as page-aligned `dst` with its table, as `config` says;
 /// `*summary` receives what was written, `note` (a buffer of `note_len` bytes) what
 /// `fit="auto"` chose and why (empty otherwise).
 ///
 /// # Safety
-/// `src`, `dst` are NULL or NUL-terminated; `spec` points to a valid [`PadSpec`]; `summary`
+/// `src`, `dst` are NULL or NUL-terminated; `config` points to a valid [`PadConfig`]; `summary`
 /// is NULL or writable; `note` holds `note_len` bytes (or is NULL); `err` holds `err_len`
 /// bytes (or is NULL).
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn lirs_pad_file(
     src: *const c_char,
     dst: *const c_char,
-    spec: *const PadSpec,
+    config: *const PadConfig,
     summary: *mut PadSummary,
     note: *mut c_char,
     note_len: usize,
@@ -496,7 +500,7 @@ pub unsafe extern "C" fn lirs_pad_file(
 ) -> i32 {
     let result = guard("pad_file", || {
         // SAFETY: by this function's contract.
-        let request = unsafe { pad_request(spec) }?;
+        let request = unsafe { pad_request(config) }?;
         // SAFETY: by this function's contract.
         let (src, dst) = unsafe { (path_of(c_bytes(src)), path_of(c_bytes(dst))) };
         let (written, chose) = core::pad(&src, &dst, &request, |_| {})?;
@@ -515,11 +519,11 @@ pub unsafe extern "C" fn lirs_pad_file(
 /// (NULL on error); free it with [`lirs_writer_free`].
 ///
 /// # Safety
-/// `path` is NULL or NUL-terminated; `spec` points to a valid [`PadSpec`]; `out` is
+/// `path` is NULL or NUL-terminated; `config` points to a valid [`PadConfig`]; `out` is
 /// writable; `err` holds `err_len` bytes (or is NULL).
 pub unsafe extern "C" fn lirs_writer_create(
     path: *const c_char,
-    spec: *const PadSpec,
+    config: *const PadConfig,
     out: *mut *mut Writer,
     err: *mut c_char,
     err_len: usize,
@@ -528,7 +532,7 @@ pub unsafe extern "C" fn lirs_writer_create(
     unsafe { store(out, std::ptr::null_mut()) };
     let result = guard("create_writer", || {
         // SAFETY: by this function's contract.
-        let (options, _) = unsafe { pad_options(spec) }?;
+        let (options, _) = unsafe { pad_options(config) }?;
         // SAFETY: by this function's contract.
         let w = core::PaddedWriter::create(&path_of(unsafe { c_bytes(path) }), &options)?;
         let writer = Box::new(Writer {
@@ -879,7 +883,7 @@ mod tests {
         std::fs::create_dir(&out).unwrap();
         let out_c = CString::new(out.as_os_str().as_bytes()).unwrap();
         let fit = CString::new("auto").unwrap();
-        let spec = PadSpec {
+        let config = PadConfig {
             page_size: 4096,
             fit: fit.as_ptr(),
             compression: std::ptr::null(),
@@ -893,7 +897,7 @@ mod tests {
                 inputs.as_ptr(),
                 3,
                 out_c.as_ptr(),
-                &spec,
+                &config,
                 0,
                 None,
                 summaries.as_mut_ptr(),
@@ -917,7 +921,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = CString::new(dir.path().join("w").as_os_str().as_bytes()).unwrap();
         let fit = CString::new("best:4").unwrap();
-        let spec = PadSpec {
+        let config = PadConfig {
             page_size: 4096,
             fit: fit.as_ptr(),
             compression: std::ptr::null(),
@@ -928,7 +932,10 @@ mod tests {
         let e = err.as_mut_ptr().cast::<c_char>();
         let mut w = std::ptr::null_mut();
         unsafe {
-            assert_eq!(lirs_writer_create(path.as_ptr(), &spec, &mut w, e, 256), 0);
+            assert_eq!(
+                lirs_writer_create(path.as_ptr(), &config, &mut w, e, 256),
+                0
+            );
             for i in 0..10u8 {
                 let mut index = u64::MAX;
                 let rec = vec![i; 100 * usize::from(i)];

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FfiError, FfiResult, ReaderSpec};
+use crate::{path_of, FfiError, FfiResult, ReaderConfig};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
@@ -68,11 +68,11 @@ pub fn default_table_path(data: &[u8]) -> PathBuf {
     core::default_table_path(&path_of(data))
 }
 
-/// The (data, table) pairs of `spec`: `tables` is empty (every file's default table)
+/// The (data, table) pairs of `config`: `tables` is empty (every file's default table)
 /// or one per file, where an empty path also means the default.
-pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
-    let files: Vec<PathBuf> = spec.files.iter().map(|f| path_of(&f.bytes)).collect();
-    let tables: Vec<Option<PathBuf>> = spec
+pub fn file_pairs(config: &ReaderConfig) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
+    let files: Vec<PathBuf> = config.files.iter().map(|f| path_of(&f.bytes)).collect();
+    let tables: Vec<Option<PathBuf>> = config
         .tables
         .iter()
         .map(|t| Some(path_of(&t.bytes)))
@@ -127,7 +127,7 @@ pub fn check_buffer_size(buffer_size: Option<i64>) -> FfiResult<()> {
 
 /// The placement policy named `fit`: "next", "best" (the core's default window,
 /// [`core::Fit::BEST`]) or `"best:<window>"` (checked by
-/// [`core::options::best_fit_window`]).
+/// [`core::options::best_fit_lookahead`]).
 pub fn parse_fit(fit: &str) -> FfiResult<core::Fit> {
     Ok(core::options::fit(fit)?)
 }
@@ -196,7 +196,10 @@ mod tests {
     fn fits() {
         assert_eq!(parse_fit("next").unwrap(), core::Fit::Next);
         assert_eq!(parse_fit("best").unwrap(), core::Fit::BEST);
-        assert_eq!(parse_fit("best:7").unwrap(), core::Fit::Best { window: 7 });
+        assert_eq!(
+            parse_fit("best:7").unwrap(),
+            core::Fit::Best { lookahead: 7 }
+        );
         for bad in ["", "worst", "best:", "best:0", "best:-1", "best:x"] {
             assert!(parse_fit(bad).unwrap_err().message.contains("fit"), "{bad}");
         }
@@ -224,7 +227,7 @@ mod tests {
         assert_eq!(parse_pad_fit("auto").unwrap(), PadFit::Auto);
         assert_eq!(
             parse_pad_fit("best:3").unwrap(),
-            PadFit::Fixed(core::Fit::Best { window: 3 })
+            PadFit::Fixed(core::Fit::Best { lookahead: 3 })
         );
         assert!(parse_fit("auto")
             .unwrap_err()
@@ -234,7 +237,7 @@ mod tests {
 
     #[test]
     fn pairs_and_default_tables() {
-        let spec = |files: &[&str], tables: &[&str]| ReaderSpec {
+        let config = |files: &[&str], tables: &[&str]| ReaderConfig {
             files: files
                 .iter()
                 .map(|f| crate::FilePath {
@@ -252,7 +255,7 @@ mod tests {
             backend: "auto".into(),
             trust_table: false,
         };
-        let pairs = file_pairs(&spec(&["a", "b"], &["", "t"])).unwrap();
+        let pairs = file_pairs(&config(&["a", "b"], &["", "t"])).unwrap();
         assert_eq!(
             pairs,
             vec![
@@ -260,8 +263,8 @@ mod tests {
                 (PathBuf::from("b"), PathBuf::from("t"))
             ]
         );
-        assert!(file_pairs(&spec(&["a", "b"], &["t"])).is_err());
-        assert_eq!(file_pairs(&spec(&[], &[])).unwrap(), vec![]);
-        assert!(file_pairs(&spec(&[], &["t"])).is_err());
+        assert!(file_pairs(&config(&["a", "b"], &["t"])).is_err());
+        assert_eq!(file_pairs(&config(&[], &[])).unwrap(), vec![]);
+        assert!(file_pairs(&config(&[], &["t"])).is_err());
     }
 }

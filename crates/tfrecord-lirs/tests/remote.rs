@@ -15,7 +15,7 @@ use common::{kdd_sizes, payload, write_padded};
 use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::{
-    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderSpec, Reader,
+    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, Reader,
     ReaderOptions, RecordScanner, Storage,
 };
 
@@ -225,8 +225,8 @@ fn local_and_remote(dir: &Path, name: &str, url: &str, n: usize) -> PathBuf {
     path
 }
 
-fn epoch(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<Vec<u8>> {
-    let order = reader.epoch_order(spec).unwrap();
+fn epoch(reader: &Arc<Reader>, params: &OrderParams, threads: usize) -> Vec<Vec<u8>> {
+    let order = reader.epoch_order(params).unwrap();
     let options = FetchOptions {
         threads,
         window: 64,
@@ -254,14 +254,14 @@ fn a_url_reads_like_the_local_file() {
     }
     for page_aware in [false, true] {
         for (num_shards, shard_index) in [(1, 0), (3, 2)] {
-            let spec = OrderSpec {
+            let params = OrderParams {
                 seed: 9,
                 epoch: 1,
                 page_aware,
                 num_shards,
                 shard_index,
             };
-            assert_eq!(epoch(&l, &spec, 0), epoch(&r, &spec, 3), "{spec:?}");
+            assert_eq!(epoch(&l, &params, 0), epoch(&r, &params, 3), "{params:?}");
         }
     }
     assert_eq!(
@@ -386,11 +386,11 @@ fn remote_files_keep_many_reads_in_flight() {
         FetchOptions::auto_threads(&r),
         tfrecord_lirs::REMOTE_AUTO_THREADS
     );
-    let spec = OrderSpec {
+    let params = OrderParams {
         seed: 3,
         ..Default::default()
     };
-    let order = r.epoch_order(&spec).unwrap();
+    let order = r.epoch_order(&params).unwrap();
     // As the op sets it up: 64-id windows, 4 ahead, 64 threads.
     let options = FetchOptions {
         threads: 64,
@@ -464,7 +464,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     let local = local_and_remote(dir.path(), "k", "mem://skewed/k.tfrecord", 800);
     let opts = url_options();
     let r = Arc::new(Reader::open_one(Path::new("mem://skewed/k.tfrecord"), None, &opts).unwrap());
-    let spec = OrderSpec {
+    let params = OrderParams {
         seed: 5,
         ..Default::default()
     };
@@ -475,7 +475,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     };
     // In order: exact windows of 50 positions each.
     let ordered = {
-        let order = r.epoch_order(&spec).unwrap();
+        let order = r.epoch_order(&params).unwrap();
         let mut f = Fetcher::new(Arc::clone(&r), order, options)
             .unwrap()
             .exact_windows();
@@ -488,7 +488,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     let l = Reader::open_one(&local, None, &opts).unwrap();
     let stragglers: Vec<u64> = first.iter().map(|&id| l.location(id).unwrap().1).collect();
     *STRAGGLERS.lock().unwrap() = stragglers.clone();
-    let order = r.epoch_order(&spec).unwrap();
+    let order = r.epoch_order(&params).unwrap();
     let mut f = Fetcher::new(Arc::clone(&r), order, options)
         .unwrap()
         .exact_windows()
@@ -509,7 +509,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     let all: Vec<u64> = ordered.iter().flatten().copied().collect();
     for (windows, unserved) in [(0, 0), (1, 0), (3, 7), (5, 50), (16, 0)] {
         *STRAGGLERS.lock().unwrap() = stragglers.clone();
-        let order = r.epoch_order(&spec).unwrap();
+        let order = r.epoch_order(&params).unwrap();
         let mut f = Fetcher::new(Arc::clone(&r), order, options)
             .unwrap()
             .exact_windows()
@@ -527,7 +527,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
         let resume = f.resume(if taken.is_empty() { 0 } else { unserved });
         drop(f);
         STRAGGLERS.lock().unwrap().clear();
-        let mut order = r.epoch_order(&spec).unwrap();
+        let mut order = r.epoch_order(&params).unwrap();
         order.seek(resume.position).unwrap();
         let mut g = Fetcher::new(Arc::clone(&r), order, options)
             .unwrap()
@@ -553,20 +553,27 @@ fn dropping_a_fetcher_does_not_read_what_is_queued() {
     local_and_remote(dir.path(), "q", "mem://slow/q.tfrecord", 600);
     let opts = url_options();
     let r = Arc::new(Reader::open_one(Path::new("mem://slow/q.tfrecord"), None, &opts).unwrap());
-    let order = r.epoch_order(&OrderSpec::default()).unwrap();
+    let order = r.epoch_order(&OrderParams::default()).unwrap();
     let options = FetchOptions {
         threads: 4,
         window: 64,
         depth: 4,
     };
     let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
-    let before = reads_of("mem://slow/q.tfrecord");
     assert_eq!(fetcher.next_window().unwrap().result.unwrap().len(), 64);
-    drop(fetcher);
-    // The first window (4 parts of 16 reads) and at most the parts that were in
-    // progress when it was done (4 more); not the 4 more windows that were queued.
-    let reads = reads_of("mem://slow/q.tfrecord") - before;
-    assert!(reads <= 64 + 64, "{reads} reads for one window of 64");
+    // Counted from the moment of the drop, not from the first window: how far the
+    // workers got into the next window before it depends on how long this thread
+    // was descheduled (a loaded CI machine once saw 6 reads more than one window).
+    let at_drop = reads_of("mem://slow/q.tfrecord");
+    drop(fetcher); // joins the workers
+    let after_drop = reads_of("mem://slow/q.tfrecord") - at_drop;
+    // Only the parts in progress finish (4 threads, parts of 16 reads, one more part
+    // begun while the drop was starting at worst); reading the queued windows would
+    // be up to 4 x 64 reads more.
+    assert!(
+        after_drop <= 4 * 16 + 16,
+        "{after_drop} reads after the fetcher was dropped"
+    );
 }
 
 #[test]
@@ -579,7 +586,7 @@ fn padded_writer_and_pad_write_urls_like_local_files() {
         .collect();
     let options = tfrecord_lirs::PadOptions {
         page_size: 4096,
-        fit: Fit::Best { window: 16 },
+        fit: Fit::Best { lookahead: 16 },
         storage: storage(),
         ..Default::default()
     };
@@ -623,4 +630,60 @@ fn padded_writer_and_pad_write_urls_like_local_files() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert!(e.to_string().contains("mem://b/none"), "{e}");
+}
+
+/// A table too large to be held in memory at open is read in blocks on demand through
+/// the file system: opening reads a few entries (not the table), a whole epoch reads
+/// each block a bounded number of times, and an entry out of order is an error of the
+/// read that uses it, naming the URL of the table, the instance and the byte.
+#[test]
+fn a_large_remote_table_is_read_in_blocks_on_demand() {
+    use tfrecord_lirs::io::{TABLE_BLOCK_ENTRIES, TABLE_IN_MEMORY_MAX_BYTES};
+    let n = (TABLE_IN_MEMORY_MAX_BYTES / 8 * 3) as usize;
+    let mut data = Vec::new();
+    let mut table = Vec::with_capacity(n);
+    let payloads: Vec<Vec<u8>> = (0..n).map(|i| payload(i, 1 + i % 5)).collect();
+    for p in &payloads {
+        table.push(data.len() as u64);
+        tfrecord_lirs::format::encode_record(p, &mut data);
+    }
+    let url = "mem://slow/big.tfrecord";
+    let table_url = format!("{url}.offsets");
+    put(url, data);
+    put(&table_url, tfrecord_lirs::encode_table(&table));
+    let opts = url_options();
+    let reader = Reader::open_one(Path::new(url), None, &opts).unwrap();
+    // Open: the first and last entries (two blocks), not the whole table.
+    let blocks = n.div_ceil(TABLE_BLOCK_ENTRIES as usize);
+    assert!(reads_of(&table_url) <= 2, "{} reads", reads_of(&table_url));
+    assert_eq!(reader.len(), n as u64);
+    let ids: Vec<u64> = (0..n as u64).step_by(97).collect();
+    let mut batch = tfrecord_lirs::Batch::default();
+    reader.read_batch(&ids, &mut batch).unwrap();
+    for (k, &id) in ids.iter().enumerate() {
+        assert_eq!(batch.payload(k), &payloads[id as usize][..]);
+    }
+    // In id order, each block is read once more at most.
+    assert!(
+        reads_of(&table_url) <= 2 + blocks,
+        "{} reads of {blocks} blocks",
+        reads_of(&table_url)
+    );
+
+    let mut swapped = table.clone();
+    let k = n / 2;
+    swapped.swap(k, k + 1);
+    put(&table_url, tfrecord_lirs::encode_table(&swapped));
+    let reader = Reader::open_one(Path::new(url), None, &opts).unwrap();
+    assert_eq!(reader.read(3).unwrap(), payloads[3]);
+    let err = reader.read(k as u64).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&table_url)
+            && text.contains("strictly increase")
+            && text.contains(&format!("instance {}", k + 1))
+            && text.contains(&format!("byte {}", table[k])),
+        "{text}"
+    );
 }

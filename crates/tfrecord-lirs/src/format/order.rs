@@ -80,7 +80,7 @@ impl OrderVersion {
 
 /// Which order to produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OrderSpec {
+pub struct OrderParams {
     /// The shuffle seed.
     pub seed: u64,
     /// The epoch number; every epoch has its own order.
@@ -93,9 +93,9 @@ pub struct OrderSpec {
     pub shard_index: u64,
 }
 
-impl Default for OrderSpec {
+impl Default for OrderParams {
     fn default() -> Self {
-        OrderSpec {
+        OrderParams {
             seed: 0,
             epoch: 0,
             page_aware: false,
@@ -254,6 +254,8 @@ fn slice_units(lens: impl IntoIterator<Item = u64>, lo: u64, hi: u64) -> UnitSli
 struct Units {
     /// First ids of the shard's units, in the epoch's unit order.
     starts: Ids,
+    /// Their lengths (so that walking the order never reads a table).
+    lens: Ids,
     /// Ids at the front of the first unit that belong to the previous shard.
     first_skip: u64,
     /// Index in `starts` of the next unit to enter.
@@ -265,9 +267,10 @@ struct Units {
 }
 
 impl Units {
-    fn new(starts: Ids, first_skip: u64) -> Units {
+    fn new(starts: Ids, lens: Ids, first_skip: u64) -> Units {
         Units {
             starts,
+            lens,
             first_skip,
             next_unit: 0,
             current: Vec::new(),
@@ -277,12 +280,12 @@ impl Units {
 
     /// The same units, back at the start of the shard.
     fn rewound(&self) -> Units {
-        Units::new(self.starts.clone(), self.first_skip)
+        Units::new(self.starts.clone(), self.lens.clone(), self.first_skip)
     }
 
     /// Ids of unit `i` that this shard reads.
-    fn readable(&self, layout: &Layout, i: usize) -> u64 {
-        let len = layout.unit_len(self.starts.get(i));
+    fn readable(&self, i: usize) -> u64 {
+        let len = self.lens.get(i);
         if i == 0 {
             len - self.first_skip
         } else {
@@ -292,7 +295,7 @@ impl Units {
 
     /// Enters the next unit: its ids shuffled exactly as in the unsharded order, read
     /// from past the ids the previous shard took.
-    fn enter(&mut self, layout: &Layout, spec: &OrderSpec) {
+    fn enter(&mut self, params: &OrderParams) {
         let start = self.starts.get(self.next_unit);
         let skip = if self.next_unit == 0 {
             self.first_skip
@@ -301,18 +304,19 @@ impl Units {
         };
         self.next_unit += 1;
         self.current.clear();
-        self.current.extend(start..start + layout.unit_len(start));
+        self.current
+            .extend(start..start + self.lens.get(self.next_unit - 1));
         fisher_yates(
             &mut self.current,
-            &mut generator(spec.seed, spec.epoch, PURPOSE_IN_UNIT, start),
+            &mut generator(params.seed, params.epoch, PURPOSE_IN_UNIT, start),
         );
         self.current_pos = skip as usize;
     }
 
     /// The next id; the caller bounds the calls by the shard's length.
-    fn next(&mut self, layout: &Layout, spec: &OrderSpec) -> u64 {
+    fn next(&mut self, params: &OrderParams) -> u64 {
         if self.current_pos >= self.current.len() {
-            self.enter(layout, spec);
+            self.enter(params);
         }
         let id = self.current[self.current_pos];
         self.current_pos += 1;
@@ -321,15 +325,15 @@ impl Units {
 
     /// Moves to `position` (at most the shard's length), stepping over whole units by
     /// their lengths and shuffling only the unit that holds `position`.
-    fn seek(&mut self, layout: &Layout, spec: &OrderSpec, position: u64) {
+    fn seek(&mut self, params: &OrderParams, position: u64) {
         self.next_unit = 0;
         self.current.clear();
         self.current_pos = 0;
         let mut left = position;
         while left > 0 {
-            let readable = self.readable(layout, self.next_unit);
+            let readable = self.readable(self.next_unit);
             if left < readable {
-                self.enter(layout, spec);
+                self.enter(params);
                 self.current_pos += left as usize;
                 return;
             }
@@ -376,9 +380,9 @@ enum Plan {
 /// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
 /// # for i in 0..50u8 { w.write(&[i; 100])?; }
 /// # w.finish()?;
-/// use tfrecord_lirs::{Reader, OrderSpec};
+/// use tfrecord_lirs::{Reader, OrderParams};
 /// let reader = Reader::open_one(&path, None, &Default::default())?;
-/// let order = reader.epoch_order(&OrderSpec { seed: 7, epoch: 0, page_aware: true, ..Default::default() })?;
+/// let order = reader.epoch_order(&OrderParams { seed: 7, epoch: 0, page_aware: true, ..Default::default() })?;
 /// let mut ids: Vec<u64> = order.collect();
 /// ids.sort();
 /// assert_eq!(ids, (0..50).collect::<Vec<_>>());
@@ -386,7 +390,7 @@ enum Plan {
 /// ```
 pub struct EpochOrder {
     layout: Arc<Layout>,
-    spec: OrderSpec,
+    params: OrderParams,
     plan: Plan,
     len: u64,
     position: u64,
@@ -395,37 +399,42 @@ pub struct EpochOrder {
 impl EpochOrder {
     pub(crate) fn new(
         layout: Arc<Layout>,
-        spec: &OrderSpec,
+        params: &OrderParams,
         version: OrderVersion,
     ) -> Result<EpochOrder> {
         if version == OrderVersion::V2 {
-            let order = OrderV2::for_layout(&layout, spec)?;
+            let order = OrderV2::for_layout(&layout, params)?;
             return Ok(EpochOrder {
                 layout,
-                spec: *spec,
+                params: *params,
                 len: order.len(),
                 plan: Plan::V2(Box::new(V2Cursor::new(order))),
                 position: 0,
             });
         }
-        crate::options::shard(spec.num_shards, spec.shard_index)?;
+        crate::options::shard(params.num_shards, params.shard_index)?;
         let n = layout.len();
-        let lo = shard_bound(n, spec.shard_index, spec.num_shards);
-        let hi = shard_bound(n, spec.shard_index + 1, spec.num_shards);
-        let plan = if spec.page_aware {
-            Plan::Units(unit_plan(&layout, spec, lo, hi))
+        let lo = shard_bound(n, params.shard_index, params.num_shards);
+        let hi = shard_bound(n, params.shard_index + 1, params.num_shards);
+        let plan = if params.page_aware {
+            Plan::Units(unit_plan(&layout, params, lo, hi)?)
         } else {
             let mut ids = Ids::with_capacity(n, n as usize);
             for id in 0..n {
                 ids.push(id);
             }
-            ids.shuffle(&mut generator(spec.seed, spec.epoch, PURPOSE_INSTANCES, 0));
+            ids.shuffle(&mut generator(
+                params.seed,
+                params.epoch,
+                PURPOSE_INSTANCES,
+                0,
+            ));
             ids.keep_range(lo as usize, hi as usize);
             Plan::Instances(ids)
         };
         Ok(EpochOrder {
             layout,
-            spec: *spec,
+            params: *params,
             plan,
             len: hi - lo,
             position: 0,
@@ -434,15 +443,15 @@ impl EpochOrder {
 
     /// The instance-based order of `n` instances that are not described by any file
     /// (e.g. a sampler given only a length): the same order a [`Reader`](crate::Reader)
-    /// of `n` instances gives for `spec`. Page-aware orders need the files' layout:
-    /// `spec.page_aware` is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument).
-    pub fn of_len(n: u64, spec: &OrderSpec, version: OrderVersion) -> Result<EpochOrder> {
-        if spec.page_aware {
+    /// of `n` instances gives for `params`. Page-aware orders need the files' layout:
+    /// `params.page_aware` is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument).
+    pub fn of_len(n: u64, params: &OrderParams, version: OrderVersion) -> Result<EpochOrder> {
+        if params.page_aware {
             return Err(Error::invalid_argument(
                 "a page-aware order needs the files' offset tables, not only a length",
             ));
         }
-        EpochOrder::new(Arc::new(Layout::of_len(n)?), spec, version)
+        EpochOrder::new(Arc::new(Layout::of_len(n)?), params, version)
     }
 
     /// Instances in this shard's epoch.
@@ -461,8 +470,8 @@ impl EpochOrder {
     }
 
     /// The spec this order was made from.
-    pub fn spec(&self) -> &OrderSpec {
-        &self.spec
+    pub fn params(&self) -> &OrderParams {
+        &self.params
     }
 
     /// The algorithm that made this order.
@@ -482,7 +491,7 @@ impl EpochOrder {
             )));
         }
         if let Plan::Units(units) = &mut self.plan {
-            units.seek(&self.layout, &self.spec, position);
+            units.seek(&self.params, position);
         }
         self.position = position;
         Ok(())
@@ -496,7 +505,7 @@ impl EpochOrder {
         }
         let mut fresh = EpochOrder {
             layout: Arc::clone(&self.layout),
-            spec: self.spec,
+            params: self.params,
             plan: match &self.plan {
                 Plan::Instances(ids) => Plan::Instances(ids.clone()),
                 Plan::Units(units) => Plan::Units(units.rewound()),
@@ -516,7 +525,7 @@ impl EpochOrder {
         let mut taken = self.next_batch(min, out);
         let rest = match &self.plan {
             Plan::Units(units) => units.rest_of_unit(),
-            Plan::V2(cursor) if taken > 0 && self.spec.page_aware => {
+            Plan::V2(cursor) if taken > 0 && self.params.page_aware => {
                 // The unit of the last id taken ends at or before the shard's end.
                 let last = self.position - 1;
                 let end = cursor.order.unit_end(last).unwrap_or(self.position);
@@ -550,7 +559,7 @@ impl Iterator for EpochOrder {
         }
         let id = match &mut self.plan {
             Plan::Instances(ids) => ids.get(self.position as usize),
-            Plan::Units(units) => units.next(&self.layout, &self.spec),
+            Plan::Units(units) => units.next(&self.params),
             Plan::V2(cursor) => cursor.id_at(self.position),
         };
         self.position += 1;
@@ -565,23 +574,68 @@ impl Iterator for EpochOrder {
 
 impl ExactSizeIterator for EpochOrder {}
 
-/// The units holding positions `[lo, hi)` of the epoch's page-aware order.
-fn unit_plan(layout: &Layout, spec: &OrderSpec, lo: u64, hi: u64) -> Units {
-    let mut count = 0usize;
-    layout.for_each_unit(|_, _| count += 1);
-    let mut starts = Ids::with_capacity(layout.len(), count);
-    layout.for_each_unit(|start, _| starts.push(start));
-    starts.shuffle(&mut generator(spec.seed, spec.epoch, PURPOSE_UNITS, 0));
-    if lo == 0 && hi == layout.len() {
-        return Units::new(starts, 0);
+/// Every page-aware unit's first id, in id order (units tile the ids of each file, and
+/// files follow each other), and the ids in all: a unit's length is the distance to
+/// the next unit's start.
+struct UnitBounds<'a> {
+    starts: &'a Ids,
+    len: u64,
+}
+
+impl UnitBounds<'_> {
+    /// The length of the unit that starts at `start` (a unit start).
+    fn len_of(&self, start: u64) -> u64 {
+        let (mut lo, mut hi) = (0usize, self.starts.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.starts.get(mid) <= start {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let next = if lo < self.starts.len() {
+            self.starts.get(lo)
+        } else {
+            self.len
+        };
+        next - start
     }
-    let slice = slice_units(
-        (0..starts.len()).map(|i| layout.unit_len(starts.get(i))),
-        lo,
-        hi,
-    );
+}
+
+/// The units holding positions `[lo, hi)` of the epoch's page-aware order, with their
+/// lengths: computed here from the tables, once, so that walking the order never reads
+/// a table (a read could fail where the walk cannot report it).
+fn unit_plan(layout: &Layout, params: &OrderParams, lo: u64, hi: u64) -> Result<Units> {
+    let mut count = 0usize;
+    layout.for_each_unit(|_, _| count += 1)?;
+    let mut in_id_order = Ids::with_capacity(layout.len(), count);
+    layout.for_each_unit(|start, _| in_id_order.push(start))?;
+    let mut starts = in_id_order.clone();
+    starts.shuffle(&mut generator(params.seed, params.epoch, PURPOSE_UNITS, 0));
+    let bounds = UnitBounds {
+        starts: &in_id_order,
+        len: layout.len(),
+    };
+    let slice = if lo == 0 && hi == layout.len() {
+        UnitSlice {
+            first: 0,
+            skip: 0,
+            end: starts.len(),
+        }
+    } else {
+        slice_units(
+            (0..starts.len()).map(|i| bounds.len_of(starts.get(i))),
+            lo,
+            hi,
+        )
+    };
     starts.keep_range(slice.first, slice.end);
-    Units::new(starts, slice.skip)
+    let mut lens = Ids::with_capacity(layout.len() + 1, starts.len());
+    for i in 0..starts.len() {
+        lens.push(bounds.len_of(starts.get(i)));
+    }
+    Ok(Units::new(starts, lens, slice.skip))
 }
 
 /// Instances in shard `shard_index` of `num_shards`: `⌊(k+1)N/K⌋ − ⌊kN/K⌋`, the same in

@@ -249,7 +249,15 @@ pub fn inspect_with(
     // The same rule the reader applies at open, before the records are walked.
     if let Some((table_path, offsets)) = table {
         let src = io::open(data, io::Backend::Pread, None)?;
-        check_table_shape((data, table_path), offsets, file_size, 0, &*src, padding)?;
+        let entry = |i: u64| Ok(offsets[i as usize]);
+        check_table_shape(
+            (data, table_path),
+            (offsets.len() as u64, &entry),
+            file_size,
+            0,
+            &*src,
+            padding,
+        )?;
     }
     let mut out = Inspection {
         instances: 0,

@@ -183,9 +183,9 @@ struct Pending {
 /// # for i in 0..500u32 { w.write(&i.to_le_bytes())?; }
 /// # w.finish()?;
 /// use std::sync::Arc;
-/// use tfrecord_lirs::{FetchOptions, Fetcher, OrderSpec, Reader};
+/// use tfrecord_lirs::{FetchOptions, Fetcher, OrderParams, Reader};
 /// let reader = Arc::new(Reader::open_one(&path, None, &Default::default())?);
-/// let order = reader.epoch_order(&OrderSpec { seed: 1, page_aware: true, ..Default::default() })?;
+/// let order = reader.epoch_order(&OrderParams { seed: 1, page_aware: true, ..Default::default() })?;
 /// let mut fetcher = Fetcher::new(Arc::clone(&reader), order, FetchOptions::default())?;
 /// let mut n = 0;
 /// while let Some(window) = fetcher.next_window() {
@@ -714,11 +714,11 @@ mod tests {
         };
         let mut kept_after = Vec::new();
         for seed in 0..3 {
-            let spec = crate::OrderSpec {
+            let params = crate::OrderParams {
                 seed,
                 ..Default::default()
             };
-            let order = reader.epoch_order(&spec).unwrap();
+            let order = reader.epoch_order(&params).unwrap();
             let mut fetcher = Fetcher::new(Arc::clone(&reader), order, options).unwrap();
             let mut seen = vec![false; 300];
             let mut first = true;
