@@ -6,7 +6,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{kdd_sizes, payload, write_padded, write_plain};
-use tfrecord_lirs::{Batch, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions};
+use tfrecord_lirs::{
+    read_table, Backend, Batch, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions,
+};
 
 fn payloads(n: usize) -> Vec<Vec<u8>> {
     let mut p: Vec<Vec<u8>> = kdd_sizes(n, 11)
@@ -34,6 +36,66 @@ fn read_batch_matches_single_reads_in_any_order() {
         assert_eq!(batch.payload(i), all[id as usize].as_slice());
     }
     assert!(reader.read_batch(&[1, 800], &mut batch).is_err());
+}
+
+#[test]
+fn batches_of_records_longer_than_one_whole_read_are_read_once_and_checked() {
+    // Spans over 1 MiB are read only as far as their record goes, straight into the
+    // batch: mixed with short records, repeated, on every backend.
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [1 << 20, 10, 3 << 20, (1 << 20) + 5, 700];
+    let all: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| payload(i, s))
+        .collect();
+    let path = write_plain(dir.path(), "long", &all);
+    let file_bytes = std::fs::metadata(&path).unwrap().len();
+    let ids = [2, 0, 1, 0, 3, 4, 2];
+    for backend in [Backend::Pread, Backend::Mmap, Backend::Auto] {
+        let options = ReaderOptions {
+            backend,
+            mmap_opt_in: common::mmap_opt_in(),
+            ..ReaderOptions::default()
+        };
+        let reader = Reader::open_one(&path, None, &options).unwrap();
+        let mut batch = Batch::default();
+        for _ in 0..2 {
+            // The second time into the buffer the first left.
+            reader.reset_io_stats();
+            reader.read_batch(&ids, &mut batch).unwrap();
+            assert_eq!(batch.ids, ids);
+            for (k, &id) in ids.iter().enumerate() {
+                assert_eq!(
+                    batch.payload(k),
+                    all[id as usize].as_slice(),
+                    "{backend:?} {id}"
+                );
+            }
+            // Positioned reads read each record once (a map copies a repeated one twice).
+            let read = reader.io_stats().bytes_read;
+            assert!(
+                reader.is_mapped() || read <= file_bytes,
+                "{backend:?}: read {read} of {file_bytes} bytes"
+            );
+        }
+    }
+    // A damaged payload of a long record: the error names its file, instance and byte.
+    let at = read_table(&tfrecord_lirs::default_table_path(&path)).unwrap()[2];
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at as usize + 12 + 5000] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let reader = Reader::open_one(&path, None, &ReaderOptions::default()).unwrap();
+    let mut batch = Batch::default();
+    let err = reader.read_batch(&[0, 2], &mut batch).unwrap_err();
+    assert_eq!(err.kind(), tfrecord_lirs::ErrorKind::DataLoss);
+    let text = err.to_string();
+    assert!(
+        text.contains(&path.display().to_string())
+            && text.contains(&format!("instance 2 at byte {at}")),
+        "{text}"
+    );
+    assert!(batch.is_empty());
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! [`Batch`]: the payloads of a batch of instances, in one reused buffer.
 
+use std::sync::{Arc, Mutex};
+
 use crate::{format, io};
 
 /// Payloads of a batch, left in place in the buffer they were read into (no copy out of
@@ -112,5 +114,93 @@ impl Batch {
             self.buf.resize(end, 0);
         }
         &mut self.buf[self.used..end]
+    }
+}
+
+/// A growing buffer a record's span is read into: a [`Batch`] (the span then stays
+/// in place, its payload among its framing) or a plain `Vec<u8>`.
+pub(crate) trait SpanBuf {
+    /// Skips up to [`io::COPY_ALIGN`]` - 1` bytes so that the next byte lands at the
+    /// same place within a cache line as `source` (a file offset), with room for `len`
+    /// more; returns where the next byte goes.
+    fn align_for(&mut self, source: u64, len: usize) -> usize;
+    /// `len` more bytes at the end, held from now on, to be filled by the caller.
+    fn extend(&mut self, len: usize) -> &mut [u8];
+    /// The bytes held.
+    fn held(&self) -> &[u8];
+}
+
+impl SpanBuf for Batch {
+    fn align_for(&mut self, source: u64, len: usize) -> usize {
+        Batch::align_for(self, source, len);
+        self.used
+    }
+
+    fn extend(&mut self, len: usize) -> &mut [u8] {
+        let at = self.used;
+        self.tail(len);
+        self.used += len;
+        &mut self.buf[at..at + len]
+    }
+
+    fn held(&self) -> &[u8] {
+        &self.buf[..self.used]
+    }
+}
+
+impl SpanBuf for Vec<u8> {
+    fn align_for(&mut self, source: u64, len: usize) -> usize {
+        self.reserve(io::COPY_ALIGN + len);
+        let at = self.len() + io::copy_pad(self.as_ptr() as usize + self.len(), source);
+        self.resize(at, 0);
+        at
+    }
+
+    fn extend(&mut self, len: usize) -> &mut [u8] {
+        let base = self.len();
+        self.resize(base + len, 0);
+        &mut self[base..]
+    }
+
+    fn held(&self) -> &[u8] {
+        self
+    }
+}
+
+/// Batches kept for reuse by every fetch over one reader: the buffers one epoch's fetch
+/// hands back are refilled by the next epoch's instead of being allocated again. A
+/// fresh buffer costs a page fault and a zero fill per page before the first copy into
+/// it, and with windows of hundreds of megabytes (batches of 1 MB records) every window
+/// of a short epoch would be fresh.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SpareBatches(Arc<Mutex<Vec<Batch>>>);
+
+impl SpareBatches {
+    /// A kept batch (emptied), or a new one.
+    pub(crate) fn take(&self) -> Batch {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    /// Batches kept now.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().map(|v| v.len()).unwrap_or_default()
+    }
+
+    /// Keeps `batches` (emptied) while fewer than `keep` are kept; drops the others.
+    pub(crate) fn give(&self, batches: impl IntoIterator<Item = Batch>, keep: usize) {
+        if let Ok(mut v) = self.0.lock() {
+            for mut b in batches {
+                if v.len() >= keep {
+                    break;
+                }
+                b.clear();
+                v.push(b);
+            }
+        }
     }
 }

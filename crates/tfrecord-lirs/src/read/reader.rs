@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::advice::{self, Stamp};
+use crate::batch::{SpanBuf, SpareBatches};
 use crate::error::{Error, Result};
 use crate::format::{self, FrameError, Padding, PageSize, HEADER_LEN};
 use crate::io::{self, Backend, ReadAt, TableView};
@@ -127,6 +128,9 @@ pub struct Reader {
     reads: AtomicU64,
     bytes_read: AtomicU64,
     page_reads: AtomicU64,
+    /// The fetch buffers kept between the fetches over this reader (see
+    /// [`SpareBatches`]).
+    spare_batches: SpareBatches,
 }
 
 const _: () = {
@@ -205,6 +209,7 @@ impl Reader {
             reads: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
+            spare_batches: SpareBatches::default(),
         })
     }
 
@@ -225,6 +230,11 @@ impl Reader {
     /// default backend while its leases hold).
     pub fn is_mapped(&self) -> bool {
         self.files.iter().all(|f| f.src.map_view().is_some())
+    }
+
+    /// The fetch buffers kept for reuse by every fetch over this reader.
+    pub(crate) fn spare_batches(&self) -> &SpareBatches {
+        &self.spare_batches
     }
 
     /// Whether there are no instances.
@@ -341,13 +351,11 @@ impl Reader {
         id: u64,
         start: u64,
         end: u64,
-        buf: &mut Vec<u8>,
+        buf: &mut impl SpanBuf,
         tally: &mut Tally,
     ) -> Result<usize> {
         let first_read = (end - start).min(MAX_WHOLE_SPAN_READ);
-        buf.reserve(io::COPY_ALIGN + usize::try_from(first_read).unwrap_or(0));
-        let at = io::copy_pad(buf.as_ptr() as usize, start);
-        buf.resize(at, 0);
+        let at = buf.align_for(start, usize::try_from(first_read).unwrap_or(0));
         if end - start <= MAX_WHOLE_SPAN_READ {
             self.append_range(f, id, start, end, buf, tally)?;
         } else {
@@ -356,7 +364,9 @@ impl Reader {
             // header says (at most the span), never the whole span.
             let first = start + MAX_WHOLE_SPAN_READ;
             self.append_range(f, id, start, first, buf, tally)?;
-            let header: &[u8; HEADER_LEN] = buf[at..at + HEADER_LEN].try_into().expect("12 bytes");
+            let header: &[u8; HEADER_LEN] = buf.held()[at..at + HEADER_LEN]
+                .try_into()
+                .expect("12 bytes");
             // A bad header is reported by decode_span.
             if let Ok(len) = format::decode_header(header) {
                 let record_end = start.saturating_add(format::framed_len(len));
@@ -604,20 +614,16 @@ impl Reader {
             let (first_start, first_end) = self.span(f, i, first)?;
             if first_end - first_start > MAX_WHOLE_SPAN_READ {
                 // A long span is read only as far as its record goes (see read_span_into),
-                // on its own; the same id repeated is served from that one read.
-                let mut one = Vec::new();
+                // on its own, straight into `out` (no copy of a large payload through a
+                // scratch buffer); the same id repeated is served from that one read.
                 let (start, end) = (first_start, first_end);
-                let span_at = self.read_span_range(f, first, start, end, &mut one, tally)?;
-                let span = &one[span_at..];
-                let payload = self.decode_span(f, first, start, end, span)?;
-                let payload = &span[payload];
-                out.align_for(payload.as_ptr() as u64, payload.len());
-                let at = out.used;
-                out.tail(payload.len()).copy_from_slice(payload);
-                out.used += payload.len();
+                let span_at = self.read_span_range(f, first, start, end, out, tally)?;
+                let payload =
+                    self.decode_span(f, first, start, end, &out.buf[span_at..out.used])?;
+                let (at, stop) = (span_at + payload.start, span_at + payload.end);
                 while k < by_id.len() && ids[by_id[k]] == first {
                     out.starts[by_id[k]] = at;
-                    out.ends[by_id[k]] = at + payload.len();
+                    out.ends[by_id[k]] = stop;
                     k += 1;
                 }
                 continue;
@@ -691,13 +697,11 @@ impl Reader {
         id: u64,
         start: u64,
         stop: u64,
-        buf: &mut Vec<u8>,
+        buf: &mut impl SpanBuf,
         tally: &mut Tally,
     ) -> Result<()> {
         let len = self.span_len_usize(f, id, start, stop)?;
-        let base = buf.len();
-        buf.resize(base + len, 0);
-        self.read_range(f, id, start, &mut buf[base..], tally)
+        self.read_range(f, id, start, buf.extend(len), tally)
     }
 
     /// Fills `dst` with the bytes of file `f` from `start`; `id` names errors.

@@ -31,13 +31,14 @@ mod workers;
 use std::collections::BTreeMap;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub use ledger::{DeliveredLedger, Resume};
 pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 pub use workers::panic_message;
 use workers::{Job, Workers};
 
+use crate::batch::SpareBatches;
 use crate::error::{Error, Result};
 use crate::reader::{Batch, Reader};
 
@@ -121,34 +122,42 @@ const MIN_PART_IDS: usize = 16;
 /// records downstream and those in flight, so each batch reuses the last one's.
 const SPARE_ONE_RECORD_BUFFERS: usize = 320;
 
+/// The batches a fetch keeps for reuse: one per part of each window in flight and of
+/// each of the `held` windows its consumer holds (more would only hold memory).
+/// A window's buffers come back when its consumer lets go of its payloads, which can
+/// be several windows later (a caller that hands out views of them, as LIRSDataset's
+/// batches do).
+fn batches_to_keep(parts_per_window: usize, options: FetchOptions, held: usize) -> usize {
+    let keep = parts_per_window * (options.depth + held.max(1));
+    if options.window == 1 {
+        // Windows of one record are handed out downstream one by one (views of large
+        // records), and a consumer holds many at once (e.g. a batch of them).
+        keep.max(SPARE_ONE_RECORD_BUFFERS)
+    } else {
+        keep
+    }
+}
+
 /// Threads (reads in flight) chosen for remote files when the caller has no
 /// preference ([`FetchOptions::auto_threads`]).
 pub const REMOTE_AUTO_THREADS: usize = 32;
 
-/// Used batches, handed back by the consumer so the threads reuse their buffers; at
-/// most `.1` are kept (more would only hold memory).
+/// Used batches, handed back by the consumer so the threads reuse their buffers: the
+/// reader's [`SpareBatches`], shared with every other fetch over it (the next epoch's
+/// too), of which this fetch keeps up to `keep` (more would only hold memory).
 #[derive(Clone)]
-struct Spares(Arc<Mutex<Vec<Batch>>>, usize);
+struct Spares {
+    pool: SpareBatches,
+    keep: usize,
+}
 
 impl Spares {
     fn take(&self) -> Batch {
-        self.0
-            .lock()
-            .ok()
-            .and_then(|mut v| v.pop())
-            .unwrap_or_default()
+        self.pool.take()
     }
 
     fn give(&self, batches: impl IntoIterator<Item = Batch>) {
-        if let Ok(mut v) = self.0.lock() {
-            for mut b in batches {
-                if v.len() >= self.1 {
-                    break;
-                }
-                b.clear();
-                v.push(b);
-            }
-        }
+        self.pool.give(batches, self.keep);
     }
 }
 
@@ -198,6 +207,9 @@ pub struct Fetcher {
     schedule: FetchSchedule,
     delivery: Delivery,
     spares: Spares,
+    /// Buffers each window is read into (one per part).
+    parts_per_window: usize,
+    options: FetchOptions,
     /// Ids handed out so far (failed windows included).
     delivered: u64,
     /// The windows handed out before the last one (used up), and the last one's
@@ -247,21 +259,16 @@ impl Fetcher {
                 "fetch options need window and depth of at least 1, got {options:?}"
             )));
         }
-        // At least one: with no threads, the consumer reuses its own last batch.
-        // A window's buffers come back when its consumer lets go of its payloads,
-        // which can be several windows later (a caller that hands out views of them,
-        // as LIRSDataset's batches do): keep enough that the steady state reuses
-        // buffers instead of growing fresh ones.
-        // Windows of one record are handed out downstream one by one (views of large
-        // records), and a consumer holds many at once (e.g. a batch of them): keep
-        // enough of those buffers that they are reused, not allocated and zeroed again.
-        let keep = options.threads.max(1) + options.depth;
-        let keep = if options.window == 1 {
-            keep.max(SPARE_ONE_RECORD_BUFFERS)
-        } else {
-            keep
+        let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
+        // Each window is read into one buffer per part (one with no threads).
+        let parts_per_window = options
+            .threads
+            .min(options.window.div_ceil(min_part_ids))
+            .max(1);
+        let spares = Spares {
+            pool: reader.spare_batches().clone(),
+            keep: batches_to_keep(parts_per_window, options, 1),
         };
-        let spares = Spares(Arc::default(), keep);
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
         let delivery = if options.threads == 0 {
@@ -280,7 +287,7 @@ impl Fetcher {
                 depth: options.depth,
                 next_window: 0,
                 next_deliver: 0,
-                min_part_ids: if reader.is_remote() { 1 } else { MIN_PART_IDS },
+                min_part_ids,
                 unordered: false,
             })
         };
@@ -289,6 +296,8 @@ impl Fetcher {
             schedule: FetchSchedule::new(Box::new(order), options.window, false),
             delivery,
             spares,
+            parts_per_window,
+            options,
             delivered: position,
             ledger: DeliveredLedger::new(position, []),
             last: Vec::new(),
@@ -311,6 +320,14 @@ impl Fetcher {
     /// window is then one batch of the in-order sequence.
     pub fn exact_windows(mut self) -> Fetcher {
         self.schedule.set_exact(true);
+        self
+    }
+
+    /// Keeps enough buffers for a consumer that holds up to `windows` windows handed
+    /// out at once (default 1; e.g. batches of views that span several windows, one
+    /// batch downstream while the next is formed), so that steady state reuses them.
+    pub fn consumer_holds(mut self, windows: usize) -> Fetcher {
+        self.spares.keep = batches_to_keep(self.parts_per_window, self.options, windows);
         self
     }
 
@@ -679,6 +696,59 @@ fn split_runs(ids: &[u64], parts: usize) -> (Vec<Vec<u64>>, Vec<(usize, usize)>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn later_fetches_over_a_reader_reuse_its_buffers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for i in 0..300u32 {
+            w.write(&vec![i as u8; 1000 + i as usize]).unwrap();
+        }
+        w.finish().unwrap();
+        let reader = Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap());
+        let options = FetchOptions {
+            threads: 2,
+            window: 64,
+            depth: 2,
+        };
+        let mut kept_after = Vec::new();
+        for seed in 0..3 {
+            let params = crate::OrderParams {
+                seed,
+                ..Default::default()
+            };
+            let order = reader.epoch_order(&params).unwrap();
+            let mut fetcher = Fetcher::new(Arc::clone(&reader), order, options).unwrap();
+            let mut seen = vec![false; 300];
+            let mut first = true;
+            while let Some(window) = fetcher.next_window() {
+                if first {
+                    // The windows in flight were read into the last epoch's buffers.
+                    if let Some(&before) = kept_after.last() {
+                        assert!(reader.spare_batches().len() < before);
+                    }
+                    first = false;
+                }
+                let payloads = window.result.unwrap();
+                for (k, &id) in window.ids.iter().enumerate() {
+                    let payload = payloads.get(k).unwrap().unwrap();
+                    assert_eq!(payload, &vec![id as u8; 1000 + id as usize][..]);
+                    seen[id as usize] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s));
+            drop(fetcher);
+            kept_after.push(reader.spare_batches().len());
+        }
+        // Each epoch hands its buffers back to the reader (no more than one fetch
+        // keeps).
+        let keep = batches_to_keep(2, options, 1);
+        assert!(
+            kept_after.iter().all(|&n| n > 0 && n <= keep),
+            "{kept_after:?}"
+        );
+    }
 
     #[test]
     fn split_keeps_runs_whole() {
