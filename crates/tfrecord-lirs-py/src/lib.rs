@@ -10,6 +10,7 @@
 //! as attributes. Reads release the GIL.
 
 mod elastic;
+mod gfile;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -20,6 +21,8 @@ use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use tfrecord_lirs::{self as core, Batch, EpochOrder, ErrorKind, OrderSpec, OrderVersion, Reader};
+
+mod io;
 
 /// A core error as the `tfrecord_lirs.errors` exception of its kind.
 fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
@@ -247,14 +250,20 @@ fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
         .py_err(py)
 }
 
-/// Local files, and URLs (s3://, gs://, az://, http(s)://) through object_store: one
-/// value for the process, so the object stores' clients and runtime are made once.
+/// The process's object-store client (s3://, gs://, az://, http(s)://): one, so its
+/// buckets' clients and its runtime are made once, shared by [`storage`] and
+/// [`gfile::write_storage`].
+fn object_store() -> Arc<core::cloud::ObjectStoreFileSystem> {
+    static CLIENT: OnceLock<Arc<core::cloud::ObjectStoreFileSystem>> = OnceLock::new();
+    Arc::clone(CLIENT.get_or_init(|| Arc::new(core::cloud::ObjectStoreFileSystem::new())))
+}
+
+/// Where the readers' paths are: local files, and URLs through object_store only (no
+/// TensorFlow, and no GIL on the read path).
 fn storage() -> core::Storage {
     static STORAGE: OnceLock<core::Storage> = OnceLock::new();
     STORAGE
-        .get_or_init(|| {
-            core::Storage::with_file_system(Arc::new(core::cloud::ObjectStoreFileSystem::new()))
-        })
+        .get_or_init(|| core::Storage::with_file_system(object_store()))
         .clone()
 }
 
@@ -266,6 +275,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     elastic::register(m)?;
+    io::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
