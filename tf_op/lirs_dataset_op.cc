@@ -140,8 +140,8 @@ class LIRSDatasetOp : public DatasetOpKernel {
 struct LIRSDatasetOp::Inputs {
   std::vector<std::string> filenames;
   std::vector<std::string> offset_tables;
-  // The cursor spec of every iteration (seeds and delivery set per iterator).
-  ffi::CursorSpec spec{};
+  // The cursor config of every iteration (seeds and delivery set per iterator).
+  ffi::CursorConfig config{};
   int64_t seed = 0, seed2 = 0;
 };
 
@@ -222,7 +222,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     std::vector<Node*> inputs(8);
     TF_RETURN_IF_ERROR(b->AddVector(in_.filenames, &inputs[0]));
     TF_RETURN_IF_ERROR(b->AddVector(in_.offset_tables, &inputs[1]));
-    TF_RETURN_IF_ERROR(b->AddScalar(in_.spec.page_aware, &inputs[2]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.config.page_aware, &inputs[2]));
     TF_RETURN_IF_ERROR(b->AddScalar(in_.seed, &inputs[3]));
     TF_RETURN_IF_ERROR(b->AddScalar(in_.seed2, &inputs[4]));
     // The handle of the generator this dataset uses, so a dataset rebuilt from
@@ -230,8 +230,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     Tensor handle(DT_RESOURCE, TensorShape({}));
     handle.scalar<ResourceHandle>()() = resource_handle_;
     TF_RETURN_IF_ERROR(b->AddTensor(handle, &inputs[5]));
-    TF_RETURN_IF_ERROR(b->AddScalar(in_.spec.num_shards, &inputs[6]));
-    TF_RETURN_IF_ERROR(b->AddScalar(in_.spec.shard_index, &inputs[7]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.config.num_shards, &inputs[6]));
+    TF_RETURN_IF_ERROR(b->AddScalar(in_.config.shard_index, &inputs[7]));
     // Each attr as the AttrValue the graph stores.
     auto attr_value = [b](const auto& value) {
       AttrValue out;
@@ -440,18 +440,18 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     absl::Status StartLocked(const ffi::CursorCheckpoint& ckpt,
                              absl::string_view context)
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      ffi::CursorSpec spec = dataset()->in_.spec;
-      spec.seed = seed_;
-      spec.seed2 = seed2_;
-      spec.unordered = unordered_;
+      ffi::CursorConfig config = dataset()->in_.config;
+      config.seed = seed_;
+      config.seed2 = seed2_;
+      config.unordered = unordered_;
       if (elastic_start_) {
         for (const char c : dataset()->attrs_.epoch_state) {
-          spec.epoch_state.push_back(static_cast<uint8_t>(c));
+          config.epoch_state.push_back(static_cast<uint8_t>(c));
         }
       }
       return CallRust(context, [&](ffi::Status& st) {
         cursor_ = std::make_unique<rust::Box<DatasetCursor>>(
-            dataset()->reader_->fetch(spec, ckpt, st));
+            dataset()->reader_->fetch(config, ckpt, st));
       });
     }
 
@@ -488,37 +488,37 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
     OP_REQUIRES_OK(ctx, ctx->input(name, &t));
     OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(*t, name, out));
   }
-  ffi::CursorSpec& spec = in.spec;
-  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "page_aware", &spec.page_aware));
+  ffi::CursorConfig& config = in.config;
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "page_aware", &config.page_aware));
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed", &in.seed));
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed2", &in.seed2));
-  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "num_shards", &spec.num_shards));
+  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "num_shards", &config.num_shards));
   OP_REQUIRES_OK(ctx,
-                 ParseScalarArgument(ctx, "shard_index", &spec.shard_index));
-  spec.batch_size = attrs_.batch_size;
-  spec.drop_remainder = attrs_.drop_remainder;
-  spec.num_parallel_reads = attrs_.num_parallel_reads;
-  spec.order_version = attrs_.order_version;
+                 ParseScalarArgument(ctx, "shard_index", &config.shard_index));
+  config.batch_size = attrs_.batch_size;
+  config.drop_remainder = attrs_.drop_remainder;
+  config.num_parallel_reads = attrs_.num_parallel_reads;
+  config.order_version = attrs_.order_version;
   // Checked before any file is opened.
   OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
-                   ffi::check_shard(spec.num_shards, spec.shard_index, st);
+                   ffi::check_shard(config.num_shards, config.shard_index, st);
                  }));
 
   std::unique_ptr<rust::Box<LirsReader>> reader;
   uint64_t shard_len = 0;
   OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
                    reader = std::make_unique<rust::Box<LirsReader>>(
-                       ffi::open_reader(::tfrecord_lirs::MakeReaderSpec(
+                       ffi::open_reader(::tfrecord_lirs::MakeReaderConfig(
                                             in.filenames, in.offset_tables,
                                             attrs_.page_size, attrs_.backend,
                                             attrs_.trust_table),
                                         st));
-                   shard_len = (*reader)->shard_len(spec.num_shards,
-                                                    spec.shard_index, st);
+                   shard_len = (*reader)->shard_len(config.num_shards,
+                                                    config.shard_index, st);
                    // Now, not at the first iteration.
-                   (*reader)->check_dataset(spec.batch_size,
-                                            spec.num_parallel_reads,
-                                            spec.order_version, st);
+                   (*reader)->check_dataset(config.batch_size,
+                                            config.num_parallel_reads,
+                                            config.order_version, st);
                  }));
 
   // Seed generator: the ShuffleDatasetV3 protocol. Python passes a dummy

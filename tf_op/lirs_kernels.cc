@@ -43,19 +43,19 @@ class ReaderCache {
     return cache;
   }
 
-  // The key of the reader `spec` opens, or "" when a file cannot be stat()ed or
-  // the spec is bad (then the caller opens without the cache and gets the error).
-  static std::string Key(const ffi::ReaderSpec& spec) {
+  // The key of the reader `config` opens, or "" when a file cannot be stat()ed or
+  // the config is bad (then the caller opens without the cache and gets the error).
+  static std::string Key(const ffi::ReaderConfig& config) {
     rust::Vec<ffi::FilePath> tables;
-    if (!CallRust("", [&](ffi::Status& st) { tables = ffi::table_paths(spec, st); })
+    if (!CallRust("", [&](ffi::Status& st) { tables = ffi::table_paths(config, st); })
              .ok()) {
       return "";
     }
-    std::string key = absl::StrCat(spec.page_size, "|", std::string(spec.backend),
-                                   "|", spec.trust_table ? "trust" : "strict");
-    for (size_t i = 0; i < spec.files.size(); ++i) {
+    std::string key = absl::StrCat(config.page_size, "|", std::string(config.backend),
+                                   "|", config.trust_table ? "trust" : "strict");
+    for (size_t i = 0; i < config.files.size(); ++i) {
       const ffi::FilePath& table = tables[i];
-      for (const ffi::FilePath* p : {&spec.files[i], &table}) {
+      for (const ffi::FilePath* p : {&config.files[i], &table}) {
         const std::string path(reinterpret_cast<const char*>(p->bytes.data()),
                                p->bytes.size());
         struct stat st;
@@ -139,14 +139,14 @@ class LIRSReadOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ids_t->shape(), &out));
     auto out_flat = out->flat<tstring>();
     OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
-      const ffi::ReaderSpec spec = ::tfrecord_lirs::MakeReaderSpec(
+      const ffi::ReaderConfig config = ::tfrecord_lirs::MakeReaderConfig(
           filenames, tables, page_size_, backend_, trust_table_);
-      const std::string key = ReaderCache::Key(spec);
+      const std::string key = ReaderCache::Key(config);
       ReaderPtr reader = key.empty() ? nullptr : ReaderCache::Global()->Find(key);
       if (reader == nullptr) {
         TF_RETURN_IF_ERROR(CallRust("LIRSRead: ", [&](ffi::Status& st) {
           reader = std::make_shared<rust::Box<ffi::LirsReader>>(
-              ffi::open_reader(spec, st));
+              ffi::open_reader(config, st));
         }));
         if (!key.empty()) ReaderCache::Global()->Insert(key, reader);
       }

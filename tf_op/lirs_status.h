@@ -104,21 +104,21 @@ inline rust::Vec<ffi::FilePath> FilePaths(const std::vector<std::string>& paths)
   return out;
 }
 
-// The spec of a reader over `files` and their `tables` (empty: the defaults), with
+// The config of a reader over `files` and their `tables` (empty: the defaults), with
 // payload CRCs checked; Rust validates every field.
-inline ffi::ReaderSpec MakeReaderSpec(const std::vector<std::string>& files,
+inline ffi::ReaderConfig MakeReaderConfig(const std::vector<std::string>& files,
                                       const std::vector<std::string>& tables,
                                       int64_t page_size,
                                       const std::string& backend,
                                       bool trust_table) {
-  ffi::ReaderSpec spec;
-  spec.files = FilePaths(files);
-  spec.tables = FilePaths(tables);
-  spec.page_size = static_cast<uint64_t>(page_size);
-  spec.verify_payload_crc = true;
-  spec.backend = rust::String::lossy(backend);  // a bad name is rejected in Rust
-  spec.trust_table = trust_table;
-  return spec;
+  ffi::ReaderConfig config;
+  config.files = FilePaths(files);
+  config.tables = FilePaths(tables);
+  config.page_size = static_cast<uint64_t>(page_size);
+  config.verify_payload_crc = true;
+  config.backend = rust::String::lossy(backend);  // a bad name is rejected in Rust
+  config.trust_table = trust_table;
+  return config;
 }
 
 // Input and attr names that both kernels (LIRSDataset, LIRSRead) take, as

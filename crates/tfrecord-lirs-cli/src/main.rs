@@ -19,8 +19,8 @@ use tfrecord_lirs::cloud::ObjectStoreFileSystem;
 use tfrecord_lirs::remote::{is_url, scheme};
 use tfrecord_lirs::text_index::{self, encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, ErrorKind, Fit, OrderSpec, OrderVersion, PadOptions,
-    PageSize, Reader, ReaderOptions, Storage,
+    default_table_path, Compression, Error, ErrorKind, Fit, OrderParams, OrderVersion,
+    PadOptions, PageSize, Reader, ReaderOptions, Storage,
 };
 
 #[derive(Parser)]
@@ -51,7 +51,7 @@ fn parse_order_version(s: &str) -> Result<OrderVersion, String> {
 /// `--window`: at least one record.
 fn parse_window(s: &str) -> Result<usize, String> {
     let n = s.parse::<usize>().map_err(|e| format!("{e}"))?;
-    tfrecord_lirs::options::best_fit_window(n as u64).map_err(|e| e.to_string())?;
+    tfrecord_lirs::options::best_fit_lookahead(n as u64).map_err(|e| e.to_string())?;
     Ok(n)
 }
 
@@ -585,7 +585,7 @@ fn run(command: Command) -> Outcome {
                 fit: match fit {
                     FitArg::Next | FitArg::Auto => Fit::Next,
                     FitArg::Best => Fit::Best {
-                        window: window.unwrap_or(Fit::DEFAULT_WINDOW),
+                        lookahead: window.unwrap_or(Fit::DEFAULT_LOOKAHEAD),
                     },
                 },
                 sync,
@@ -720,14 +720,14 @@ fn run(command: Command) -> Outcome {
                 ..reader_options(trust_table)
             };
             let reader = Reader::open_one(&data, Some(&table), &options)?;
-            let spec = OrderSpec {
+            let params = OrderParams {
                 seed,
                 epoch,
                 page_aware,
                 num_shards,
                 shard_index,
             };
-            let order = reader.epoch_order_with_version(&spec, order_version)?;
+            let order = reader.epoch_order_with_version(&params, order_version)?;
             write_stdout(|out| {
                 for id in order {
                     writeln!(out, "{id}")?;

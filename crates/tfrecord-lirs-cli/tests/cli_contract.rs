@@ -366,14 +366,14 @@ fn order_version_selects_the_algorithm() {
     for page_aware in [false, true] {
         let aware: &[&str] = if page_aware { &["--page-aware"] } else { &[] };
         for (k, i) in [(1u64, 0u64), (3, 0), (3, 2)] {
-            let spec = tfrecord_lirs::OrderSpec {
+            let params = tfrecord_lirs::OrderParams {
                 seed: 5,
                 epoch: 2,
                 page_aware,
                 num_shards: k,
                 shard_index: i,
             };
-            let order = reader.order_v2(&spec).unwrap();
+            let order = reader.order_v2(&params).unwrap();
             let mut expected = Vec::new();
             order.ids_into(0..order.len(), &mut expected).unwrap();
             let (k, i) = (k.to_string(), i.to_string());

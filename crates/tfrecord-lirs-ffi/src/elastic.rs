@@ -163,7 +163,7 @@ mod tests {
     fn shard(k: u64, seed: i64) -> TfShardState {
         let base = core::EpochProgress::fresh(
             100,
-            &core::OrderSpec {
+            &core::OrderParams {
                 seed: 3,
                 ..Default::default()
             },

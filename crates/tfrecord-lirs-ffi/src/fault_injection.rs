@@ -70,7 +70,7 @@ fn debug_panic(message: &str, status: &mut Status) -> FfiResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
+    use super::super::test_support::{cursor_config, reader_config, start, write_u32_file};
     use super::super::{ok_status, open_reader, ErrorCode};
     use super::*;
 
@@ -94,10 +94,12 @@ mod tests {
         // windows fetched after it is armed).
         let path = write_u32_file(dir.path(), 1000, 4000);
         let mut st = ok_status();
-        let reader = open_reader(&reader_spec(&path, "pread"), &mut st).unwrap();
+        let reader = open_reader(&reader_config(&path, "pread"), &mut st).unwrap();
         let id = |p: &[u8]| u32::from_le_bytes(p[..4].try_into().unwrap());
         let full: Vec<u32> = {
-            let mut c = reader.fetch(&cursor_spec(0, 2), &start(), &mut st).unwrap();
+            let mut c = reader
+                .fetch(&cursor_config(0, 2), &start(), &mut st)
+                .unwrap();
             let mut out = Vec::new();
             let mut got = true;
             while got {
@@ -111,7 +113,9 @@ mod tests {
         assert_eq!(full.len(), 1000);
 
         for point in ["fetch_worker", "next_window"] {
-            let mut c = reader.fetch(&cursor_spec(0, 2), &start(), &mut st).unwrap();
+            let mut c = reader
+                .fetch(&cursor_config(0, 2), &start(), &mut st)
+                .unwrap();
             let mut seen = Vec::new();
             let mut got = false;
             seen.push(id(c.next_element(&mut got, &mut st).unwrap()));
@@ -148,7 +152,9 @@ mod tests {
         }
 
         // A panic in a guarded cursor method itself poisons that cursor for good.
-        let mut c = reader.fetch(&cursor_spec(4, 2), &start(), &mut st).unwrap();
+        let mut c = reader
+            .fetch(&cursor_config(4, 2), &start(), &mut st)
+            .unwrap();
         let batch = c.next_batch(&mut st).unwrap();
         assert_eq!(batch.len(), 4);
         arm_panic_point("next_batch").unwrap();

@@ -94,7 +94,7 @@ mod ffi {
 
     /// What to open: data files and their offset tables, and how to read them.
     #[derive(Debug, Clone)]
-    struct ReaderSpec {
+    struct ReaderConfig {
         files: Vec<FilePath>,
         /// Empty (→ the default table of every file), or one per file, where an empty
         /// path also means the default (see `table_paths`).
@@ -112,7 +112,7 @@ mod ffi {
     /// threads (`num_parallel_reads`, -1: automatic), `unordered` delivery and the
     /// order algorithm (`order_version`, 1 or 2).
     #[derive(Debug, Clone)]
-    struct CursorSpec {
+    struct CursorConfig {
         seed: i64,
         seed2: i64,
         page_aware: bool,
@@ -185,11 +185,11 @@ mod ffi {
         fn check_backend(backend: &str, status: &mut Status) -> Result<()>;
         /// Checks a (`num_shards`, `shard_index`) pair as TensorFlow gives it.
         fn check_shard(num_shards: i64, shard_index: i64, status: &mut Status) -> Result<()>;
-        /// The offset table of each data file of `spec` (the given one, or the
+        /// The offset table of each data file of `config` (the given one, or the
         /// default path), in file order.
-        fn table_paths(spec: &ReaderSpec, status: &mut Status) -> Result<Vec<FilePath>>;
+        fn table_paths(config: &ReaderConfig, status: &mut Status) -> Result<Vec<FilePath>>;
 
-        fn open_reader(spec: &ReaderSpec, status: &mut Status) -> Result<Box<LirsReader>>;
+        fn open_reader(config: &ReaderConfig, status: &mut Status) -> Result<Box<LirsReader>>;
         /// Payloads of `ids`, concatenated into `data`; `ends[i]` is the end offset of
         /// payload i in `data` (both vectors are cleared first). Runs of consecutive
         /// ids are fetched with one read (page-aware units).
@@ -216,12 +216,12 @@ mod ffi {
             order_version: i64,
             status: &mut Status,
         ) -> Result<()>;
-        /// Starts an iteration: the cursor of `spec` at `checkpoint` (position 0 and
+        /// Starts an iteration: the cursor of `config` at `checkpoint` (position 0 and
         /// nothing delivered for a new one). A checkpoint that cannot belong to this
         /// iteration is `DataLoss`.
         fn fetch(
             self: &LirsReader,
-            spec: &CursorSpec,
+            config: &CursorConfig,
             checkpoint: &CursorCheckpoint,
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
@@ -271,8 +271,8 @@ mod ffi {
 }
 
 pub use ffi::{
-    CursorCheckpoint, CursorSpec, ErrorCode, FilePath, IterationSeeds, ProcessIoTotals, ReaderSpec,
-    StateBytes, Status,
+    CursorCheckpoint, CursorConfig, ErrorCode, FilePath, IterationSeeds, ProcessIoTotals,
+    ReaderConfig, StateBytes, Status,
 };
 
 impl From<core::ErrorKind> for ErrorCode {
@@ -447,11 +447,11 @@ fn check_shard(num_shards: i64, shard_index: i64, status: &mut Status) -> FfiRes
     )
 }
 
-fn table_paths(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Vec<FilePath>> {
+fn table_paths(config: &ReaderConfig, status: &mut Status) -> FfiResult<Vec<FilePath>> {
     report(
         status,
         guard("table_paths", || {
-            Ok(rules::file_pairs(spec)?
+            Ok(rules::file_pairs(config)?
                 .into_iter()
                 .map(|(_, table)| FilePath {
                     bytes: table.into_os_string().into_encoded_bytes(),
@@ -461,12 +461,12 @@ fn table_paths(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Vec<FilePath
     )
 }
 
-fn open_reader(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Box<LirsReader>> {
+fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<LirsReader>> {
     report(
         status,
         guard("open_reader", || {
-            let pairs = rules::file_pairs(spec)?;
-            let backend = rules::parse_backend(&spec.backend)?;
+            let pairs = rules::file_pairs(config)?;
+            let backend = rules::parse_backend(&config.backend)?;
             let mmap_opt_in = (backend == core::Backend::Mmap).then(|| {
                 // SAFETY: the user chose backend="mmap" by name; the Python (`backend=`)
                 // and op (`backend` attr) documentation state its hazard (no file may be
@@ -475,10 +475,10 @@ fn open_reader(spec: &ReaderSpec, status: &mut Status) -> FfiResult<Box<LirsRead
                 unsafe { core::MmapOptIn::new() }
             });
             let options = core::ReaderOptions {
-                page_size: spec.page_size,
-                verify_payload_crc: spec.verify_payload_crc,
+                page_size: config.page_size,
+                verify_payload_crc: config.verify_payload_crc,
                 backend,
-                trust_table: spec.trust_table,
+                trust_table: config.trust_table,
                 mmap_opt_in,
                 storage: storage(),
             };
@@ -550,7 +550,7 @@ impl LirsReader {
     /// Starts an iteration at `checkpoint` (public for Rust-side tests).
     pub fn fetch(
         &self,
-        spec: &CursorSpec,
+        config: &CursorConfig,
         checkpoint: &CursorCheckpoint,
         status: &mut Status,
     ) -> FfiResult<Box<DatasetCursor>> {
@@ -558,23 +558,23 @@ impl LirsReader {
             status,
             guard("fetch", || {
                 let (num_shards, shard_index) =
-                    rules::check_shard(Some(spec.num_shards), Some(spec.shard_index))?;
+                    rules::check_shard(Some(config.num_shards), Some(config.shard_index))?;
                 let mut options = core::CursorOptions::dataset(
                     &self.inner,
-                    spec.batch_size,
-                    spec.num_parallel_reads,
+                    config.batch_size,
+                    config.num_parallel_reads,
                 )?;
-                options.order = core::OrderSpec {
-                    seed: mix_seeds(spec.seed, spec.seed2),
+                options.order = core::OrderParams {
+                    seed: mix_seeds(config.seed, config.seed2),
                     // The seed generator gives every iteration its own seeds.
                     epoch: 0,
-                    page_aware: spec.page_aware,
+                    page_aware: config.page_aware,
                     num_shards,
                     shard_index,
                 };
-                options.drop_remainder = spec.drop_remainder;
-                options.unordered = spec.unordered;
-                options.order_version = order_version_of(spec.order_version)?;
+                options.drop_remainder = config.drop_remainder;
+                options.unordered = config.unordered;
+                options.order_version = order_version_of(config.order_version)?;
                 let after: &[i64] = if checkpoint.has_delivered_after {
                     &checkpoint.delivered_after
                 } else {
@@ -598,8 +598,8 @@ impl LirsReader {
                         .into());
                     }
                     Some(saved.shard.base)
-                } else if !spec.epoch_state.is_empty() {
-                    Some(elastic::TfEpochState::decode(&spec.epoch_state)?.progress)
+                } else if !config.epoch_state.is_empty() {
+                    Some(elastic::TfEpochState::decode(&config.epoch_state)?.progress)
                 } else {
                     None
                 };
@@ -819,7 +819,7 @@ pub(crate) mod test_support {
     use std::os::unix::ffi::OsStrExt;
     use std::path::{Path, PathBuf};
 
-    use super::{core, CursorCheckpoint, CursorSpec, FilePath, ReaderSpec};
+    use super::{core, CursorCheckpoint, CursorConfig, FilePath, ReaderConfig};
 
     /// A padded file `dir/d` of `n` instances of `len` bytes (at least 4), instance i
     /// starting with `i` as 4 LE bytes.
@@ -836,8 +836,8 @@ pub(crate) mod test_support {
     }
 
     /// A LIRSDataset iteration's cursor spec (seed pair (5, 0), one shard).
-    pub fn cursor_spec(batch_size: i64, num_parallel_reads: i64) -> CursorSpec {
-        CursorSpec {
+    pub fn cursor_config(batch_size: i64, num_parallel_reads: i64) -> CursorConfig {
+        CursorConfig {
             seed: 5,
             seed2: 0,
             page_aware: false,
@@ -875,8 +875,8 @@ pub(crate) mod test_support {
     }
 
     /// The spec of a reader of `path` (default table) with `backend`.
-    pub fn reader_spec(path: &Path, backend: &str) -> ReaderSpec {
-        ReaderSpec {
+    pub fn reader_config(path: &Path, backend: &str) -> ReaderConfig {
+        ReaderConfig {
             files: vec![FilePath {
                 bytes: path.as_os_str().as_bytes().to_vec(),
             }],
@@ -931,7 +931,7 @@ mod tests {
     #[cfg(not(feature = "fault-injection"))]
     #[test]
     fn cursors_carry_each_error_and_checkpoint_in_tf_keys() {
-        use super::test_support::{cursor_spec, no_seeds, reader_spec, start, write_u32_file};
+        use super::test_support::{cursor_config, no_seeds, reader_config, start, write_u32_file};
         let dir = tempfile::tempdir().unwrap();
         let path = write_u32_file(dir.path(), 300, 4);
         // Damage instance 7's payload (a CRC mismatch).
@@ -946,10 +946,10 @@ mod tests {
         // records and batches of 16.
         for (backend, parallel_reads) in [("mmap", -1), ("pread", 2)] {
             let mut st = ok_status();
-            let reader = open_reader(&reader_spec(&path, backend), &mut st).unwrap();
+            let reader = open_reader(&reader_config(&path, backend), &mut st).unwrap();
             for batch_size in [0, 16] {
-                let spec = cursor_spec(batch_size, parallel_reads);
-                let mut cursor = reader.fetch(&spec, &start(), &mut st).unwrap();
+                let config = cursor_config(batch_size, parallel_reads);
+                let mut cursor = reader.fetch(&config, &start(), &mut st).unwrap();
                 let (mut seen, mut failed, mut batches) = (Vec::new(), 0, 0);
                 loop {
                     let mut st = ok_status();
@@ -997,7 +997,7 @@ mod tests {
             }
         }
         let mut st = ok_status();
-        let reader = open_reader(&reader_spec(&path, "auto"), &mut st).unwrap();
+        let reader = open_reader(&reader_config(&path, "auto"), &mut st).unwrap();
         // Shards are checked in Rust, with the one wording.
         let mut st = ok_status();
         assert!(reader.shard_len(2, 2, &mut st).is_err());
@@ -1007,9 +1007,9 @@ mod tests {
             .contains("shard_index must be in [0, num_shards)"));
         // Checkpoints: unordered cursors always write `delivered_after`; damaged
         // values are DataLoss.
-        let mut spec = cursor_spec(0, 2);
-        spec.unordered = true;
-        let mut cursor = reader.fetch(&spec, &start(), &mut st).unwrap();
+        let mut config = cursor_config(0, 2);
+        config.unordered = true;
+        let mut cursor = reader.fetch(&config, &start(), &mut st).unwrap();
         let mut got = false;
         cursor.next_element(&mut got, &mut st).unwrap();
         let ckpt = cursor.checkpoint(&no_seeds(), &mut st).unwrap();
@@ -1036,14 +1036,14 @@ mod tests {
                 shard_state: Vec::new(),
             };
             let mut st = ok_status();
-            assert!(reader.fetch(&spec, &bad, &mut st).is_err());
+            assert!(reader.fetch(&config, &bad, &mut st).is_err());
             assert_eq!(st.code, ErrorCode::DataLoss);
             assert!(st.message.contains(want), "{}", st.message);
         }
         // A checkpoint of one order version does not restore into the other.
-        let v2 = CursorSpec {
+        let v2 = CursorConfig {
             order_version: 2,
-            ..spec.clone()
+            ..config.clone()
         };
         let mut st = ok_status();
         let v2_state = reader
@@ -1059,9 +1059,9 @@ mod tests {
         assert_eq!(st.code, ErrorCode::DataLoss);
         assert!(st.message.contains("order version 1"), "{}", st.message);
         let mut st = ok_status();
-        let bad_version = CursorSpec {
+        let bad_version = CursorConfig {
             order_version: 3,
-            ..spec.clone()
+            ..config.clone()
         };
         assert!(reader.fetch(&bad_version, &start(), &mut st).is_err());
         assert_eq!(st.code, ErrorCode::InvalidArgument);
@@ -1086,11 +1086,11 @@ mod tests {
     #[cfg(not(feature = "fault-injection"))]
     #[test]
     fn checkpoints_of_two_workers_resume_on_three() {
-        use super::test_support::{cursor_spec, reader_spec, start, write_u32_file};
+        use super::test_support::{cursor_config, reader_config, start, write_u32_file};
         let dir = tempfile::tempdir().unwrap();
         let path = write_u32_file(dir.path(), 301, 8);
         let mut st = ok_status();
-        let reader = open_reader(&reader_spec(&path, "pread"), &mut st).unwrap();
+        let reader = open_reader(&reader_config(&path, "pread"), &mut st).unwrap();
         let seeds = IterationSeeds {
             seed: 5,
             seed2: 0,
@@ -1109,15 +1109,15 @@ mod tests {
             }
         };
         for order_version in [1, 2] {
-            let spec = |num_shards, shard_index| CursorSpec {
+            let config = |num_shards, shard_index| CursorConfig {
                 num_shards,
                 shard_index,
                 order_version,
-                ..cursor_spec(10, 1)
+                ..cursor_config(10, 1)
             };
             let (mut seen, mut states) = (Vec::new(), Vec::new());
             for k in 0..2 {
-                let mut c = reader.fetch(&spec(2, k), &start(), &mut st).unwrap();
+                let mut c = reader.fetch(&config(2, k), &start(), &mut st).unwrap();
                 ids_of(&mut c, 3 + k as usize, &mut seen);
                 states.push(StateBytes {
                     bytes: c.checkpoint(&seeds, &mut st).unwrap().shard_state,
@@ -1134,15 +1134,15 @@ mod tests {
                 (5, 0, 2)
             );
             for j in 0..3 {
-                let resumed = CursorSpec {
+                let resumed = CursorConfig {
                     epoch_state: epoch_state.clone(),
-                    ..spec(3, j)
+                    ..config(3, j)
                 };
                 let mut c = reader.fetch(&resumed, &start(), &mut st).unwrap();
                 ids_of(&mut c, 2, &mut seen);
                 let ckpt = c.checkpoint(&seeds, &mut st).unwrap();
                 // Restored into the plain K'-shard spec: the walk goes on.
-                let mut again = reader.fetch(&spec(3, j), &ckpt, &mut st).unwrap();
+                let mut again = reader.fetch(&config(3, j), &ckpt, &mut st).unwrap();
                 ids_of(&mut again, usize::MAX, &mut seen);
             }
             seen.sort_unstable();
@@ -1155,15 +1155,15 @@ mod tests {
         // A damaged epoch state is DataLoss; states of different iterations do not
         // combine.
         let mut st = ok_status();
-        let bad = CursorSpec {
+        let bad = CursorConfig {
             epoch_state: b"LIRSTFE\0garbage".to_vec(),
-            ..cursor_spec(10, 1)
+            ..cursor_config(10, 1)
         };
         assert!(reader.fetch(&bad, &start(), &mut st).is_err());
         assert_eq!(st.code, ErrorCode::DataLoss);
         let mut st = ok_status();
         let c = reader
-            .fetch(&cursor_spec(10, 1), &start(), &mut st)
+            .fetch(&cursor_config(10, 1), &start(), &mut st)
             .unwrap();
         let one = c.checkpoint(&seeds, &mut st).unwrap().shard_state;
         let other = c

@@ -1,14 +1,14 @@
 //! The option rules the kernels take, through the core's ([`core::options`], where
 //! every rule is decided once; Python reaches the same rules through its extension):
 //! the I/O backend names, TensorFlow's signed shard pair, and the offset-table path of
-//! each file of a [`ReaderSpec`] (a LIRSDataset's fetch settings are the core's
+//! each file of a [`ReaderConfig`] (a LIRSDataset's fetch settings are the core's
 //! `CursorOptions::dataset`).
 
 use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FfiResult, ReaderSpec};
+use crate::{path_of, FfiResult, ReaderConfig};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
@@ -27,11 +27,11 @@ pub fn check_shard_u64(num_shards: u64, shard_index: u64) -> FfiResult<()> {
     Ok(core::options::shard(num_shards, shard_index)?)
 }
 
-/// The (data, table) pairs of `spec`: `tables` is empty (every file's default table)
+/// The (data, table) pairs of `config`: `tables` is empty (every file's default table)
 /// or one per file, where an empty path also means the default.
-pub fn file_pairs(spec: &ReaderSpec) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
-    let files: Vec<PathBuf> = spec.files.iter().map(|f| path_of(&f.bytes)).collect();
-    let tables: Vec<Option<PathBuf>> = spec
+pub fn file_pairs(config: &ReaderConfig) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
+    let files: Vec<PathBuf> = config.files.iter().map(|f| path_of(&f.bytes)).collect();
+    let tables: Vec<Option<PathBuf>> = config
         .tables
         .iter()
         .map(|t| Some(path_of(&t.bytes)))
@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn pairs_and_default_tables() {
-        let spec = |files: &[&str], tables: &[&str]| ReaderSpec {
+        let config = |files: &[&str], tables: &[&str]| ReaderConfig {
             files: files
                 .iter()
                 .map(|f| crate::FilePath {
@@ -104,7 +104,7 @@ mod tests {
             backend: "auto".into(),
             trust_table: false,
         };
-        let pairs = file_pairs(&spec(&["a", "b"], &["", "t"])).unwrap();
+        let pairs = file_pairs(&config(&["a", "b"], &["", "t"])).unwrap();
         assert_eq!(
             pairs,
             vec![
@@ -112,8 +112,8 @@ mod tests {
                 (PathBuf::from("b"), PathBuf::from("t"))
             ]
         );
-        assert!(file_pairs(&spec(&["a", "b"], &["t"])).is_err());
-        assert_eq!(file_pairs(&spec(&[], &[])).unwrap(), vec![]);
-        assert!(file_pairs(&spec(&[], &["t"])).is_err());
+        assert!(file_pairs(&config(&["a", "b"], &["t"])).is_err());
+        assert_eq!(file_pairs(&config(&[], &[])).unwrap(), vec![]);
+        assert!(file_pairs(&config(&[], &["t"])).is_err());
     }
 }

@@ -70,7 +70,7 @@ pub struct Input {
     /// Best fit (window `1 + window % 64`) rather than next fit.
     pub best: bool,
     /// See `best`.
-    pub window: u8,
+    pub lookahead: u8,
 }
 
 fn build(pieces: &[Piece]) -> (Vec<u8>, bool) {
@@ -203,7 +203,7 @@ pub fn check(input: &Input) {
     let page = common::page_size(input.page_shift);
     let fit = if input.best {
         Fit::Best {
-            window: 1 + usize::from(input.window % 64),
+            lookahead: 1 + usize::from(input.lookahead % 64),
         }
     } else {
         Fit::Next

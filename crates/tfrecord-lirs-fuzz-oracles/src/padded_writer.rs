@@ -23,7 +23,7 @@ pub enum Size {
 pub struct Input {
     pub page_shift: u8,
     pub best: bool,
-    pub window: u8,
+    pub lookahead: u8,
     pub sizes: Vec<Size>,
 }
 
@@ -63,7 +63,7 @@ pub fn check(input: &Input) {
     let page_size = PageSize::new(page).unwrap();
     let fit = if input.best {
         Fit::Best {
-            window: 1 + usize::from(input.window % 64),
+            lookahead: 1 + usize::from(input.lookahead % 64),
         }
     } else {
         Fit::Next

@@ -22,7 +22,7 @@ fn fresh_epoch_state<'py>(
     order_version: u64,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let version = core::options::order_version(order_version).py_err(py)?;
-    let order = core::OrderSpec {
+    let order = core::OrderParams {
         seed,
         epoch,
         page_aware,
@@ -111,7 +111,7 @@ fn resumed_order<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let state = EpochProgress::decode(epoch_state).py_err(py)?;
     let version = core::options::order_version(order_version).py_err(py)?;
-    let order = core::OrderSpec {
+    let order = core::OrderParams {
         seed,
         epoch: state.epoch,
         page_aware,

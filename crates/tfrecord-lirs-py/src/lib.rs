@@ -20,7 +20,9 @@ mod loader;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
-use tfrecord_lirs::{self as core, Batch, EpochOrder, ErrorKind, OrderSpec, OrderVersion, Reader};
+use tfrecord_lirs::{
+    self as core, Batch, EpochOrder, ErrorKind, OrderParams, OrderVersion, Reader,
+};
 
 mod io;
 
@@ -143,7 +145,7 @@ impl NativeReader {
         PyList::new(py, batch.payloads().map(|p| PyBytes::new(py, p)))
     }
 
-    /// The epoch order of `spec` as little-endian u64 ids (page-aware units need the
+    /// The epoch order of `params` as little-endian u64 ids (page-aware units need the
     /// files, so this is where a page-aware sampler gets its order).
     #[pyo3(signature = (seed, epoch, page_aware, num_shards, shard_index, order_version))]
     #[allow(clippy::too_many_arguments)] // the order's parameters, as Python passes them
@@ -158,12 +160,12 @@ impl NativeReader {
         order_version: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let version = core::options::order_version(order_version).py_err(py)?;
-        let spec = order_spec(seed, epoch, page_aware, num_shards, shard_index);
+        let params = order_params(seed, epoch, page_aware, num_shards, shard_index);
         let reader = &self.reader;
         let ids = py
             .detach(|| {
                 reader
-                    .epoch_order_with_version(&spec, version)
+                    .epoch_order_with_version(&params, version)
                     .map(order_bytes)
             })
             .py_err(py)?;
@@ -194,14 +196,14 @@ impl NativeReader {
 
 /// The order of `(seed, epoch)`, page-aware or not, for shard `shard_index` of
 /// `num_shards` (the arguments of both order functions, as Python passes them).
-fn order_spec(
+fn order_params(
     seed: u64,
     epoch: u64,
     page_aware: bool,
     num_shards: u64,
     shard_index: u64,
-) -> OrderSpec {
-    OrderSpec {
+) -> OrderParams {
+    OrderParams {
         seed,
         epoch,
         page_aware,
@@ -235,9 +237,9 @@ fn instance_order<'py>(
     order_version: u64,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let version: OrderVersion = core::options::order_version(order_version).py_err(py)?;
-    let spec = order_spec(seed, epoch, page_aware, num_shards, shard_index);
+    let params = order_params(seed, epoch, page_aware, num_shards, shard_index);
     let ids = py
-        .detach(|| EpochOrder::of_len(n, &spec, version).map(order_bytes))
+        .detach(|| EpochOrder::of_len(n, &params, version).map(order_bytes))
         .py_err(py)?;
     Ok(PyBytes::new(py, &ids))
 }

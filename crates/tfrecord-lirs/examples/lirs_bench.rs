@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tfrecord_lirs::{
-    format, io, read_table, Backend, Batch, FetchOptions, Fetcher, MmapOptIn, OrderSpec, Reader,
+    format, io, read_table, Backend, Batch, FetchOptions, Fetcher, MmapOptIn, OrderParams, Reader,
     ReaderOptions, TFRecordWriter,
 };
 // Benchmark-only page-cache tools (hidden from the library's API).
@@ -280,12 +280,12 @@ fn pages(plain: &Path, padded: &Path) -> Res<()> {
     for (label, file) in [("unpadded", plain), ("padded", padded)] {
         let reader = open(file, Backend::Pread)?;
         for page_aware in [false, true] {
-            let spec = OrderSpec {
+            let params = OrderParams {
                 seed: 11,
                 page_aware,
-                ..OrderSpec::default()
+                ..OrderParams::default()
             };
-            let order = reader.epoch_order(&spec)?;
+            let order = reader.epoch_order(&params)?;
             reader.reset_io_stats();
             let t = Instant::now();
             let mut records = 0u64;
@@ -331,12 +331,12 @@ fn cold(file: &Path, threads: usize, window: usize, depth: usize, max_secs: u64)
     drop_from_page_cache(file)?;
     let (cached_before, pages) = cached_pages(file)?;
     let reader = open(file, Backend::Direct)?;
-    let spec = OrderSpec {
+    let params = OrderParams {
         seed: 5,
         page_aware: true,
-        ..OrderSpec::default()
+        ..OrderParams::default()
     };
-    let order = reader.epoch_order(&spec)?;
+    let order = reader.epoch_order(&params)?;
     let options = FetchOptions {
         threads,
         window,
@@ -432,16 +432,16 @@ fn micro(mix: &Path, tiny: &Path, secs: u64) -> Res<()> {
         } else {
             "instance-based"
         };
-        let spec = OrderSpec {
+        let params = OrderParams {
             seed: 9,
             page_aware,
-            ..OrderSpec::default()
+            ..OrderParams::default()
         };
         let mut epoch = 0;
         let mut err = None;
         let ns = best_ns(1, budget, || {
             epoch += 1;
-            match reader.epoch_order(&OrderSpec { epoch, ..spec }) {
+            match reader.epoch_order(&OrderParams { epoch, ..params }) {
                 Ok(o) => {
                     black_box(o);
                 }
@@ -458,7 +458,7 @@ fn micro(mix: &Path, tiny: &Path, secs: u64) -> Res<()> {
         // next() alone: each repetition gets a fresh order, created outside the timing.
         let (mut best, start, mut reps) = (f64::INFINITY, Instant::now(), 0);
         while reps < 3 || (start.elapsed().as_secs_f64() < budget && reps < 100) {
-            let order = reader.epoch_order(&spec)?;
+            let order = reader.epoch_order(&params)?;
             let t = Instant::now();
             let mut sum = 0u64;
             for id in order {
@@ -566,9 +566,9 @@ fn limit(mix: &Path, rounds: u64) -> Res<()> {
     let offsets = read_table(&tfrecord_lirs::default_table_path(mix))?;
     let auto = open(mix, Backend::Auto)?;
     let ids: Vec<u64> = auto
-        .epoch_order(&OrderSpec {
+        .epoch_order(&OrderParams {
             seed: 7,
-            ..OrderSpec::default()
+            ..OrderParams::default()
         })?
         .collect();
     let n = ids.len() as f64;

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use tfrecord_lirs::{
-    build_offset_table, default_table_path, OrderSpec, OrderV2, OrderVersion, Reader,
+    build_offset_table, default_table_path, OrderParams, OrderV2, OrderVersion, Reader,
     ReaderOptions, TFRecordWriter,
 };
 
@@ -93,7 +93,7 @@ fn rss_anon() -> Res<u64> {
 fn start(file: &Path, version: u64, page_aware: bool, k: u64, i: u64) -> Res<()> {
     let version = OrderVersion::from_number(version)?;
     let reader = Reader::open_one(file, None, &ReaderOptions::default())?;
-    let spec = OrderSpec {
+    let params = OrderParams {
         seed: 1,
         epoch: 0,
         page_aware,
@@ -102,7 +102,7 @@ fn start(file: &Path, version: u64, page_aware: bool, k: u64, i: u64) -> Res<()>
     };
     let before = rss_anon()?;
     let (t, cpu) = (Instant::now(), cpu_ns()?);
-    let mut order = reader.epoch_order_with_version(&spec, version)?;
+    let mut order = reader.epoch_order_with_version(&params, version)?;
     let (start_secs, start_cpu) = (t.elapsed().as_secs_f64(), cpu_ns()? - cpu);
     let after = rss_anon()?;
     let len = order.len();
@@ -146,13 +146,13 @@ fn per_position(secs: u64, batch: u64, mut f: impl FnMut(u64) -> u64) -> f64 {
 fn micro(n: u64, secs: u64) -> Res<()> {
     const WINDOW: u64 = 4096;
     for (page_aware, c) in [(false, 1u64), (true, 24)] {
-        let spec = OrderSpec {
+        let params = OrderParams {
             seed: 1,
             page_aware,
             ..Default::default()
         };
         let t = Instant::now();
-        let order = OrderV2::new(n, c, &spec)?;
+        let order = OrderV2::new(n, c, &params)?;
         let start_ns = t.elapsed().as_nanos();
         let windows = (order.len() / WINDOW).max(1);
         let mut out = Vec::with_capacity(WINDOW as usize);

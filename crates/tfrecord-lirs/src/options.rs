@@ -7,7 +7,7 @@
 //! use tfrecord_lirs::{options, Backend, Fit, ErrorKind};
 //! assert_eq!(options::page_size(4096)?.get(), 4096);
 //! assert_eq!(options::backend("pread")?, Backend::Pread);
-//! assert_eq!(options::best_fit_window(8)?, Fit::Best { window: 8 });
+//! assert_eq!(options::best_fit_lookahead(8)?, Fit::Best { lookahead: 8 });
 //! assert_eq!(options::shard(4, 4).unwrap_err().kind(), ErrorKind::InvalidArgument);
 //! # Ok::<(), tfrecord_lirs::Error>(())
 //! ```
@@ -44,7 +44,7 @@ pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
 ///
 /// ```
 /// use tfrecord_lirs::{options, Fit};
-/// assert_eq!(options::fit("best:8")?, Fit::Best { window: 8 });
+/// assert_eq!(options::fit("best:8")?, Fit::Best { lookahead: 8 });
 /// assert_eq!(options::fit("best")?, Fit::BEST);
 /// assert!(options::fit("best:0").is_err());
 /// # Ok::<(), tfrecord_lirs::Error>(())
@@ -65,22 +65,22 @@ pub fn fit(name: &str) -> Result<Fit> {
                         "fit must be 'next', 'best' or 'best:<window>', got {name:?}"
                     ))
                 })?;
-            best_fit_window(window)
+            best_fit_lookahead(window)
         }
     }
 }
 
-/// A best-fit look-ahead window of `records` pending instances (at least 1): the
+/// A best-fit look-ahead of `records` pending instances (at least 1): the
 /// [`Fit`] it selects. Next-fit is [`Fit::Next`], never a window of 0.
-pub fn best_fit_window(records: u64) -> Result<Fit> {
+pub fn best_fit_lookahead(records: u64) -> Result<Fit> {
     if records == 0 {
         return Err(Error::invalid_argument(
             "the best-fit window must hold at least 1 record",
         ));
     }
-    let window = usize::try_from(records)
+    let lookahead = usize::try_from(records)
         .map_err(|_| Error::invalid_argument(format!("best-fit window {records} is too large")))?;
-    Ok(Fit::Best { window })
+    Ok(Fit::Best { lookahead })
 }
 
 /// A page size as the foreign callers give it (the signed `page_size` argument of
@@ -233,11 +233,11 @@ mod tests {
             let e = shard(n, i).unwrap_err();
             assert!(e.to_string().contains("shard_index must be in"), "{e}");
         }
-        assert!(best_fit_window(0)
+        assert!(best_fit_lookahead(0)
             .unwrap_err()
             .to_string()
             .contains("at least 1 record"));
-        assert_eq!(best_fit_window(1).unwrap(), Fit::Best { window: 1 });
+        assert_eq!(best_fit_lookahead(1).unwrap(), Fit::Best { lookahead: 1 });
         let e = backend("bogus").unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -295,7 +295,7 @@ mod tests {
         assert_eq!(pad_fit("auto").unwrap(), PadFit::Auto);
         assert_eq!(
             pad_fit("best:3").unwrap(),
-            PadFit::Fixed(Fit::Best { window: 3 })
+            PadFit::Fixed(Fit::Best { lookahead: 3 })
         );
         assert!(pad_fit("worst").is_err());
         compression_type("").unwrap();

@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 
 use common::{kdd_sizes, payload, write_padded, write_plain};
-use tfrecord_lirs::{Backend, Batch, FetchOptions, Fetcher, Fit, OrderSpec, Reader, ReaderOptions};
+use tfrecord_lirs::{
+    Backend, Batch, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions,
+};
 
 const THREADS: usize = 6;
 const EPOCHS: u64 = 3;
@@ -54,8 +56,13 @@ enum Path {
 }
 
 /// One epoch of `order` read by `how`; checks every payload against its id.
-fn read_epoch(reader: &Arc<Reader>, spec: &OrderSpec, how: Path, all: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let order = reader.epoch_order(spec).unwrap();
+fn read_epoch(
+    reader: &Arc<Reader>,
+    params: &OrderParams,
+    how: Path,
+    all: &[Vec<u8>],
+) -> Vec<Vec<u8>> {
+    let order = reader.epoch_order(params).unwrap();
     let mut got = Vec::with_capacity(order.len() as usize);
     let mut check = |id: u64, p: &[u8]| {
         assert_eq!(
@@ -129,13 +136,13 @@ fn threads_reading_whole_epochs_through_one_reader() {
                     let how = [Path::Fetcher, Path::Read, Path::ReadBatch][t % 3];
                     start.wait();
                     for epoch in 0..EPOCHS {
-                        let spec = OrderSpec {
+                        let params = OrderParams {
                             seed: 100 + t as u64,
                             epoch,
                             page_aware: t % 2 == 1,
-                            ..OrderSpec::default()
+                            ..OrderParams::default()
                         };
-                        let got = read_epoch(reader, &spec, how, all);
+                        let got = read_epoch(reader, &params, how, all);
                         assert!(
                             sorted(got) == *expected,
                             "{backend:?} thread {t} ({how:?}) epoch {epoch}: not the full multiset"
@@ -165,14 +172,14 @@ fn threads_as_shards_cover_each_epoch_exactly_once() {
                             start.wait();
                             (0..EPOCHS)
                                 .map(|epoch| {
-                                    let spec = OrderSpec {
+                                    let params = OrderParams {
                                         seed: 9,
                                         epoch,
                                         page_aware,
                                         num_shards: THREADS as u64,
                                         shard_index: t as u64,
                                     };
-                                    read_epoch(reader, &spec, how, all)
+                                    read_epoch(reader, &params, how, all)
                                 })
                                 .collect()
                         })

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tfrecord_lirs::{
-    CursorOptions, CursorState, DatasetCursor, ErrorKind, FetchOptions, OrderSpec, PaddedWriter,
+    CursorOptions, CursorState, DatasetCursor, ErrorKind, FetchOptions, OrderParams, PaddedWriter,
     Reader,
 };
 
@@ -54,7 +54,7 @@ fn reader(path: &Path) -> Arc<Reader> {
 
 fn options(reader: &Reader, batch_size: usize, threads: usize, window: usize) -> CursorOptions {
     let mut o = CursorOptions::dataset(reader, batch_size as i64, threads.max(1) as i64).unwrap();
-    o.order = OrderSpec {
+    o.order = OrderParams {
         seed: 11,
         epoch: 2,
         page_aware: false,

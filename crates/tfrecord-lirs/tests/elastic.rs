@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tfrecord_lirs::{
-    CursorOptions, CursorState, DatasetCursor, EpochProgress, ErrorKind, OrderSpec, OrderVersion,
+    CursorOptions, CursorState, DatasetCursor, EpochProgress, ErrorKind, OrderParams, OrderVersion,
     PaddedWriter, Reader, ShardProgress,
 };
 
@@ -36,7 +36,7 @@ struct Run {
 
 fn options(reader: &Reader, run: Run, epoch: u64, num_shards: u64, k: u64) -> CursorOptions {
     let mut o = CursorOptions::dataset(reader, BATCH, 2).unwrap();
-    o.order = OrderSpec {
+    o.order = OrderParams {
         seed: 11,
         epoch,
         page_aware: run.page_aware,
@@ -166,7 +166,7 @@ fn resumed_shards_walk_the_unsharded_order() {
             };
             let whole: Vec<u64> = reader
                 .epoch_order_with_version(
-                    &OrderSpec {
+                    &OrderParams {
                         seed: 11,
                         page_aware,
                         ..Default::default()

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{kdd_sizes, payload, write_padded, write_plain};
-use tfrecord_lirs::{Batch, FetchOptions, Fetcher, Fit, OrderSpec, Reader, ReaderOptions};
+use tfrecord_lirs::{Batch, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions};
 
 fn payloads(n: usize) -> Vec<Vec<u8>> {
     let mut p: Vec<Vec<u8>> = kdd_sizes(n, 11)
@@ -44,17 +44,17 @@ fn fetcher_yields_the_order_exactly() {
     let reader = Arc::new(Reader::open_one(&path, None, &ReaderOptions::default()).unwrap());
     for page_aware in [false, true] {
         for (threads, window, depth) in [(1, 1, 1), (4, 64, 4), (8, 256, 2), (3, 5000, 1)] {
-            let spec = OrderSpec {
+            let params = OrderParams {
                 seed: 4,
                 epoch: 1,
                 page_aware,
                 num_shards: 3,
                 shard_index: 2,
             };
-            let expected: Vec<u64> = reader.epoch_order(&spec).unwrap().collect();
+            let expected: Vec<u64> = reader.epoch_order(&params).unwrap().collect();
             let mut fetcher = Fetcher::new(
                 Arc::clone(&reader),
-                reader.epoch_order(&spec).unwrap(),
+                reader.epoch_order(&params).unwrap(),
                 FetchOptions {
                     threads,
                     window,
@@ -86,13 +86,13 @@ fn fetcher_resumes_from_a_seeked_order() {
     let all = payloads(1000);
     let (path, _) = write_padded(dir.path(), "p", &all, 4096, Fit::Next);
     let reader = Arc::new(Reader::open_one(&path, None, &ReaderOptions::default()).unwrap());
-    let spec = OrderSpec {
+    let params = OrderParams {
         seed: 9,
         page_aware: true,
         ..Default::default()
     };
-    let expected: Vec<u64> = reader.epoch_order(&spec).unwrap().collect();
-    let mut order = reader.epoch_order(&spec).unwrap();
+    let expected: Vec<u64> = reader.epoch_order(&params).unwrap().collect();
+    let mut order = reader.epoch_order(&params).unwrap();
     order.seek(333).unwrap();
     let mut fetcher = Fetcher::new(Arc::clone(&reader), order, FetchOptions::default()).unwrap();
     assert_eq!(fetcher.position(), 333);
@@ -114,11 +114,11 @@ fn fetch_errors_arrive_in_order_and_nothing_hangs() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[off as usize + 14] ^= 1;
     std::fs::write(&path, bytes).unwrap();
-    let spec = OrderSpec::default();
-    let position_of_250 = reader.epoch_order(&spec).unwrap().position_of(250);
+    let params = OrderParams::default();
+    let position_of_250 = reader.epoch_order(&params).unwrap().position_of(250);
     let mut fetcher = Fetcher::new(
         Arc::clone(&reader),
-        reader.epoch_order(&spec).unwrap(),
+        reader.epoch_order(&params).unwrap(),
         FetchOptions {
             threads: 4,
             window: 50,
@@ -140,11 +140,11 @@ fn fetch_errors_arrive_in_order_and_nothing_hangs() {
     assert_eq!(ok_ids as u64, position_of_250 / 50 * 50);
     // The failed read is retried per id inside the fetcher: the window delivers every
     // other payload, and only the slot of instance 250 holds an error, naming it.
-    let spec = OrderSpec::default();
+    let params = OrderParams::default();
     for threads in [0, 2] {
         let mut fetcher = Fetcher::new(
             Arc::clone(&reader),
-            reader.epoch_order(&spec).unwrap(),
+            reader.epoch_order(&params).unwrap(),
             FetchOptions {
                 threads,
                 window: 50,
@@ -174,9 +174,9 @@ fn fetch_errors_arrive_in_order_and_nothing_hangs() {
     }
 }
 
-fn page_reads_per_epoch(reader: &Arc<Reader>, spec: OrderSpec) -> tfrecord_lirs::IoStats {
+fn page_reads_per_epoch(reader: &Arc<Reader>, params: OrderParams) -> tfrecord_lirs::IoStats {
     reader.reset_io_stats();
-    let order = reader.epoch_order(&spec).unwrap();
+    let order = reader.epoch_order(&params).unwrap();
     let mut fetcher = Fetcher::new(Arc::clone(reader), order, FetchOptions::default()).unwrap();
     while let Some(b) = fetcher.next_batch() {
         b.unwrap();
@@ -216,13 +216,13 @@ fn page_aware_fetch_reads_each_padded_page_exactly_once() {
         };
         let reader = Arc::new(Reader::open_one(&path, None, &opts).unwrap());
         for epoch in 0..2 {
-            let spec = OrderSpec {
+            let params = OrderParams {
                 seed: 1,
                 epoch,
                 page_aware: true,
                 ..Default::default()
             };
-            let stats = page_reads_per_epoch(&reader, spec);
+            let stats = page_reads_per_epoch(&reader, params);
             assert_eq!(
                 stats.page_reads, stats.data_pages,
                 "{fit:?} P={page_size}: {stats:?}"
@@ -230,7 +230,7 @@ fn page_aware_fetch_reads_each_padded_page_exactly_once() {
             assert_eq!(stats.distinct_pages, stats.data_pages);
         }
         // Instance-based on the same file: many reads per page.
-        let stats = page_reads_per_epoch(&reader, OrderSpec::default());
+        let stats = page_reads_per_epoch(&reader, OrderParams::default());
         if page_size == 4096 {
             assert!(stats.page_reads > 5 * stats.data_pages, "{stats:?}");
         }
@@ -247,7 +247,7 @@ fn page_aware_fetch_reads_each_padded_page_exactly_once() {
     let reader = Arc::new(Reader::open_one(&path, None, &opts).unwrap());
     let stats = page_reads_per_epoch(
         &reader,
-        OrderSpec {
+        OrderParams {
             seed: 3,
             page_aware: true,
             ..Default::default()
@@ -274,8 +274,8 @@ fn panic_in_a_fetch_thread_is_an_internal_error_not_a_hang() {
         let (tx, rx) = std::sync::mpsc::channel();
         // On a thread of its own, so a hang fails the test instead of stalling it.
         std::thread::spawn(move || {
-            let spec = OrderSpec::default();
-            let expected: Vec<u64> = reader.epoch_order(&spec).unwrap().collect();
+            let params = OrderParams::default();
+            let expected: Vec<u64> = reader.epoch_order(&params).unwrap().collect();
             let options = FetchOptions {
                 threads,
                 window: 50,
@@ -283,7 +283,7 @@ fn panic_in_a_fetch_thread_is_an_internal_error_not_a_hang() {
             };
             let mut fetcher = Fetcher::new(
                 Arc::clone(&reader),
-                reader.epoch_order(&spec).unwrap(),
+                reader.epoch_order(&params).unwrap(),
                 options,
             )
             .unwrap();

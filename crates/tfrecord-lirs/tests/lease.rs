@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{kdd_sizes, payload, write_padded, write_plain};
 use tfrecord_lirs::{
-    Backend, Batch, ErrorKind, FetchOptions, Fetcher, Fit, OrderSpec, Reader, ReaderOptions,
+    Backend, Batch, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions,
 };
 
 fn open(files: &[PathBuf], backend: Backend) -> Reader {
@@ -48,8 +48,8 @@ fn batches(reader: &Reader, ids: &[u64], batch: usize) -> Vec<Vec<u8>> {
 }
 
 /// One epoch through a `Fetcher` with `threads` threads (0: inline).
-fn fetched(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<(u64, Vec<u8>)> {
-    let order = reader.epoch_order(spec).unwrap();
+fn fetched(reader: &Arc<Reader>, params: &OrderParams, threads: usize) -> Vec<(u64, Vec<u8>)> {
+    let order = reader.epoch_order(params).unwrap();
     let options = FetchOptions {
         threads,
         window: 100,
@@ -85,12 +85,12 @@ fn auto_maps_small_records_and_reads_exactly_what_pread_reads() {
     );
     assert!(!pread.is_mapped());
     for page_aware in [false, true] {
-        let spec = OrderSpec {
+        let params = OrderParams {
             seed: 5,
             page_aware,
-            ..OrderSpec::default()
+            ..OrderParams::default()
         };
-        let ids: Vec<u64> = auto.epoch_order(&spec).unwrap().collect();
+        let ids: Vec<u64> = auto.epoch_order(&params).unwrap().collect();
         // Batches shorter and longer than the prefetch distances, and a repeated id.
         let mut with_repeat = ids.clone();
         with_repeat.insert(10, ids[3]);
@@ -110,10 +110,13 @@ fn auto_maps_small_records_and_reads_exactly_what_pread_reads() {
             );
         }
         // The fetcher: inline (0 threads) and pooled give one sequence, on every backend.
-        let want = fetched(&pread, &spec, 2);
+        let want = fetched(&pread, &params, 2);
         for reader in [&auto, &pread, &mmap] {
             for threads in [0, 1, 3] {
-                assert!(fetched(reader, &spec, threads) == want, "threads {threads}");
+                assert!(
+                    fetched(reader, &params, threads) == want,
+                    "threads {threads}"
+                );
             }
         }
         assert_eq!(

@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{payload, write_sparse_filler};
 use tfrecord_lirs::format::{self, PageSize};
 use tfrecord_lirs::{
-    default_table_path, encode_table, inspect, read_table, Backend, Fit, OrderSpec, PadOptions,
+    default_table_path, encode_table, inspect, read_table, Backend, Fit, OrderParams, PadOptions,
     PaddedWriter, Reader, ReaderOptions,
 };
 
@@ -93,7 +93,7 @@ fn offsets_beyond_4_gib_in_a_sparse_file() {
         // Orders over ids whose offsets exceed u32.
         for page_aware in [false, true] {
             let mut ids: Vec<u64> = reader
-                .epoch_order(&OrderSpec {
+                .epoch_order(&OrderParams {
                     seed: 9,
                     epoch: 1,
                     page_aware,
@@ -162,7 +162,7 @@ fn smallest_and_largest_page_sizes() {
         } else {
             sizes.extend([page / 2, page / 3, 1000]);
         }
-        for fit in [Fit::Next, Fit::Best { window: 3 }] {
+        for fit in [Fit::Next, Fit::Best { lookahead: 3 }] {
             let path = dir.path().join(format!("p{page}.tfrecord"));
             let mut w = PaddedWriter::create(
                 &path,

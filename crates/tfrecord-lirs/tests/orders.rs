@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use common::{kdd_sizes, payload, write_padded, write_plain};
-use tfrecord_lirs::{default_table_path, Fit, OrderSpec, Reader, ReaderOptions, TFRecordLIRS};
+use tfrecord_lirs::{default_table_path, Fit, OrderParams, Reader, ReaderOptions, TFRecordLIRS};
 
 fn padded_reader(n: usize) -> (tempfile::TempDir, Reader) {
     let dir = tempfile::tempdir().unwrap();
@@ -25,8 +25,8 @@ fn padded_reader(n: usize) -> (tempfile::TempDir, Reader) {
     (dir, reader)
 }
 
-fn spec(seed: u64, epoch: u64, page_aware: bool, k: u64, i: u64) -> OrderSpec {
-    OrderSpec {
+fn params(seed: u64, epoch: u64, page_aware: bool, k: u64, i: u64) -> OrderParams {
+    OrderParams {
         seed,
         epoch,
         page_aware,
@@ -40,19 +40,19 @@ fn orders_are_permutations_and_deterministic() {
     let (_d, reader) = padded_reader(3000);
     for page_aware in [false, true] {
         let a: Vec<u64> = reader
-            .epoch_order(&spec(5, 0, page_aware, 1, 0))
+            .epoch_order(&params(5, 0, page_aware, 1, 0))
             .unwrap()
             .collect();
         let b: Vec<u64> = reader
-            .epoch_order(&spec(5, 0, page_aware, 1, 0))
+            .epoch_order(&params(5, 0, page_aware, 1, 0))
             .unwrap()
             .collect();
         let c: Vec<u64> = reader
-            .epoch_order(&spec(5, 1, page_aware, 1, 0))
+            .epoch_order(&params(5, 1, page_aware, 1, 0))
             .unwrap()
             .collect();
         let d: Vec<u64> = reader
-            .epoch_order(&spec(6, 0, page_aware, 1, 0))
+            .epoch_order(&params(6, 0, page_aware, 1, 0))
             .unwrap()
             .collect();
         assert_eq!(a, b);
@@ -76,7 +76,7 @@ fn page_aware_keeps_each_page_together() {
     let (_d, reader) = padded_reader(3000);
     let page = |id: u64| reader.location(id).unwrap().1 / 4096;
     let order: Vec<u64> = reader
-        .epoch_order(&spec(1, 0, true, 1, 0))
+        .epoch_order(&params(1, 0, true, 1, 0))
         .unwrap()
         .collect();
     // Each page's instances form one contiguous run of the order.
@@ -118,13 +118,13 @@ fn shards_are_disjoint_complete_and_sized_exactly() {
         for k in [1u64, 2, 3, 7] {
             for epoch in 0..3 {
                 let whole: Vec<u64> = reader
-                    .epoch_order(&spec(11, epoch, page_aware, 1, 0))
+                    .epoch_order(&params(11, epoch, page_aware, 1, 0))
                     .unwrap()
                     .collect();
                 let mut parts = Vec::new();
                 for i in 0..k {
                     let order = reader
-                        .epoch_order(&spec(11, epoch, page_aware, k, i))
+                        .epoch_order(&params(11, epoch, page_aware, k, i))
                         .unwrap();
                     assert_eq!(order.len(), reader.shard_len(k, i).unwrap());
                     let ids: Vec<u64> = order.collect();
@@ -145,9 +145,9 @@ fn shards_are_disjoint_complete_and_sized_exactly() {
             }
         }
     }
-    assert!(reader.epoch_order(&spec(3, 2, false, 4, 4)).is_err());
-    assert!(reader.epoch_order(&spec(3, 2, true, 4, 4)).is_err());
-    assert!(reader.epoch_order(&spec(3, 2, false, 0, 0)).is_err());
+    assert!(reader.epoch_order(&params(3, 2, false, 4, 4)).is_err());
+    assert!(reader.epoch_order(&params(3, 2, true, 4, 4)).is_err());
+    assert!(reader.epoch_order(&params(3, 2, false, 0, 0)).is_err());
     assert!(reader.shard_len(0, 0).is_err());
 }
 
@@ -163,7 +163,7 @@ fn page_aware_shards_split_units_only_at_their_boundaries() {
             let shards: Vec<Vec<u64>> = (0..k)
                 .map(|i| {
                     reader
-                        .epoch_order(&spec(4, epoch, true, k, i))
+                        .epoch_order(&params(4, epoch, true, k, i))
                         .unwrap()
                         .collect()
                 })
@@ -213,7 +213,7 @@ fn golden_orders_are_version_stable() {
     let (_d, reader) = golden_reader();
     let got = |page_aware: bool, epoch: u64, k: u64, i: u64| {
         let ids: Vec<u64> = reader
-            .epoch_order(&spec(2024, epoch, page_aware, k, i))
+            .epoch_order(&params(2024, epoch, page_aware, k, i))
             .unwrap()
             .collect();
         (ids.len(), fingerprint(&ids))
@@ -233,7 +233,7 @@ fn golden_orders_are_version_stable() {
     assert_eq!(got(true, 1, 3, 0), (200, 0x577e_e2d7));
     // The first ids, for a reader of docs/FORMAT.md checking a reimplementation.
     let head: Vec<u64> = reader
-        .epoch_order(&spec(2024, 0, true, 1, 0))
+        .epoch_order(&params(2024, 0, true, 1, 0))
         .unwrap()
         .take(6)
         .collect();
@@ -245,17 +245,17 @@ fn seek_to_every_position_of_a_small_shard() {
     let (_d, reader) = padded_reader(400);
     for page_aware in [false, true] {
         // Shard 1 of 3 begins and ends inside units (page-aware) for this seed.
-        let s = spec(21, 3, page_aware, 3, 1);
+        let s = params(21, 3, page_aware, 3, 1);
         let full: Vec<u64> = reader.epoch_order(&s).unwrap().collect();
         assert_eq!(full.len(), 133);
         if page_aware {
             let page = |id: u64| reader.location(id).unwrap().1 / 4096;
             let before: Vec<u64> = reader
-                .epoch_order(&spec(21, 3, true, 3, 0))
+                .epoch_order(&params(21, 3, true, 3, 0))
                 .unwrap()
                 .collect();
             let after: Vec<u64> = reader
-                .epoch_order(&spec(21, 3, true, 3, 2))
+                .epoch_order(&params(21, 3, true, 3, 2))
                 .unwrap()
                 .collect();
             assert_eq!(page(*before.last().unwrap()), page(full[0]));
@@ -299,7 +299,7 @@ fn seek_to_every_position_of_a_small_shard() {
 fn seek_continues_the_same_sequence() {
     let (_d, reader) = padded_reader(1500);
     for page_aware in [false, true] {
-        let s = spec(8, 4, page_aware, 2, 1);
+        let s = params(8, 4, page_aware, 2, 1);
         let full: Vec<u64> = reader.epoch_order(&s).unwrap().collect();
         for pos in [0, 1, 2, 17, full.len() / 2, full.len() - 1, full.len()] {
             let mut order = reader.epoch_order(&s).unwrap();
@@ -332,7 +332,7 @@ fn several_files_share_one_id_space() {
     }
     for page_aware in [false, true] {
         let order: Vec<u64> = reader
-            .epoch_order(&spec(1, 0, page_aware, 1, 0))
+            .epoch_order(&params(1, 0, page_aware, 1, 0))
             .unwrap()
             .collect();
         // Shuffled across files: the order switches between files many times (each
@@ -408,7 +408,7 @@ fn spec_walk_equals_the_order_read_id_by_id_and_reports_damage_in_place() {
             lirs.shuffle_order(page_aware).unwrap();
             assert_eq!(lirs.epoch_len(), Some(1500));
             let order: Vec<u64> = reader
-                .epoch_order(&spec(5, epoch, page_aware, 1, 0))
+                .epoch_order(&params(5, epoch, page_aware, 1, 0))
                 .unwrap()
                 .collect();
             let walked: Vec<_> = lirs.by_ref().collect();
@@ -442,7 +442,7 @@ fn one_reader_many_threads_many_epochs() {
             std::thread::spawn(move || {
                 for epoch in 0..3 {
                     let order = reader
-                        .epoch_order(&spec(t, epoch, t % 2 == 0, 1, 0))
+                        .epoch_order(&params(t, epoch, t % 2 == 0, 1, 0))
                         .unwrap();
                     let mut n = 0;
                     for id in order {
@@ -463,7 +463,7 @@ fn one_reader_many_threads_many_epochs() {
 fn page_aware_reads_each_padded_page_once_per_epoch() {
     let (_d, reader) = padded_reader(3000);
     reader.reset_io_stats();
-    for id in reader.epoch_order(&spec(2, 0, true, 1, 0)).unwrap() {
+    for id in reader.epoch_order(&params(2, 0, true, 1, 0)).unwrap() {
         reader.read(id).unwrap();
     }
     let stats = reader.io_stats();

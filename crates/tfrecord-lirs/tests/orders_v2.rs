@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use common::{payload, write_padded, write_plain};
 use tfrecord_lirs::{
-    ids_per_unit, FetchOptions, Fetcher, Fit, OrderSpec, OrderV2, OrderVersion, Reader,
+    ids_per_unit, FetchOptions, Fetcher, Fit, OrderParams, OrderV2, OrderVersion, Reader,
     ReaderOptions, TFRecordLIRS,
 };
 
-fn spec(seed: u64, epoch: u64, page_aware: bool, k: u64, i: u64) -> OrderSpec {
-    OrderSpec {
+fn params(seed: u64, epoch: u64, page_aware: bool, k: u64, i: u64) -> OrderParams {
+    OrderParams {
         seed,
         epoch,
         page_aware,
@@ -29,7 +29,7 @@ fn all_ids(order: &OrderV2) -> Vec<u64> {
     ids
 }
 
-fn order(n: u64, c: u64, s: OrderSpec) -> Vec<u64> {
+fn order(n: u64, c: u64, s: OrderParams) -> Vec<u64> {
     all_ids(&OrderV2::new(n, c, &s).unwrap())
 }
 
@@ -38,15 +38,15 @@ fn order(n: u64, c: u64, s: OrderSpec) -> Vec<u64> {
 #[test]
 fn golden_orders_v2_are_version_stable() {
     assert_eq!(
-        order(10, 1, spec(42, 0, false, 1, 0)),
+        order(10, 1, params(42, 0, false, 1, 0)),
         [9, 5, 6, 8, 3, 4, 0, 2, 1, 7]
     );
     assert_eq!(
-        order(10, 1, spec(42, 1, false, 1, 0)),
+        order(10, 1, params(42, 1, false, 1, 0)),
         [6, 1, 3, 4, 8, 9, 2, 5, 0, 7]
     );
     assert_eq!(
-        order(50, 7, spec(42, 0, true, 1, 0)),
+        order(50, 7, params(42, 0, true, 1, 0)),
         [
             48, 43, 46, 44, 47, 42, 45, 17, 14, 20, 19, 18, 16, 15, 31, 34, 28, 29, 30, 32, 33, 9,
             7, 8, 13, 10, 11, 12, 35, 39, 40, 38, 37, 41, 36, 4, 2, 3, 1, 5, 0, 6, 49, 26, 23, 27,
@@ -54,20 +54,20 @@ fn golden_orders_v2_are_version_stable() {
         ]
     );
     assert_eq!(
-        order(100, 1, spec(7, 3, false, 3, 1)),
+        order(100, 1, params(7, 3, false, 3, 1)),
         [
             27, 12, 81, 60, 83, 6, 46, 47, 15, 52, 72, 53, 85, 97, 77, 61, 20, 65, 44, 99, 56, 38,
             69, 66, 8, 87, 11, 36, 28, 7, 50, 13, 10
         ]
     );
     assert_eq!(
-        order(100, 6, spec(7, 3, true, 3, 2)),
+        order(100, 6, params(7, 3, true, 3, 2)),
         [
             21, 19, 18, 22, 45, 46, 42, 44, 43, 47, 86, 87, 88, 84, 85, 89, 10, 11, 9, 8, 6, 7, 15,
             16, 14, 13, 17, 12, 52, 53, 48, 49, 50, 51
         ]
     );
-    let big = OrderV2::new(1_000_000_000_000, 24, &spec(2024, 5, true, 64, 63)).unwrap();
+    let big = OrderV2::new(1_000_000_000_000, 24, &params(2024, 5, true, 64, 63)).unwrap();
     assert_eq!(big.len(), 15_625_000_000);
     let ids: Vec<u64> = (0..6).map(|p| big.id_at(p).unwrap()).collect();
     assert_eq!(
@@ -81,7 +81,7 @@ fn golden_orders_v2_are_version_stable() {
             626318287815
         ]
     );
-    let widest = OrderV2::new(u64::MAX, 1, &spec(1, 0, false, 1, 0)).unwrap();
+    let widest = OrderV2::new(u64::MAX, 1, &params(1, 0, false, 1, 0)).unwrap();
     let ids: Vec<u64> = (0..4).map(|p| widest.id_at(p).unwrap()).collect();
     assert_eq!(
         ids,
@@ -109,7 +109,7 @@ fn every_epoch_is_a_permutation_sliced_into_shards() {
             (true, 5),
             (true, 8),
         ] {
-            let whole = order(n, c, spec(11, n, page_aware, 1, 0));
+            let whole = order(n, c, params(11, n, page_aware, 1, 0));
             let mut sorted = whole.clone();
             sorted.sort_unstable();
             assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n={n} c={c}");
@@ -126,7 +126,7 @@ fn every_epoch_is_a_permutation_sliced_into_shards() {
             for k in [1u64, 2, 3, 7] {
                 let mut joined = Vec::new();
                 for i in 0..k {
-                    let shard = OrderV2::new(n, c, &spec(11, n, page_aware, k, i)).unwrap();
+                    let shard = OrderV2::new(n, c, &params(11, n, page_aware, k, i)).unwrap();
                     assert_eq!(shard.len(), (i + 1) * n / k - i * n / k);
                     let ids = all_ids(&shard);
                     for (p, &id) in ids.iter().enumerate() {
@@ -151,8 +151,8 @@ fn every_epoch_is_a_permutation_sliced_into_shards() {
             }
         }
     }
-    assert!(OrderV2::new(10, 1, &spec(0, 0, false, 2, 2)).is_err());
-    assert!(OrderV2::new(10, 0, &spec(0, 0, true, 1, 0)).is_err());
+    assert!(OrderV2::new(10, 1, &params(0, 0, false, 2, 2)).is_err());
+    assert!(OrderV2::new(10, 0, &params(0, 0, true, 1, 0)).is_err());
 }
 
 #[test]
@@ -162,14 +162,14 @@ fn epochs_and_seeds_give_different_unrelated_orders() {
         let mut seen = HashSet::new();
         for seed in 0..5 {
             for epoch in 0..20 {
-                assert!(seen.insert(order(n, 6, spec(seed, epoch, page_aware, 1, 0))));
+                assert!(seen.insert(order(n, 6, params(seed, epoch, page_aware, 1, 0))));
             }
         }
     }
     // Where an id lands in one epoch says nothing about where it lands in the next.
     let n = 100_000u64;
-    let a = OrderV2::new(n, 1, &spec(3, 0, false, 1, 0)).unwrap();
-    let b = OrderV2::new(n, 1, &spec(3, 1, false, 1, 0)).unwrap();
+    let a = OrderV2::new(n, 1, &params(3, 0, false, 1, 0)).unwrap();
+    let b = OrderV2::new(n, 1, &params(3, 1, false, 1, 0)).unwrap();
     let xs: Vec<f64> = (0..n).map(|id| a.position_of(id).unwrap() as f64).collect();
     let ys: Vec<f64> = (0..n).map(|id| b.position_of(id).unwrap() as f64).collect();
     let r = pearson(&xs, &ys);
@@ -223,7 +223,7 @@ fn position_of_id_is_uniform_over_seeds() {
         let mut counts_v2 = vec![0u64; (n * n) as usize];
         let mut counts_v1 = vec![0u64; (n * n) as usize];
         for t in 0..trials {
-            let s = spec(t, t % 7, page_aware, 1, 0);
+            let s = params(t, t % 7, page_aware, 1, 0);
             for (p, id) in order(n, c, s).into_iter().enumerate() {
                 counts_v2[p * n as usize + id as usize] += 1;
             }
@@ -256,7 +256,7 @@ fn position_of_id_is_uniform_over_seeds() {
     let mut slot_counts = vec![0u64; units as usize];
     let trials = 6000;
     for t in 0..trials {
-        let o = OrderV2::new(n, c, &spec(t, 0, true, 1, 0)).unwrap();
+        let o = OrderV2::new(n, c, &params(t, 0, true, 1, 0)).unwrap();
         let slot = (0..n)
             .find(|&p| o.id_at(p).unwrap() / c == units - 1)
             .map(|p| {
@@ -355,10 +355,10 @@ fn neighbours_are_unrelated_like_v1_and_a_true_shuffle() {
     let chi2_max = chi2_bound(225.0, Z_TAIL);
     for seed in 0..4 {
         let v1: Vec<u64> = reader
-            .epoch_order(&spec(seed, 0, false, 1, 0))
+            .epoch_order(&params(seed, 0, false, 1, 0))
             .unwrap()
             .collect();
-        let v2 = order(n, 1, spec(seed, 0, false, 1, 0));
+        let v2 = order(n, 1, params(seed, 0, false, 1, 0));
         let truth = true_shuffle(n, seed);
         for (name, ids) in [("v1", &v1), ("v2", &v2), ("true", &truth)] {
             let s = pair_stats(ids);
@@ -380,7 +380,7 @@ fn neighbours_are_unrelated_like_v1_and_a_true_shuffle() {
         // same bounds, against a true shuffle of as many units.
         let c = 4u64;
         let units = n / c;
-        let pa = OrderV2::new(n, c, &spec(seed, 0, true, 1, 0)).unwrap();
+        let pa = OrderV2::new(n, c, &params(seed, 0, true, 1, 0)).unwrap();
         let unit_seq: Vec<u64> = (0..units).map(|j| pa.id_at(j * c).unwrap() / c).collect();
         let truth = true_shuffle(units, seed + 100);
         for (name, ids) in [("v2 units", &unit_seq), ("true units", &truth)] {
@@ -410,7 +410,7 @@ fn page_aware_v2_over_a_padded_file_reads_pages_whole() {
     // 150-byte payloads + 16 bytes of framing: 24 records in a 4096-byte page.
     assert_eq!(ids_per_unit(reader.layout()), 24);
     let order = reader
-        .epoch_order_with_version(&spec(2, 0, true, 1, 0), OrderVersion::V2)
+        .epoch_order_with_version(&params(2, 0, true, 1, 0), OrderVersion::V2)
         .unwrap();
     assert_eq!(order.version(), OrderVersion::V2);
     reader.reset_io_stats();
@@ -424,7 +424,7 @@ fn page_aware_v2_over_a_padded_file_reads_pages_whole() {
     for k in [1u64, 3] {
         let mut delivered = BTreeSet::new();
         for i in 0..k {
-            let s = spec(9, 4, true, k, i);
+            let s = params(9, 4, true, k, i);
             let expected = all_ids(&reader.order_v2(&s).unwrap());
             // The same shard sizes as version 1 (what `cardinality()` reports).
             assert_eq!(expected.len() as u64, reader.shard_len(k, i).unwrap());
@@ -469,7 +469,7 @@ fn v2_epoch_order_seeks_and_finds_positions() {
     let (path, _) = write_padded(dir.path(), "p", &all, 4096, Fit::Next);
     let reader = Reader::open_one(&path, None, &ReaderOptions::default()).unwrap();
     for page_aware in [false, true] {
-        let s = spec(1, 2, page_aware, 2, 1);
+        let s = params(1, 2, page_aware, 2, 1);
         let full: Vec<u64> = reader
             .epoch_order_with_version(&s, OrderVersion::V2)
             .unwrap()
@@ -516,7 +516,7 @@ fn spec_api_walks_v2_epochs() {
             let got: Vec<Vec<u8>> = walk.by_ref().map(Result::unwrap).collect();
             let order = walk
                 .reader()
-                .order_v2(&spec(
+                .order_v2(&params(
                     8,
                     2 * epoch + u64::from(page_aware),
                     page_aware,

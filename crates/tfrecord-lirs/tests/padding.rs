@@ -96,14 +96,14 @@ fn sizes_strategy(page: u64) -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(size, 0..120)
 }
 
-fn run_prop(page: u64, sizes: &[usize], window: usize) {
+fn run_prop(page: u64, sizes: &[usize], lookahead: usize) {
     let payloads: Vec<Vec<u8>> = sizes
         .iter()
         .enumerate()
         .map(|(i, &n)| payload(i, n))
         .collect();
     check_padded(&payloads, page, Fit::Next);
-    check_padded(&payloads, page, Fit::Best { window });
+    check_padded(&payloads, page, Fit::Best { lookahead });
 }
 
 proptest! {
@@ -136,7 +136,7 @@ fn extreme_page_sizes() {
     .collect();
     for page in [format::MIN_PAGE_SIZE, format::MAX_PAGE_SIZE] {
         check_padded(&payloads, page, Fit::Next);
-        check_padded(&payloads, page, Fit::Best { window: 4 });
+        check_padded(&payloads, page, Fit::Best { lookahead: 4 });
     }
 }
 

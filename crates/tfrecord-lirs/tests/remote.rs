@@ -16,8 +16,8 @@ use tfrecord_lirs::format::Padding;
 use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::{
-    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderSpec, PageSize,
-    Reader, ReaderOptions, RecordScanner, Storage,
+    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams,
+    PageSize, Reader, ReaderOptions, RecordScanner, Storage,
 };
 
 type Objects = Arc<Mutex<HashMap<String, Arc<Vec<u8>>>>>;
@@ -226,8 +226,8 @@ fn local_and_remote(dir: &Path, name: &str, url: &str, n: usize) -> PathBuf {
     path
 }
 
-fn epoch(reader: &Arc<Reader>, spec: &OrderSpec, threads: usize) -> Vec<Vec<u8>> {
-    let order = reader.epoch_order(spec).unwrap();
+fn epoch(reader: &Arc<Reader>, params: &OrderParams, threads: usize) -> Vec<Vec<u8>> {
+    let order = reader.epoch_order(params).unwrap();
     let options = FetchOptions {
         threads,
         window: 64,
@@ -255,14 +255,14 @@ fn a_url_reads_like_the_local_file() {
     }
     for page_aware in [false, true] {
         for (num_shards, shard_index) in [(1, 0), (3, 2)] {
-            let spec = OrderSpec {
+            let params = OrderParams {
                 seed: 9,
                 epoch: 1,
                 page_aware,
                 num_shards,
                 shard_index,
             };
-            assert_eq!(epoch(&l, &spec, 0), epoch(&r, &spec, 3), "{spec:?}");
+            assert_eq!(epoch(&l, &params, 0), epoch(&r, &params, 3), "{params:?}");
         }
     }
     assert_eq!(
@@ -387,11 +387,11 @@ fn remote_files_keep_many_reads_in_flight() {
         FetchOptions::auto_threads(&r),
         tfrecord_lirs::REMOTE_AUTO_THREADS
     );
-    let spec = OrderSpec {
+    let params = OrderParams {
         seed: 3,
         ..Default::default()
     };
-    let order = r.epoch_order(&spec).unwrap();
+    let order = r.epoch_order(&params).unwrap();
     // As the op sets it up: 64-id windows, 4 ahead, 64 threads.
     let options = FetchOptions {
         threads: 64,
@@ -465,7 +465,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     let local = local_and_remote(dir.path(), "k", "mem://skewed/k.tfrecord", 800);
     let opts = url_options();
     let r = Arc::new(Reader::open_one(Path::new("mem://skewed/k.tfrecord"), None, &opts).unwrap());
-    let spec = OrderSpec {
+    let params = OrderParams {
         seed: 5,
         ..Default::default()
     };
@@ -476,7 +476,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     };
     // In order: exact windows of 50 positions each.
     let ordered = {
-        let order = r.epoch_order(&spec).unwrap();
+        let order = r.epoch_order(&params).unwrap();
         let mut f = Fetcher::new(Arc::clone(&r), order, options)
             .unwrap()
             .exact_windows();
@@ -489,7 +489,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     let l = Reader::open_one(&local, None, &opts).unwrap();
     let stragglers: Vec<u64> = first.iter().map(|&id| l.location(id).unwrap().1).collect();
     *STRAGGLERS.lock().unwrap() = stragglers.clone();
-    let order = r.epoch_order(&spec).unwrap();
+    let order = r.epoch_order(&params).unwrap();
     let mut f = Fetcher::new(Arc::clone(&r), order, options)
         .unwrap()
         .exact_windows()
@@ -510,7 +510,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
     let all: Vec<u64> = ordered.iter().flatten().copied().collect();
     for (windows, unserved) in [(0, 0), (1, 0), (3, 7), (5, 50), (16, 0)] {
         *STRAGGLERS.lock().unwrap() = stragglers.clone();
-        let order = r.epoch_order(&spec).unwrap();
+        let order = r.epoch_order(&params).unwrap();
         let mut f = Fetcher::new(Arc::clone(&r), order, options)
             .unwrap()
             .exact_windows()
@@ -528,7 +528,7 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
         let resume = f.resume(if taken.is_empty() { 0 } else { unserved });
         drop(f);
         STRAGGLERS.lock().unwrap().clear();
-        let mut order = r.epoch_order(&spec).unwrap();
+        let mut order = r.epoch_order(&params).unwrap();
         order.seek(resume.position).unwrap();
         let mut g = Fetcher::new(Arc::clone(&r), order, options)
             .unwrap()
@@ -554,20 +554,27 @@ fn dropping_a_fetcher_does_not_read_what_is_queued() {
     local_and_remote(dir.path(), "q", "mem://slow/q.tfrecord", 600);
     let opts = url_options();
     let r = Arc::new(Reader::open_one(Path::new("mem://slow/q.tfrecord"), None, &opts).unwrap());
-    let order = r.epoch_order(&OrderSpec::default()).unwrap();
+    let order = r.epoch_order(&OrderParams::default()).unwrap();
     let options = FetchOptions {
         threads: 4,
         window: 64,
         depth: 4,
     };
     let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
-    let before = reads_of("mem://slow/q.tfrecord");
     assert_eq!(fetcher.next_window().unwrap().result.unwrap().len(), 64);
-    drop(fetcher);
-    // The first window (4 parts of 16 reads) and at most the parts that were in
-    // progress when it was done (4 more); not the 4 more windows that were queued.
-    let reads = reads_of("mem://slow/q.tfrecord") - before;
-    assert!(reads <= 64 + 64, "{reads} reads for one window of 64");
+    // Counted from the moment of the drop, not from the first window: how far the
+    // workers got into the next window before it depends on how long this thread
+    // was descheduled (a loaded CI machine once saw 6 reads more than one window).
+    let at_drop = reads_of("mem://slow/q.tfrecord");
+    drop(fetcher); // joins the workers
+    let after_drop = reads_of("mem://slow/q.tfrecord") - at_drop;
+    // Only the parts in progress finish (4 threads, parts of 16 reads, one more part
+    // begun while the drop was starting at worst); reading the queued windows would
+    // be up to 4 x 64 reads more.
+    assert!(
+        after_drop <= 4 * 16 + 16,
+        "{after_drop} reads after the fetcher was dropped"
+    );
 }
 
 #[test]
@@ -580,7 +587,7 @@ fn padded_writer_and_pad_write_urls_like_local_files() {
         .collect();
     let options = tfrecord_lirs::PadOptions {
         page_size: 4096,
-        fit: Fit::Best { window: 16 },
+        fit: Fit::Best { lookahead: 16 },
         storage: storage(),
         ..Default::default()
     };

@@ -102,7 +102,7 @@ fn exports_list_instances_only_and_read_back() {
         "padded.tfrecord",
         &payloads,
         4096,
-        Fit::Best { window: 64 },
+        Fit::Best { lookahead: 64 },
     );
     assert!(summary.filler_bytes > 0);
     // Unpadded: byte for byte what the tools write.

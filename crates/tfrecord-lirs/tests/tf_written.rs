@@ -136,7 +136,7 @@ fn tensorflow_files_pad_at_every_page_size_and_policy() {
         let name = entry["filename"].as_str().unwrap();
         let expected = payloads(&entry);
         for page_size in [512u64, 4096, 65536] {
-            for fit in [Fit::Next, Fit::Best { window: 16 }] {
+            for fit in [Fit::Next, Fit::Best { lookahead: 16 }] {
                 let out = dir.path().join(format!("{name}.{page_size}.padded"));
                 let summary = pad_file(
                     &testdata().join(name),

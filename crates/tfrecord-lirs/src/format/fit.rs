@@ -6,12 +6,12 @@ pub enum Fit {
     /// Streaming: instances keep their input order; a page is closed as soon as the next
     /// instance does not fit.
     Next,
-    /// Look ahead over up to `window` pending instances: each page opens with the oldest
-    /// pending instance (so none waits more than `window` pages) and the rest of the page
+    /// Look ahead over up to `lookahead` pending instances: each page opens with the oldest
+    /// pending instance (so none waits more than `lookahead` pages) and the rest of the page
     /// is filled with the pending instance that leaves the least room. May reorder.
     Best {
         /// Pending instances held back (memory: their payloads).
-        window: usize,
+        lookahead: usize,
     },
     /// No padding: the instances back to back in input order, as a plain TFRecord file
     /// with its table (what `--fit auto` writes when padding does not pay).
@@ -19,11 +19,11 @@ pub enum Fit {
 }
 
 impl Fit {
-    /// The default best-fit window, in records: large enough that pages fill well on
+    /// The default best-fit look-ahead, in records: large enough that pages fill well on
     /// mixed record sizes, small enough that the pending payloads stay a few MiB.
-    pub const DEFAULT_WINDOW: usize = 1024;
-    /// Best-fit with the default window.
+    pub const DEFAULT_LOOKAHEAD: usize = 1024;
+    /// Best-fit with the default look-ahead.
     pub const BEST: Fit = Fit::Best {
-        window: Fit::DEFAULT_WINDOW,
+        lookahead: Fit::DEFAULT_LOOKAHEAD,
     };
 }

@@ -80,7 +80,7 @@ impl OrderVersion {
 
 /// Which order to produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OrderSpec {
+pub struct OrderParams {
     /// The shuffle seed.
     pub seed: u64,
     /// The epoch number; every epoch has its own order.
@@ -93,9 +93,9 @@ pub struct OrderSpec {
     pub shard_index: u64,
 }
 
-impl Default for OrderSpec {
+impl Default for OrderParams {
     fn default() -> Self {
-        OrderSpec {
+        OrderParams {
             seed: 0,
             epoch: 0,
             page_aware: false,
@@ -292,7 +292,7 @@ impl Units {
 
     /// Enters the next unit: its ids shuffled exactly as in the unsharded order, read
     /// from past the ids the previous shard took.
-    fn enter(&mut self, layout: &Layout, spec: &OrderSpec) {
+    fn enter(&mut self, layout: &Layout, params: &OrderParams) {
         let start = self.starts.get(self.next_unit);
         let skip = if self.next_unit == 0 {
             self.first_skip
@@ -304,15 +304,15 @@ impl Units {
         self.current.extend(start..start + layout.unit_len(start));
         fisher_yates(
             &mut self.current,
-            &mut generator(spec.seed, spec.epoch, PURPOSE_IN_UNIT, start),
+            &mut generator(params.seed, params.epoch, PURPOSE_IN_UNIT, start),
         );
         self.current_pos = skip as usize;
     }
 
     /// The next id; the caller bounds the calls by the shard's length.
-    fn next(&mut self, layout: &Layout, spec: &OrderSpec) -> u64 {
+    fn next(&mut self, layout: &Layout, params: &OrderParams) -> u64 {
         if self.current_pos >= self.current.len() {
-            self.enter(layout, spec);
+            self.enter(layout, params);
         }
         let id = self.current[self.current_pos];
         self.current_pos += 1;
@@ -321,7 +321,7 @@ impl Units {
 
     /// Moves to `position` (at most the shard's length), stepping over whole units by
     /// their lengths and shuffling only the unit that holds `position`.
-    fn seek(&mut self, layout: &Layout, spec: &OrderSpec, position: u64) {
+    fn seek(&mut self, layout: &Layout, params: &OrderParams, position: u64) {
         self.next_unit = 0;
         self.current.clear();
         self.current_pos = 0;
@@ -329,7 +329,7 @@ impl Units {
         while left > 0 {
             let readable = self.readable(layout, self.next_unit);
             if left < readable {
-                self.enter(layout, spec);
+                self.enter(layout, params);
                 self.current_pos += left as usize;
                 return;
             }
@@ -376,9 +376,9 @@ enum Plan {
 /// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
 /// # for i in 0..50u8 { w.write(&[i; 100])?; }
 /// # w.finish()?;
-/// use tfrecord_lirs::{Reader, OrderSpec};
+/// use tfrecord_lirs::{Reader, OrderParams};
 /// let reader = Reader::open_one(&path, None, &Default::default())?;
-/// let order = reader.epoch_order(&OrderSpec { seed: 7, epoch: 0, page_aware: true, ..Default::default() })?;
+/// let order = reader.epoch_order(&OrderParams { seed: 7, epoch: 0, page_aware: true, ..Default::default() })?;
 /// let mut ids: Vec<u64> = order.collect();
 /// ids.sort();
 /// assert_eq!(ids, (0..50).collect::<Vec<_>>());
@@ -386,7 +386,7 @@ enum Plan {
 /// ```
 pub struct EpochOrder {
     layout: Arc<Layout>,
-    spec: OrderSpec,
+    params: OrderParams,
     plan: Plan,
     len: u64,
     position: u64,
@@ -395,37 +395,42 @@ pub struct EpochOrder {
 impl EpochOrder {
     pub(crate) fn new(
         layout: Arc<Layout>,
-        spec: &OrderSpec,
+        params: &OrderParams,
         version: OrderVersion,
     ) -> Result<EpochOrder> {
         if version == OrderVersion::V2 {
-            let order = OrderV2::for_layout(&layout, spec)?;
+            let order = OrderV2::for_layout(&layout, params)?;
             return Ok(EpochOrder {
                 layout,
-                spec: *spec,
+                params: *params,
                 len: order.len(),
                 plan: Plan::V2(Box::new(V2Cursor::new(order))),
                 position: 0,
             });
         }
-        crate::options::shard(spec.num_shards, spec.shard_index)?;
+        crate::options::shard(params.num_shards, params.shard_index)?;
         let n = layout.len();
-        let lo = shard_bound(n, spec.shard_index, spec.num_shards);
-        let hi = shard_bound(n, spec.shard_index + 1, spec.num_shards);
-        let plan = if spec.page_aware {
-            Plan::Units(unit_plan(&layout, spec, lo, hi))
+        let lo = shard_bound(n, params.shard_index, params.num_shards);
+        let hi = shard_bound(n, params.shard_index + 1, params.num_shards);
+        let plan = if params.page_aware {
+            Plan::Units(unit_plan(&layout, params, lo, hi))
         } else {
             let mut ids = Ids::with_capacity(n, n as usize);
             for id in 0..n {
                 ids.push(id);
             }
-            ids.shuffle(&mut generator(spec.seed, spec.epoch, PURPOSE_INSTANCES, 0));
+            ids.shuffle(&mut generator(
+                params.seed,
+                params.epoch,
+                PURPOSE_INSTANCES,
+                0,
+            ));
             ids.keep_range(lo as usize, hi as usize);
             Plan::Instances(ids)
         };
         Ok(EpochOrder {
             layout,
-            spec: *spec,
+            params: *params,
             plan,
             len: hi - lo,
             position: 0,
@@ -434,15 +439,15 @@ impl EpochOrder {
 
     /// The instance-based order of `n` instances that are not described by any file
     /// (e.g. a sampler given only a length): the same order a [`Reader`](crate::Reader)
-    /// of `n` instances gives for `spec`. Page-aware orders need the files' layout:
-    /// `spec.page_aware` is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument).
-    pub fn of_len(n: u64, spec: &OrderSpec, version: OrderVersion) -> Result<EpochOrder> {
-        if spec.page_aware {
+    /// of `n` instances gives for `params`. Page-aware orders need the files' layout:
+    /// `params.page_aware` is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument).
+    pub fn of_len(n: u64, params: &OrderParams, version: OrderVersion) -> Result<EpochOrder> {
+        if params.page_aware {
             return Err(Error::invalid_argument(
                 "a page-aware order needs the files' offset tables, not only a length",
             ));
         }
-        EpochOrder::new(Arc::new(Layout::of_len(n)?), spec, version)
+        EpochOrder::new(Arc::new(Layout::of_len(n)?), params, version)
     }
 
     /// Instances in this shard's epoch.
@@ -461,8 +466,8 @@ impl EpochOrder {
     }
 
     /// The spec this order was made from.
-    pub fn spec(&self) -> &OrderSpec {
-        &self.spec
+    pub fn params(&self) -> &OrderParams {
+        &self.params
     }
 
     /// The algorithm that made this order.
@@ -482,7 +487,7 @@ impl EpochOrder {
             )));
         }
         if let Plan::Units(units) = &mut self.plan {
-            units.seek(&self.layout, &self.spec, position);
+            units.seek(&self.layout, &self.params, position);
         }
         self.position = position;
         Ok(())
@@ -496,7 +501,7 @@ impl EpochOrder {
         }
         let mut fresh = EpochOrder {
             layout: Arc::clone(&self.layout),
-            spec: self.spec,
+            params: self.params,
             plan: match &self.plan {
                 Plan::Instances(ids) => Plan::Instances(ids.clone()),
                 Plan::Units(units) => Plan::Units(units.rewound()),
@@ -516,7 +521,7 @@ impl EpochOrder {
         let mut taken = self.next_batch(min, out);
         let rest = match &self.plan {
             Plan::Units(units) => units.rest_of_unit(),
-            Plan::V2(cursor) if taken > 0 && self.spec.page_aware => {
+            Plan::V2(cursor) if taken > 0 && self.params.page_aware => {
                 // The unit of the last id taken ends at or before the shard's end.
                 let last = self.position - 1;
                 let end = cursor.order.unit_end(last).unwrap_or(self.position);
@@ -550,7 +555,7 @@ impl Iterator for EpochOrder {
         }
         let id = match &mut self.plan {
             Plan::Instances(ids) => ids.get(self.position as usize),
-            Plan::Units(units) => units.next(&self.layout, &self.spec),
+            Plan::Units(units) => units.next(&self.layout, &self.params),
             Plan::V2(cursor) => cursor.id_at(self.position),
         };
         self.position += 1;
@@ -566,12 +571,12 @@ impl Iterator for EpochOrder {
 impl ExactSizeIterator for EpochOrder {}
 
 /// The units holding positions `[lo, hi)` of the epoch's page-aware order.
-fn unit_plan(layout: &Layout, spec: &OrderSpec, lo: u64, hi: u64) -> Units {
+fn unit_plan(layout: &Layout, params: &OrderParams, lo: u64, hi: u64) -> Units {
     let mut count = 0usize;
     layout.for_each_unit(|_, _| count += 1);
     let mut starts = Ids::with_capacity(layout.len(), count);
     layout.for_each_unit(|start, _| starts.push(start));
-    starts.shuffle(&mut generator(spec.seed, spec.epoch, PURPOSE_UNITS, 0));
+    starts.shuffle(&mut generator(params.seed, params.epoch, PURPOSE_UNITS, 0));
     if lo == 0 && hi == layout.len() {
         return Units::new(starts, 0);
     }

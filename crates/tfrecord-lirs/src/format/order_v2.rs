@@ -25,7 +25,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::order::{shard_bound, OrderSpec};
+use crate::order::{shard_bound, OrderParams};
 
 /// SplitMix64's increment (the golden ratio in 64 bits).
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -95,8 +95,8 @@ impl Bijection {
         }
     }
 
-    fn keyed(n: u64, spec: &OrderSpec, purpose: u64, extra: u64) -> Bijection {
-        Bijection::new(n, round_keys(spec.seed, spec.epoch, purpose, extra))
+    fn keyed(n: u64, params: &OrderParams, purpose: u64, extra: u64) -> Bijection {
+        Bijection::new(n, round_keys(params.seed, params.epoch, purpose, extra))
     }
 
     fn right_mask(&self) -> u64 {
@@ -216,9 +216,9 @@ pub fn ids_per_unit(layout: &Layout) -> u64 {
 /// per instance or per unit. Positions are the shard's own, `0..len()`.
 ///
 /// ```
-/// use tfrecord_lirs::{OrderSpec, OrderV2};
-/// let spec = OrderSpec { seed: 7, epoch: 3, num_shards: 4, shard_index: 1, ..Default::default() };
-/// let order = OrderV2::new(1_000_000_000_000, 1, &spec)?;
+/// use tfrecord_lirs::{OrderParams, OrderV2};
+/// let params = OrderParams { seed: 7, epoch: 3, num_shards: 4, shard_index: 1, ..Default::default() };
+/// let order = OrderV2::new(1_000_000_000_000, 1, &params)?;
 /// assert_eq!(order.len(), 250_000_000_000);
 /// let id = order.id_at(123_456_789)?;
 /// assert_eq!(order.position_of(id), Some(123_456_789));
@@ -229,7 +229,7 @@ pub fn ids_per_unit(layout: &Layout) -> u64 {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderV2 {
-    spec: OrderSpec,
+    params: OrderParams,
     /// `N`, all shards' instances.
     instances: u64,
     /// `C`: ids per unit (1 when instance-based).
@@ -246,40 +246,40 @@ pub struct OrderV2 {
 }
 
 impl OrderV2 {
-    /// The order of `instances` ids for `spec`; `ids_per_unit` is `C` for page-aware
+    /// The order of `instances` ids for `params`; `ids_per_unit` is `C` for page-aware
     /// orders (see [`ids_per_unit`]; at least 1) and ignored otherwise.
-    pub fn new(instances: u64, ids_per_unit: u64, spec: &OrderSpec) -> Result<OrderV2> {
-        crate::options::shard(spec.num_shards, spec.shard_index)?;
-        if spec.page_aware && ids_per_unit == 0 {
+    pub fn new(instances: u64, ids_per_unit: u64, params: &OrderParams) -> Result<OrderV2> {
+        crate::options::shard(params.num_shards, params.shard_index)?;
+        if params.page_aware && ids_per_unit == 0 {
             return Err(Error::invalid_argument(
                 "a page-aware unit must hold at least 1 instance",
             ));
         }
-        let unit_len = if spec.page_aware { ids_per_unit } else { 1 };
-        let lo = shard_bound(instances, spec.shard_index, spec.num_shards);
-        let hi = shard_bound(instances, spec.shard_index + 1, spec.num_shards);
+        let unit_len = if params.page_aware { ids_per_unit } else { 1 };
+        let lo = shard_bound(instances, params.shard_index, params.num_shards);
+        let hi = shard_bound(instances, params.shard_index + 1, params.num_shards);
         let mut order = OrderV2 {
-            spec: *spec,
+            params: *params,
             instances,
             unit_len,
-            outer: Bijection::keyed(instances, spec, PURPOSE_INSTANCES, 0),
+            outer: Bijection::keyed(instances, params, PURPOSE_INSTANCES, 0),
             short_slot: 0,
             last_len: 1,
             lo,
             hi,
         };
-        if spec.page_aware && instances > 0 {
+        if params.page_aware && instances > 0 {
             let units = instances.div_ceil(unit_len);
-            order.outer = Bijection::keyed(units, spec, PURPOSE_UNITS, 0);
+            order.outer = Bijection::keyed(units, params, PURPOSE_UNITS, 0);
             order.short_slot = order.outer.invert(units - 1);
             order.last_len = instances - (units - 1) * unit_len;
         }
         Ok(order)
     }
 
-    /// The order of `layout`'s instances for `spec` (units of [`ids_per_unit`]).
-    pub fn for_layout(layout: &Layout, spec: &OrderSpec) -> Result<OrderV2> {
-        OrderV2::new(layout.len(), ids_per_unit(layout), spec)
+    /// The order of `layout`'s instances for `params` (units of [`ids_per_unit`]).
+    pub fn for_layout(layout: &Layout, params: &OrderParams) -> Result<OrderV2> {
+        OrderV2::new(layout.len(), ids_per_unit(layout), params)
     }
 
     /// Positions in this shard: `⌊(k+1)N/K⌋ − ⌊kN/K⌋`, the same every epoch.
@@ -293,8 +293,8 @@ impl OrderV2 {
     }
 
     /// The spec this order was made from.
-    pub fn spec(&self) -> &OrderSpec {
-        &self.spec
+    pub fn params(&self) -> &OrderParams {
+        &self.params
     }
 
     /// Ids per unit: `C` page-aware, 1 instance-based.
@@ -329,7 +329,7 @@ impl OrderV2 {
             )));
         }
         let mut pending = Vec::new();
-        if !self.spec.page_aware {
+        if !self.params.page_aware {
             let from = out.len();
             out.extend((self.lo + positions.start)..(self.lo + positions.end));
             self.outer.apply_all(&mut out[from..], &mut pending);
@@ -377,7 +377,7 @@ impl OrderV2 {
         if id >= self.instances {
             return None;
         }
-        let global = if self.spec.page_aware {
+        let global = if self.params.page_aware {
             let (unit, within) = (id / self.unit_len, id % self.unit_len);
             let offset = self.inner(unit).invert(within);
             self.slot_start(self.outer.invert(unit)) + offset
@@ -400,7 +400,7 @@ impl OrderV2 {
         } else {
             self.unit_len
         };
-        Bijection::keyed(len, &self.spec, PURPOSE_IN_UNIT, unit)
+        Bijection::keyed(len, &self.params, PURPOSE_IN_UNIT, unit)
     }
 
     fn slot_len(&self, slot: u64) -> u64 {
@@ -436,7 +436,7 @@ impl OrderV2 {
 
     /// The id at epoch position `global`; `unit` caches the last unit's bijection.
     fn id_at_global(&self, global: u64, unit: &mut Option<(u64, Bijection)>) -> u64 {
-        if !self.spec.page_aware {
+        if !self.params.page_aware {
             return self.outer.apply(global);
         }
         let (slot, offset) = self.slot_of(global);

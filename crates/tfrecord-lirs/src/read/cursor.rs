@@ -43,7 +43,7 @@ use crate::fetch::{
     panic_message, DeliveredLedger, FetchOptions, Fetcher, OrderSource, Payloads, Resume,
     ORDER_VERSION_1,
 };
-use crate::order::{OrderSpec, OrderVersion};
+use crate::order::{OrderParams, OrderVersion};
 use crate::reader::Reader;
 
 /// About how many bytes of data a dataset's fetch window spans: each window is one
@@ -87,7 +87,7 @@ const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1, 2];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CursorOptions {
     /// The order: seed, epoch, page-aware or not, shard.
-    pub order: OrderSpec,
+    pub order: OrderParams,
     /// The order algorithm (docs/FORMAT.md §5; a checkpoint restores only into the
     /// version it was taken with).
     pub order_version: OrderVersion,
@@ -144,7 +144,7 @@ impl CursorOptions {
             (dataset_window(reader, batch_size), DATASET_WINDOWS_AHEAD)
         };
         Ok(CursorOptions {
-            order: OrderSpec::default(),
+            order: OrderParams::default(),
             order_version: OrderVersion::V1,
             fetch: FetchOptions {
                 threads,

@@ -24,7 +24,7 @@ use crate::cursor::CursorState;
 use crate::error::{Error, Result};
 use crate::fetch::OrderSource;
 use crate::layout::Layout;
-use crate::order::{EpochOrder, OrderSpec, OrderVersion};
+use crate::order::{EpochOrder, OrderParams, OrderVersion};
 use crate::order_v2::OrderV2;
 use crate::reader::Reader;
 
@@ -63,7 +63,7 @@ pub struct EpochProgress {
 impl EpochProgress {
     /// An epoch of `instances` ids of `order` (its seed, epoch and page-awareness; the
     /// shard is ignored) where nothing was delivered yet.
-    pub fn fresh(instances: u64, order: &OrderSpec, version: OrderVersion) -> EpochProgress {
+    pub fn fresh(instances: u64, order: &OrderParams, version: OrderVersion) -> EpochProgress {
         EpochProgress {
             order_version: version,
             seed: order.seed,
@@ -206,7 +206,7 @@ impl EpochProgress {
     pub fn shard_ids(
         &self,
         reader: Option<&Reader>,
-        order: &OrderSpec,
+        order: &OrderParams,
         version: OrderVersion,
     ) -> Result<Vec<u64>> {
         self.check_order(order, version)?;
@@ -236,7 +236,7 @@ impl EpochProgress {
     pub fn check_fits(
         &self,
         reader: &Reader,
-        order: &OrderSpec,
+        order: &OrderParams,
         version: OrderVersion,
     ) -> Result<()> {
         if self.instances != reader.len() {
@@ -251,7 +251,7 @@ impl EpochProgress {
 
     /// Checks that this progress is of `order`'s seed, epoch and page-awareness and
     /// of `version`.
-    fn check_order(&self, order: &OrderSpec, version: OrderVersion) -> Result<()> {
+    fn check_order(&self, order: &OrderParams, version: OrderVersion) -> Result<()> {
         let mismatch = |what: &str, state: String, here: String| Err(mismatch(what, state, here));
         if self.order_version != version {
             return mismatch(
@@ -547,7 +547,7 @@ impl ResumedOrder {
     pub(crate) fn new(
         layout: &Arc<Layout>,
         progress: &EpochProgress,
-        order: &OrderSpec,
+        order: &OrderParams,
     ) -> Result<ResumedOrder> {
         let walk = progress.shard_positions(order.num_shards, order.shard_index)?;
         let mut starts = Vec::with_capacity(walk.len());
@@ -556,7 +556,7 @@ impl ResumedOrder {
             starts.push(len);
             len += r.end - r.start;
         }
-        let whole = OrderSpec {
+        let whole = OrderParams {
             num_shards: 1,
             shard_index: 0,
             ..*order
@@ -646,7 +646,7 @@ impl OrderSource for ResumedOrder {
     fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
         let mut end = (self.position + min as u64).min(self.len);
         if let (ResumedIds::Computed(order), true) = (&self.ids, end > self.position) {
-            if order.spec().page_aware {
+            if order.params().page_aware {
                 // The rest of the last id's unit, as far as its range goes.
                 let i = self.range_of(end - 1);
                 let global = self.walk[i].start + (end - 1 - self.starts[i]);
@@ -676,7 +676,7 @@ mod tests {
     fn progress(instances: u64, delivered: Vec<Range<u64>>) -> EpochProgress {
         EpochProgress {
             delivered,
-            ..EpochProgress::fresh(instances, &OrderSpec::default(), OrderVersion::V2)
+            ..EpochProgress::fresh(instances, &OrderParams::default(), OrderVersion::V2)
         }
     }
 

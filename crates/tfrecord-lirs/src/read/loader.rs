@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use crate::options;
 use crate::{
-    BatchView, CursorOptions, CursorState, DatasetCursor, EpochProgress, Error, OrderSpec,
+    BatchView, CursorOptions, CursorState, DatasetCursor, EpochProgress, Error, OrderParams,
     OrderVersion, Reader, Result, ShardProgress,
 };
 
@@ -214,7 +214,7 @@ impl DatasetLoader {
         cursor_options.order_version = options::order_version(options.order_version)?;
         cursor_options.unordered = !options.deterministic;
         cursor_options.drop_remainder = options.drop_remainder;
-        cursor_options.order = OrderSpec {
+        cursor_options.order = OrderParams {
             seed: options.seed,
             epoch: 0,
             page_aware: options.page_aware,
@@ -480,14 +480,14 @@ mod tests {
     }
 
     fn order(reader: &Reader, seed: u64, epoch: u64, shards: (u64, u64)) -> Vec<u64> {
-        let spec = OrderSpec {
+        let params = OrderParams {
             seed,
             epoch,
             page_aware: false,
             num_shards: shards.0,
             shard_index: shards.1,
         };
-        reader.epoch_order(&spec).unwrap().collect()
+        reader.epoch_order(&params).unwrap().collect()
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Random access through offset tables (spec §1 `TFRecordLIRS.read(instance id)`): the
-//! [`Reader`] and its I/O. The spec's stateful API is in `spec`, where instances are
+//! [`Reader`] and its I/O. The spec's stateful API is in `params`, where instances are
 //! in `layout`, table checks against the data in `verify`.
 
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use crate::layout::{FileLayout, Layout};
 // Also imported from here by `fetch`.
 pub(crate) use crate::batch::Batch;
 use crate::format::table_path::default_table_path;
-use crate::order::{self, EpochOrder, OrderSpec, OrderVersion};
+use crate::order::{self, EpochOrder, OrderParams, OrderVersion};
 use crate::read::table_check::{check_table, tail_error, walk_tail};
 use crate::stats::{IoStats, Tally};
 use crate::storage::Storage;
@@ -818,23 +818,23 @@ impl Reader {
     }
 
     /// The order of one epoch for one shard (order version 1).
-    pub fn epoch_order(&self, spec: &OrderSpec) -> Result<EpochOrder> {
-        EpochOrder::new(Arc::clone(&self.layout), spec, OrderVersion::V1)
+    pub fn epoch_order(&self, params: &OrderParams) -> Result<EpochOrder> {
+        EpochOrder::new(Arc::clone(&self.layout), params, OrderVersion::V1)
     }
 
     /// The order of one epoch for one shard, made by order version `version`.
     pub fn epoch_order_with_version(
         &self,
-        spec: &OrderSpec,
+        params: &OrderParams,
         version: OrderVersion,
     ) -> Result<EpochOrder> {
-        EpochOrder::new(Arc::clone(&self.layout), spec, version)
+        EpochOrder::new(Arc::clone(&self.layout), params, version)
     }
 
     /// Order version 2 of one epoch for one shard, as a function from position to id
     /// (nothing materialised; see [`OrderV2`](crate::OrderV2)).
-    pub fn order_v2(&self, spec: &OrderSpec) -> Result<crate::OrderV2> {
-        crate::OrderV2::for_layout(&self.layout, spec)
+    pub fn order_v2(&self, params: &OrderParams) -> Result<crate::OrderV2> {
+        crate::OrderV2::for_layout(&self.layout, params)
     }
 
     /// Instances of shard `shard_index` of `num_shards` in every epoch, for both kinds

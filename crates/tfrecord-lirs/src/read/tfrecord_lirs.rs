@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fetch::{FetchOptions, Fetcher, Payloads, Window};
-use crate::order::{OrderSpec, OrderVersion};
+use crate::order::{OrderParams, OrderVersion};
 use crate::reader::{Reader, ReaderOptions};
 
 /// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
@@ -118,7 +118,7 @@ impl TFRecordLIRS {
     /// Spec §5: shuffles the next epoch's order (page-aware or instance-based); the
     /// following `next()` calls walk it.
     pub fn shuffle_order(&mut self, page_aware: bool) -> Result<()> {
-        let spec = OrderSpec {
+        let params = OrderParams {
             seed: self.seed,
             epoch: self.next_epoch,
             page_aware,
@@ -127,7 +127,7 @@ impl TFRecordLIRS {
         };
         let order = self
             .reader
-            .epoch_order_with_version(&spec, self.order_version)?;
+            .epoch_order_with_version(&params, self.order_version)?;
         let options = FetchOptions {
             threads: FetchOptions::auto_threads(&self.reader),
             window: WALK_WINDOW,

@@ -296,14 +296,14 @@ fn per_instance(total: u64, instances: u64) -> f64 {
 
 /// Pending instances of best-fit placement.
 #[derive(Default)]
-struct Window {
+struct PendingSet {
     by_input: BTreeMap<u64, Vec<u8>>,
     /// (framed size, input index reversed): the last entry at or below a size is the
     /// largest that fits, and among equals the oldest.
     by_size: BTreeSet<(u64, Reverse<u64>)>,
 }
 
-impl Window {
+impl PendingSet {
     fn push(&mut self, input: u64, payload: Vec<u8>) {
         self.by_size
             .insert((format::framed_len(payload.len() as u64), Reverse(input)));
@@ -372,7 +372,7 @@ pub struct PaddedWriter {
     sync: bool,
     writer: TFRecordWriter<BufWriter<File>>,
     table: OffsetTableBuilder,
-    window: Window,
+    pending: PendingSet,
     inputs: u64,
     filler_bytes: u64,
     instance_of_input: Vec<u64>,
@@ -388,8 +388,8 @@ impl PaddedWriter {
     /// Starts writing `path` (and `<path>.offsets` on finish).
     pub fn create(path: &Path, options: &PadOptions) -> Result<PaddedWriter> {
         let page = crate::options::page_size(options.page_size)?;
-        if let Fit::Best { window } = options.fit {
-            crate::options::best_fit_window(window as u64)?;
+        if let Fit::Best { lookahead } = options.fit {
+            crate::options::best_fit_lookahead(lookahead as u64)?;
         }
         // A URL is written locally first, then uploaded whole: the placement needs
         // the written bytes' positions only, and object stores take whole objects.
@@ -413,7 +413,7 @@ impl PaddedWriter {
             sync: options.sync,
             writer,
             table: OffsetTableBuilder::new((options.fit != Fit::Unpadded).then_some(page)),
-            window: Window::default(),
+            pending: PendingSet::default(),
             inputs: 0,
             filler_bytes: 0,
             instance_of_input: Vec::new(),
@@ -440,10 +440,10 @@ impl PaddedWriter {
         self.unpadded_end += framed;
         match self.fit {
             Fit::Next | Fit::Unpadded => self.place(payload)?,
-            Fit::Best { window } => {
+            Fit::Best { lookahead } => {
                 self.instance_of_input.push(u64::MAX);
-                self.window.push(input, payload.to_vec());
-                while self.window.by_input.len() >= window {
+                self.pending.push(input, payload.to_vec());
+                while self.pending.by_input.len() >= lookahead {
                     self.place_one_pending()?;
                 }
             }
@@ -452,8 +452,8 @@ impl PaddedWriter {
     }
 
     fn place_one_pending(&mut self) -> Result<()> {
-        if let Some(input) = self.window.choose(self.table.end(), self.page) {
-            let payload = self.window.take(input);
+        if let Some(input) = self.pending.choose(self.table.end(), self.page) {
+            let payload = self.pending.take(input);
             self.instance_of_input[input as usize] = self.table.offsets().len() as u64;
             self.place(&payload)?;
         }
@@ -480,7 +480,7 @@ impl PaddedWriter {
 
     /// Places what is pending, then renames the data file and its table into place.
     pub fn finish(mut self) -> Result<PadSummary> {
-        while !self.window.by_input.is_empty() {
+        while !self.pending.by_input.is_empty() {
             self.place_one_pending()?;
         }
         let data_bytes = self.writer.position();

@@ -174,9 +174,9 @@ struct Pending {
 /// # for i in 0..500u32 { w.write(&i.to_le_bytes())?; }
 /// # w.finish()?;
 /// use std::sync::Arc;
-/// use tfrecord_lirs::{FetchOptions, Fetcher, OrderSpec, Reader};
+/// use tfrecord_lirs::{FetchOptions, Fetcher, OrderParams, Reader};
 /// let reader = Arc::new(Reader::open_one(&path, None, &Default::default())?);
-/// let order = reader.epoch_order(&OrderSpec { seed: 1, page_aware: true, ..Default::default() })?;
+/// let order = reader.epoch_order(&OrderParams { seed: 1, page_aware: true, ..Default::default() })?;
 /// let mut fetcher = Fetcher::new(Arc::clone(&reader), order, FetchOptions::default())?;
 /// let mut n = 0;
 /// while let Some(window) = fetcher.next_window() {
