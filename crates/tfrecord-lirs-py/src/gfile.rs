@@ -107,6 +107,17 @@ impl FileSystem for GfileFileSystem {
     }
 
     fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        // A GFile opens on its first write: the scheme is checked here, so that one
+        // TensorFlow does not implement goes on to object storage.
+        if !with_gfile(|_, gfile| implements(gfile, url))? {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "File system scheme '{}' not implemented (file: '{url}')",
+                    scheme_of(url)
+                ),
+            ));
+        }
         let file = with_gfile(|_, gfile| Ok(gfile.getattr("GFile")?.call1((url, "wb"))?.unbind()))?;
         Ok(Box::new(GfileWrite { file: Some(file) }))
     }
@@ -128,8 +139,14 @@ impl FileSystem for GfileFileSystem {
 
     fn durability(&self, url: &str) -> Durability {
         // TensorFlow's own answer (FileSystem::HasAtomicMove): object stores such as
-        // gs:// say no, since their "rename" is a copy then a delete.
-        let atomic = with_gfile(|py, _| {
+        // gs:// say no, since their "rename" is a copy then a delete. Asked only for a
+        // scheme TensorFlow implements: Python's has_atomic_move answers yes for one it
+        // does not (s3:// in stock TensorFlow), which object storage then serves
+        // without a rename.
+        let atomic = with_gfile(|py, gfile| {
+            if !implements(gfile, url)? {
+                return Ok(false);
+            }
             py.import("tensorflow.python.lib.io.file_io")?
                 .call_method1("has_atomic_move", (url,))?
                 .extract::<bool>()
@@ -139,6 +156,17 @@ impl FileSystem for GfileFileSystem {
             _ => Durability::WholeObject,
         }
     }
+}
+
+/// The scheme of `url` ("" for none).
+fn scheme_of(url: &str) -> &str {
+    url.split_once("://").map_or("", |(scheme, _)| scheme)
+}
+
+/// Whether TensorFlow has a file system registered for `url`'s scheme.
+fn implements(gfile: &Bound<'_, PyAny>, url: &str) -> PyResult<bool> {
+    let registered: Vec<String> = gfile.call_method0("get_registered_schemes")?.extract()?;
+    Ok(registered.iter().any(|s| s == scheme_of(url)))
 }
 
 /// An object opened for reading through `tf.io.gfile.GFile` (seek, then read, under
