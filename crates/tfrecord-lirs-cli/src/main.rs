@@ -19,8 +19,8 @@ use tfrecord_lirs::cloud::ObjectStoreFileSystem;
 use tfrecord_lirs::remote::{is_url, scheme};
 use tfrecord_lirs::text_index::{self, encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, ErrorKind, Fit, OrderParams, OrderVersion,
-    PadOptions, PageSize, Reader, ReaderOptions, Storage,
+    default_table_path, Compression, Error, ErrorKind, Fit, OrderParams, OrderVersion, PadOptions,
+    PageSize, Reader, ReaderOptions, Storage,
 };
 
 #[derive(Parser)]

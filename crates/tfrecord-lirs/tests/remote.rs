@@ -16,8 +16,8 @@ use tfrecord_lirs::format::Padding;
 use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::{
-    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams,
-    PageSize, Reader, ReaderOptions, RecordScanner, Storage,
+    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, PageSize,
+    Reader, ReaderOptions, RecordScanner, Storage,
 };
 
 type Objects = Arc<Mutex<HashMap<String, Arc<Vec<u8>>>>>;
