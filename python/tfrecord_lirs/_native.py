@@ -189,3 +189,9 @@ def default_table_path(path):
 def path_str(path):
     """`path` (str, bytes or PathLike) as the str the extension takes (os.fsdecode)."""
     return os.fsdecode(os.fspath(path))
+
+
+def check_dataset_arguments(batch_size, num_parallel_reads, files, tables):
+    """Checks LIRSDataset's arguments (None: not given / not known yet); ValueError
+    with the core's text."""
+    check(_lirs.check_dataset_arguments, batch_size, num_parallel_reads, files, tables)

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FfiResult, ReaderConfig};
+use crate::{path_of, FfiError, FfiResult, ReaderConfig};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
@@ -37,6 +37,25 @@ pub fn file_pairs(config: &ReaderConfig) -> FfiResult<Vec<(PathBuf, PathBuf)>> {
         .map(|t| Some(path_of(&t.bytes)))
         .collect();
     Ok(core::options::data_and_tables(&files, &tables)?)
+}
+
+/// Checks a page size as a caller gives it (the op's signed `page_size` attr): the
+/// core's rule ([`core::options::signed_page_size`]).
+pub fn check_page_size(page_size: i64) -> FfiResult<u64> {
+    Ok(core::options::signed_page_size(page_size)?)
+}
+
+/// LIRSDataset's `deterministic` attr: "true" (in order), "false" (unordered) or
+/// "default" (`None`: as the pipeline's `tf.data.Options().deterministic` says).
+pub fn parse_deterministic(deterministic: &str) -> FfiResult<Option<bool>> {
+    match deterministic {
+        "true" => Ok(Some(true)),
+        "false" => Ok(Some(false)),
+        "default" => Ok(None),
+        other => Err(FfiError::invalid(format!(
+            "deterministic must be \"true\", \"false\" or \"default\", got {other:?}"
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -72,6 +72,20 @@ fn check_buffer_size(py: Python<'_>, buffer_size: Option<i64>) -> PyResult<()> {
     core::options::buffer_size(buffer_size).py_err(py)
 }
 
+/// Checks LIRSDataset's arguments ([`core::options::dataset_arguments`]); `None` is a
+/// value not given or not known yet.
+#[pyfunction]
+#[pyo3(signature = (batch_size, num_parallel_reads, files, tables))]
+fn check_dataset_arguments(
+    py: Python<'_>,
+    batch_size: Option<i64>,
+    num_parallel_reads: i64,
+    files: Option<u64>,
+    tables: Option<u64>,
+) -> PyResult<()> {
+    core::options::dataset_arguments(batch_size, num_parallel_reads, files, tables).py_err(py)
+}
+
 /// The offset table used for data file `path` when none is given.
 #[pyfunction]
 fn default_table_path(path: PathBuf) -> std::ffi::OsString {
@@ -352,6 +366,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_shard, m)?)?;
     m.add_function(wrap_pyfunction!(check_compression_type, m)?)?;
     m.add_function(wrap_pyfunction!(check_buffer_size, m)?)?;
+    m.add_function(wrap_pyfunction!(check_dataset_arguments, m)?)?;
     m.add_function(wrap_pyfunction!(default_table_path, m)?)?;
     m.add_function(wrap_pyfunction!(build_offset_table, m)?)?;
     m.add_function(wrap_pyfunction!(build_offset_tables, m)?)?;

@@ -28,14 +28,15 @@ pub fn page_size(bytes: u64) -> Result<PageSize> {
     PageSize::checked(bytes)
 }
 
-/// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`.
+/// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`
+/// (the orders' rule, [`OrderParams::check_shard`](crate::OrderParams::check_shard)).
 pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
-    if num_shards == 0 || shard_index >= num_shards {
-        return Err(Error::invalid_argument(format!(
-            "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
-        )));
-    }
-    Ok(())
+    crate::format::order::check_shard(num_shards, shard_index)
+}
+
+/// A number of shards alone (its index not known yet): at least 1.
+pub fn num_shards(num_shards: u64) -> Result<u64> {
+    shard(num_shards, 0).map(|()| num_shards)
 }
 
 /// The placement named `name`, the syntax the Python package and the op library take:
@@ -165,6 +166,36 @@ pub fn buffer_size(buffer_size: Option<i64>) -> Result<()> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// LIRSDataset's arguments as Python gives them: `batch_size` (`None`: elements are
+/// single records; else at least 1), `num_parallel_reads` (-1, which is also
+/// `tf.data.AUTOTUNE`: automatic; else at least 1), and, when both are known, as many
+/// offset tables given as files (`tables` `None`: not given, the default tables).
+pub fn dataset_arguments(
+    batch_size: Option<i64>,
+    num_parallel_reads: i64,
+    files: Option<u64>,
+    tables: Option<u64>,
+) -> Result<()> {
+    if let Some(b) = batch_size.filter(|&b| b < 1) {
+        return Err(Error::invalid_argument(format!(
+            "batch_size must be a positive int or None, got {b}"
+        )));
+    }
+    if num_parallel_reads != -1 && num_parallel_reads < 1 {
+        return Err(Error::invalid_argument(format!(
+            "num_parallel_reads must be a positive int, None or tf.data.AUTOTUNE, got {num_parallel_reads}"
+        )));
+    }
+    if let (Some(files), Some(tables)) = (files, tables) {
+        if tables != files {
+            return Err(Error::invalid_argument(format!(
+                "got {tables} offset tables for {files} files"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// An epoch order algorithm by number: 1 ([`OrderVersion::V1`], Fisher–Yates) or 2
@@ -313,5 +344,29 @@ mod tests {
         buffer_size(None).unwrap();
         buffer_size(Some(0)).unwrap();
         assert!(buffer_size(Some(-1)).is_err());
+    }
+
+    #[test]
+    fn dataset_arguments_as_python_gives_them() {
+        dataset_arguments(None, -1, Some(2), None).unwrap();
+        dataset_arguments(Some(256), 8, Some(2), Some(2)).unwrap();
+        dataset_arguments(Some(1), 1, None, Some(3)).unwrap();
+        assert_eq!(
+            dataset_arguments(Some(0), -1, None, None)
+                .unwrap_err()
+                .to_string(),
+            "batch_size must be a positive int or None, got 0"
+        );
+        assert!(dataset_arguments(None, 0, None, None)
+            .unwrap_err()
+            .to_string()
+            .starts_with("num_parallel_reads must be a positive int"));
+        assert!(dataset_arguments(None, -2, None, None).is_err());
+        assert_eq!(
+            dataset_arguments(None, -1, Some(2), Some(1))
+                .unwrap_err()
+                .to_string(),
+            "got 1 offset tables for 2 files"
+        );
     }
 }

@@ -794,3 +794,59 @@ fn layered_file_systems_ask_the_second_only_for_schemes_the_first_does_not_know(
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("zz://b/x.offsets"), "{e}");
 }
+
+/// A table too large to be held in memory at open is read in blocks on demand through
+/// the file system: opening reads a few entries (not the table), a whole epoch reads
+/// each block a bounded number of times, and an entry out of order is an error of the
+/// read that uses it, naming the URL of the table, the instance and the byte.
+#[test]
+fn a_large_remote_table_is_read_in_blocks_on_demand() {
+    use tfrecord_lirs::io::{TABLE_BLOCK_ENTRIES, TABLE_IN_MEMORY_MAX_BYTES};
+    let n = (TABLE_IN_MEMORY_MAX_BYTES / 8 * 3) as usize;
+    let mut data = Vec::new();
+    let mut table = Vec::with_capacity(n);
+    let payloads: Vec<Vec<u8>> = (0..n).map(|i| payload(i, 1 + i % 5)).collect();
+    for p in &payloads {
+        table.push(data.len() as u64);
+        tfrecord_lirs::format::encode_record(p, &mut data);
+    }
+    let url = "mem://slow/big.tfrecord";
+    let table_url = format!("{url}.offsets");
+    put(url, data);
+    put(&table_url, tfrecord_lirs::encode_table(&table));
+    let opts = url_options();
+    let reader = Reader::open_one(Path::new(url), None, &opts).unwrap();
+    // Open: the first and last entries (two blocks), not the whole table.
+    let blocks = n.div_ceil(TABLE_BLOCK_ENTRIES as usize);
+    assert!(reads_of(&table_url) <= 2, "{} reads", reads_of(&table_url));
+    assert_eq!(reader.len(), n as u64);
+    let ids: Vec<u64> = (0..n as u64).step_by(97).collect();
+    let mut batch = tfrecord_lirs::Batch::default();
+    reader.read_batch(&ids, &mut batch).unwrap();
+    for (k, &id) in ids.iter().enumerate() {
+        assert_eq!(batch.payload(k), &payloads[id as usize][..]);
+    }
+    // In id order, each block is read once more at most.
+    assert!(
+        reads_of(&table_url) <= 2 + blocks,
+        "{} reads of {blocks} blocks",
+        reads_of(&table_url)
+    );
+
+    let mut swapped = table.clone();
+    let k = n / 2;
+    swapped.swap(k, k + 1);
+    put(&table_url, tfrecord_lirs::encode_table(&swapped));
+    let reader = Reader::open_one(Path::new(url), None, &opts).unwrap();
+    assert_eq!(reader.read(3).unwrap(), payloads[3]);
+    let err = reader.read(k as u64).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&table_url)
+            && text.contains("strictly increase")
+            && text.contains(&format!("instance {}", k + 1))
+            && text.contains(&format!("byte {}", table[k])),
+        "{text}"
+    );
+}

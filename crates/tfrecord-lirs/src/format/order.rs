@@ -93,6 +93,24 @@ pub struct OrderParams {
     pub shard_index: u64,
 }
 
+/// The shard rule of every order: `num_shards >= 1` and `shard_index < num_shards`.
+pub(crate) fn check_shard(num_shards: u64, shard_index: u64) -> Result<()> {
+    if num_shards == 0 || shard_index >= num_shards {
+        return Err(Error::invalid_argument(format!(
+            "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
+        )));
+    }
+    Ok(())
+}
+
+impl OrderParams {
+    /// Checks the shard of these parameters: `num_shards >= 1` and
+    /// `shard_index < num_shards`.
+    pub fn check_shard(&self) -> Result<()> {
+        check_shard(self.num_shards, self.shard_index)
+    }
+}
+
 impl Default for OrderParams {
     fn default() -> Self {
         OrderParams {
@@ -254,6 +272,8 @@ fn slice_units(lens: impl IntoIterator<Item = u64>, lo: u64, hi: u64) -> UnitSli
 struct Units {
     /// First ids of the shard's units, in the epoch's unit order.
     starts: Ids,
+    /// Their lengths (so that walking the order never reads a table).
+    lens: Ids,
     /// Ids at the front of the first unit that belong to the previous shard.
     first_skip: u64,
     /// Index in `starts` of the next unit to enter.
@@ -265,9 +285,10 @@ struct Units {
 }
 
 impl Units {
-    fn new(starts: Ids, first_skip: u64) -> Units {
+    fn new(starts: Ids, lens: Ids, first_skip: u64) -> Units {
         Units {
             starts,
+            lens,
             first_skip,
             next_unit: 0,
             current: Vec::new(),
@@ -277,12 +298,12 @@ impl Units {
 
     /// The same units, back at the start of the shard.
     fn rewound(&self) -> Units {
-        Units::new(self.starts.clone(), self.first_skip)
+        Units::new(self.starts.clone(), self.lens.clone(), self.first_skip)
     }
 
     /// Ids of unit `i` that this shard reads.
-    fn readable(&self, layout: &Layout, i: usize) -> u64 {
-        let len = layout.unit_len(self.starts.get(i));
+    fn readable(&self, i: usize) -> u64 {
+        let len = self.lens.get(i);
         if i == 0 {
             len - self.first_skip
         } else {
@@ -292,7 +313,7 @@ impl Units {
 
     /// Enters the next unit: its ids shuffled exactly as in the unsharded order, read
     /// from past the ids the previous shard took.
-    fn enter(&mut self, layout: &Layout, params: &OrderParams) {
+    fn enter(&mut self, params: &OrderParams) {
         let start = self.starts.get(self.next_unit);
         let skip = if self.next_unit == 0 {
             self.first_skip
@@ -301,7 +322,8 @@ impl Units {
         };
         self.next_unit += 1;
         self.current.clear();
-        self.current.extend(start..start + layout.unit_len(start));
+        self.current
+            .extend(start..start + self.lens.get(self.next_unit - 1));
         fisher_yates(
             &mut self.current,
             &mut generator(params.seed, params.epoch, PURPOSE_IN_UNIT, start),
@@ -310,9 +332,9 @@ impl Units {
     }
 
     /// The next id; the caller bounds the calls by the shard's length.
-    fn next(&mut self, layout: &Layout, params: &OrderParams) -> u64 {
+    fn next(&mut self, params: &OrderParams) -> u64 {
         if self.current_pos >= self.current.len() {
-            self.enter(layout, params);
+            self.enter(params);
         }
         let id = self.current[self.current_pos];
         self.current_pos += 1;
@@ -321,15 +343,15 @@ impl Units {
 
     /// Moves to `position` (at most the shard's length), stepping over whole units by
     /// their lengths and shuffling only the unit that holds `position`.
-    fn seek(&mut self, layout: &Layout, params: &OrderParams, position: u64) {
+    fn seek(&mut self, params: &OrderParams, position: u64) {
         self.next_unit = 0;
         self.current.clear();
         self.current_pos = 0;
         let mut left = position;
         while left > 0 {
-            let readable = self.readable(layout, self.next_unit);
+            let readable = self.readable(self.next_unit);
             if left < readable {
-                self.enter(layout, params);
+                self.enter(params);
                 self.current_pos += left as usize;
                 return;
             }
@@ -408,12 +430,12 @@ impl EpochOrder {
                 position: 0,
             });
         }
-        crate::options::shard(params.num_shards, params.shard_index)?;
+        params.check_shard()?;
         let n = layout.len();
         let lo = shard_bound(n, params.shard_index, params.num_shards);
         let hi = shard_bound(n, params.shard_index + 1, params.num_shards);
         let plan = if params.page_aware {
-            Plan::Units(unit_plan(&layout, params, lo, hi))
+            Plan::Units(unit_plan(&layout, params, lo, hi)?)
         } else {
             let mut ids = Ids::with_capacity(n, n as usize);
             for id in 0..n {
@@ -487,7 +509,7 @@ impl EpochOrder {
             )));
         }
         if let Plan::Units(units) = &mut self.plan {
-            units.seek(&self.layout, &self.params, position);
+            units.seek(&self.params, position);
         }
         self.position = position;
         Ok(())
@@ -555,7 +577,7 @@ impl Iterator for EpochOrder {
         }
         let id = match &mut self.plan {
             Plan::Instances(ids) => ids.get(self.position as usize),
-            Plan::Units(units) => units.next(&self.layout, &self.params),
+            Plan::Units(units) => units.next(&self.params),
             Plan::V2(cursor) => cursor.id_at(self.position),
         };
         self.position += 1;
@@ -570,30 +592,75 @@ impl Iterator for EpochOrder {
 
 impl ExactSizeIterator for EpochOrder {}
 
-/// The units holding positions `[lo, hi)` of the epoch's page-aware order.
-fn unit_plan(layout: &Layout, params: &OrderParams, lo: u64, hi: u64) -> Units {
-    let mut count = 0usize;
-    layout.for_each_unit(|_, _| count += 1);
-    let mut starts = Ids::with_capacity(layout.len(), count);
-    layout.for_each_unit(|start, _| starts.push(start));
-    starts.shuffle(&mut generator(params.seed, params.epoch, PURPOSE_UNITS, 0));
-    if lo == 0 && hi == layout.len() {
-        return Units::new(starts, 0);
+/// Every page-aware unit's first id, in id order (units tile the ids of each file, and
+/// files follow each other), and the ids in all: a unit's length is the distance to
+/// the next unit's start.
+struct UnitBounds<'a> {
+    starts: &'a Ids,
+    len: u64,
+}
+
+impl UnitBounds<'_> {
+    /// The length of the unit that starts at `start` (a unit start).
+    fn len_of(&self, start: u64) -> u64 {
+        let (mut lo, mut hi) = (0usize, self.starts.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.starts.get(mid) <= start {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let next = if lo < self.starts.len() {
+            self.starts.get(lo)
+        } else {
+            self.len
+        };
+        next - start
     }
-    let slice = slice_units(
-        (0..starts.len()).map(|i| layout.unit_len(starts.get(i))),
-        lo,
-        hi,
-    );
+}
+
+/// The units holding positions `[lo, hi)` of the epoch's page-aware order, with their
+/// lengths: computed here from the tables, once, so that walking the order never reads
+/// a table (a read could fail where the walk cannot report it).
+fn unit_plan(layout: &Layout, params: &OrderParams, lo: u64, hi: u64) -> Result<Units> {
+    let mut count = 0usize;
+    layout.for_each_unit(|_, _| count += 1)?;
+    let mut in_id_order = Ids::with_capacity(layout.len(), count);
+    layout.for_each_unit(|start, _| in_id_order.push(start))?;
+    let mut starts = in_id_order.clone();
+    starts.shuffle(&mut generator(params.seed, params.epoch, PURPOSE_UNITS, 0));
+    let bounds = UnitBounds {
+        starts: &in_id_order,
+        len: layout.len(),
+    };
+    let slice = if lo == 0 && hi == layout.len() {
+        UnitSlice {
+            first: 0,
+            skip: 0,
+            end: starts.len(),
+        }
+    } else {
+        slice_units(
+            (0..starts.len()).map(|i| bounds.len_of(starts.get(i))),
+            lo,
+            hi,
+        )
+    };
     starts.keep_range(slice.first, slice.end);
-    Units::new(starts, slice.skip)
+    let mut lens = Ids::with_capacity(layout.len() + 1, starts.len());
+    for i in 0..starts.len() {
+        lens.push(bounds.len_of(starts.get(i)));
+    }
+    Ok(Units::new(starts, lens, slice.skip))
 }
 
 /// Instances in shard `shard_index` of `num_shards`: `⌊(k+1)N/K⌋ − ⌊kN/K⌋`, the same in
 /// every epoch and for both kinds of order (a page-aware shard is a slice of positions
 /// too).
 pub(crate) fn shard_len(layout: &Layout, num_shards: u64, shard_index: u64) -> Result<u64> {
-    crate::options::shard(num_shards, shard_index)?;
+    check_shard(num_shards, shard_index)?;
     let n = layout.len();
     Ok(shard_bound(n, shard_index + 1, num_shards) - shard_bound(n, shard_index, num_shards))
 }

@@ -11,41 +11,94 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use crate::error::{Error, Result};
 use crate::format::{self, PageSize};
+use crate::io::OffsetTable;
 use crate::storage::{Place, Storage};
 
 /// Parses table bytes: a multiple of 8 bytes, strictly increasing offsets.
 /// `path` only names the table in errors.
 pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
-    if !bytes.len().is_multiple_of(8) {
+    check_whole_entries(path, bytes.len() as u64)?;
+    let mut offsets = vec![0u64; bytes.len() / 8];
+    LittleEndian::read_u64_into(bytes, &mut offsets);
+    check_increasing(path, &offsets)?;
+    Ok(offsets)
+}
+
+/// The error for a table of `byte_len` bytes that is not a whole number of entries.
+fn check_whole_entries(path: &Path, byte_len: u64) -> Result<()> {
+    if !byte_len.is_multiple_of(8) {
         return Err(Error::table(
             path,
             None,
-            Some((bytes.len() - bytes.len() % 8) as u64),
-            format!(
-                "table is {} bytes, not a multiple of 8 (a partial last entry?)",
-                bytes.len()
-            ),
+            Some(byte_len - byte_len % 8),
+            format!("table is {byte_len} bytes, not a multiple of 8 (a partial last entry?)"),
         ));
     }
-    let mut offsets = vec![0u64; bytes.len() / 8];
-    LittleEndian::read_u64_into(bytes, &mut offsets);
-    for (i, pair) in offsets.windows(2).enumerate() {
-        if pair[1] <= pair[0] {
-            return Err(Error::table(
-                path,
-                Some(i as u64 + 1),
-                Some(pair[1]),
-                format!(
-                    "offsets must strictly increase, but instance {} is at byte {} and instance {} at byte {}",
-                    i,
-                    pair[0],
-                    i + 1,
-                    pair[1]
-                ),
-            ));
+    Ok(())
+}
+
+/// The error for the first entry of `offsets` (the table at `path`) not past the one
+/// before it.
+fn check_increasing(path: &Path, offsets: &[u64]) -> Result<()> {
+    match offsets.windows(2).position(|pair| pair[1] <= pair[0]) {
+        Some(i) => Err(not_increasing(path, i as u64, offsets[i], offsets[i + 1])),
+        None => Ok(()),
+    }
+}
+
+/// The error for entry `i + 1` of the table at `path` (at byte `next`) not past entry
+/// `i` (at byte `at`); ids are the table's own.
+pub(crate) fn not_increasing(path: &Path, i: u64, at: u64, next: u64) -> Error {
+    Error::table(
+        path,
+        Some(i + 1),
+        Some(next),
+        format!(
+            "offsets must strictly increase, but instance {i} is at byte {at} and instance {} at byte {next}",
+            i + 1
+        ),
+    )
+}
+
+/// Opens the table at `path` through `storage` without reading it whole (see
+/// [`OffsetTable`]): a local table is mapped (or read on demand), a URL's is read in
+/// blocks on demand (one ranged read per block, a few blocks cached). Checks at open what costs O(1): the table is whole entries; a table
+/// small enough to be held in memory is also checked whole for increasing entries. The
+/// entries of a larger one are checked as they are used. `data` (if known) is named
+/// in the missing-table hint.
+pub(crate) fn open_table_of(
+    storage: &Storage,
+    path: &Path,
+    data: Option<&Path>,
+) -> Result<OffsetTable> {
+    let table = match storage.place(path)? {
+        Place::Local(local) => {
+            OffsetTable::open_local(local).map_err(|e| Error::table_io(path, data, e))?
+        }
+        Place::Remote(fs, url) => {
+            let src = fs.open_read(url).map_err(|e| match e.kind() {
+                std::io::ErrorKind::Unsupported | std::io::ErrorKind::InvalidInput => {
+                    crate::remote::error(path, e)
+                }
+                _ => Error::table_io(path, data, e),
+            })?;
+            if src.size() <= crate::io::table_in_memory_max_bytes() {
+                let mut bytes = vec![0u8; src.size() as usize];
+                crate::io::read_exact_at(&*src, &mut bytes, 0)
+                    .map_err(|e| Error::table_io(path, data, e))?;
+                OffsetTable::in_memory(parse_table(path, &bytes)?)
+            } else {
+                OffsetTable::read_in_blocks(src)
+            }
+        }
+    };
+    check_whole_entries(path, table.byte_len())?;
+    if table.is_in_memory() {
+        if let Some(entries) = table.view() {
+            check_increasing(path, &entries)?;
         }
     }
-    Ok(offsets)
+    Ok(table)
 }
 
 /// Reads and parses the table at `path`. A missing table is an error of kind

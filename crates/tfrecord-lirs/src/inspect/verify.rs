@@ -270,7 +270,15 @@ pub fn inspect_in(
             io::Backend::Pread
         };
         let src = storage.open(data, backend, 1, None)?;
-        check_table_shape((data, table_path), offsets, file_size, 0, &*src, padding)?;
+        let entry = |i: u64| Ok(offsets[i as usize]);
+        check_table_shape(
+            (data, table_path),
+            (offsets.len() as u64, &entry),
+            file_size,
+            0,
+            &*src,
+            padding,
+        )?;
     }
     let mut out = Inspection {
         instances: 0,

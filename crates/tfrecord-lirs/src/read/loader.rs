@@ -340,7 +340,7 @@ impl DatasetLoader {
                 .layout()
                 .files
                 .iter()
-                .map(|f| (f.offsets.len() as u64, f.size))
+                .map(|f| (f.len(), f.size))
                 .collect(),
             seed: self.options.seed,
             page_aware: self.options.page_aware,

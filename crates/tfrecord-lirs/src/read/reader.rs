@@ -9,16 +9,16 @@ use std::sync::Arc;
 use crate::advice::{self, Stamp};
 use crate::error::{Error, Result};
 use crate::format::{self, FrameError, Padding, PageSize, HEADER_LEN};
-use crate::io::{self, Backend, ReadAt};
-use crate::layout::{FileLayout, Layout};
+use crate::io::{self, Backend, ReadAt, TableView};
+use crate::layout::{span_of, BadSpan, FileLayout, Layout};
 // Also imported from here by `fetch`.
 pub(crate) use crate::batch::Batch;
 use crate::format::table_path::default_table_path;
 use crate::order::{self, EpochOrder, OrderParams, OrderVersion};
-use crate::read::table_check::{check_table, tail_error, walk_tail};
+use crate::read::table_check::{bad_span_error, check_table, tail_error, walk_tail};
 use crate::stats::{IoStats, Tally};
 use crate::storage::Storage;
-use crate::table::read_table_of;
+use crate::table::open_table_of;
 
 /// Options of a [`Reader`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,10 +143,15 @@ impl Reader {
 
     /// Opens `(data, table)` pairs; ids run through the files in list order.
     ///
-    /// Validates each table: a multiple of 8 bytes, strictly increasing offsets from 0 and
-    /// below the file size, and a valid record header at the first and the last offset.
-    /// With [`ReaderOptions::trust_table`] the first offset may be past 0, the bytes
-    /// before it being padding records.
+    /// Validates each table at open in O(1) (its entries are not read whole): a
+    /// multiple of 8 bytes, a first offset of 0, a last one below the file size, and a
+    /// valid record at the first and the last offset (a table of at most
+    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::io::TABLE_IN_MEMORY_MAX_BYTES), held in memory, is also
+    /// checked whole for strictly increasing offsets). Every instance read checks its
+    /// own entry against the next one and the file size, so reading every instance
+    /// checks the whole table; a bad entry is an error of that read naming the table,
+    /// the instance and the byte. With [`ReaderOptions::trust_table`] the first offset
+    /// may be past 0, the bytes before it being padding records.
     pub fn open(files: &[(PathBuf, PathBuf)], options: &ReaderOptions) -> Result<Reader> {
         let page = PageSize::checked(options.page_size)?;
         let mut layouts = Vec::with_capacity(files.len());
@@ -164,21 +169,24 @@ impl Reader {
                 .storage
                 .open_deferred(data, options.backend, options.mmap_opt_in)
                 .map_err(|e| advice::diagnose(data, e))?;
-            let offsets = read_table_of(&options.storage, table_path, Some(data))
+            // The table is opened where it lies, not read whole: only its length, its
+            // first and last entries are looked at here (O(1) per file); every other
+            // entry is checked when an instance's span is read.
+            let table = open_table_of(&options.storage, table_path, Some(data))
                 .map_err(|e| advice::diagnose(data, e))?;
-            let src: Box<dyn ReadAt> = opened.with_records(offsets.len() as u64);
+            let src: Box<dyn ReadAt> = opened.with_records(table.len());
             let size = src.size();
             let layout = FileLayout {
-                offsets,
+                table,
+                table_path: table_path.clone(),
                 size,
                 first_id,
             };
             check_table(data, table_path, &layout, &*src, options.padding()).map_err(|e| {
                 let e = advice::diagnose(data, e);
-                let last = layout.offsets.last().copied();
-                advice::stale_table(data, table_path, layout.size, last, e)
+                advice::stale_table(data, table_path, layout.size, last_entry(&layout), e)
             })?;
-            first_id += layout.offsets.len() as u64;
+            first_id += layout.len();
             let pages = size.div_ceil(page.get());
             open.push(OpenFile {
                 data_path: data.clone(),
@@ -233,7 +241,8 @@ impl Reader {
     pub fn location(&self, id: u64) -> Result<(&Path, u64)> {
         self.check_id(id)?;
         let (f, i) = self.layout.locate(id);
-        Ok((&self.files[f].data_path, self.layout.files[f].offsets[i]))
+        let (start, _) = self.span(f, i, id)?;
+        Ok((&self.files[f].data_path, start))
     }
 
     fn check_id(&self, id: u64) -> Result<()> {
@@ -248,6 +257,54 @@ impl Reader {
             )));
         }
         Ok(())
+    }
+
+    /// `[start, end)` of the span of instance `i` of file `f` (global `id`), read from
+    /// its table and checked against the next entry and the file size.
+    fn span(&self, f: usize, i: usize, id: u64) -> Result<(u64, u64)> {
+        let file = &self.layout.files[f];
+        match file.span(i as u64) {
+            Ok(Ok(span)) => Ok(span),
+            Ok(Err(bad)) => Err(self.bad_span(f, id, bad)),
+            Err(e) => Err(self.table_read_error(f, i, id, e)),
+        }
+    }
+
+    /// The error for instance `i` of file `f` (global `id`) whose span, as the table
+    /// gives it, cannot be one: names the table, the instance whose entry is wrong and
+    /// its byte, with the advice a table that does not match its data file gets at open.
+    #[cold]
+    #[inline(never)]
+    fn bad_span(&self, f: usize, id: u64, bad: BadSpan) -> Error {
+        let file = &self.files[f];
+        let layout = &self.layout.files[f];
+        let (data, table) = (&file.data_path, &file.table_path);
+        let err = bad_span_error((data, table), layout.size, id, bad);
+        let err = advice::stale_table(data, table, layout.size, last_entry(layout), err);
+        self.if_changed(f, err)
+    }
+
+    /// The error for the table of file `f` failing to read instance `i`'s entries
+    /// (global `id`): an I/O error, or the table shorter than at open.
+    #[cold]
+    #[inline(never)]
+    fn table_read_error(&self, f: usize, i: usize, id: u64, e: std::io::Error) -> Error {
+        let table = &self.files[f].table_path;
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            let had = self.layout.files[f].table.byte_len();
+            let now = std::fs::metadata(table).map(|m| m.len()).ok();
+            return Error::table(
+                table,
+                Some(id),
+                Some(i as u64 * 8),
+                format!(
+                    "the table's entry for instance {id} (its byte {}) cannot be read: the table had {had} bytes at open{}; the table was truncated or replaced while it was read: rebuild it with `tfrecord-lirs index` and open the dataset again",
+                    i as u64 * 8,
+                    now.map_or_else(String::new, |now| format!(" and has {now} now")),
+                ),
+            );
+        }
+        Error::io(table, e)
     }
 
     /// The payload of instance `id` (spec §1: span from eq. 1, one positioned read).
@@ -265,7 +322,7 @@ impl Reader {
     pub fn read_span_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<std::ops::Range<usize>> {
         self.check_id(id)?;
         let (f, i) = self.layout.locate(id);
-        let (start, end) = self.layout.files[f].span(i);
+        let (start, end) = self.span(f, i, id)?;
         buf.clear();
         let mut tally = Tally::default();
         let read = self.read_span_range(f, id, start, end, buf, &mut tally);
@@ -431,21 +488,37 @@ impl Reader {
         for &id in ids {
             self.check_id(id)?;
         }
-        let single = (self.layout.files.len() == 1).then(|| &self.layout.files[0]);
+        let single = self.layout.files.len() == 1;
         let entry = |id: u64| -> (usize, usize) {
-            match single {
-                Some(_) => (0, id as usize),
-                None => self.layout.locate(id),
+            if single {
+                (0, id as usize)
+            } else {
+                self.layout.locate(id)
             }
+        };
+        // Each table as a slice for this batch where it is mapped (or in memory).
+        let tables: Vec<Option<TableView<'_>>> =
+            self.layout.files.iter().map(|f| f.table.view()).collect();
+        let prefetch_entry = |id: u64| {
+            let (f, i) = entry(id);
+            if let Some(entry) = tables[f].as_deref().and_then(|t| t.get(i)) {
+                io::prefetch(entry);
+            }
+        };
+        // A span whose entries are not valid is not prefetched (its read reports it).
+        let span_at = |f: usize, i: usize| -> Option<(u64, u64)> {
+            let table = tables[f].as_deref()?;
+            span_of(table, self.layout.files[f].size, i).ok()
         };
         // Table entries of the first records, then records ahead, then decode.
         for &id in ids.iter().take(PREFETCH_TABLE_AHEAD) {
-            let (f, i) = entry(id);
-            io::prefetch(&self.layout.files[f].offsets[i]);
+            prefetch_entry(id);
         }
         let prefetch_record = |id: u64| {
             let (f, i) = entry(id);
-            let (start, end) = self.layout.files[f].span(i);
+            let Some((start, end)) = span_at(f, i) else {
+                return;
+            };
             let map: &[u8] = &maps[f];
             let stop = end.min(start + PREFETCH_RECORD_BYTES);
             let mut at = start & !63;
@@ -461,17 +534,20 @@ impl Reader {
         }
         for (k, &id) in ids.iter().enumerate() {
             if let Some(&ahead) = ids.get(k + PREFETCH_TABLE_AHEAD) {
-                let (f, i) = entry(ahead);
-                io::prefetch(&self.layout.files[f].offsets[i]);
+                prefetch_entry(ahead);
             }
             if let Some(&ahead) = ids.get(k + PREFETCH_RECORDS_AHEAD) {
                 prefetch_record(ahead);
             }
             let (f, i) = entry(id);
-            let (start, end) = self.layout.files[f].span(i);
+            let (start, end) = match tables[f].as_deref() {
+                Some(table) => span_of(table, self.layout.files[f].size, i)
+                    .map_err(|bad| self.bad_span(f, id, bad))?,
+                None => self.span(f, i, id)?,
+            };
             let map: &[u8] = &maps[f];
-            // The table was checked against the file size at open, so the span is in
-            // the map; `get` keeps a broken invariant an error, not a panic.
+            // The span was checked against the file size, so it is in the map; `get`
+            // keeps a broken invariant an error, not a panic.
             let span = map.get(start as usize..end as usize).ok_or_else(|| {
                 Error::table(
                     &self.files[f].table_path,
@@ -519,17 +595,18 @@ impl Reader {
         by_id.sort_unstable_by_key(|&i| ids[i]);
         out.starts.resize(ids.len(), 0);
         out.ends.resize(ids.len(), 0);
+        let mut spans: Vec<(u64, u64)> = Vec::new();
         let mut k = 0;
         while k < by_id.len() {
             let first = ids[by_id[k]];
             self.check_id(first)?;
             let (f, i) = self.layout.locate(first);
-            let layout = &self.layout.files[f];
-            if layout.span_len(i) > MAX_WHOLE_SPAN_READ {
+            let (first_start, first_end) = self.span(f, i, first)?;
+            if first_end - first_start > MAX_WHOLE_SPAN_READ {
                 // A long span is read only as far as its record goes (see read_span_into),
                 // on its own; the same id repeated is served from that one read.
                 let mut one = Vec::new();
-                let (start, end) = layout.span(i);
+                let (start, end) = (first_start, first_end);
                 let span_at = self.read_span_range(f, first, start, end, &mut one, tally)?;
                 let span = &one[span_at..];
                 let payload = self.decode_span(f, first, start, end, span)?;
@@ -545,26 +622,35 @@ impl Reader {
                 }
                 continue;
             }
-            // Extend the run while ids are consecutive, in this file, and within the cap.
+            // Extend the run while ids are consecutive, in this file, and within the cap;
+            // the spans of the run, in id order (each checked against its neighbour).
+            let file_len = self.layout.files[f].len();
+            spans.clear();
+            spans.push((first_start, first_end));
             let mut end = k + 1;
             while end < by_id.len() {
                 let next = ids[by_id[end]];
                 let prev = ids[by_id[end - 1]];
-                let local = i + (next - first) as usize;
                 if next == prev {
                     end += 1; // the same id twice: read once, served twice
                     continue;
                 }
-                if next != prev + 1
-                    || local >= layout.offsets.len()
-                    || layout.span(local).1 - layout.offsets[i] > MAX_COALESCED_READ
-                {
+                let local = i + (next - first) as usize;
+                if next != prev + 1 || local as u64 >= file_len {
                     break;
                 }
+                // A span the table gets wrong ends the run: its own read reports it, in
+                // id order.
+                let Ok(span) = self.span(f, local, next) else {
+                    break;
+                };
+                if span.1 - first_start > MAX_COALESCED_READ {
+                    break;
+                }
+                spans.push(span);
                 end += 1;
             }
-            let last_local = i + (ids[by_id[end - 1]] - first) as usize;
-            let (start, stop) = (layout.offsets[i], layout.span(last_local).1);
+            let (start, stop) = (first_start, spans[spans.len() - 1].1);
             let len = self.span_len_usize(f, first, start, stop)?;
             out.align_for(start, len);
             let base = out.used;
@@ -572,8 +658,7 @@ impl Reader {
             out.used += len;
             for &pos in &by_id[k..end] {
                 let id = ids[pos];
-                let local = i + (id - first) as usize;
-                let (s, e) = layout.span(local);
+                let (s, e) = spans[(id - first) as usize];
                 let at = base + (s - start) as usize;
                 let span = &out.buf[at..base + (e - start) as usize];
                 let payload = self.decode_span(f, id, s, e, span)?;
@@ -842,6 +927,15 @@ impl Reader {
     pub fn shard_len(&self, num_shards: u64, shard_index: u64) -> Result<u64> {
         order::shard_len(&self.layout, num_shards, shard_index)
     }
+}
+
+/// The table's last entry, if it has one that can be read (for the advice of whether
+/// the data file was truncated after its table was written).
+fn last_entry(layout: &FileLayout) -> Option<u64> {
+    layout
+        .len()
+        .checked_sub(1)
+        .and_then(|i| layout.table.get(i).ok())
 }
 
 /// Where to cut `sorted` (distinct ids, ascending) into about `parts` parts of equal

@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::error::{Error, Result, TRUST_TABLE_HINT};
 use crate::format::{self, FrameError, Padding, HEADER_LEN};
 use crate::io::{self, ReadAt};
-use crate::layout::FileLayout;
+use crate::layout::{BadSpan, FileLayout};
 
 /// Most records [`walk_tail`] looks at: a tail of more fillers than this was not written
 /// by a LIRS writer (which puts at most a few in a span), and is not checked further.
@@ -85,12 +85,14 @@ pub(crate) fn tail_error(
 ///   trusted padding belongs to the instances around it);
 /// - with [`Padding::Fillers`] the first entry is byte 0 (spans tile the file);
 ///   with [`Padding::Opaque`] it may be later, the bytes before it being padding;
-/// - every entry lies before the end of the file.
+/// - the last entry lies before the end of the file (of a table that has one at or
+///   past it, the first such entry, found by bisection, is named).
 ///
-/// `first_id` is the global id of the table's entry 0 (errors name global ids).
+/// `first_id` is the global id of the table's entry 0 (errors name global ids). The
+/// table's `n` entries are read through `entry` (a few of them: O(log n)).
 pub(crate) fn check_table_shape(
     (data, table): (&Path, &Path),
-    offsets: &[u64],
+    (n, entry): (u64, &dyn Fn(u64) -> Result<u64>),
     size: u64,
     first_id: u64,
     src: &dyn ReadAt,
@@ -103,7 +105,7 @@ pub(crate) fn check_table_shape(
             return Err(Error::compressed(data, kind));
         }
     }
-    let Some(&first) = offsets.first() else {
+    if n == 0 {
         if size > 0 {
             return Err(Error::table(
                 table,
@@ -116,7 +118,8 @@ pub(crate) fn check_table_shape(
             ));
         }
         return Ok(());
-    };
+    }
+    let first = entry(0)?;
     // Spans tile the file from byte 0. A table whose first entry is elsewhere (entries
     // missing at the front, another file's table) would silently shift every id; a
     // trusted table may start later, after padding.
@@ -136,17 +139,19 @@ pub(crate) fn check_table_shape(
             ),
         ));
     }
-    if let Some(i) = offsets.iter().position(|&o| o >= size) {
-        return Err(Error::table(
-            table,
-            Some(first_id + i as u64),
-            Some(offsets[i]),
-            format!(
-                "offset {} lies at or past the end of {} ({size} bytes): the table does not match the data file",
-                offsets[i],
-                data.display(),
-            ),
-        ));
+    if entry(n - 1)? >= size {
+        // Entries increase (or a read of them reports where they do not): the first
+        // one past the end is where they cross it.
+        let (mut lo, mut hi) = (0u64, n - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if entry(mid)? >= size {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        return Err(past_end((data, table), size, first_id + lo, entry(lo)?));
     }
     Ok(())
 }
@@ -162,20 +167,32 @@ pub(crate) fn check_table(
     src: &dyn ReadAt,
     padding: Padding,
 ) -> Result<()> {
+    let entry = |i: u64| {
+        layout
+            .table
+            .get(i)
+            .map_err(|e| Error::io(&layout.table_path, e))
+    };
     check_table_shape(
         (data, table),
-        &layout.offsets,
+        (layout.len(), &entry),
         layout.size,
         layout.first_id,
         src,
         padding,
     )?;
-    let n = layout.offsets.len();
+    let n = layout.len();
     if n == 0 {
         return Ok(());
     }
     for i in [0, n - 1] {
-        let (start, end) = layout.span(i);
+        let (start, end) = match layout.span(i).map_err(|e| Error::io(table, e))? {
+            Ok(span) => span,
+            Err(bad) => {
+                let id = layout.first_id + i;
+                return Err(bad_span_error((data, table), layout.size, id, bad));
+            }
+        };
         let mut header = [0u8; HEADER_LEN];
         let checked = io::read_exact_at(src, &mut header, start)
             .map_err(|_| FrameError::Truncated {
@@ -204,7 +221,7 @@ pub(crate) fn check_table(
                 }
                 return Err(Error::table(
                     table,
-                    Some(layout.first_id + i as u64),
+                    Some(layout.first_id + i),
                     Some(start),
                     format!(
                         "does not match {}: no valid record of that instance's span starts at byte {start} ({e})",
@@ -216,7 +233,7 @@ pub(crate) fn check_table(
         // The last span runs to the end of the file: records appended after indexing, or
         // entries missing at the end, would otherwise never be read or reported.
         if i == n - 1 {
-            let id = layout.first_id + i as u64;
+            let id = layout.first_id + i;
             let found = walk_tail(src, start + framed, end, padding, |_, _| {})
                 .map_err(|e| Error::io(data, e))?;
             if let Some((at, e)) = found {
@@ -225,9 +242,9 @@ pub(crate) fn check_table(
         }
     }
     // A trusted table's first instance may follow padding: it must be records too.
-    if layout.offsets[0] > 0 {
-        let found = walk_tail(src, 0, layout.offsets[0], padding, |_, _| {})
-            .map_err(|e| Error::io(data, e))?;
+    let first = entry(0)?;
+    if first > 0 {
+        let found = walk_tail(src, 0, first, padding, |_, _| {}).map_err(|e| Error::io(data, e))?;
         if let Some((at, e)) = found {
             return Err(Error::table(
                 table,
@@ -236,7 +253,7 @@ pub(crate) fn check_table(
                 format!(
                     "the bytes at {at} of {}, before instance 0 at byte {}, are not padding records ({}): the table does not match the data file",
                     data.display(),
-                    layout.offsets[0],
+                    first,
                     match e {
                         format::TailError::Frame(frame) => frame.to_string(),
                         format::TailError::NotFiller { framed_len } =>
@@ -247,6 +264,38 @@ pub(crate) fn check_table(
         }
     }
     Ok(())
+}
+
+/// The error for instance `id`'s span (in data file `data` of `size` bytes, table
+/// `table`) being one the table gets wrong: names the table, the instance whose entry
+/// is wrong and its byte.
+pub(crate) fn bad_span_error(
+    (data, table): (&Path, &Path),
+    size: u64,
+    id: u64,
+    bad: BadSpan,
+) -> Error {
+    match bad {
+        BadSpan::NotIncreasing { start, next } => {
+            crate::table::not_increasing(table, id, start, next)
+        }
+        BadSpan::PastEnd { end } => past_end((data, table), size, id + 1, end),
+        BadSpan::StartPastEnd { start } => past_end((data, table), size, id, start),
+    }
+}
+
+/// The error for instance `id`'s entry, `offset`, lying at or past the end of `data`
+/// (`size` bytes).
+fn past_end((data, table): (&Path, &Path), size: u64, id: u64, offset: u64) -> Error {
+    Error::table(
+        table,
+        Some(id),
+        Some(offset),
+        format!(
+            "offset {offset} lies at or past the end of {} ({size} bytes): the table does not match the data file",
+            data.display(),
+        ),
+    )
 }
 
 /// Whether the bytes `[0, end)` of `src` are whole records (any payload): the padding

@@ -198,6 +198,12 @@ impl LeasedMap {
         Some(map)
     }
 
+    /// The open file the map was made of (still open once the map is revoked: read it
+    /// with `pread` then).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Enters the map, or `None` once it is revoked (read with `pread` then).
     pub fn enter(&self) -> Option<Entered<'_>> {
         let before = self.state.fetch_add(1, Ordering::AcqRel);

@@ -1,7 +1,7 @@
 //! I/O backends: positioned reads of byte ranges. This module tree is the only place of
 //! the crate with `unsafe` (each block with a `// SAFETY:` comment): `mod.rs` (a cache
 //! prefetch hint), `mmap` (the opt-in map), `leased` (the lease-guarded map of
-//! [`AutoFile`]) and `page_cache` (benchmark tools).
+//! [`AutoFile`] and of large offset tables, [`OffsetTable`]) and `page_cache` (benchmark tools).
 //!
 //! * [`AutoFile`] (default): `pread(2)`, plus, where the kernel grants a read lease, a
 //!   memory map that is revoked before any writer or truncation can touch the file
@@ -31,11 +31,16 @@ mod mmap;
 #[doc(hidden)]
 pub mod page_cache;
 mod pread;
+mod table_map;
 
 pub use auto::{AutoFile, AUTO_MAP_MAX_MEAN_RECORD};
 pub use direct::{DirectFile, DIRECT_ALIGN};
 pub use mmap::{MmapFile, MmapOptIn};
 pub use pread::PreadFile;
+pub use table_map::{
+    set_table_in_memory_max_bytes, table_in_memory_max_bytes, OffsetTable, TableView,
+    TABLE_BLOCK_ENTRIES, TABLE_CACHED_BLOCKS, TABLE_IN_MEMORY_MAX_BYTES,
+};
 
 /// A source of positioned reads, shared between threads.
 pub trait ReadAt: Send + Sync {

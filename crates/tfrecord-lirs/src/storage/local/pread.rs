@@ -24,6 +24,11 @@ impl PreadFile {
         Ok(PreadFile { file, size })
     }
 
+    /// Reads the open `file` of `size` bytes.
+    pub(crate) fn from_file(file: File, size: u64) -> PreadFile {
+        PreadFile { file, size }
+    }
+
     /// The open file.
     pub(crate) fn file(&self) -> &File {
         &self.file
