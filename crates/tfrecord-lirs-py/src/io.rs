@@ -98,8 +98,12 @@ fn default_table_path(path: PathBuf) -> std::ffi::OsString {
 /// instance count.
 #[pyfunction]
 fn build_offset_table(py: Python<'_>, data: PathBuf, table: PathBuf) -> PyResult<u64> {
-    py.detach(|| core::build_offset_table_in(&write_storage(), &data, &table, false, |_| {}))
-        .py_err(py)
+    py.detach(|| {
+        guarded("build_offset_table", || {
+            core::build_offset_table_in(&write_storage(), &data, &table, false, |_| {})
+        })
+    })
+    .py_err(py)
 }
 
 /// The core's request for `pad` of one input.
@@ -145,7 +149,7 @@ fn pad_file(
 ) -> PyResult<(SummaryFields, String)> {
     let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
     let (written, chose) = py
-        .detach(|| core::pad(&src, &dst, &request, |_| {}))
+        .detach(|| guarded("pad_file", || core::pad(&src, &dst, &request, |_| {})))
         .py_err(py)?;
     Ok((summary_fields(&written), chose.unwrap_or_default()))
 }
@@ -238,6 +242,22 @@ fn pad_files(
     })
 }
 
+/// Runs `f` as entry point `point`: a panic is an Internal error naming it (the
+/// fault-injection build arms a panic point here), never an unwind into Python.
+fn guarded<T>(point: &str, f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+    catch_unwind(AssertUnwindSafe(|| {
+        #[cfg(feature = "fault-injection")]
+        test_panic::panic_if_armed(point);
+        f()
+    }))
+    .unwrap_or_else(|payload| {
+        Err(core::Error::internal(format!(
+            "panic in tfrecord-lirs (Rust) in `{point}`: {}",
+            core::panic_message(payload.as_ref())
+        )))
+    })
+}
+
 /// A page-aligned writer's state: a panic inside one of its methods poisons it for
 /// good (the file may be half-written, so it must not be finished as if whole).
 #[derive(Default)]
@@ -313,7 +333,11 @@ impl PaddedWriter {
             ..Default::default()
         };
         let writer = py
-            .detach(|| core::PaddedWriter::create(&path, &options))
+            .detach(|| {
+                guarded("create_writer", || {
+                    core::PaddedWriter::create(&path, &options)
+                })
+            })
             .py_err(py)?;
         Ok(PaddedWriter {
             state: Mutex::new(WriterState {
