@@ -25,7 +25,7 @@ build:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi --all-targets --features fault-injection -- -D warnings
+	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-py --all-targets --features fault-injection -- -D warnings
 	# The bridge to TensorFlow's file systems (checked here; linked only into the op library).
 	cargo clippy -p tfrecord-lirs-ffi --all-targets --features tensorflow -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
@@ -52,6 +52,11 @@ tf-op: venv
 	$(MAKE) -C tf_op PYTHON=$(abspath $(PY)) CARGO_TARGET_DIR=$(abspath target)
 	$(MAKE) -C tf_op test-lib PYTHON=$(abspath $(PY)) CARGO_TARGET_DIR=$(abspath target) \
 	  TEST_OUT=$(abspath $(FAULT_LIB))
+	# The extension's test build (its writers' panic point), beside it; in the fault
+	# build's target directory, whose core has the same features.
+	CARGO_TARGET_DIR=$(abspath target/fault-injection) cargo build --release \
+	  -p tfrecord-lirs-py --features fault-injection
+	cp target/fault-injection/release/lib_lirs.so $(dir $(FAULT_LIB))_lirs.abi3.so
 
 # The `tfrecord_lirs` package, installed editable into the venv.
 python-install: $(VENV)/.tfrecord_lirs-installed

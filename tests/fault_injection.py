@@ -5,7 +5,9 @@ staticlib built with the cargo feature `fault-injection`).
 
 The library users install has none of that (tests/test_packaging.py checks), and two
 libraries registering the same ops cannot share a process, so every fault scenario
-runs in a child with TFRECORD_LIRS_OP_LIBRARY pointing at the test build. A child
+runs in a child with TFRECORD_LIRS_OP_LIBRARY pointing at the test build, and
+TFRECORD_LIRS_EXTENSION at the test build of the TensorFlow-free extension beside it
+(`make tf-op`: the package's writers, with the cargo feature `fault-injection`). A child
 also turns a hang into a failed test (timeout) and proves the process goes on.
 """
 
@@ -26,6 +28,8 @@ TESTS_DIR = str(Path(__file__).resolve().parent)
 # `make tf-op` builds it there; `make pytest` passes the path.
 FAULT_LIBRARY = Path(os.environ.get("TFRECORD_LIRS_FAULT_LIBRARY")
                      or REPO / "target" / "tf_op" / "test" / "_lirs_ops_fault_injection.so")
+# The extension's test build, beside the op library's.
+FAULT_EXTENSION = FAULT_LIBRARY.parent / "_lirs.abi3.so"
 TIMEOUT = 240
 
 # Bound in every child before its script runs.
@@ -43,10 +47,10 @@ assert _native.LIB_PATH == {library!r}, _native.LIB_PATH
 
 def require_fault_library() -> Path:
     """Fail loudly (never skip) when the test build is missing."""
-    if not FAULT_LIBRARY.is_file():
-        pytest.fail(f"fault-injection op library {FAULT_LIBRARY} is missing: build it with "
-                    f"`make tf-op` (or `make -C tf_op test-lib`), or set "
-                    f"TFRECORD_LIRS_FAULT_LIBRARY", pytrace=False)
+    for path in (FAULT_LIBRARY, FAULT_EXTENSION):
+        if not path.is_file():
+            pytest.fail(f"fault-injection build {path} is missing: build it with "
+                        f"`make tf-op`, or set TFRECORD_LIRS_FAULT_LIBRARY", pytrace=False)
     return FAULT_LIBRARY
 
 
@@ -59,7 +63,8 @@ def run_faulty(script: str, **values) -> list[str]:
     for k, v in values.items():
         code += f"{k} = {v!r}\n"
     code += textwrap.dedent(script)
-    env = {**os.environ, "TFRECORD_LIRS_OP_LIBRARY": library}
+    env = {**os.environ, "TFRECORD_LIRS_OP_LIBRARY": library,
+           "TFRECORD_LIRS_EXTENSION": str(FAULT_EXTENSION.resolve())}
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env,
                              timeout=TIMEOUT, check=False)
@@ -91,7 +96,13 @@ def set_panic_point(point: str) -> None:
     fn = ctypes.CDLL(_native.LIB_PATH).lirs_test_set_panic_point
     fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int
-    _native.call(fn, point.encode())
+    err = ctypes.create_string_buffer(4096)
+    code = fn(point.encode(), err, len(err))
+    assert code == 0, f"lirs_test_set_panic_point({point!r}): {err.value.decode()}"
+    # The package's writers live in the extension, which has its own copy of the core.
+    from tfrecord_lirs import _lirs
+
+    _lirs.set_test_panic_point(point)
 
 
 def only_panic(message: str = "deliberate panic") -> None:

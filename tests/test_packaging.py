@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 from conftest import run_ok
-from fault_injection import require_fault_library
+from fault_injection import FAULT_EXTENSION, require_fault_library
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "python" / "tfrecord_lirs"
@@ -153,3 +153,24 @@ def test_no_test_hook_in_the_production_library():
     assert test_build == {"exported": ["lirs_test_set_panic_point"],
                           "markers": [m.decode() for m in FAULT_MARKERS],
                           "op": True, "c_function": True}
+
+
+def test_no_test_hook_in_the_production_extension():
+    """The extension users get has no panic point (`set_test_panic_point`); its test
+    build, which `make tf-op` puts beside the op library's, has (so this can fail)."""
+    require_fault_library()
+    probe = ("import tfrecord_lirs\n"
+             "from tfrecord_lirs import _lirs\n"
+             "print(_lirs.__file__, hasattr(_lirs, 'set_test_panic_point'))")
+    env = {k: v for k, v in os.environ.items() if k != "TFRECORD_LIRS_EXTENSION"}
+    env["PYTHONPATH"] = str(REPO / "python")
+    seen = []
+    for extension in (None, FAULT_EXTENSION.resolve()):
+        if extension is not None:
+            env["TFRECORD_LIRS_EXTENSION"] = str(extension)
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             env=env, timeout=120, cwd=REPO)
+        assert out.returncode == 0, out.stderr[-3000:]
+        seen.append(out.stdout.split()[-2:])
+    assert seen[0][1] == "False" and Path(seen[0][0]).parent == PACKAGE, seen
+    assert seen[1] == [str(FAULT_EXTENSION.resolve()), "True"], seen

@@ -130,7 +130,7 @@ def venv():
 # and padded by the wheel's CLI (found on PATH), read by LIRSDataset and by the stock
 # reader; prints what the test checks.
 EPOCH_CHECK = r"""
-import collections, json, os, shutil, subprocess, sys, tempfile
+import collections, ctypes, json, os, shutil, subprocess, sys, tempfile
 import tensorflow as tf
 import tfrecord_lirs
 
@@ -170,7 +170,7 @@ print(json.dumps({
     "padded_equal_multiset": collections.Counter(lirs_padded) == collections.Counter(
         stock(tfrecord_lirs.stock_dataset([padded]))),
     "test_hooks": [hasattr(tfrecord_lirs._native.ops, "lirs_test_only_panic"),
-                   hasattr(tfrecord_lirs._native.lib, "lirs_test_set_panic_point")],
+                   hasattr(ctypes.CDLL(tfrecord_lirs._native.LIB_PATH), "lirs_test_set_panic_point")],
 }))
 shutil.rmtree(work)
 """

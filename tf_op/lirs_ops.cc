@@ -3,14 +3,6 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
-// The C ABI of the Rust library (crates/tfrecord-lirs-ffi/src/c_api.rs), which
-// Python calls through ctypes: one table of functions. Its Rust symbols are kept out
-// of this library's exports (tf_op/Makefile), so this is the one exported function.
-extern "C" const void* tfrecord_lirs_c_api();
-extern "C" __attribute__((visibility("default"))) const void* lirs_c_api() {
-  return tfrecord_lirs_c_api();
-}
-
 namespace tensorflow {
 
 // A full-range shuffled (or sequential-per-seed) dataset of the instances of

@@ -6,8 +6,7 @@
 // * op LIRSTestOnlyPanic: panics inside Rust; must surface as an Internal error;
 // * C function lirs_test_set_panic_point: makes every call of the bridged Rust
 //   entry point `point` panic (inside its catch_unwind guard) until called
-//   again with "". The convention of the C ABI (crates/tfrecord-lirs-ffi/src/c_api.rs):
-//   an ErrorCode value (0 = ok), the message in `err`.
+//   again with "". Returns an ErrorCode value (0 = ok), the message in `err`.
 #include <algorithm>
 #include <cstring>
 #include <string>

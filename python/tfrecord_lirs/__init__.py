@@ -16,9 +16,29 @@ Files need an offset table (`<file>.offsets`): write them with
 """
 
 import importlib
+import os
 
-from tfrecord_lirs import _lirs, errors
-from tfrecord_lirs.errors import (
+
+def _load_custom_extension(path):
+    """Loads the extension at `path` as tfrecord_lirs._lirs instead of the package's
+    own (TFRECORD_LIRS_EXTENSION: the project's fault-injection tests use it for their
+    test build, as TFRECORD_LIRS_OP_LIBRARY for the op library's)."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    loader = importlib.machinery.ExtensionFileLoader("tfrecord_lirs._lirs", path)
+    spec = importlib.util.spec_from_file_location("tfrecord_lirs._lirs", path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules["tfrecord_lirs._lirs"] = module
+
+
+if os.environ.get("TFRECORD_LIRS_EXTENSION"):
+    _load_custom_extension(os.path.abspath(os.environ["TFRECORD_LIRS_EXTENSION"]))
+
+from tfrecord_lirs import _lirs, errors  # noqa: E402
+from tfrecord_lirs.errors import (  # noqa: E402
     DataLossError,
     InternalError,
     InvalidArgumentError,
@@ -27,8 +47,8 @@ from tfrecord_lirs.errors import (
     PermissionDeniedError,
     UnavailableError,
 )
-from tfrecord_lirs.loader import Loader, process_shard
-from tfrecord_lirs.sources import DataSource, Sampler
+from tfrecord_lirs.loader import Loader, process_shard  # noqa: E402
+from tfrecord_lirs.sources import DataSource, Sampler  # noqa: E402
 
 # One version for everything: the workspace's Cargo.toml, compiled into the extension.
 __version__ = _lirs.__version__

@@ -1,11 +1,11 @@
-"""Loads the op library (`_lirs_ops.so`) twice over: as TensorFlow ops and,
-for the file-writing helpers and the argument checks, as the C ABI of its Rust
-library through ctypes (crates/tfrecord-lirs-ffi/src/c_api.rs: one table of
-functions, returned by the library's `lirs_c_api()`).
+"""Loads the op library (`_lirs_ops.so`) as TensorFlow ops, and gives the
+TensorFlow-facing modules the argument checks of the Rust core, through the
+TensorFlow-free extension (`tfrecord_lirs._lirs`, which also writes, pads and
+indexes files for them).
 
-Both views share one copy of the Rust core, which decides every rule and error;
-this module only translates: error codes to tf.errors classes (or ValueError for
-the argument checks).
+The core decides every rule and error; this module only translates: the
+extension's exceptions (`tfrecord_lirs.errors`) to exceptions that are also of
+the matching tf.errors class, and ValueError for the argument checks.
 
 The environment variable TFRECORD_LIRS_OP_LIBRARY names a custom build of the op
 library to load instead (the project's tests use it for their fault-injection
@@ -13,9 +13,10 @@ build); the `_build_info.py` beside that library says which TensorFlow it was
 built for, and is checked like the package's own.
 """
 
-import ctypes
 import importlib.util
 import os
+
+from tfrecord_lirs import _lirs, errors
 
 # Which extra brings a TensorFlow, for the message below (python/pyproject.toml).
 _INSTALL_TF = (
@@ -80,121 +81,66 @@ if _major_minor(tf.__version__) != _major_minor(_build_info.TF_VERSION):
     )
 
 ops = tf.load_op_library(LIB_PATH)
-lib = ctypes.CDLL(LIB_PATH)
 
-_u64 = ctypes.c_uint64
-_u64p = ctypes.POINTER(ctypes.c_uint64)
-_i64p = ctypes.POINTER(ctypes.c_int64)
-_str = ctypes.c_char_p
-_err = [ctypes.c_char_p, ctypes.c_size_t]
+# Each kind of the core's errors: the tf.errors class TensorFlow code catches.
+_TF_ERRORS = {
+    errors.DataLossError: tf.errors.DataLossError,
+    errors.InvalidArgumentError: tf.errors.InvalidArgumentError,
+    errors.NotFoundError: tf.errors.NotFoundError,
+    errors.PermissionDeniedError: tf.errors.PermissionDeniedError,
+    errors.UnavailableError: tf.errors.UnavailableError,
+    errors.InternalError: tf.errors.InternalError,
+}
 
-
-class PadConfig(ctypes.Structure):
-    """`c_api::PadConfig`."""
-    _fields_ = [("page_size", _u64), ("fit", _str), ("compression", _str),
-                ("trust_table", ctypes.c_bool), ("overwrite", ctypes.c_bool)]
-
-
-class PadSummary(ctypes.Structure):
-    """`c_api::PadSummary`."""
-    _fields_ = [("instances", _u64), ("pages", _u64), ("filler_bytes", _u64),
-                ("data_bytes", _u64), ("inputs_mapped", _u64), ("page_reads", _u64),
-                ("unpadded_page_reads", _u64)]
+def _both(lirs_class, tf_class):
+    """An exception class that is both `tf_class` and `lirs_class`."""
+    return type(lirs_class.__name__, (tf_class, lirs_class), {
+        "__module__": "tfrecord_lirs.errors",
+        "__doc__": f"{lirs_class.__doc__}\n\nAlso a {tf_class.__module__}.{tf_class.__name__}.",
+    })
 
 
-def _fn(restype, *argtypes):
-    return ctypes.CFUNCTYPE(restype, *argtypes)
+_AS_TF = {cls: _both(cls, tf_cls) for cls, tf_cls in _TF_ERRORS.items()}
 
 
-_status = ctypes.c_int
-_writer = ctypes.c_void_p
-# `c_api::Progress`: (bytes done, bytes in all the files).
-Progress = ctypes.CFUNCTYPE(None, _u64, _u64)
-_paths = ctypes.POINTER(ctypes.c_char_p)
-
-
-class _CApi(ctypes.Structure):
-    """`c_api::CApi`, field for field (checked by its version)."""
-    _fields_ = [
-        ("version", ctypes.c_uint32),
-        ("build_offset_table", _fn(_status, _str, _str, _u64p, *_err)),
-        ("pad_file", _fn(_status, _str, _str, ctypes.POINTER(PadConfig),
-                         ctypes.POINTER(PadSummary), ctypes.c_char_p, ctypes.c_size_t,
-                         *_err)),
-        ("writer_create", _fn(_status, _str, ctypes.POINTER(PadConfig),
-                              ctypes.POINTER(_writer), *_err)),
-        ("writer_write", _fn(_status, _writer, _str, ctypes.c_size_t, _u64p, *_err)),
-        ("writer_finish", _fn(_status, _writer, ctypes.POINTER(PadSummary), *_err)),
-        ("writer_instance_of_input", _fn(ctypes.c_size_t, _writer, _u64p, ctypes.c_size_t)),
-        ("writer_free", _fn(None, _writer)),
-        ("check_backend", _fn(_status, _str, *_err)),
-        ("check_fit", _fn(_status, _str, *_err)),
-        ("check_shard", _fn(_status, _i64p, _i64p, *_err)),
-        ("default_table_path", _fn(ctypes.c_size_t, _str, ctypes.c_char_p, ctypes.c_size_t)),
-        ("check_page_size", _fn(_status, ctypes.c_int64, *_err)),
-        ("build_offset_tables", _fn(_status, _paths, ctypes.c_size_t, ctypes.c_size_t,
-                                    Progress, _u64p, *_err)),
-        ("pad_files", _fn(_status, _paths, ctypes.c_size_t, _str, ctypes.POINTER(PadConfig),
-                          ctypes.c_size_t, Progress, ctypes.POINTER(PadSummary), *_err)),
-        ("check_compression_type", _fn(_status, _str, *_err)),
-        ("check_buffer_size", _fn(_status, _i64p, *_err)),
-        ("error_code_name", _fn(ctypes.c_char_p, ctypes.c_int32)),
-    ]
-
-
-_C_API_VERSION = 4
-lib.lirs_c_api.restype = ctypes.POINTER(_CApi)
-api = lib.lirs_c_api().contents
-if api.version != _C_API_VERSION:
-    raise ImportError(f"tfrecord_lirs: the op library {LIB_PATH} has C ABI version {api.version}, "
-                      f"this package needs {_C_API_VERSION}: rebuild it with `make -C tf_op`")
-
-_ERR_LEN = 4096
-
-
-def error_class(code):
-    """The tf.errors.OpError subclass of a C ABI error code, by the library's name
-    of the code (e.g. "DataLoss" -> tf.errors.DataLossError)."""
-    name = api.error_code_name(code).decode("ascii")
-    return getattr(tf.errors, name + "Error", tf.errors.InternalError)
-
-
-def run(fn, args, length=_ERR_LEN):
-    """(code, message) of a C ABI call whose last two arguments are (err, err_len)."""
-    err = ctypes.create_string_buffer(length)
-    code = fn(*args, err, length)
-    return code, err.value.decode("utf-8", errors="replace")
-
-
-def call(fn, *args):
-    """Calls a C ABI function whose last two arguments are (err, err_len); raises the
-    tf.errors.OpError subclass of its error code."""
-    code, message = run(fn, args)
-    if code != 0:
-        raise error_class(code)(None, None, message)
+def native(fn, *args):
+    """Calls the extension's `fn`; its error (a tfrecord_lirs.errors class) is
+    re-raised as one that is also the matching tf.errors class, with the same
+    message and `file`, `instance`, `offset`."""
+    try:
+        return fn(*args)
+    except errors.LIRSError as e:
+        both = _AS_TF.get(type(e))
+        if both is None:
+            raise
+        raised = both(None, None, str(e))
+        raised.file, raised.instance, raised.offset = e.file, e.instance, e.offset
+        raise raised from None
 
 
 def check(fn, *args):
-    """Calls one of the C ABI's argument checks; raises ValueError with Rust's message."""
-    code, message = run(fn, args)
-    if code != 0:
-        raise ValueError(message)
+    """Calls one of the extension's argument checks; raises ValueError with the
+    core's message."""
+    try:
+        return fn(*args)
+    except errors.InvalidArgumentError as e:
+        raise ValueError(str(e)) from None
 
 
 def text(value, name):
-    """`value` (a str) as the bytes a C ABI string argument takes; ValueError otherwise."""
+    """`value` if it is a str; ValueError otherwise."""
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a str, got {value!r}")
-    return value.encode("utf-8")
+    return value
 
 
 def check_backend(backend):
-    check(api.check_backend, text(backend, "backend"))
+    check(_lirs.check_backend, text(backend, "backend"))
     return backend
 
 
 def check_fit(fit):
-    check(api.check_fit, text(fit, "fit"))
+    check(_lirs.check_fit, text(fit, "fit"))
     return fit
 
 
@@ -202,7 +148,7 @@ def check_compression_type(compression_type):
     """ValueError (with the core's text) unless LIRSDataset can take it; None is ""."""
     if compression_type is None:
         compression_type = ""
-    check(api.check_compression_type, text(compression_type, "compression_type"))
+    check(_lirs.check_compression_type, text(compression_type, "compression_type"))
 
 
 def check_buffer_size(buffer_size):
@@ -217,13 +163,7 @@ def check_buffer_size(buffer_size):
         buffer_size = int(value)
     if not -(1 << 63) <= buffer_size < (1 << 63):
         raise ValueError(f"buffer_size out of range: {buffer_size}")
-    check(api.check_buffer_size, ctypes.byref(ctypes.c_int64(buffer_size)))
-
-
-def paths_array(paths):
-    """A C array of the byte paths of `paths` (and its length)."""
-    encoded = [path_bytes(p) for p in paths]
-    return (ctypes.c_char_p * max(len(encoded), 1))(*encoded), len(encoded)
+    check(_lirs.check_buffer_size, buffer_size)
 
 
 def check_page_size(page_size):
@@ -232,28 +172,26 @@ def check_page_size(page_size):
         raise ValueError(f"page_size must be an int, got {page_size!r}")
     if not -(1 << 63) <= page_size < (1 << 63):
         raise ValueError(f"page_size out of range: {page_size}")
-    check(api.check_page_size, page_size)
+    check(_lirs.check_page_size, page_size)
     return page_size
 
 
 def check_shard(num_shards, shard_index):
     """Checks the pair; either may be None (not known yet, e.g. a tensor)."""
-    n = None if num_shards is None else ctypes.byref(ctypes.c_int64(num_shards))
-    i = None if shard_index is None else ctypes.byref(ctypes.c_int64(shard_index))
-    check(api.check_shard, n, i)
+    check(_lirs.check_shard, num_shards, shard_index)
 
 
 def default_table_path(path):
     """The offset table used for data file `path` when none is given (a str)."""
-    data = path_bytes(path)
-    size = len(data) + 64
-    while True:
-        out = ctypes.create_string_buffer(size)
-        n = api.default_table_path(data, out, size)
-        if n < size:
-            return os.fsdecode(out.raw[:n])
-        size = n + 1
+    return os.fsdecode(_lirs.default_table_path(path_str(path)))
 
 
-def path_bytes(path):
-    return os.fsencode(os.fspath(path))
+def path_str(path):
+    """`path` (str, bytes or PathLike) as the str the extension takes (os.fsdecode)."""
+    return os.fsdecode(os.fspath(path))
+
+
+def check_dataset_arguments(batch_size, num_parallel_reads, files, tables):
+    """Checks LIRSDataset's arguments (None: not given / not known yet); ValueError
+    with the core's text."""
+    check(_lirs.check_dataset_arguments, batch_size, num_parallel_reads, files, tables)

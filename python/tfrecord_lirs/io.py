@@ -1,13 +1,12 @@
 """Writing and indexing LIRS files, and random access, via the Rust core."""
 
 import collections
-import ctypes
 import os
 import sys
 
 import tensorflow as tf
 
-from tfrecord_lirs import _native
+from tfrecord_lirs import _lirs, _native
 
 PadSummary = collections.namedtuple(
     "PadSummary", ["instances", "pages", "filler_bytes", "data_bytes", "page_reads",
@@ -19,9 +18,9 @@ touch in total, as placed and had they been written back to back unpadded (divid
 fit="auto" chose and why ("" otherwise)."""
 
 
-def _summary(out, note=""):
-    return PadSummary(out.instances, out.pages, out.filler_bytes, out.data_bytes,
-                      out.page_reads, out.unpadded_page_reads, note)
+def _summary(fields, note=""):
+    """A PadSummary from the extension's summary fields (in PadSummary's order)."""
+    return PadSummary(*fields, note)
 
 
 def _file_list(files_or_pattern):
@@ -36,18 +35,14 @@ def _file_list(files_or_pattern):
     return None
 
 
-_PROGRESS = object()
-
-
 class _Progress:
     """Prints the bytes done of a run over many files on stderr (a terminal only)."""
 
     def __init__(self, what, enabled):
         self._what = what
         self._enabled = enabled if enabled is not None else sys.stderr.isatty()
-        self.callback = _native.Progress(self._report)
 
-    def _report(self, done, total):
+    def report(self, done, total):
         if self._enabled and total:
             sys.stderr.write(f"\r{self._what}: {100 * done // total}% of {total} bytes")
             sys.stderr.flush()
@@ -58,19 +53,14 @@ class _Progress:
 
 
 def _run_many(fn, args, what, progress):
-    """Runs a C ABI call over many files (`args`: its arguments up to the report
-    buffer, `_PROGRESS` where the progress callback goes); raises (after every file
-    was done) the tf.errors class of the first failure with the core's summary naming
-    each one."""
+    """Runs the extension's `fn` over many files (`args`: its arguments before the
+    progress callback); it raises (after every file was done) the error of the first
+    failure with the core's summary naming each one."""
     bar = _Progress(what, progress)
-    args = tuple(bar.callback if a is _PROGRESS else a for a in args)
     try:
-        code, summary = _native.run(fn, args, 1 << 16)
+        return _native.native(fn, *args, bar.report)
     finally:
         bar.close()
-    if code != 0:
-        raise _native.error_class(code)(None, None, summary)
-    return summary
 
 
 def default_table_path(path):
@@ -82,12 +72,11 @@ def default_table_path(path):
 
 
 def _pad_spec(page_size, fit, compression=None, trust_table=False, overwrite=False):
-    """The C ABI's PadConfig; ValueError for a bad page size or fit."""
+    """The extension's pad arguments after the paths; ValueError for a bad page size
+    or fit."""
     _native.check_page_size(page_size)
     _native.check_fit(fit)
-    return _native.PadConfig(page_size=page_size, fit=fit.encode("utf-8"),
-                           compression=(compression or "").encode("utf-8"),
-                           trust_table=bool(trust_table), overwrite=bool(overwrite))
+    return (page_size, fit, compression or "", bool(trust_table), bool(overwrite))
 
 
 def build_offset_table(files_or_pattern, table=None, *, jobs=0, progress=None):
@@ -107,17 +96,13 @@ def build_offset_table(files_or_pattern, table=None, *, jobs=0, progress=None):
     if files is None:
         path = files_or_pattern
         table = default_table_path(path) if table is None else os.fsdecode(table)
-        count = ctypes.c_uint64()
-        _native.call(_native.api.build_offset_table, _native.path_bytes(path),
-                     _native.path_bytes(table), ctypes.byref(count))
+        _native.native(_lirs.build_offset_table, _native.path_str(path), table)
         return table
     if table is not None:
         raise ValueError("table names the table of one file; several files get "
                          "<file>.offsets each")
-    paths, n = _native.paths_array(files)
-    counts = (ctypes.c_uint64 * max(n, 1))()
-    _run_many(_native.api.build_offset_tables, (paths, n, jobs, _PROGRESS, counts), "index",
-              progress)
+    _run_many(_lirs.build_offset_tables, ([_native.path_str(f) for f in files], jobs),
+              "index", progress)
     return [default_table_path(f) for f in files]
 
 
@@ -157,17 +142,13 @@ def pad(src, dst, page_size=4096, fit="next", compression=None, trust_table=Fals
     spec = _pad_spec(page_size, fit, compression, trust_table, overwrite)
     files = _file_list(src)
     if files is not None:
-        paths, n = _native.paths_array(files)
-        outs = (_native.PadSummary * max(n, 1))()
-        _run_many(_native.api.pad_files,
-                  (paths, n, _native.path_bytes(dst), ctypes.byref(spec), jobs, _PROGRESS, outs),
-                  "pad", progress)
-        return [_summary(outs[i]) for i in range(n)]
-    out = _native.PadSummary()
-    note = ctypes.create_string_buffer(1024)
-    _native.call(_native.api.pad_file, _native.path_bytes(src), _native.path_bytes(dst),
-                 ctypes.byref(spec), ctypes.byref(out), note, len(note))
-    return _summary(out, note.value.decode("utf-8", errors="replace"))
+        outs = _run_many(_lirs.pad_files,
+                         ([_native.path_str(f) for f in files], _native.path_str(dst), *spec,
+                          jobs), "pad", progress)
+        return [_summary(fields) for fields in outs]
+    fields, note = _native.native(_lirs.pad_file, _native.path_str(src),
+                                  _native.path_str(dst), *spec)
+    return _summary(fields, note)
 
 
 class PaddedWriter:
@@ -181,45 +162,36 @@ class PaddedWriter:
     """
 
     def __init__(self, path, page_size=4096, fit="next"):
-        spec = _pad_spec(page_size, fit)
+        _pad_spec(page_size, fit)
         self._path = os.fspath(path)
-        self._handle = ctypes.c_void_p()
+        self._handle = None
         self._summary = None
         self._instance_ids = None
-        _native.call(_native.api.writer_create, _native.path_bytes(path), ctypes.byref(spec),
-                     ctypes.byref(self._handle))
+        self._handle = _native.native(_lirs.PaddedWriter, _native.path_str(path), page_size,
+                                      fit)
 
     @property
     def path(self):
         return self._path
 
     def write(self, record):
-        if self._handle is None or not self._handle.value:
+        if self._handle is None:
             raise ValueError("write() on a closed PaddedWriter")
         if isinstance(record, str):
             record = record.encode("utf-8")
-        record = bytes(record)
-        index = ctypes.c_uint64()
-        _native.call(_native.api.writer_write, self._handle, record, len(record),
-                     ctypes.byref(index))
-        return index.value
+        return _native.native(self._handle.write, bytes(record))
 
     def close(self):
         """Finishes the file and table; returns a PadSummary (idempotent)."""
         if self._summary is not None:
             return self._summary
-        if self._handle is None or not self._handle.value:
+        if self._handle is None:
             raise ValueError("PaddedWriter was discarded")
-        out = _native.PadSummary()
         try:
-            _native.call(_native.api.writer_finish, self._handle, ctypes.byref(out))
-            n = out.inputs_mapped
-            ids = (ctypes.c_uint64 * max(n, 1))()
-            _native.api.writer_instance_of_input(self._handle, ids, n)
-            self._instance_ids = list(ids[:n])
+            fields, self._instance_ids = _native.native(self._handle.finish)
         finally:
             self._free()
-        self._summary = _summary(out)
+        self._summary = _summary(fields)
         return self._summary
 
     @property
@@ -232,8 +204,8 @@ class PaddedWriter:
         return list(self._instance_ids)
 
     def _free(self):
-        if self._handle is not None and self._handle.value:
-            _native.api.writer_free(self._handle)
+        if self._handle is not None:
+            self._handle.discard()
         self._handle = None
 
     def __enter__(self):

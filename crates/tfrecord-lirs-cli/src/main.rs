@@ -2,17 +2,25 @@
 //!
 //! Exit status: 0 success; 1 a data or validation error (one `error: …` line on stderr
 //! naming the file and, where relevant, the instance id and byte offset); 2 a usage error.
+//!
+//! Paths are local files, or object-storage URLs (`s3://`, `gs://`, `az://`,
+//! `http(s)://`) read and written through the core's [`Storage`] with its
+//! `object_store` client; any other scheme (`ram://`, `hdfs://`: TensorFlow's) is a
+//! usage error saying so.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use tfrecord_lirs::cloud::ObjectStoreFileSystem;
+use tfrecord_lirs::remote::{is_url, scheme};
 use tfrecord_lirs::text_index::{self, encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, Fit, OrderParams, OrderVersion, PadOptions, PageSize,
-    Reader, ReaderOptions,
+    default_table_path, Compression, Error, ErrorKind, Fit, OrderParams, OrderVersion, PadOptions,
+    PageSize, Reader, ReaderOptions, Storage,
 };
 
 #[derive(Parser)]
@@ -326,6 +334,16 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
             data,
             from: Some(_),
             ..
+        } if data.iter().any(|p| is_url(p)) => Err((
+            "index",
+            "--from FORMAT reads a local data file and its local text index (URLs: index \
+             the object itself, without --from)"
+                .into(),
+        )),
+        Command::Index {
+            data,
+            from: Some(_),
+            ..
         } if data.len() != 2 => Err((
             "index",
             "--from FORMAT takes two arguments, DATA INDEX: the data file and its text index"
@@ -387,29 +405,40 @@ fn check_usage(command: &Command) -> Result<(), (&'static str, String)> {
     }
 }
 
-/// The first argument that is a URL (`gs://…`, also as `--opt=URL`): the CLI reads
-/// local files only (URLs need TensorFlow's file systems, i.e. the Python package).
-fn url_argument() -> Option<String> {
+/// Where every path of a command is: local files, and object storage through the
+/// core's `object_store` client (credentials and endpoints from the environment).
+fn storage() -> Storage {
+    static STORAGE: OnceLock<Storage> = OnceLock::new();
+    STORAGE
+        .get_or_init(|| Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())))
+        .clone()
+}
+
+/// The first argument (also as `--opt=URL`) that is a URL of a scheme object storage
+/// does not serve (`ram://`, `hdfs://`: TensorFlow's file systems), and its scheme.
+fn unserved_url_argument() -> Option<(String, String)> {
     std::env::args_os().skip(1).find_map(|arg| {
         let arg = arg.to_str()?;
         let value = match arg.strip_prefix("--") {
             Some(opt) => opt.split_once('=')?.1,
             None => arg,
         };
-        tfrecord_lirs::remote::is_url(Path::new(value)).then(|| value.to_string())
+        let scheme = scheme(Path::new(value))?;
+        (!ObjectStoreFileSystem::serves(scheme)).then(|| (value.to_string(), scheme.to_string()))
     })
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse(); // usage errors exit 2
-    if let Some(url) = url_argument() {
+    if let Some((url, scheme)) = unserved_url_argument() {
         Cli::command()
             .error(
                 clap::error::ErrorKind::InvalidValue,
                 format!(
-                    "{url} is a URL, but tfrecord-lirs reads local files only; read URLs \
-                     (gs://, s3://, ram://, ...) with the Python package tfrecord_lirs, \
-                     which uses TensorFlow's file systems"
+                    "{url} is a {scheme}:// URL, but tfrecord-lirs reads local files and \
+                     object storage only (s3://, gs://, az://, http(s)://); read {scheme}:// \
+                     URLs with the Python package tfrecord_lirs, which uses TensorFlow's \
+                     file systems"
                 ),
             )
             .exit(); // exit 2: a usage error
@@ -454,7 +483,12 @@ fn progress(total: u64, what: &str) -> ProgressBar {
     bar
 }
 
+/// The size of local file `path` for a progress bar (0 for a URL: the command's own
+/// open reports a missing object).
 fn file_size(path: &Path) -> Result<u64, Failure> {
+    if is_url(path) {
+        return Ok(0);
+    }
     std::fs::metadata(path)
         .map(|m| m.len())
         .map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
@@ -515,7 +549,7 @@ fn run(command: Command) -> Outcome {
             ..
         } => per_file("index", "indexed", &data, jobs, |file, report| {
             let table = table_for(file, out.clone());
-            let n = tfrecord_lirs::build_offset_table_with(file, &table, sync, report)?;
+            let n = tfrecord_lirs::build_offset_table_in(&storage(), file, &table, sync, report)?;
             Ok((n.to_string(), format!("{n} instances")))
         }),
         Command::Export {
@@ -527,13 +561,13 @@ fn run(command: Command) -> Outcome {
             let format = TextIndexFormat::from(format);
             match out {
                 Some(out) if out.as_os_str() == "-" => {
-                    let records = tfrecord_lirs::instance_records(&data)?;
+                    let records = tfrecord_lirs::instance_records_in(&storage(), &data)?;
                     let text = encode_text_index(records);
                     write_stdout(|stdout| stdout.write_all(text.as_bytes()))
                 }
                 out => {
                     let out = out.unwrap_or_else(|| format.default_path(&data));
-                    let n = tfrecord_lirs::export_text_index(&data, &out, sync)?;
+                    let n = tfrecord_lirs::export_text_index_in(&storage(), &data, &out, sync)?;
                     println!("{n}");
                     Ok(())
                 }
@@ -561,7 +595,7 @@ fn run(command: Command) -> Outcome {
                     },
                 },
                 sync,
-                ..Default::default()
+                storage: storage(),
             };
             let compression = match compression {
                 None => Compression::Auto,
@@ -714,6 +748,7 @@ fn run(command: Command) -> Outcome {
 fn reader_options(trust_table: bool) -> ReaderOptions {
     ReaderOptions {
         trust_table,
+        storage: storage(),
         ..ReaderOptions::default()
     }
 }
@@ -815,8 +850,9 @@ fn verify(
     report: &mut dyn FnMut(u64),
 ) -> Result<String, Error> {
     let table_path = table_for(data, offsets);
-    let table = tfrecord_lirs::read_table_for(data, &table_path)?;
-    let found = tfrecord_lirs::inspect_with(
+    let table = tfrecord_lirs::read_table_for_in(&storage(), data, &table_path)?;
+    let found = tfrecord_lirs::inspect_in(
+        &storage(),
         data,
         Some((&table_path, &table)),
         page,
@@ -865,12 +901,14 @@ fn info(
     // A trusted table is needed to tell instances from padding.
     let required = offsets.is_some() || trust_table;
     let table_path = table_for(data, offsets);
-    let table = match tfrecord_lirs::read_table_for(data, &table_path) {
+    let table = match tfrecord_lirs::read_table_for_in(&storage(), data, &table_path) {
         Ok(t) => Some(t),
-        Err(_) if !required && !table_path.exists() => None,
+        // No table where the default one would be: described without one.
+        Err(e) if !required && e.kind() == ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
-    let found = tfrecord_lirs::inspect_with(
+    let found = tfrecord_lirs::inspect_in(
+        &storage(),
         data,
         table.as_deref().map(|t| (table_path.as_path(), t)),
         None,

@@ -1,15 +1,12 @@
-//! The bridges between the `tfrecord-lirs` core crate and its two foreign users:
+//! The cxx bridge between the `tfrecord-lirs` core crate and the TensorFlow op library
+//! in `tf_op/`: readers, dataset cursors (the core's [`tfrecord_lirs::DatasetCursor`]),
+//! filler checks and the options the kernels validate. (Python writes, pads, indexes
+//! and checks its arguments through the TensorFlow-free extension,
+//! crates/tfrecord-lirs-py, over its own copy of the core.)
 //!
-//! * one cxx bridge (this module) for the TensorFlow op library in `tf_op/`: readers,
-//!   dataset cursors (the core's [`tfrecord_lirs::DatasetCursor`]), filler checks and
-//!   the options the kernels validate;
-//! * a plain C ABI ([`c_api`]) for Python's ctypes (`python/tfrecord_lirs/_native.py`),
-//!   exported from the same op library: writing, padding and indexing files, and the
-//!   argument checks Python runs before it builds a graph.
-//!
-//! Every rule either side needs (the backend names, the shard check, the default
-//! offset-table path, the fetch defaults, the fit syntax, the error classes) is decided
-//! here or in the core, once; C++ and Python only translate.
+//! Every rule the kernels need (the backend names, the shard check, the default
+//! offset-table path, the fetch defaults, the error classes) is decided here or in the
+//! core, once; C++ only translates.
 //!
 //! # Errors
 //!
@@ -22,17 +19,16 @@
 //! `what()` is the same message). The C++ side (`tf_op/lirs_status.h`) catches it and
 //! turns the `Status` into an `absl::Status` with one switch. `Result` rather than a
 //! returned `Status` because the constructors return `Box<T>` and cxx has no
-//! `Option<Box<T>>`. The C ABI returns the code's value (0 = ok) and copies the message
-//! into the caller's buffer.
+//! `Option<Box<T>>`.
 //!
 //! # Panics
 //!
-//! No panic may unwind into C++ or C (that aborts the process). Every fallible entry
+//! No panic may unwind into C++ (that aborts the process). Every fallible entry
 //! point runs its body under [`guard`], which catches the unwind and reports it as an
 //! `Internal` error; the unguarded ones (`BatchView`'s, called per record) are
 //! panic-free by construction.
 //! A handle whose method panicked may be half-updated, so it is poisoned: every later
-//! call on it fails with `Internal` (`DatasetCursor`, the C ABI's writer). Panics while
+//! call on it fails with `Internal` (`DatasetCursor`). Panics while
 //! fetching (on the core's fetch threads, or taking the next window) are caught in the
 //! core's cursor, which reports them as `Internal` errors and fetches afresh. All of this needs `panic = "unwind"`, which the workspace's
 //! Cargo.toml sets explicitly for every profile.
@@ -53,7 +49,6 @@ use std::sync::Arc;
 
 use tfrecord_lirs as core;
 
-pub mod c_api;
 pub mod elastic;
 #[cfg(feature = "fault-injection")]
 pub mod fault_injection;
@@ -65,8 +60,8 @@ pub mod tf_fs;
 #[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
 mod ffi {
     /// The class of an error, as TensorFlow's status codes know it (C++ maps it onto
-    /// `absl::StatusCode`, Python onto `tf.errors`). The values are also the return
-    /// codes of the C ABI. Never `OutOfRange`: for a dataset iterator that code means
+    /// `absl::StatusCode`). The values are also the return codes of the test build's C
+    /// function (`tf_op/lirs_test_ops.cc`). Never `OutOfRange`: for a dataset iterator that code means
     /// "end of sequence" and would silently truncate the data.
     #[derive(Debug)]
     #[repr(i32)]

@@ -10,6 +10,7 @@
 //! as attributes. Reads release the GIL.
 
 mod elastic;
+mod gfile;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -22,6 +23,8 @@ use pyo3::types::{PyBytes, PyList};
 use tfrecord_lirs::{
     self as core, Batch, EpochOrder, ErrorKind, OrderParams, OrderVersion, Reader,
 };
+
+mod io;
 
 /// A core error as the `tfrecord_lirs.errors` exception of its kind.
 fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
@@ -249,28 +252,20 @@ fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
         .py_err(py)
 }
 
-/// Checks LIRSDataset's arguments (the core's rule and messages,
-/// [`core::options::dataset_arguments`]); `None`: not given, or not known yet.
-#[pyfunction]
-#[pyo3(signature = (batch_size, num_parallel_reads, files, tables))]
-fn check_dataset_arguments(
-    py: Python<'_>,
-    batch_size: Option<i64>,
-    num_parallel_reads: i64,
-    files: Option<u64>,
-    tables: Option<u64>,
-) -> PyResult<()> {
-    core::options::dataset_arguments(batch_size, num_parallel_reads, files, tables).py_err(py)
+/// The process's object-store client (s3://, gs://, az://, http(s)://): one, so its
+/// buckets' clients and its runtime are made once, shared by [`storage`] and
+/// [`gfile::write_storage`].
+fn object_store() -> Arc<core::cloud::ObjectStoreFileSystem> {
+    static CLIENT: OnceLock<Arc<core::cloud::ObjectStoreFileSystem>> = OnceLock::new();
+    Arc::clone(CLIENT.get_or_init(|| Arc::new(core::cloud::ObjectStoreFileSystem::new())))
 }
 
-/// Local files, and URLs (s3://, gs://, az://, http(s)://) through object_store: one
-/// value for the process, so the object stores' clients and runtime are made once.
+/// Where the readers' paths are: local files, and URLs through object_store only (no
+/// TensorFlow, and no GIL on the read path).
 fn storage() -> core::Storage {
     static STORAGE: OnceLock<core::Storage> = OnceLock::new();
     STORAGE
-        .get_or_init(|| {
-            core::Storage::with_file_system(Arc::new(core::cloud::ObjectStoreFileSystem::new()))
-        })
+        .get_or_init(|| core::Storage::with_file_system(object_store()))
         .clone()
 }
 
@@ -281,8 +276,8 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
-    m.add_function(wrap_pyfunction!(check_dataset_arguments, m)?)?;
     elastic::register(m)?;
+    io::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -81,8 +81,8 @@ pub use fetch::{
 pub use format::table_path::default_table_path;
 pub use format::{Fit, PageSize};
 pub use interop::{
-    build_offset_table_from_text_index, export_text_index, instance_records,
-    offsets_from_text_index,
+    build_offset_table_from_text_index, export_text_index, export_text_index_in, instance_records,
+    instance_records_in, offsets_from_text_index,
 };
 pub use io::{Backend, MmapOptIn};
 pub use layout::Layout;
@@ -95,9 +95,10 @@ pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use storage::Storage;
 pub use table::{
-    encode_table, parse_table, read_table, read_table_for, write_table, OffsetTableBuilder,
+    encode_table, parse_table, read_table, read_table_for, read_table_for_in, write_table,
+    OffsetTableBuilder,
 };
-pub use verify::{inspect, inspect_with, inspect_with_progress, Inspection};
+pub use verify::{inspect, inspect_in, inspect_with, inspect_with_progress, Inspection};
 pub use writer::{
     build_offset_table, build_offset_table_in, build_offset_table_with, check_pad_output, pad,
     pad_file, pad_file_auto, pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit,

@@ -84,8 +84,92 @@ pub fn best_fit_lookahead(records: u64) -> Result<Fit> {
     Ok(Fit::Best { lookahead })
 }
 
-/// Checks LIRSDataset's arguments as Python gives them: `batch_size` (`None`: elements
-/// are single records; else at least 1), `num_parallel_reads` (-1, which is also
+/// A page size as the foreign callers give it (the signed `page_size` argument of
+/// Python and the TensorFlow op): [`page_size`]'s rule, worded with the argument's name.
+pub fn signed_page_size(page_size: i64) -> Result<u64> {
+    u64::try_from(page_size)
+        .ok()
+        .and_then(|bytes| self::page_size(bytes).ok())
+        .map(PageSize::get)
+        .ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "page_size must be a power of two from {} to {} bytes, got {page_size}",
+                crate::format::MIN_PAGE_SIZE,
+                crate::format::MAX_PAGE_SIZE
+            ))
+        })
+}
+
+/// `num_shards` and `shard_index` as the foreign callers give them (signed; either may
+/// be unknown yet, e.g. a tensor Python cannot see into): [`shard`]'s rule; the pair
+/// as u64s (an unknown one as 1 shard / index 0).
+pub fn signed_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> Result<(u64, u64)> {
+    if let Some(n) = num_shards.filter(|&n| n < 0) {
+        return Err(Error::invalid_argument(format!(
+            "num_shards must be >= 1, got {n}"
+        )));
+    }
+    if let Some(i) = shard_index.filter(|&i| i < 0) {
+        return Err(Error::invalid_argument(format!(
+            "shard_index must be >= 0, got {i}"
+        )));
+    }
+    // Both non-negative now: the rule is [`shard`]'s (an unknown index checks as 0).
+    let n = num_shards.map_or(1, |n| n.unsigned_abs());
+    let i = shard_index.map_or(0, |i| i.unsigned_abs());
+    if num_shards.is_some() {
+        shard(n, i)?;
+    }
+    Ok((n, i))
+}
+
+/// The placement `pad` is asked for: a fixed one, or chosen by the file's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PadFit {
+    /// This placement ([`fit`]).
+    Fixed(Fit),
+    /// `"auto"`: [`crate::pad_file_auto`].
+    Auto,
+}
+
+/// The placement named `name` for `pad`: "auto" or what [`fit`] takes.
+pub fn pad_fit(name: &str) -> Result<PadFit> {
+    match name {
+        "auto" => Ok(PadFit::Auto),
+        _ => fit(name).map(PadFit::Fixed),
+    }
+}
+
+/// LIRSDataset's `compression_type` as TFRecordDataset takes it ("": uncompressed). A
+/// GZIP or ZLIB stream cannot be read at random: the error says how to get a file that
+/// can (`pad` decompresses as it reads).
+pub fn compression_type(compression_type: &str) -> Result<()> {
+    match compression_type {
+        "" => Ok(()),
+        "GZIP" | "ZLIB" => Err(Error::invalid_argument(format!(
+            "compression_type={compression_type:?}: LIRSDataset reads records at random, which a {compression_type} stream does not allow; write an uncompressed padded copy with its table once, `tfrecord-lirs pad FILE OUT` (Python: tfrecord_lirs.pad(FILE, OUT)), which decompresses as it reads, and read that"
+        ))),
+        other => Err(Error::invalid_argument(format!(
+            "compression_type must be None, \"\", \"GZIP\" or \"ZLIB\" (as for TFRecordDataset), got {other:?}"
+        ))),
+    }
+}
+
+/// LIRSDataset's `buffer_size` (bytes; `None` when not given) as TFRecordDataset takes
+/// it: at least 0. Reads are per record (positioned reads of each record's span, or a
+/// memory map), so there is no stream buffer to size; the read-ahead is
+/// `num_parallel_reads` threads over fetch windows.
+pub fn buffer_size(buffer_size: Option<i64>) -> Result<()> {
+    match buffer_size {
+        Some(b) if b < 0 => Err(Error::invalid_argument(format!(
+            "buffer_size must be >= 0 bytes or None, got {b}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// LIRSDataset's arguments as Python gives them: `batch_size` (`None`: elements are
+/// single records; else at least 1), `num_parallel_reads` (-1, which is also
 /// `tf.data.AUTOTUNE`: automatic; else at least 1), and, when both are known, as many
 /// offset tables given as files (`tables` `None`: not given, the default tables).
 pub fn dataset_arguments(
@@ -244,5 +328,52 @@ mod tests {
             "got 1 offset tables for 2 data files (give one per file, or none)"
         );
         assert!(data_and_tables::<&str>(&[], &none).unwrap().is_empty());
+    }
+
+    #[test]
+    fn foreign_callers_signed_and_tensorflow_options() {
+        assert_eq!(signed_page_size(4096).unwrap(), 4096);
+        for bad in [0, -4096, 100, 32 << 20, i64::MIN] {
+            let e = signed_page_size(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(
+                e.to_string()
+                    .contains("page_size must be a power of two from 512 to 16777216")
+                    && e.to_string().contains(&bad.to_string()),
+                "{e}"
+            );
+        }
+        assert_eq!(signed_shard(Some(2), Some(1)).unwrap(), (2, 1));
+        assert_eq!(signed_shard(None, Some(4)).unwrap(), (1, 4));
+        assert_eq!(
+            signed_shard(Some(-2), None).unwrap_err().to_string(),
+            "num_shards must be >= 1, got -2"
+        );
+        assert_eq!(
+            signed_shard(None, Some(-1)).unwrap_err().to_string(),
+            "shard_index must be >= 0, got -1"
+        );
+        assert!(signed_shard(Some(2), Some(2)).is_err());
+        assert_eq!(pad_fit("auto").unwrap(), PadFit::Auto);
+        assert_eq!(
+            pad_fit("best:3").unwrap(),
+            PadFit::Fixed(Fit::Best { lookahead: 3 })
+        );
+        assert!(pad_fit("worst").is_err());
+        compression_type("").unwrap();
+        for kind in ["GZIP", "ZLIB"] {
+            let e = compression_type(kind).unwrap_err().to_string();
+            assert!(
+                e.contains("tfrecord-lirs pad FILE OUT") && e.contains(kind),
+                "{e}"
+            );
+        }
+        assert!(compression_type("gzip")
+            .unwrap_err()
+            .to_string()
+            .starts_with("compression_type must be None"));
+        buffer_size(None).unwrap();
+        buffer_size(Some(0)).unwrap();
+        assert!(buffer_size(Some(-1)).is_err());
     }
 }

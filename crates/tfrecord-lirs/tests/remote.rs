@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{kdd_sizes, payload, write_padded};
+use tfrecord_lirs::format::Padding;
 use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::{
-    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, Reader,
-    ReaderOptions, RecordScanner, Storage,
+    build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, PageSize,
+    Reader, ReaderOptions, RecordScanner, Storage,
 };
 
 type Objects = Arc<Mutex<HashMap<String, Arc<Vec<u8>>>>>;
@@ -630,6 +631,168 @@ fn padded_writer_and_pad_write_urls_like_local_files() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert!(e.to_string().contains("mem://b/none"), "{e}");
+}
+
+#[test]
+fn tables_inspections_and_instance_records_of_urls_equal_the_local_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_and_remote(dir.path(), "i", "mem://b/i.tfrecord", 500);
+    let url = Path::new("mem://b/i.tfrecord");
+    let local_table = tfrecord_lirs::default_table_path(&local);
+    let url_table = Path::new("mem://b/i.tfrecord.offsets");
+    let table = tfrecord_lirs::read_table_for_in(&storage(), url, url_table).unwrap();
+    assert_eq!(table, tfrecord_lirs::read_table(&local_table).unwrap());
+    assert_eq!(table.len(), 500);
+    let page = Some(PageSize::new(4096).unwrap());
+    let want = tfrecord_lirs::inspect_with(
+        &local,
+        Some((&local_table, &table)),
+        page,
+        Padding::Fillers,
+        |_| {},
+    )
+    .unwrap();
+    let mut reported = 0;
+    let got = tfrecord_lirs::inspect_in(
+        &storage(),
+        url,
+        Some((url_table, &table)),
+        page,
+        Padding::Fillers,
+        |done| reported = done,
+    )
+    .unwrap();
+    assert_eq!(
+        (got.instances, got.fillers, got.file_size, got.filler_bytes),
+        (
+            want.instances,
+            want.fillers,
+            want.file_size,
+            want.filler_bytes
+        )
+    );
+    assert_eq!(got.check_padded(url).unwrap(), Some(4096));
+    assert!(reported > 0 && reported <= got.file_size, "{reported}");
+    assert_eq!(
+        tfrecord_lirs::instance_records_in(&storage(), url).unwrap(),
+        tfrecord_lirs::instance_records(&local).unwrap()
+    );
+
+    // Missing objects and tables: NotFound naming the URL (and how to make a table).
+    let e = tfrecord_lirs::read_table_for_in(&storage(), url, Path::new("mem://b/no.offsets"))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.to_string().contains("mem://b/no.offsets"), "{e}");
+    let none = Path::new("mem://b/none.tfrecord");
+    let e = tfrecord_lirs::instance_records_in(&storage(), none).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.to_string().contains("mem://b/none.tfrecord"), "{e}");
+    // A damaged record: DataLoss naming the URL and the byte, as for the local file.
+    let mut bytes = std::fs::read(&local).unwrap();
+    let (_, at) = Reader::open_one(&local, None, &url_options())
+        .unwrap()
+        .location(40)
+        .unwrap();
+    bytes[at as usize + 12 + 2] ^= 0xff;
+    put("mem://b/damaged.tfrecord", bytes);
+    let damaged = Path::new("mem://b/damaged.tfrecord");
+    let e = tfrecord_lirs::inspect_in(
+        &storage(),
+        damaged,
+        Some((url_table, &table)),
+        None,
+        Padding::Fillers,
+        |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DataLoss);
+    assert!(
+        e.to_string().contains("mem://b/damaged.tfrecord") && e.to_string().contains("byte"),
+        "{e}"
+    );
+    // Without a file system for URLs, a URL is refused as such.
+    let e = tfrecord_lirs::instance_records_in(&Storage::local(), url).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+}
+
+/// A file system of one object, `two://b/x`, for the layering test.
+struct SecondFs;
+
+impl FileSystem for SecondFs {
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+        match url {
+            "two://b/x" => Ok(Box::new(MemFile(
+                Arc::new(b"second".to_vec()),
+                false,
+                false,
+                url.to_string(),
+            ))),
+            _ if url.starts_with("two://") => {
+                Err(io::Error::new(io::ErrorKind::NotFound, "no such object"))
+            }
+            _ => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the second does not know it",
+            )),
+        }
+    }
+    fn create(&self, _url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        Err(io::Error::new(io::ErrorKind::PermissionDenied, "read-only"))
+    }
+    fn rename(&self, _from: &str, _to: &str) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "no rename"))
+    }
+    fn delete(&self, _url: &str) -> io::Result<()> {
+        Ok(())
+    }
+    fn durability(&self, _url: &str) -> Durability {
+        Durability::WholeObject
+    }
+}
+
+#[test]
+fn layered_file_systems_ask_the_second_only_for_schemes_the_first_does_not_know() {
+    // The layering the Python writers and the op library use: TensorFlow's file
+    // systems first, object storage for the schemes TensorFlow does not implement.
+    let first = MemFs { objects: mem() };
+    put("mem://layer/a", b"first".to_vec());
+    let layered = tfrecord_lirs::remote::Layered {
+        first,
+        second: Arc::new(SecondFs),
+    };
+    let read = |url: &str| -> io::Result<Vec<u8>> { layered.read_all(url) };
+    assert_eq!(read("mem://layer/a").unwrap(), b"first");
+    assert_eq!(read("two://b/x").unwrap(), b"second");
+    // A missing object of a scheme the first knows is its answer, not the second's.
+    assert_eq!(
+        read("mem://layer/none").unwrap_err().kind(),
+        io::ErrorKind::NotFound
+    );
+    assert_eq!(
+        read("two://b/none").unwrap_err().kind(),
+        io::ErrorKind::NotFound
+    );
+    // Neither knows it: the first one's words.
+    let e = read("zz://b/x").unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+    assert!(e.to_string().contains("not implemented"), "{e}");
+    // Writes and durability: the first's where it knows the scheme.
+    assert_eq!(layered.durability("mem://layer/a"), Durability::Rename);
+    assert!(layered.create("mem://layer/new").is_ok());
+    assert_eq!(
+        layered.create("two://b/y").err().unwrap().to_string(),
+        "read-only"
+    );
+    // Through a Storage, an unknown scheme is an invalid argument naming the URL.
+    let storage = Storage::with_file_system(Arc::new(layered));
+    let e = tfrecord_lirs::read_table_for_in(
+        &storage,
+        Path::new("zz://b/x"),
+        Path::new("zz://b/x.offsets"),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("zz://b/x.offsets"), "{e}");
 }
 
 /// A table too large to be held in memory at open is read in blocks on demand through

@@ -110,7 +110,13 @@ pub fn read_table(path: &Path) -> Result<Vec<u64>> {
 
 /// [`read_table`] for the table of data file `data` (named in the missing-table hint).
 pub fn read_table_for(data: &Path, table: &Path) -> Result<Vec<u64>> {
-    read_table_of(&Storage::local(), table, Some(data))
+    read_table_for_in(&Storage::local(), data, table)
+}
+
+/// [`read_table_for`] through `storage`: either path may be a URL when `storage` has a
+/// file system for it (the table is fetched whole, once).
+pub fn read_table_for_in(storage: &Storage, data: &Path, table: &Path) -> Result<Vec<u64>> {
+    read_table_of(storage, table, Some(data))
 }
 
 /// [`read_table`] through `storage`; `data` (if known) is named in the missing-table

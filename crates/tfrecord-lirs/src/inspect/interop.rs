@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::scan::{check_first_instance, RecordScanner};
+use crate::storage::Storage;
 use crate::table::{check_output_path, check_table_path, write_atomically, write_table};
 use crate::text_index::{encode_text_index, parse_text_index, TextIndexEntry, TextIndexFormat};
 
@@ -178,7 +179,13 @@ pub fn build_offset_table_from_text_index(
 /// The `(offset, framed size)` of every instance of `data`, in file order: fillers
 /// left out, every record's CRCs checked.
 pub fn instance_records(data: &Path) -> Result<Vec<(u64, u64)>> {
-    let mut scanner = RecordScanner::open(data)?;
+    instance_records_in(&Storage::local(), data)
+}
+
+/// [`instance_records`] of `data` through `storage` (a URL when `storage` has a file
+/// system for it).
+pub fn instance_records_in(storage: &Storage, data: &Path) -> Result<Vec<(u64, u64)>> {
+    let mut scanner = RecordScanner::open_in(storage, data)?;
     let mut records = Vec::new();
     while let Some(record) = scanner.next_record()? {
         if !record.is_filler() {
@@ -194,8 +201,21 @@ pub fn instance_records(data: &Path) -> Result<Vec<(u64, u64)>> {
 /// it never sees a filler. Written atomically; with `sync`, fsynced with its
 /// directory. Returns the instance count.
 pub fn export_text_index(data: &Path, out: &Path, sync: bool) -> Result<u64> {
+    export_text_index_in(&Storage::local(), data, out, sync)
+}
+
+/// [`export_text_index`] of `data` read through `storage` (a URL when `storage` has a
+/// file system for it); the text index `out` is a local file (DALI and the `tfrecord`
+/// package read it from local disk).
+pub fn export_text_index_in(storage: &Storage, data: &Path, out: &Path, sync: bool) -> Result<u64> {
+    if crate::remote::is_url(out) {
+        return Err(Error::invalid_argument(format!(
+            "{}: a text index is written to a local file (or to stdout): give a local path",
+            out.display()
+        )));
+    }
     check_output_path(data, out, "index")?;
-    let records = instance_records(data)?;
+    let records = instance_records_in(storage, data)?;
     let text = encode_text_index(records.iter().copied());
     write_atomically(out, sync, |w| {
         w.write_all(text.as_bytes()).map_err(|e| Error::io(out, e))

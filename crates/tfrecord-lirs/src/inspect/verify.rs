@@ -9,7 +9,9 @@ use crate::format::{filler_fits_page, instance_is_placed};
 use crate::format::{Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::io;
 use crate::read::table_check::check_table_shape;
+use crate::remote;
 use crate::scan::{RecordScanner, PROGRESS_EVERY};
+use crate::storage::Storage;
 
 /// What a full scan of a data file (and optionally its table) found.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,6 +234,19 @@ pub fn inspect_with(
     table: Option<(&Path, &[u64])>,
     page: Option<PageSize>,
     padding: Padding,
+    progress: impl FnMut(u64),
+) -> Result<Inspection> {
+    inspect_in(&Storage::local(), data, table, page, padding, progress)
+}
+
+/// [`inspect_with`] of `data` through `storage` (a URL when `storage` has a file
+/// system for it): the same scan, checks and errors as for a local file.
+pub fn inspect_in(
+    storage: &Storage,
+    data: &Path,
+    table: Option<(&Path, &[u64])>,
+    page: Option<PageSize>,
+    padding: Padding,
     mut progress: impl FnMut(u64),
 ) -> Result<Inspection> {
     let opaque = padding == Padding::Opaque && table.is_some();
@@ -243,12 +258,18 @@ pub fn inspect_with(
         }
         _ => e,
     };
-    let mut scanner = RecordScanner::open(data)?;
+    let mut scanner = RecordScanner::open_in(storage, data)?;
     let mut last_report = 0u64;
     let file_size = scanner.file_size();
     // The same rule the reader applies at open, before the records are walked.
     if let Some((table_path, offsets)) = table {
-        let src = io::open(data, io::Backend::Pread, None)?;
+        // Positioned reads without a map (a URL has only its file system's reads).
+        let backend = if remote::is_url(data) {
+            io::Backend::Auto
+        } else {
+            io::Backend::Pread
+        };
+        let src = storage.open(data, backend, 1, None)?;
         let entry = |i: u64| Ok(offsets[i as usize]);
         check_table_shape(
             (data, table_path),

@@ -59,6 +59,34 @@ pub trait FileSystem: Send + Sync {
     fn durability(&self, url: &str) -> Durability;
 }
 
+/// A shared file system is one too (one object-store client serving several
+/// [`Storage`](crate::Storage) values, e.g. as one layer of a [`Layered`]).
+impl<T: FileSystem + ?Sized> FileSystem for std::sync::Arc<T> {
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+        (**self).open_read(url)
+    }
+
+    fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
+        (**self).read_all(url)
+    }
+
+    fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        (**self).create(url)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        (**self).rename(from, to)
+    }
+
+    fn delete(&self, url: &str) -> io::Result<()> {
+        (**self).delete(url)
+    }
+
+    fn durability(&self, url: &str) -> Durability {
+        (**self).durability(url)
+    }
+}
+
 /// What a write through a [`FileSystem`] guarantees, per scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {

@@ -1,0 +1,467 @@
+//! Writing, padding and indexing files, and the argument checks of the Python API
+//! (`tfrecord_lirs.io`, `tfrecord_lirs._native`): the core's functions and rules as
+//! Python functions and one class, [`PaddedWriter`]. They convert types and nothing
+//! else; errors are the `tfrecord_lirs.errors` exceptions of their kind, which the
+//! TensorFlow-facing module re-raises as the matching `tf.errors` class too.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use tfrecord_lirs as core;
+
+use crate::gfile::write_storage;
+use crate::{to_py, IntoPy};
+
+/// What a padded write produced, as Python's `PadSummary` fields in order:
+/// (instances, pages, filler_bytes, data_bytes, page_reads, unpadded_page_reads).
+type SummaryFields = (u64, u64, u64, u64, u64, u64);
+
+fn summary_fields(s: &core::PadSummary) -> SummaryFields {
+    (
+        s.instances,
+        s.pages,
+        s.filler_bytes,
+        s.data_bytes,
+        s.page_reads,
+        s.unpadded_page_reads,
+    )
+}
+
+/// Checks an I/O backend name ([`core::options::backend`]).
+#[pyfunction]
+fn check_backend(py: Python<'_>, backend: &str) -> PyResult<()> {
+    core::options::backend(backend).map(drop).py_err(py)
+}
+
+/// Checks a fit name for `pad` ([`core::options::pad_fit`]; a PaddedWriter refuses
+/// "auto" when created).
+#[pyfunction]
+fn check_fit(py: Python<'_>, fit: &str) -> PyResult<()> {
+    core::options::pad_fit(fit).map(drop).py_err(py)
+}
+
+/// Checks a page size as Python gives it ([`core::options::signed_page_size`]).
+#[pyfunction]
+fn check_page_size(py: Python<'_>, page_size: i64) -> PyResult<u64> {
+    core::options::signed_page_size(page_size).py_err(py)
+}
+
+/// Checks a shard pair; `None` is a value not known yet
+/// ([`core::options::signed_shard`]).
+#[pyfunction]
+#[pyo3(signature = (num_shards, shard_index))]
+fn check_shard(py: Python<'_>, num_shards: Option<i64>, shard_index: Option<i64>) -> PyResult<()> {
+    core::options::signed_shard(num_shards, shard_index)
+        .map(drop)
+        .py_err(py)
+}
+
+/// Checks LIRSDataset's `compression_type` ([`core::options::compression_type`]).
+#[pyfunction]
+fn check_compression_type(py: Python<'_>, compression_type: &str) -> PyResult<()> {
+    core::options::compression_type(compression_type).py_err(py)
+}
+
+/// Checks LIRSDataset's `buffer_size`; `None` when not given
+/// ([`core::options::buffer_size`]).
+#[pyfunction]
+#[pyo3(signature = (buffer_size))]
+fn check_buffer_size(py: Python<'_>, buffer_size: Option<i64>) -> PyResult<()> {
+    core::options::buffer_size(buffer_size).py_err(py)
+}
+
+/// Checks LIRSDataset's arguments ([`core::options::dataset_arguments`]); `None` is a
+/// value not given or not known yet.
+#[pyfunction]
+#[pyo3(signature = (batch_size, num_parallel_reads, files, tables))]
+fn check_dataset_arguments(
+    py: Python<'_>,
+    batch_size: Option<i64>,
+    num_parallel_reads: i64,
+    files: Option<u64>,
+    tables: Option<u64>,
+) -> PyResult<()> {
+    core::options::dataset_arguments(batch_size, num_parallel_reads, files, tables).py_err(py)
+}
+
+/// The offset table used for data file `path` when none is given.
+#[pyfunction]
+fn default_table_path(path: PathBuf) -> std::ffi::OsString {
+    // An OsString (a Python str), not a PathBuf: PyO3 returns a PathBuf as a
+    // pathlib.Path, whose normalisation would turn `ram://x` into `ram:/x`.
+    core::default_table_path(&path).into_os_string()
+}
+
+/// Scans TFRecord file `data` and writes its offset table to `table`; returns the
+/// instance count.
+#[pyfunction]
+fn build_offset_table(py: Python<'_>, data: PathBuf, table: PathBuf) -> PyResult<u64> {
+    py.detach(|| {
+        guarded("build_offset_table", || {
+            core::build_offset_table_in(&write_storage(), &data, &table, false, |_| {})
+        })
+    })
+    .py_err(py)
+}
+
+/// The core's request for `pad` of one input.
+fn pad_request(
+    page_size: u64,
+    fit: &str,
+    compression: &str,
+    trust_table: bool,
+    overwrite: bool,
+) -> core::Result<core::PadRequest> {
+    let (fit, auto) = match core::options::pad_fit(fit)? {
+        core::options::PadFit::Fixed(fit) => (fit, false),
+        core::options::PadFit::Auto => (core::Fit::Next, true),
+    };
+    Ok(core::PadRequest {
+        options: core::PadOptions {
+            page_size,
+            fit,
+            storage: write_storage(),
+            ..Default::default()
+        },
+        auto,
+        compression: core::options::compression(compression)?,
+        trust_table,
+        overwrite,
+    })
+}
+
+/// Rewrites TFRecord `src` as page-aligned `dst` with its table; returns the summary
+/// fields and what `fit="auto"` chose and why ("" otherwise).
+#[pyfunction]
+#[pyo3(signature = (src, dst, page_size, fit, compression, trust_table, overwrite))]
+#[allow(clippy::too_many_arguments)] // pad()'s arguments, as Python passes them
+fn pad_file(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    page_size: u64,
+    fit: &str,
+    compression: &str,
+    trust_table: bool,
+    overwrite: bool,
+) -> PyResult<(SummaryFields, String)> {
+    let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
+    let (written, chose) = py
+        .detach(|| guarded("pad_file", || core::pad(&src, &dst, &request, |_| {})))
+        .py_err(py)?;
+    Ok((summary_fields(&written), chose.unwrap_or_default()))
+}
+
+/// The total bytes of `files` (what the progress of a run over them counts up to).
+fn total_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// Runs `work` on every file (`jobs` at a time, 0: automatic) with the GIL released,
+/// reporting (bytes done, bytes in all) to the Python callable `progress`; every file
+/// is done whatever became of the others. Then the results, or the exception of the
+/// first failure's kind carrying the core's summary naming each failed file.
+fn run_many<T: Send>(
+    py: Python<'_>,
+    verb: &str,
+    files: &[PathBuf],
+    jobs: usize,
+    progress: Option<Py<PyAny>>,
+    work: impl Fn(&Path, &mut dyn FnMut(u64)) -> core::Result<T> + Sync,
+) -> PyResult<Vec<T>> {
+    let total = total_bytes(files);
+    let report = |done: u64| {
+        if let Some(callback) = &progress {
+            Python::attach(|py| {
+                // A failing progress display must not fail the work it reports on.
+                if let Err(e) = callback.call1(py, (done, total)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    };
+    let work = &work;
+    let outcomes = py.detach(|| core::many::run_per_file(files, jobs, &report, work));
+    if let Some(first) = outcomes.iter().find_map(|o| o.result.as_ref().err()) {
+        let summary = core::many::summary(verb, &outcomes);
+        let err = to_py(py, first);
+        err.value(py).setattr("args", (summary,))?;
+        return Err(err);
+    }
+    Ok(outcomes.into_iter().filter_map(|o| o.result.ok()).collect())
+}
+
+/// Scans each TFRecord file of `files` and writes its offset table (the default path),
+/// `jobs` at a time; returns the instance counts.
+#[pyfunction]
+#[pyo3(signature = (files, jobs, progress))]
+fn build_offset_tables(
+    py: Python<'_>,
+    files: Vec<PathBuf>,
+    jobs: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Vec<u64>> {
+    run_many(py, "indexed", &files, jobs, progress, |file, done| {
+        let table = core::default_table_path(file);
+        core::build_offset_table_in(&write_storage(), file, &table, false, done)
+    })
+}
+
+/// Pads each TFRecord file of `srcs` into directory `dst_dir` (under its file name,
+/// see [`core::many::pad_outputs`]), `jobs` at a time; returns the summary fields of
+/// each.
+#[pyfunction]
+#[pyo3(signature = (srcs, dst_dir, page_size, fit, compression, trust_table, overwrite, jobs, progress))]
+#[allow(clippy::too_many_arguments)] // pad()'s arguments, as Python passes them
+fn pad_files(
+    py: Python<'_>,
+    srcs: Vec<PathBuf>,
+    dst_dir: PathBuf,
+    page_size: u64,
+    fit: &str,
+    compression: &str,
+    trust_table: bool,
+    overwrite: bool,
+    jobs: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Vec<SummaryFields>> {
+    let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
+    let outputs = core::many::pad_outputs(&srcs, &dst_dir).py_err(py)?;
+    run_many(py, "padded", &srcs, jobs, progress, |file, done| {
+        let output = srcs
+            .iter()
+            .position(|f| f == file)
+            .and_then(|i| outputs.get(i))
+            .ok_or_else(|| core::Error::internal("an input without its output"))?;
+        core::pad(file, output, &request, done).map(|(summary, _)| summary_fields(&summary))
+    })
+}
+
+/// Runs `f` as entry point `point`: a panic is an Internal error naming it (the
+/// fault-injection build arms a panic point here), never an unwind into Python.
+fn guarded<T>(point: &str, f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+    catch_unwind(AssertUnwindSafe(|| {
+        #[cfg(feature = "fault-injection")]
+        test_panic::panic_if_armed(point);
+        f()
+    }))
+    .unwrap_or_else(|payload| {
+        Err(core::Error::internal(format!(
+            "panic in tfrecord-lirs (Rust) in `{point}`: {}",
+            core::panic_message(payload.as_ref())
+        )))
+    })
+}
+
+/// A page-aligned writer's state: a panic inside one of its methods poisons it for
+/// good (the file may be half-written, so it must not be finished as if whole).
+#[derive(Default)]
+struct WriterState {
+    inner: Option<core::PaddedWriter>,
+    poisoned: bool,
+}
+
+impl WriterState {
+    /// Runs `f` on the writer as method `method`: a panic is an Internal error and
+    /// poisons the writer; a poisoned writer refuses every call.
+    fn run<T>(
+        &mut self,
+        method: &str,
+        f: impl FnOnce(&mut Option<core::PaddedWriter>) -> core::Result<T>,
+    ) -> core::Result<T> {
+        if self.poisoned {
+            return Err(core::Error::internal(format!(
+                "`{method}` on a PaddedWriter that is unusable after an earlier panic in it"
+            )));
+        }
+        let inner = &mut self.inner;
+        catch_unwind(AssertUnwindSafe(|| {
+            #[cfg(feature = "fault-injection")]
+            test_panic::panic_if_armed(method);
+            f(inner)
+        }))
+        .unwrap_or_else(|payload| {
+            self.poisoned = true;
+            Err(core::Error::internal(format!(
+                "panic in tfrecord-lirs (Rust) in `{method}`: {}",
+                core::panic_message(payload.as_ref())
+            )))
+        })
+    }
+}
+
+/// Writes page-aligned TFRecord `path` and its offset table `path.offsets`
+/// (python/tfrecord_lirs/io.py wraps it as `tfrecord_lirs.PaddedWriter`).
+#[pyclass(module = "tfrecord_lirs._lirs", frozen)]
+pub(crate) struct PaddedWriter {
+    state: Mutex<WriterState>,
+}
+
+impl PaddedWriter {
+    fn with_state<T: Send>(
+        &self,
+        py: Python<'_>,
+        method: &str,
+        f: impl FnOnce(&mut Option<core::PaddedWriter>) -> core::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            // A panic is caught inside `run`, so the lock is never poisoned by one;
+            // if it were, the state is still the poisoned flag's to judge.
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.run(method, f)
+        })
+        .py_err(py)
+    }
+}
+
+#[pymethods]
+impl PaddedWriter {
+    /// Creates the writer of `path` with `page_size` and placement `fit` ("next",
+    /// "best" or "best:<window>").
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, page_size: u64, fit: &str) -> PyResult<Self> {
+        let fit = core::options::fit(fit).py_err(py)?;
+        let options = core::PadOptions {
+            page_size,
+            fit,
+            storage: write_storage(),
+            ..Default::default()
+        };
+        let writer = py
+            .detach(|| {
+                guarded("create_writer", || {
+                    core::PaddedWriter::create(&path, &options)
+                })
+            })
+            .py_err(py)?;
+        Ok(PaddedWriter {
+            state: Mutex::new(WriterState {
+                inner: Some(writer),
+                poisoned: false,
+            }),
+        })
+    }
+
+    /// Writes one record; returns its instance id (next fit) or its input index (best
+    /// fit: the ids are known after `finish`).
+    fn write(&self, py: Python<'_>, record: &[u8]) -> PyResult<u64> {
+        self.with_state(py, "write", |inner| match inner.as_mut() {
+            Some(w) => w.write(record),
+            None => Err(core::Error::invalid_argument(
+                "write() on a closed PaddedWriter",
+            )),
+        })
+    }
+
+    /// Finishes the file and its table (renamed into place); returns the summary
+    /// fields and the instance id of each input (empty when they kept their order).
+    fn finish(&self, py: Python<'_>) -> PyResult<(SummaryFields, Vec<u64>)> {
+        self.with_state(py, "finish", |inner| {
+            let w = inner
+                .take()
+                .ok_or_else(|| core::Error::invalid_argument("PaddedWriter is already closed"))?;
+            let written = w.finish()?;
+            let ids = written.instance_of_input.clone().unwrap_or_default();
+            Ok((summary_fields(&written), ids))
+        })
+    }
+
+    /// Discards an unfinished file (nothing appears under its names).
+    fn discard(&self, py: Python<'_>) {
+        py.detach(|| {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            // Dropping an unfinished writer removes its staging files.
+            drop(state.inner.take());
+        });
+    }
+}
+
+/// Adds this module's functions and class to `m`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PaddedWriter>()?;
+    m.add_function(wrap_pyfunction!(check_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(check_fit, m)?)?;
+    m.add_function(wrap_pyfunction!(check_page_size, m)?)?;
+    m.add_function(wrap_pyfunction!(check_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(check_compression_type, m)?)?;
+    m.add_function(wrap_pyfunction!(check_buffer_size, m)?)?;
+    m.add_function(wrap_pyfunction!(check_dataset_arguments, m)?)?;
+    m.add_function(wrap_pyfunction!(default_table_path, m)?)?;
+    m.add_function(wrap_pyfunction!(build_offset_table, m)?)?;
+    m.add_function(wrap_pyfunction!(build_offset_tables, m)?)?;
+    m.add_function(wrap_pyfunction!(pad_file, m)?)?;
+    m.add_function(wrap_pyfunction!(pad_files, m)?)?;
+    #[cfg(feature = "fault-injection")]
+    m.add_function(wrap_pyfunction!(test_panic::set_test_panic_point, m)?)?;
+    Ok(())
+}
+
+/// Fault injection for the tests (cargo feature `fault-injection`; never in the
+/// extension users install): a panic point the writer's methods check, armed from
+/// Python (tests/fault_injection.py arms it here and in the op library's test build).
+#[cfg(feature = "fault-injection")]
+mod test_panic {
+    use std::sync::Mutex;
+
+    use pyo3::prelude::*;
+
+    /// The method that panics on purpose (empty: none).
+    static PANIC_POINT: Mutex<String> = Mutex::new(String::new());
+
+    /// Panics if `point` is armed (called inside the writer's panic guard).
+    pub(super) fn panic_if_armed(point: &str) {
+        let armed = PANIC_POINT.lock().map(|p| *p == point).unwrap_or(false);
+        if armed {
+            panic!("test panic injected into entry point `{point}`");
+        }
+    }
+
+    /// Makes the writer method `point` panic on every call ("" disarms).
+    #[pyfunction]
+    pub(super) fn set_test_panic_point(point: &str) {
+        let mut armed = PANIC_POINT.lock().unwrap_or_else(|p| p.into_inner());
+        *armed = point.to_string();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_poisons_the_writer_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.tfrecord");
+        let mut state = WriterState {
+            inner: Some(core::PaddedWriter::create(&path, &Default::default()).unwrap()),
+            poisoned: false,
+        };
+        assert_eq!(
+            state
+                .run("write", |w| w.as_mut().unwrap().write(b"ok"))
+                .unwrap(),
+            0
+        );
+        let e = state
+            .run("write", |_| -> core::Result<u64> { panic!("boom") })
+            .unwrap_err();
+        assert_eq!(e.kind(), core::ErrorKind::Internal);
+        assert!(
+            e.to_string().contains("`write`") && e.to_string().contains("boom"),
+            "{e}"
+        );
+        let e = state
+            .run("finish", |w| w.take().unwrap().finish().map(drop))
+            .unwrap_err();
+        assert!(e.to_string().contains("unusable"), "{e}");
+        drop(state);
+        // Nothing half-written appears under the final names.
+        assert!(!path.exists());
+        assert!(!core::default_table_path(&path).exists());
+    }
+}
