@@ -65,7 +65,7 @@ WRITER = """
         w.write(b'hello')"""
 ENTRY_POINTS = {
     "open_reader": "list(LIRSDataset(path, seed=1))",
-    "shard_len": "LIRSDataset(path, seed=1, num_shards=2, shard_index=1)",
+    "open_dataset": "LIRSDataset(path, seed=1, num_shards=2, shard_index=1)",
     "fetch": "list(LIRSDataset(path, seed=1, num_parallel_reads=2))",
     "next_window": "list(LIRSDataset(path, seed=1, num_parallel_reads=2))",
     "read_batch": "tfrecord_lirs.read(path, [3, 4, 5])",

@@ -1,16 +1,12 @@
 // Non-dataset kernels: LIRSRead (random access), LIRSIsFiller, and the elastic
 // resume pair LIRSIteratorShardState and LIRSCombineShardStates.
-#include <sys/stat.h>
-
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "lirs_status.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/dataset_stateful_op_allowlist.h"
@@ -28,89 +24,13 @@ using ::tfrecord_lirs::StringList;
 namespace attr = ::tfrecord_lirs::attr;
 namespace ffi = ::tfrecord_lirs::ffi;
 
-using ReaderPtr = std::shared_ptr<rust::Box<ffi::LirsReader>>;
-
-// Opened readers of LIRSRead, shared by all its kernels: opening loads every
-// offset table, far more work than a typical read(ids) call. The key holds
-// the file and table paths plus each file's identity (device, inode, size,
-// mtime), so a rewritten data file or rebuilt table opens a new reader. At
-// most kCapacity readers are kept, least recently used evicted; a reader in
-// use by a call stays alive (shared_ptr) until that call ends.
-class ReaderCache {
- public:
-  static ReaderCache* Global() {
-    static ReaderCache* cache = new ReaderCache;  // never destroyed: exit-safe
-    return cache;
-  }
-
-  // The key of the reader `config` opens, or "" when a file cannot be stat()ed or
-  // the config is bad (then the caller opens without the cache and gets the error).
-  static std::string Key(const ffi::ReaderConfig& config) {
-    rust::Vec<ffi::FilePath> tables;
-    if (!CallRust("", [&](ffi::Status& st) { tables = ffi::table_paths(config, st); })
-             .ok()) {
-      return "";
-    }
-    std::string key = absl::StrCat(config.page_size, "|", std::string(config.backend),
-                                   "|", config.trust_table ? "trust" : "strict");
-    for (size_t i = 0; i < config.files.size(); ++i) {
-      const ffi::FilePath& table = tables[i];
-      for (const ffi::FilePath* p : {&config.files[i], &table}) {
-        const std::string path(reinterpret_cast<const char*>(p->bytes.data()),
-                               p->bytes.size());
-        struct stat st;
-        if (::stat(path.c_str(), &st) != 0) return "";
-        // Paths are length-prefixed so no two lists give the same key.
-        absl::StrAppend(&key, "|", path.size(), ":", path, "@", st.st_dev,
-                        ",", st.st_ino, ",", st.st_size, ",",
-                        st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
-      }
-    }
-    return key;
-  }
-
-  ReaderPtr Find(const std::string& key) {
-    mutex_lock l(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->first == key) {
-        entries_.splice(entries_.begin(), entries_, it);  // most recent first
-        return entries_.front().second;
-      }
-    }
-    return nullptr;
-  }
-
-  void Insert(const std::string& key, ReaderPtr reader) {
-    mutex_lock l(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->first == key) {
-        entries_.erase(it);
-        break;
-      }
-    }
-    entries_.emplace_front(key, std::move(reader));
-    while (entries_.size() > kCapacity) entries_.pop_back();
-  }
-
- private:
-  static constexpr size_t kCapacity = 4;
-  mutex mu_;
-  std::list<std::pair<std::string, ReaderPtr>> entries_ TF_GUARDED_BY(mu_);
-};
-
 class LIRSReadOp : public OpKernel {
  public:
   static constexpr const char* const kIds = "ids";
 
   explicit LIRSReadOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kPageSize, &page_size_));
-    OP_REQUIRES(ctx, page_size_ > 0,
-                errors::InvalidArgument("`page_size` must be positive, got ",
-                                        page_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kBackend, &backend_));
-    OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
-                     ffi::check_backend(backend_, st);
-                   }));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &trust_table_));
   }
 
@@ -127,37 +47,22 @@ class LIRSReadOp : public OpKernel {
     std::vector<std::string> filenames, tables;
     OP_REQUIRES_OK(ctx, StringList(*filenames_t, attr::kFileNames, &filenames));
     OP_REQUIRES_OK(ctx, StringList(*tables_t, attr::kOffsetTables, &tables));
-    const auto ids_flat = ids_t->flat<int64_t>();
-    std::vector<uint64_t> ids(ids_flat.size());
-    for (int64_t i = 0; i < ids_flat.size(); ++i) {
-      OP_REQUIRES(ctx, ids_flat(i) >= 0,
-                  errors::InvalidArgument("instance id must be >= 0, got ",
-                                          ids_flat(i), " at index ", i));
-      ids[i] = static_cast<uint64_t>(ids_flat(i));
-    }
+    const auto ids = ids_t->flat<int64_t>();
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ids_t->shape(), &out));
     auto out_flat = out->flat<tstring>();
     OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
+      // Rust shares the reader of unchanged files between calls and kernels.
       const ffi::ReaderConfig config = ::tfrecord_lirs::MakeReaderConfig(
           filenames, tables, page_size_, backend_, trust_table_);
-      const std::string key = ReaderCache::Key(config);
-      ReaderPtr reader = key.empty() ? nullptr : ReaderCache::Global()->Find(key);
-      if (reader == nullptr) {
-        TF_RETURN_IF_ERROR(CallRust("LIRSRead: ", [&](ffi::Status& st) {
-          reader = std::make_shared<rust::Box<ffi::LirsReader>>(
-              ffi::open_reader(config, st));
-        }));
-        if (!key.empty()) ReaderCache::Global()->Insert(key, reader);
-      }
       rust::Vec<uint8_t> data;
       rust::Vec<uint64_t> ends;
       TF_RETURN_IF_ERROR(CallRust("LIRSRead: ", [&](ffi::Status& st) {
-        (*reader)->read_batch(
-            rust::Slice<const uint64_t>(ids.data(), ids.size()), data, ends, st);
+        ffi::open_reader(config, st)->read_batch(
+            rust::Slice<const int64_t>(ids.data(), ids.size()), data, ends, st);
       }));
       uint64_t begin = 0;
-      for (size_t i = 0; i < ids.size(); ++i) {
+      for (int64_t i = 0; i < ids.size(); ++i) {
         out_flat(i).assign(reinterpret_cast<const char*>(data.data()) + begin,
                            ends[i] - begin);
         begin = ends[i];
@@ -261,11 +166,7 @@ class LIRSCombineShardStatesOp : public OpKernel {
     const auto in = ctx->input(0).flat<tstring>();
     rust::Vec<ffi::StateBytes> states;
     for (int64_t i = 0; i < in.size(); ++i) {
-      ffi::StateBytes state;
-      for (const char c : absl::string_view(in(i))) {
-        state.bytes.push_back(static_cast<uint8_t>(c));
-      }
-      states.push_back(std::move(state));
+      states.push_back(ffi::StateBytes{::tfrecord_lirs::Bytes(in(i))});
     }
     rust::Vec<uint8_t> epoch_state;
     OP_REQUIRES_OK(ctx, CallRust("LIRSDataset.combine_shard_states: ",

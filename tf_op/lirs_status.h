@@ -92,14 +92,19 @@ inline absl::Status StringList(const tensorflow::Tensor& t, const char* name,
   return absl::OkStatus();
 }
 
+// The bytes of a TensorFlow string, for Rust.
+inline rust::Vec<uint8_t> Bytes(absl::string_view s) {
+  rust::Vec<uint8_t> out;
+  out.reserve(s.size());
+  for (const char c : s) out.push_back(static_cast<uint8_t>(c));
+  return out;
+}
+
 inline rust::Vec<ffi::FilePath> FilePaths(const std::vector<std::string>& paths) {
   rust::Vec<ffi::FilePath> out;
   out.reserve(paths.size());
   for (const std::string& p : paths) {
-    ffi::FilePath path;
-    path.bytes.reserve(p.size());
-    for (char c : p) path.bytes.push_back(static_cast<uint8_t>(c));
-    out.push_back(std::move(path));
+    out.push_back(ffi::FilePath{Bytes(p)});
   }
   return out;
 }
@@ -107,14 +112,14 @@ inline rust::Vec<ffi::FilePath> FilePaths(const std::vector<std::string>& paths)
 // The config of a reader over `files` and their `tables` (empty: the defaults), with
 // payload CRCs checked; Rust validates every field.
 inline ffi::ReaderConfig MakeReaderConfig(const std::vector<std::string>& files,
-                                      const std::vector<std::string>& tables,
-                                      int64_t page_size,
-                                      const std::string& backend,
-                                      bool trust_table) {
+                                          const std::vector<std::string>& tables,
+                                          int64_t page_size,
+                                          const std::string& backend,
+                                          bool trust_table) {
   ffi::ReaderConfig config;
   config.files = FilePaths(files);
   config.tables = FilePaths(tables);
-  config.page_size = static_cast<uint64_t>(page_size);
+  config.page_size = page_size;
   config.verify_payload_crc = true;
   config.backend = rust::String::lossy(backend);  // a bad name is rejected in Rust
   config.trust_table = trust_table;

@@ -138,31 +138,26 @@ class _CApi(ctypes.Structure):
                           ctypes.c_size_t, Progress, ctypes.POINTER(PadSummary), *_err)),
         ("check_compression_type", _fn(_status, _str, *_err)),
         ("check_buffer_size", _fn(_status, _i64p, *_err)),
+        ("check_dataset_arguments", _fn(_status, _i64p, ctypes.c_int64, _u64p, _u64p, *_err)),
+        ("error_code_name", _fn(ctypes.c_char_p, ctypes.c_int32)),
     ]
 
 
-_C_API_VERSION = 3
+_C_API_VERSION = 4
 lib.lirs_c_api.restype = ctypes.POINTER(_CApi)
 api = lib.lirs_c_api().contents
 if api.version != _C_API_VERSION:
     raise ImportError(f"tfrecord_lirs: the op library {LIB_PATH} has C ABI version {api.version}, "
                       f"this package needs {_C_API_VERSION}: rebuild it with `make -C tf_op`")
 
-# ErrorCode of the bridge (crates/tfrecord-lirs-ffi/src/lib.rs) -> tf.errors.
-_ERRORS = {
-    1: tf.errors.DataLossError,
-    2: tf.errors.InvalidArgumentError,
-    3: tf.errors.NotFoundError,
-    4: tf.errors.InternalError,
-    5: tf.errors.PermissionDeniedError,
-    6: tf.errors.UnavailableError,
-}
 _ERR_LEN = 4096
 
 
 def error_class(code):
-    """The tf.errors.OpError subclass of a C ABI error code."""
-    return _ERRORS.get(code, tf.errors.InternalError)
+    """The tf.errors.OpError subclass of a C ABI error code, by the library's name
+    of the code (e.g. "DataLoss" -> tf.errors.DataLossError)."""
+    name = api.error_code_name(code).decode("ascii")
+    return getattr(tf.errors, name + "Error", tf.errors.InternalError)
 
 
 def run(fn, args, length=_ERR_LEN):
@@ -177,7 +172,7 @@ def call(fn, *args):
     tf.errors.OpError subclass of its error code."""
     code, message = run(fn, args)
     if code != 0:
-        raise _ERRORS.get(code, tf.errors.InternalError)(None, None, message)
+        raise error_class(code)(None, None, message)
 
 
 def check(fn, *args):
@@ -240,6 +235,17 @@ def check_page_size(page_size):
         raise ValueError(f"page_size out of range: {page_size}")
     check(api.check_page_size, page_size)
     return page_size
+
+
+def _optional(ctype, value):
+    return None if value is None else ctypes.byref(ctype(value))
+
+
+def check_dataset_arguments(batch_size, num_parallel_reads, files, tables):
+    """Checks LIRSDataset's arguments (None: not given / not known yet)."""
+    check(api.check_dataset_arguments, _optional(ctypes.c_int64, batch_size),
+          num_parallel_reads, _optional(ctypes.c_uint64, files),
+          _optional(ctypes.c_uint64, tables))
 
 
 def check_shard(num_shards, shard_index):

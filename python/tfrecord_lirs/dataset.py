@@ -158,12 +158,11 @@ class LIRSDataset(dataset_ops.DatasetSource):
         _native.check_shard(_static_int(num_shards), _static_int(shard_index))
         _native.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
-                                       or not isinstance(batch_size, int) or batch_size < 1):
+                                       or not isinstance(batch_size, int)):
             raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
-        if num_parallel_reads is None or num_parallel_reads == tf.data.AUTOTUNE:
-            num_parallel_reads = -1
-        elif (isinstance(num_parallel_reads, bool) or not isinstance(num_parallel_reads, int)
-              or num_parallel_reads < 1):
+        if num_parallel_reads is None:
+            num_parallel_reads = tf.data.AUTOTUNE
+        elif isinstance(num_parallel_reads, bool) or not isinstance(num_parallel_reads, int):
             raise ValueError("num_parallel_reads must be a positive int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
         _native.check_backend(backend)
@@ -178,11 +177,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
             filenames = [filenames]
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
             offset_tables = [offset_tables]
-        if (offset_tables is not None and isinstance(filenames, (list, tuple))
-                and isinstance(offset_tables, (list, tuple))
-                and len(offset_tables) != len(filenames)):
-            raise ValueError(
-                f"got {len(offset_tables)} offset tables for {len(filenames)} files")
+        _native.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
+                                        None if offset_tables is None else _count(offset_tables))
 
         self._filenames = _filenames_vector(filenames)
         self._offset_tables = (tf.constant([], dtype=tf.string, name="offset_tables")
@@ -245,6 +241,11 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if self._batch_size is None:
             return tf.TensorSpec([], tf.string)
         return tf.TensorSpec([self._batch_size if self._drop_remainder else None], tf.string)
+
+
+def _count(paths):
+    """How many paths a list or tuple holds; None for a tensor (not known here)."""
+    return len(paths) if isinstance(paths, (list, tuple)) else None
 
 
 def process_io_totals():

@@ -34,6 +34,12 @@ fn parse_page_size(s: &str) -> Result<u64, String> {
         .map_err(|_| page_size_words(bytes))
 }
 
+/// `--num-shards`: at least 1 (the core's rule).
+fn parse_num_shards(s: &str) -> Result<u64, String> {
+    let n = s.parse::<u64>().map_err(|e| format!("{e}"))?;
+    tfrecord_lirs::options::num_shards(n).map_err(|e| e.to_string())
+}
+
 /// `--order-version`: 1 or 2.
 fn parse_order_version(s: &str) -> Result<OrderVersion, String> {
     let number = s.parse::<u64>().map_err(|e| format!("{e}"))?;
@@ -260,7 +266,7 @@ enum Command {
             long,
             default_value_t = 1,
             requires = "shard_index",
-            value_parser = clap::value_parser!(u64).range(1..)
+            value_parser = parse_num_shards
         )]
         num_shards: u64,
         /// This shard's index, below --num-shards; needs --num-shards.

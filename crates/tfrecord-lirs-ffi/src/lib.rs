@@ -48,6 +48,7 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tfrecord_lirs as core;
@@ -56,6 +57,7 @@ pub mod c_api;
 pub mod elastic;
 #[cfg(feature = "fault-injection")]
 pub mod fault_injection;
+pub mod reader_cache;
 pub mod rules;
 #[cfg(feature = "tensorflow")]
 pub mod tf_fs;
@@ -102,11 +104,12 @@ mod ffi {
     struct ReaderConfig {
         files: Vec<FilePath>,
         /// Empty (→ the default table of every file), or one per file, where an empty
-        /// path also means the default (see `table_paths`).
+        /// path also means the default (see `rules::file_pairs`).
         tables: Vec<FilePath>,
-        page_size: u64,
+        /// The page size the files were padded to (checked as `rules::check_page_size`).
+        page_size: i64,
         verify_payload_crc: bool,
-        /// "auto", "pread", "mmap" or "direct" (see `check_backend`).
+        /// "auto", "pread", "mmap" or "direct" (see `rules::parse_backend`).
         backend: String,
         trust_table: bool,
     }
@@ -131,6 +134,27 @@ mod ffi {
         /// Elastic resume: an epoch state (`combine_shard_states`) this iteration
         /// starts from, as shard `shard_index` of `num_shards`; empty: none.
         epoch_state: Vec<u8>,
+    }
+
+    /// A LIRSDataset as its op's inputs and attrs give it (Rust checks every field):
+    /// what to read, and the part of every iteration's `CursorConfig` the seeds and
+    /// the delivery order do not change.
+    #[derive(Debug, Clone)]
+    struct DatasetConfig {
+        reader: ReaderConfig,
+        page_aware: bool,
+        num_shards: i64,
+        shard_index: i64,
+        batch_size: i64,
+        drop_remainder: bool,
+        num_parallel_reads: i64,
+        order_version: i64,
+        /// Elastic resume (`combine_shard_states`): the dataset's first iteration
+        /// starts from this epoch state; empty: none.
+        epoch_state: Vec<u8>,
+        /// "true": deliver in order; "false": windows as their reads complete
+        /// (unordered); "default": as the pipeline's options say (see `unordered`).
+        deterministic: String,
     }
 
     /// Where a LIRSDataset iteration starts from an epoch state (elastic resume): the
@@ -176,6 +200,8 @@ mod ffi {
     extern "Rust" {
         /// Shared, immutable reader over (data, offset table) pairs.
         type LirsReader;
+        /// A LIRSDataset's reader and settings, shared by its iterators.
+        type LirsDataset;
         /// One iteration's walk of its epoch (order, fetch, batches, errors,
         /// checkpoint state); not thread-safe (callers lock). Dropping it joins its
         /// fetch threads.
@@ -186,88 +212,73 @@ mod ffi {
 
         /// What every reader of this process read since it started (never fails).
         fn process_io_totals() -> ProcessIoTotals;
-        /// Checks an I/O backend name (the `backend` attr of the kernels).
-        fn check_backend(backend: &str, status: &mut Status) -> Result<()>;
-        /// Checks a (`num_shards`, `shard_index`) pair as TensorFlow gives it.
-        fn check_shard(num_shards: i64, shard_index: i64, status: &mut Status) -> Result<()>;
-        /// The offset table of each data file of `config` (the given one, or the
-        /// default path), in file order.
-        fn table_paths(config: &ReaderConfig, status: &mut Status) -> Result<Vec<FilePath>>;
-
+        /// The reader of `config`: the one already open when the same files, unchanged,
+        /// were opened with the same settings (see `reader_cache`).
         fn open_reader(config: &ReaderConfig, status: &mut Status) -> Result<Box<LirsReader>>;
-        /// Payloads of `ids`, concatenated into `data`; `ends[i]` is the end offset of
-        /// payload i in `data` (both vectors are cleared first). Runs of consecutive
-        /// ids are fetched with one read (page-aware units).
+        /// Payloads of `ids` (each >= 0), concatenated into `data`; `ends[i]` is the
+        /// end offset of payload i in `data` (both vectors are cleared first). Runs of
+        /// consecutive ids are fetched with one read (page-aware units).
         fn read_batch(
             self: &LirsReader,
-            ids: &[u64],
+            ids: &[i64],
             data: &mut Vec<u8>,
             ends: &mut Vec<u64>,
             status: &mut Status,
         ) -> Result<()>;
-        /// Instances of shard `shard_index` of `num_shards` (checked as `check_shard`).
-        fn shard_len(
-            self: &LirsReader,
-            num_shards: i64,
-            shard_index: i64,
+        /// Checks every field of `config` and opens its reader (shared, see
+        /// `open_reader`), before any iteration.
+        fn open_dataset(config: &DatasetConfig, status: &mut Status) -> Result<Box<LirsDataset>>;
+        /// Elements of every iteration (instances of the shard, or batches of them);
+        /// -2 (TensorFlow's unknown) when the first iteration resumes an epoch state.
+        fn cardinality(self: &LirsDataset) -> i64;
+        /// Whether an iteration delivers unordered, given the pipeline's
+        /// `tf.data.Options().deterministic` (1 true, 0 false, -1 unset).
+        fn unordered(self: &LirsDataset, pipeline_deterministic: i32) -> bool;
+        /// Whether this iteration is the one that starts from the dataset's epoch
+        /// state (only the first is): then `seeds` are that state's.
+        fn take_epoch_state(self: &LirsDataset, seeds: &mut IterationSeeds) -> bool;
+        /// Starts an iteration with the (`seed`, `seed2`) of `seeds`, from the epoch
+        /// state when `take_epoch_state` said so.
+        fn start(
+            self: &LirsDataset,
+            seeds: &IterationSeeds,
+            unordered: bool,
+            from_epoch_state: bool,
             status: &mut Status,
-        ) -> Result<u64>;
-        /// Checks a LIRSDataset's `batch_size` (0: unbatched), `num_parallel_reads`
-        /// (-1: automatic) and `order_version` over this reader, before any iteration.
-        fn check_dataset(
-            self: &LirsReader,
-            batch_size: i64,
-            num_parallel_reads: i64,
-            order_version: i64,
-            status: &mut Status,
-        ) -> Result<()>;
-        /// Starts an iteration: the cursor of `config` at `checkpoint` (position 0 and
-        /// nothing delivered for a new one). A checkpoint that cannot belong to this
-        /// iteration is `DataLoss`.
-        fn fetch(
-            self: &LirsReader,
-            config: &CursorConfig,
+        ) -> Result<Box<DatasetCursor>>;
+        /// The cursor of a checkpoint: its `shard_state` (which holds the seeds too)
+        /// when it has one, else the values older checkpoints hold, with `seeds`. One
+        /// that cannot belong to this dataset is `DataLoss`.
+        fn restore(
+            self: &LirsDataset,
+            seeds: &IterationSeeds,
+            unordered: bool,
             checkpoint: &CursorCheckpoint,
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
-        /// What the cursor delivered, as checkpoint values; `seeds`: the iteration's,
-        /// for its `shard_state`.
-        fn checkpoint(
+        /// What the cursor delivered, as one value (the checkpoint's `shard_state`);
+        /// `num_random_samples`: the seed generator's, for elastic resume.
+        fn save(
             self: &DatasetCursor,
-            seeds: &IterationSeeds,
+            num_random_samples: i64,
             status: &mut Status,
-        ) -> Result<CursorCheckpoint>;
-        /// The seeds an iteration starting from `epoch_state` takes.
-        fn epoch_state_seeds(epoch_state: &[u8], status: &mut Status) -> Result<IterationSeeds>;
+        ) -> Result<Vec<u8>>;
         /// The epoch state after every worker's shard state (`LIRSDataset.shard_state`),
         /// all of one iteration of one run.
         fn combine_shard_states(states: &Vec<StateBytes>, status: &mut Status) -> Result<Vec<u8>>;
-        /// The next record (for `batch_size` 0): its payload, valid until the next
-        /// call, with `got` true; `got` false at the end of the epoch. An error passes
-        /// its record's position. (`unsafe` only because cxx requires it to name the
-        /// lifetime; safe to call.)
-        unsafe fn next_element<'a>(
-            self: &'a mut DatasetCursor,
-            got: &mut bool,
-            status: &mut Status,
-        ) -> Result<&'a [u8]>;
-        /// The next batch (empty at the end of the epoch). An error keeps the records
-        /// read so far for the next call, which completes the batch.
-        fn next_batch(self: &mut DatasetCursor, status: &mut Status) -> Result<Box<BatchView>>;
-        /// The next record (for `batch_size` 0) as a batch of one, viewed where the
-        /// fetch read it (empty at the end of the epoch). An error passes its
-        /// record's position.
-        fn next_element_view(
-            self: &mut DatasetCursor,
-            status: &mut Status,
-        ) -> Result<Box<BatchView>>;
+        /// The next element (empty at the end of the epoch): a batch, or for
+        /// `batch_size` 0 one record as a batch of one. An error passes its record's
+        /// position; a batch keeps the records read so far for the next call.
+        fn next(self: &mut DatasetCursor, status: &mut Status) -> Result<Box<BatchView>>;
 
         /// Records in the batch.
         fn len(self: &BatchView) -> usize;
         /// Record `i`'s payload (empty out of range); valid as long as the box lives.
         fn record(self: &BatchView, i: usize) -> &[u8];
         /// Whether the records may be handed out as views however long they are
-        /// held: the box pins only their own bytes. Otherwise copy them.
+        /// held: a batch's always, a single record's when the box pins only its own
+        /// bytes (else a view would keep its whole window alive, e.g. in a downstream
+        /// shuffle buffer). Otherwise copy them.
         fn may_view(self: &BatchView) -> bool;
 
         /// Whether `record` is a filler record.
@@ -276,8 +287,8 @@ mod ffi {
 }
 
 pub use ffi::{
-    CursorCheckpoint, CursorConfig, ErrorCode, FilePath, IterationSeeds, ProcessIoTotals,
-    ReaderConfig, StateBytes, Status,
+    CursorCheckpoint, CursorConfig, DatasetConfig, ErrorCode, FilePath, IterationSeeds,
+    ProcessIoTotals, ReaderConfig, StateBytes, Status,
 };
 
 impl From<core::ErrorKind> for ErrorCode {
@@ -436,36 +447,6 @@ fn process_io_totals() -> ProcessIoTotals {
     }
 }
 
-fn check_backend(backend: &str, status: &mut Status) -> FfiResult<()> {
-    report(
-        status,
-        guard("check_backend", || rules::parse_backend(backend).map(drop)),
-    )
-}
-
-fn check_shard(num_shards: i64, shard_index: i64, status: &mut Status) -> FfiResult<()> {
-    report(
-        status,
-        guard("check_shard", || {
-            rules::check_shard(Some(num_shards), Some(shard_index)).map(drop)
-        }),
-    )
-}
-
-fn table_paths(config: &ReaderConfig, status: &mut Status) -> FfiResult<Vec<FilePath>> {
-    report(
-        status,
-        guard("table_paths", || {
-            Ok(rules::file_pairs(config)?
-                .into_iter()
-                .map(|(_, table)| FilePath {
-                    bytes: table.into_os_string().into_encoded_bytes(),
-                })
-                .collect())
-        }),
-    )
-}
-
 fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<LirsReader>> {
     report(
         status,
@@ -480,19 +461,177 @@ fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<Lirs
                 unsafe { core::MmapOptIn::new() }
             });
             let options = core::ReaderOptions {
-                page_size: config.page_size,
+                page_size: rules::check_page_size(config.page_size)?,
                 verify_payload_crc: config.verify_payload_crc,
                 backend,
                 trust_table: config.trust_table,
                 mmap_opt_in,
                 storage: storage(),
             };
-            let reader = core::Reader::open(&pairs, &options)?;
             Ok(Box::new(LirsReader {
-                inner: Arc::new(reader),
+                inner: reader_cache::open_shared(&pairs, &options)?,
             }))
         }),
     )
+}
+
+fn open_dataset(config: &DatasetConfig, status: &mut Status) -> FfiResult<Box<LirsDataset>> {
+    report(
+        status,
+        guard("open_dataset", || {
+            // Every argument is checked before any file is opened.
+            rules::parse_backend(&config.reader.backend)?;
+            let deterministic = rules::parse_deterministic(&config.deterministic)?;
+            let epoch_seeds = if config.epoch_state.is_empty() {
+                None
+            } else {
+                Some(epoch_state_seeds(&config.epoch_state).map_err(|e| {
+                    let e = FfiError::from(e);
+                    FfiError::new(e.code, format!("LIRSDataset epoch_state: {}", e.message))
+                })?)
+            };
+            let (num_shards, shard_index) =
+                rules::check_shard(Some(config.num_shards), Some(config.shard_index))?;
+            order_version_of(config.order_version)?;
+            let mut st = ok_status();
+            let reader = open_reader(&config.reader, &mut st)?;
+            let shard_len = reader.inner.shard_len(num_shards, shard_index)?;
+            core::CursorOptions::dataset(
+                &reader.inner,
+                config.batch_size,
+                config.num_parallel_reads,
+            )?;
+            Ok(Box::new(LirsDataset {
+                reader: *reader,
+                config: config.clone(),
+                shard_len,
+                deterministic,
+                epoch_seeds,
+                epoch_state_taken: AtomicBool::new(false),
+            }))
+        }),
+    )
+}
+
+/// A LIRSDataset: its checked settings and its (shared) reader.
+pub struct LirsDataset {
+    reader: LirsReader,
+    config: DatasetConfig,
+    shard_len: u64,
+    /// In order (`Some(true)`), unordered (`Some(false)`), or as the pipeline says.
+    deterministic: Option<bool>,
+    /// The seeds of the epoch state the first iteration starts from, if any.
+    epoch_seeds: Option<IterationSeeds>,
+    /// Whether an iteration took the epoch state (only the first does; the next
+    /// ones draw seeds as a fresh run).
+    epoch_state_taken: AtomicBool,
+}
+
+impl LirsDataset {
+    fn cardinality(&self) -> i64 {
+        /// TensorFlow's `kUnknownCardinality`.
+        const UNKNOWN: i64 = -2;
+        if self.epoch_seeds.is_some() {
+            // The resumed iteration is shorter than the others.
+            return UNKNOWN;
+        }
+        let (n, b) = (self.shard_len as i64, self.config.batch_size);
+        match b {
+            0 => n,
+            _ if self.config.drop_remainder => n / b,
+            _ => (n + b - 1) / b,
+        }
+    }
+
+    fn unordered(&self, pipeline_deterministic: i32) -> bool {
+        // Unordered when the dataset says so, or by default when the pipeline's
+        // options say deterministic=False; in order when neither says.
+        let deterministic = self
+            .deterministic
+            .or(match pipeline_deterministic {
+                0 => Some(false),
+                1 => Some(true),
+                _ => None,
+            })
+            .unwrap_or(true);
+        !deterministic
+    }
+
+    fn take_epoch_state(&self, seeds: &mut IterationSeeds) -> bool {
+        match &self.epoch_seeds {
+            Some(s) if !self.epoch_state_taken.swap(true, Ordering::SeqCst) => {
+                *seeds = s.clone();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The cursor config of one iteration.
+    fn cursor_config(&self, seeds: &IterationSeeds, unordered: bool) -> CursorConfig {
+        let c = &self.config;
+        CursorConfig {
+            seed: seeds.seed,
+            seed2: seeds.seed2,
+            page_aware: c.page_aware,
+            num_shards: c.num_shards,
+            shard_index: c.shard_index,
+            batch_size: c.batch_size,
+            drop_remainder: c.drop_remainder,
+            num_parallel_reads: c.num_parallel_reads,
+            unordered,
+            order_version: c.order_version,
+            epoch_state: Vec::new(),
+        }
+    }
+
+    /// Starts an iteration (public for Rust-side tests).
+    pub fn start(
+        &self,
+        seeds: &IterationSeeds,
+        unordered: bool,
+        from_epoch_state: bool,
+        status: &mut Status,
+    ) -> FfiResult<Box<DatasetCursor>> {
+        let mut config = self.cursor_config(seeds, unordered);
+        if from_epoch_state {
+            config.epoch_state = self.config.epoch_state.clone();
+        }
+        let fresh = CursorCheckpoint {
+            position: 0,
+            has_delivered_after: false,
+            delivered_after: Vec::new(),
+            order_version: 0,
+            shard_state: Vec::new(),
+        };
+        self.reader.fetch(&config, &fresh, status)
+    }
+
+    /// Restores a checkpoint's cursor (public for Rust-side tests).
+    pub fn restore(
+        &self,
+        seeds: &IterationSeeds,
+        unordered: bool,
+        checkpoint: &CursorCheckpoint,
+        status: &mut Status,
+    ) -> FfiResult<Box<DatasetCursor>> {
+        // The checkpoint says where its walk started, not the dataset's epoch state.
+        let seeds = if checkpoint.shard_state.is_empty() {
+            seeds.clone()
+        } else {
+            let decoded = report(
+                status,
+                elastic::TfShardState::decode(&checkpoint.shard_state).map_err(FfiError::from),
+            )?;
+            IterationSeeds {
+                seed: decoded.seeds.seed,
+                seed2: decoded.seeds.seed2,
+                num_random_samples: decoded.seeds.num_random_samples,
+            }
+        };
+        self.reader
+            .fetch(&self.cursor_config(&seeds, unordered), checkpoint, status)
+    }
 }
 
 impl LirsReader {
@@ -503,7 +642,7 @@ impl LirsReader {
 
     fn read_batch(
         &self,
-        ids: &[u64],
+        ids: &[i64],
         data: &mut Vec<u8>,
         ends: &mut Vec<u64>,
         status: &mut Status,
@@ -513,8 +652,19 @@ impl LirsReader {
             guard("read_batch", || {
                 data.clear();
                 ends.clear();
+                let ids = ids
+                    .iter()
+                    .enumerate()
+                    .map(|(at, &id)| {
+                        u64::try_from(id).map_err(|_| {
+                            FfiError::invalid(format!(
+                                "instance id must be >= 0, got {id} at index {at}"
+                            ))
+                        })
+                    })
+                    .collect::<FfiResult<Vec<u64>>>()?;
                 let mut batch = core::Batch::default();
-                self.inner.read_batch(ids, &mut batch)?;
+                self.inner.read_batch(&ids, &mut batch)?;
                 data.reserve(batch.payload_bytes());
                 for payload in batch.payloads() {
                     data.extend_from_slice(payload);
@@ -525,7 +675,13 @@ impl LirsReader {
         )
     }
 
-    fn shard_len(&self, num_shards: i64, shard_index: i64, status: &mut Status) -> FfiResult<u64> {
+    /// Instances of a shard (public for Rust-side tests).
+    pub fn shard_len(
+        &self,
+        num_shards: i64,
+        shard_index: i64,
+        status: &mut Status,
+    ) -> FfiResult<u64> {
         report(
             status,
             guard("shard_len", || {
@@ -535,7 +691,8 @@ impl LirsReader {
         )
     }
 
-    fn check_dataset(
+    /// Checks a dataset's batching and order arguments (public for Rust-side tests).
+    pub fn check_dataset(
         &self,
         batch_size: i64,
         num_parallel_reads: i64,
@@ -580,33 +737,32 @@ impl LirsReader {
                 options.drop_remainder = config.drop_remainder;
                 options.unordered = config.unordered;
                 options.order_version = order_version_of(config.order_version)?;
-                let after: &[i64] = if checkpoint.has_delivered_after {
-                    &checkpoint.delivered_after
-                } else {
-                    &[]
-                };
-                let mut state = core::CursorState::from_signed(checkpoint.position, after)?;
-                state.order_version = match checkpoint.order_version {
-                    0 => core::CursorState::start_of(options.order_version).order_version,
-                    v => u32::try_from(v).map_err(|_| {
-                        core::Error::data_loss(format!("checkpoint of order version {v}"))
-                    })?,
-                };
-                // Where the walk started: a checkpoint's own record of it, else the
-                // dataset's epoch state (elastic resume), else the epoch's start.
-                let base = if !checkpoint.shard_state.is_empty() {
+                // A checkpoint's shard_state is the whole state, with where the walk
+                // started; older checkpoints hold the position, the positions
+                // delivered after it and the order version (version 1 when absent)
+                // under their own keys, and started at the epoch's start.
+                let (state, base) = if !checkpoint.shard_state.is_empty() {
                     let saved = elastic::TfShardState::decode(&checkpoint.shard_state)?;
-                    if saved.shard.state != state {
-                        return Err(core::Error::data_loss(
-                            "the checkpoint's shard_state disagrees with its position",
-                        )
-                        .into());
-                    }
-                    Some(saved.shard.base)
-                } else if !config.epoch_state.is_empty() {
-                    Some(elastic::TfEpochState::decode(&config.epoch_state)?.progress)
+                    (saved.shard.state, Some(saved.shard.base))
                 } else {
-                    None
+                    let after: &[i64] = if checkpoint.has_delivered_after {
+                        &checkpoint.delivered_after
+                    } else {
+                        &[]
+                    };
+                    let mut state = core::CursorState::from_signed(checkpoint.position, after)?;
+                    state.order_version = match checkpoint.order_version {
+                        0 => core::CursorState::start_of(options.order_version).order_version,
+                        v => u32::try_from(v).map_err(|_| {
+                            core::Error::data_loss(format!("checkpoint of order version {v}"))
+                        })?,
+                    };
+                    // A new iteration starts at the dataset's epoch state, if any.
+                    let base = (!config.epoch_state.is_empty())
+                        .then(|| elastic::TfEpochState::decode(&config.epoch_state))
+                        .transpose()?
+                        .map(|epoch| epoch.progress);
+                    (state, base)
                 };
                 let inner = match base {
                     Some(base) => core::DatasetCursor::resume(
@@ -619,6 +775,8 @@ impl LirsReader {
                 };
                 Ok(Box::new(DatasetCursor {
                     inner,
+                    seeds: (config.seed, config.seed2),
+                    batched: config.batch_size != 0,
                     poisoned: false,
                 }))
             }),
@@ -626,18 +784,14 @@ impl LirsReader {
     }
 }
 
-fn epoch_state_seeds(epoch_state: &[u8], status: &mut Status) -> FfiResult<IterationSeeds> {
-    report(
-        status,
-        guard("epoch_state_seeds", || {
-            let seeds = elastic::TfEpochState::decode(epoch_state)?.seeds;
-            Ok(IterationSeeds {
-                seed: seeds.seed,
-                seed2: seeds.seed2,
-                num_random_samples: seeds.num_random_samples,
-            })
-        }),
-    )
+/// The seeds an iteration starting from `epoch_state` takes.
+fn epoch_state_seeds(epoch_state: &[u8]) -> core::Result<IterationSeeds> {
+    let seeds = elastic::TfEpochState::decode(epoch_state)?.seeds;
+    Ok(IterationSeeds {
+        seed: seeds.seed,
+        seed2: seeds.seed2,
+        num_random_samples: seeds.num_random_samples,
+    })
 }
 
 #[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds a rust::Vec
@@ -662,6 +816,10 @@ fn order_version_of(number: i64) -> FfiResult<core::OrderVersion> {
 
 pub struct DatasetCursor {
     inner: core::DatasetCursor,
+    /// The iteration's (`seed`, `seed2`), for its checkpoint.
+    seeds: (i64, i64),
+    /// Batches (else single records).
+    batched: bool,
     /// Set when a method panicked outside the core's own catch: the cursor may be
     /// half-updated.
     poisoned: bool,
@@ -707,6 +865,25 @@ impl DatasetCursor {
         )
     }
 
+    /// The checkpoint's `shard_state` (public for Rust-side tests).
+    pub fn save(&self, num_random_samples: i64, status: &mut Status) -> FfiResult<Vec<u8>> {
+        let seeds = IterationSeeds {
+            seed: self.seeds.0,
+            seed2: self.seeds.1,
+            num_random_samples,
+        };
+        Ok(self.checkpoint(&seeds, status)?.shard_state)
+    }
+
+    /// The next element (public for Rust-side tests).
+    pub fn next(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
+        if self.batched {
+            self.next_batch(status)
+        } else {
+            self.next_element_view(status)
+        }
+    }
+
     /// The next record (public for Rust-side tests).
     pub fn next_element<'a>(
         &'a mut self,
@@ -717,7 +894,9 @@ impl DatasetCursor {
         #[cfg(feature = "fault-injection")]
         self.arm_test_panics();
         // Disjoint borrows: the body does not touch `poisoned`.
-        let DatasetCursor { inner, poisoned } = self;
+        let DatasetCursor {
+            inner, poisoned, ..
+        } = self;
         let result = guard_poisoning("next_element", poisoned, || match inner.next_element() {
             None => Ok(&[][..]),
             Some(Ok(payload)) => {
@@ -730,14 +909,19 @@ impl DatasetCursor {
     }
 
     /// The next record as a one-record view (public for Rust-side tests).
-    pub fn next_element_view(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
+    fn next_element_view(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
         #[cfg(feature = "fault-injection")]
         self.arm_test_panics();
-        let DatasetCursor { inner, poisoned } = self;
+        let DatasetCursor {
+            inner, poisoned, ..
+        } = self;
         let result = guard_poisoning("next_element", poisoned, || {
             match inner.next_element_view() {
                 None => Ok(Box::default()),
-                Some(Ok(view)) => Ok(Box::new(BatchView(view))),
+                Some(Ok(view)) => Ok(Box::new(BatchView {
+                    may_view: view.holds_only_its_records(),
+                    inner: view,
+                })),
                 Some(Err(e)) => Err(FfiError::from(e)),
             }
         });
@@ -745,13 +929,18 @@ impl DatasetCursor {
     }
 
     /// The next batch (public for Rust-side tests).
-    pub fn next_batch(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
+    fn next_batch(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
         #[cfg(feature = "fault-injection")]
         self.arm_test_panics();
-        let DatasetCursor { inner, poisoned } = self;
+        let DatasetCursor {
+            inner, poisoned, ..
+        } = self;
         let result = guard_poisoning("next_batch", poisoned, || match inner.next_batch() {
             None => Ok(Box::default()),
-            Some(Ok(batch)) => Ok(Box::new(BatchView(batch))),
+            Some(Ok(batch)) => Ok(Box::new(BatchView {
+                inner: batch,
+                may_view: true,
+            })),
             Some(Err(e)) => Err(FfiError::from(e)),
         });
         report(status, result)
@@ -761,27 +950,30 @@ impl DatasetCursor {
 /// One batch's records (see `next_batch`). Its methods are called per record, so
 /// they are not guarded: panic-free by construction (lookups with `get`).
 #[derive(Debug, Default)]
-pub struct BatchView(core::BatchView);
+pub struct BatchView {
+    inner: core::BatchView,
+    may_view: bool,
+}
 
 impl BatchView {
     /// Records in the batch.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.inner.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.inner.is_empty()
     }
 
     /// Record `i`; empty out of range.
     pub fn record(&self, i: usize) -> &[u8] {
-        self.0.get(i).unwrap_or_default()
+        self.inner.get(i).unwrap_or_default()
     }
 
     /// Whether the records may be viewed however long they are held (see the bridge).
     pub fn may_view(&self) -> bool {
-        self.0.holds_only_its_records()
+        self.may_view
     }
 }
 
@@ -879,7 +1071,7 @@ pub(crate) mod test_support {
         }
     }
 
-    /// The spec of a reader of `path` (default table) with `backend`.
+    /// The config of a reader of `path` (default table) with `backend`.
     pub fn reader_config(path: &Path, backend: &str) -> ReaderConfig {
         ReaderConfig {
             files: vec![FilePath {
@@ -901,13 +1093,18 @@ mod tests {
     #[test]
     fn errors_carry_their_code_and_fill_the_status() {
         let mut status = ok_status();
-        let err = check_backend("io_uring", &mut status).unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 3, 8);
+        let Err(err) = open_reader(&test_support::reader_config(&path, "io_uring"), &mut status)
+        else {
+            panic!("opened with an unknown backend");
+        };
         assert_eq!(status.code, ErrorCode::InvalidArgument);
         assert_eq!(status.message, err.message);
         assert_eq!(err.to_string(), err.message); // no prefix in what()
         assert!(status.message.contains("backend"), "{}", status.message);
         let mut status = ok_status();
-        check_backend("mmap", &mut status).unwrap();
+        open_reader(&test_support::reader_config(&path, "mmap"), &mut status).unwrap();
         assert_eq!(status.code, ErrorCode::Ok);
         for (kind, code) in [
             (core::ErrorKind::DataLoss, ErrorCode::DataLoss),
@@ -1129,7 +1326,7 @@ mod tests {
                 });
             }
             let epoch_state = combine_shard_states(&states, &mut st).unwrap();
-            let iteration = epoch_state_seeds(&epoch_state, &mut st).unwrap();
+            let iteration = epoch_state_seeds(&epoch_state).unwrap();
             assert_eq!(
                 (
                     iteration.seed,
@@ -1187,5 +1384,238 @@ mod tests {
         )
         .is_err());
         assert_eq!(st.code, ErrorCode::InvalidArgument);
+    }
+
+    /// The records' ids (each record starts with its id as 4 LE bytes) of `cursor`'s
+    /// next `elements` elements, or of all of them.
+    #[cfg(not(feature = "fault-injection"))]
+    fn next_ids(cursor: &mut DatasetCursor, elements: Option<usize>) -> Vec<u32> {
+        let mut st = ok_status();
+        let mut out = Vec::new();
+        for _ in 0..elements.unwrap_or(usize::MAX) {
+            let view = cursor.next(&mut st).unwrap();
+            if view.is_empty() {
+                break;
+            }
+            for i in 0..view.len() {
+                out.push(u32::from_le_bytes(view.record(i)[..4].try_into().unwrap()));
+            }
+        }
+        out
+    }
+
+    fn dataset_config(path: &Path, batch_size: i64) -> DatasetConfig {
+        DatasetConfig {
+            reader: test_support::reader_config(path, "pread"),
+            page_aware: false,
+            num_shards: 1,
+            shard_index: 0,
+            batch_size,
+            drop_remainder: false,
+            num_parallel_reads: 2,
+            order_version: 1,
+            epoch_state: Vec::new(),
+            deterministic: "default".into(),
+        }
+    }
+
+    /// A dataset saves its cursor as one value (`shard_state`, which holds the seeds),
+    /// and restores it, and the older checkpoints' values (position, delivered_after,
+    /// order_version, with the seeds from their own keys), to the same rest.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn a_dataset_saves_one_value_and_restores_it_and_older_checkpoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 30, 8);
+        let mut st = ok_status();
+        for (batch_size, unordered) in [(0, false), (4, false), (4, true)] {
+            let ds = open_dataset(&dataset_config(&path, batch_size), &mut st).unwrap();
+            let seeds = IterationSeeds {
+                seed: 5,
+                seed2: 7,
+                num_random_samples: 1,
+            };
+            let mut c = ds.start(&seeds, unordered, false, &mut st).unwrap();
+            let first = next_ids(&mut c, Some(3));
+            let state = c.save(1, &mut st).unwrap();
+            let mut older = c.checkpoint(&seeds, &mut st).unwrap();
+            older.shard_state.clear();
+            let rest = next_ids(&mut c, None);
+            assert_eq!(first.len() + rest.len(), 30);
+            let from_state = CursorCheckpoint {
+                position: 0,
+                has_delivered_after: false,
+                delivered_after: Vec::new(),
+                order_version: 1,
+                shard_state: state,
+            };
+            // The seeds passed are not the iteration's: the state's own are used.
+            let other = IterationSeeds {
+                seed: 0,
+                seed2: 0,
+                num_random_samples: 0,
+            };
+            let mut again = ds.restore(&other, unordered, &from_state, &mut st).unwrap();
+            let mut old = ds.restore(&seeds, unordered, &older, &mut st).unwrap();
+            let (again, old) = (next_ids(&mut again, None), next_ids(&mut old, None));
+            if unordered {
+                let sorted = |mut v: Vec<u32>| {
+                    v.sort_unstable();
+                    v
+                };
+                assert_eq!(sorted(again.clone()), sorted(rest.clone()));
+                assert_eq!(sorted(old), sorted(rest));
+            } else {
+                assert_eq!(again, rest);
+                assert_eq!(old, rest);
+            }
+        }
+    }
+
+    #[test]
+    fn a_dataset_checks_its_arguments_and_knows_its_cardinality() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 30, 8);
+        let mut st = ok_status();
+        for (batch_size, drop_remainder, want) in [(0, false, 30), (4, false, 8), (4, true, 7)] {
+            let config = DatasetConfig {
+                drop_remainder,
+                ..dataset_config(&path, batch_size)
+            };
+            assert_eq!(open_dataset(&config, &mut st).unwrap().cardinality(), want);
+        }
+        let bad = |config: DatasetConfig, code: ErrorCode, words: &str| {
+            let mut st = ok_status();
+            assert!(open_dataset(&config, &mut st).is_err());
+            assert_eq!(st.code, code);
+            assert!(st.message.contains(words), "{}", st.message);
+        };
+        let good = dataset_config(&path, 4);
+        let mut reader = good.reader.clone();
+        reader.page_size = -4096;
+        bad(
+            DatasetConfig {
+                reader,
+                ..good.clone()
+            },
+            ErrorCode::InvalidArgument,
+            "page_size must be a power of two",
+        );
+        let mut reader = good.reader.clone();
+        reader.backend = "io_uring".into();
+        bad(
+            DatasetConfig {
+                reader,
+                ..good.clone()
+            },
+            ErrorCode::InvalidArgument,
+            "backend",
+        );
+        bad(
+            DatasetConfig {
+                num_shards: 2,
+                shard_index: 2,
+                ..good.clone()
+            },
+            ErrorCode::InvalidArgument,
+            "shard",
+        );
+        bad(
+            DatasetConfig {
+                batch_size: -1,
+                ..good.clone()
+            },
+            ErrorCode::InvalidArgument,
+            "batch_size",
+        );
+        bad(
+            DatasetConfig {
+                order_version: 3,
+                ..good.clone()
+            },
+            ErrorCode::InvalidArgument,
+            "order version",
+        );
+        bad(
+            DatasetConfig {
+                epoch_state: b"LIRSTFE\0garbage".to_vec(),
+                ..good.clone()
+            },
+            ErrorCode::DataLoss,
+            "LIRSDataset epoch_state: ",
+        );
+        bad(
+            DatasetConfig {
+                deterministic: "no".into(),
+                ..good.clone()
+            },
+            ErrorCode::InvalidArgument,
+            "deterministic",
+        );
+        let unordered = |deterministic: &str, pipeline: i32| {
+            let config = DatasetConfig {
+                deterministic: deterministic.into(),
+                ..good.clone()
+            };
+            open_dataset(&config, &mut ok_status())
+                .unwrap()
+                .unordered(pipeline)
+        };
+        for pipeline in [-1, 0, 1] {
+            assert!(unordered("false", pipeline));
+            assert!(!unordered("true", pipeline));
+        }
+        assert!(unordered("default", 0));
+        assert!(!unordered("default", 1));
+        assert!(!unordered("default", -1));
+    }
+
+    /// Only the first iteration of a dataset made with an epoch state starts from it;
+    /// its cardinality is unknown.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn only_the_first_iteration_takes_the_epoch_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 30, 8);
+        let mut st = ok_status();
+        let seeds = IterationSeeds {
+            seed: 5,
+            seed2: 0,
+            num_random_samples: 3,
+        };
+        let ds = open_dataset(&dataset_config(&path, 4), &mut st).unwrap();
+        let mut taken = seeds.clone();
+        assert!(!ds.take_epoch_state(&mut taken));
+        let mut c = ds.start(&seeds, false, false, &mut st).unwrap();
+        next_ids(&mut c, Some(2));
+        let state = combine_shard_states(
+            &vec![StateBytes {
+                bytes: c.save(3, &mut st).unwrap(),
+            }],
+            &mut st,
+        )
+        .unwrap();
+        let resumed = open_dataset(
+            &DatasetConfig {
+                epoch_state: state,
+                ..dataset_config(&path, 4)
+            },
+            &mut st,
+        )
+        .unwrap();
+        assert_eq!(resumed.cardinality(), -2);
+        let mut taken = IterationSeeds {
+            seed: 0,
+            seed2: 0,
+            num_random_samples: 0,
+        };
+        assert!(resumed.take_epoch_state(&mut taken));
+        assert_eq!(
+            (taken.seed, taken.seed2, taken.num_random_samples),
+            (5, 0, 3)
+        );
+        assert!(!resumed.take_epoch_state(&mut taken));
+        let mut c = resumed.start(&taken, false, true, &mut st).unwrap();
+        assert_eq!(next_ids(&mut c, None).len(), 30 - 8);
     }
 }

@@ -28,14 +28,15 @@ pub fn page_size(bytes: u64) -> Result<PageSize> {
     PageSize::checked(bytes)
 }
 
-/// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`.
+/// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`
+/// (the orders' rule, [`OrderParams::check_shard`](crate::OrderParams::check_shard)).
 pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
-    if num_shards == 0 || shard_index >= num_shards {
-        return Err(Error::invalid_argument(format!(
-            "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
-        )));
-    }
-    Ok(())
+    crate::format::order::check_shard(num_shards, shard_index)
+}
+
+/// A number of shards alone (its index not known yet): at least 1.
+pub fn num_shards(num_shards: u64) -> Result<u64> {
+    shard(num_shards, 0).map(|()| num_shards)
 }
 
 /// The placement named `name`, the syntax the Python package and the op library take:

@@ -93,6 +93,24 @@ pub struct OrderParams {
     pub shard_index: u64,
 }
 
+/// The shard rule of every order: `num_shards >= 1` and `shard_index < num_shards`.
+pub(crate) fn check_shard(num_shards: u64, shard_index: u64) -> Result<()> {
+    if num_shards == 0 || shard_index >= num_shards {
+        return Err(Error::invalid_argument(format!(
+            "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
+        )));
+    }
+    Ok(())
+}
+
+impl OrderParams {
+    /// Checks the shard of these parameters: `num_shards >= 1` and
+    /// `shard_index < num_shards`.
+    pub fn check_shard(&self) -> Result<()> {
+        check_shard(self.num_shards, self.shard_index)
+    }
+}
+
 impl Default for OrderParams {
     fn default() -> Self {
         OrderParams {
@@ -412,7 +430,7 @@ impl EpochOrder {
                 position: 0,
             });
         }
-        crate::options::shard(params.num_shards, params.shard_index)?;
+        params.check_shard()?;
         let n = layout.len();
         let lo = shard_bound(n, params.shard_index, params.num_shards);
         let hi = shard_bound(n, params.shard_index + 1, params.num_shards);
@@ -642,7 +660,7 @@ fn unit_plan(layout: &Layout, params: &OrderParams, lo: u64, hi: u64) -> Result<
 /// every epoch and for both kinds of order (a page-aware shard is a slice of positions
 /// too).
 pub(crate) fn shard_len(layout: &Layout, num_shards: u64, shard_index: u64) -> Result<u64> {
-    crate::options::shard(num_shards, shard_index)?;
+    check_shard(num_shards, shard_index)?;
     let n = layout.len();
     Ok(shard_bound(n, shard_index + 1, num_shards) - shard_bound(n, shard_index, num_shards))
 }

@@ -249,7 +249,7 @@ impl OrderV2 {
     /// The order of `instances` ids for `params`; `ids_per_unit` is `C` for page-aware
     /// orders (see [`ids_per_unit`]; at least 1) and ignored otherwise.
     pub fn new(instances: u64, ids_per_unit: u64, params: &OrderParams) -> Result<OrderV2> {
-        crate::options::shard(params.num_shards, params.shard_index)?;
+        params.check_shard()?;
         if params.page_aware && ids_per_unit == 0 {
             return Err(Error::invalid_argument(
                 "a page-aware unit must hold at least 1 instance",
