@@ -138,7 +138,6 @@ class _CApi(ctypes.Structure):
                           ctypes.c_size_t, Progress, ctypes.POINTER(PadSummary), *_err)),
         ("check_compression_type", _fn(_status, _str, *_err)),
         ("check_buffer_size", _fn(_status, _i64p, *_err)),
-        ("check_dataset_arguments", _fn(_status, _i64p, ctypes.c_int64, _u64p, _u64p, *_err)),
         ("error_code_name", _fn(ctypes.c_char_p, ctypes.c_int32)),
     ]
 
@@ -235,17 +234,6 @@ def check_page_size(page_size):
         raise ValueError(f"page_size out of range: {page_size}")
     check(api.check_page_size, page_size)
     return page_size
-
-
-def _optional(ctype, value):
-    return None if value is None else ctypes.byref(ctype(value))
-
-
-def check_dataset_arguments(batch_size, num_parallel_reads, files, tables):
-    """Checks LIRSDataset's arguments (None: not given / not known yet)."""
-    check(api.check_dataset_arguments, _optional(ctypes.c_int64, batch_size),
-          num_parallel_reads, _optional(ctypes.c_uint64, files),
-          _optional(ctypes.c_uint64, tables))
 
 
 def check_shard(num_shards, shard_index):

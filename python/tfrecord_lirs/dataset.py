@@ -7,7 +7,7 @@ from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.data.util import random_seed
 from tensorflow.python.ops import gen_dataset_ops
 
-from tfrecord_lirs import _native
+from tfrecord_lirs import _lirs, _native
 from tfrecord_lirs.io import _string_vector
 
 
@@ -177,8 +177,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
             filenames = [filenames]
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
             offset_tables = [offset_tables]
-        _native.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
-                                        None if offset_tables is None else _count(offset_tables))
+        _lirs.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
+                                      None if offset_tables is None else _count(offset_tables))
 
         self._filenames = _filenames_vector(filenames)
         self._offset_tables = (tf.constant([], dtype=tf.string, name="offset_tables")

@@ -82,8 +82,6 @@ pub struct CApi {
     ) -> i32,
     pub check_compression_type: unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> i32,
     pub check_buffer_size: unsafe extern "C" fn(*const i64, *mut c_char, usize) -> i32,
-    pub check_dataset_arguments:
-        unsafe extern "C" fn(*const i64, i64, *const u64, *const u64, *mut c_char, usize) -> i32,
     pub error_code_name: extern "C" fn(i32) -> *const c_char,
 }
 
@@ -109,7 +107,6 @@ static C_API: CApi = CApi {
     pad_files: lirs_pad_files,
     check_compression_type: lirs_check_compression_type,
     check_buffer_size: lirs_check_buffer_size,
-    check_dataset_arguments: lirs_check_dataset_arguments,
     error_code_name: lirs_error_code_name,
 };
 
@@ -787,35 +784,6 @@ pub unsafe extern "C" fn lirs_check_shard(
     unsafe { finish(result, err, err_len) }
 }
 
-/// Checks LIRSDataset's arguments (see [`rules::check_dataset_arguments`]); a NULL
-/// pointer is a value not given (`batch_size`) or not known yet (the counts).
-///
-/// # Safety
-/// `batch_size`, `files`, `tables` are NULL or readable; `err` holds `err_len` bytes
-/// (or is NULL).
-pub unsafe extern "C" fn lirs_check_dataset_arguments(
-    batch_size: *const i64,
-    num_parallel_reads: i64,
-    files: *const u64,
-    tables: *const u64,
-    err: *mut c_char,
-    err_len: usize,
-) -> i32 {
-    let result = guard("check_dataset_arguments", || {
-        // SAFETY: by this function's contract.
-        let (batch_size, files, tables) = unsafe {
-            (
-                batch_size.as_ref().copied(),
-                files.as_ref().copied(),
-                tables.as_ref().copied(),
-            )
-        };
-        rules::check_dataset_arguments(batch_size, num_parallel_reads, files, tables)
-    });
-    // SAFETY: by this function's contract.
-    unsafe { finish(result, err, err_len) }
-}
-
 /// The name of error code `code` (`"DataLoss"`, …; `"Internal"` for a code this
 /// library does not have), NUL-terminated and static: foreign callers map the
 /// library's names, not its numbers.
@@ -1048,15 +1016,6 @@ mod tests {
             assert_eq!(lirs_check_shard(&2, std::ptr::null(), e, 256), 0);
             assert_eq!(lirs_check_shard(&2, &2, e, 256), 2);
             assert!(message(&err).starts_with("shard_index must be in [0, num_shards)"));
-            assert_eq!(
-                lirs_check_dataset_arguments(&0, -1, std::ptr::null(), std::ptr::null(), e, 256),
-                2
-            );
-            assert!(message(&err).starts_with("batch_size must be a positive int"));
-            assert_eq!(
-                lirs_check_dataset_arguments(std::ptr::null(), 2, &3, &3, e, 256),
-                0
-            );
         }
         // Every code's name is the bridge's, and it names its enum value.
         for (code, name) in [

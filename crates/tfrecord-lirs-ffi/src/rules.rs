@@ -125,36 +125,6 @@ pub fn check_buffer_size(buffer_size: Option<i64>) -> FfiResult<()> {
     }
 }
 
-/// Checks LIRSDataset's arguments as Python gives them: `batch_size` (`None`: elements
-/// are single records; else at least 1), `num_parallel_reads` (-1, which is also
-/// `tf.data.AUTOTUNE`: automatic; else at least 1), and, when both are known, as many
-/// offset tables given as files (`tables` `None`: not given, the default tables).
-pub fn check_dataset_arguments(
-    batch_size: Option<i64>,
-    num_parallel_reads: i64,
-    files: Option<u64>,
-    tables: Option<u64>,
-) -> FfiResult<()> {
-    if let Some(b) = batch_size.filter(|&b| b < 1) {
-        return Err(FfiError::invalid(format!(
-            "batch_size must be a positive int or None, got {b}"
-        )));
-    }
-    if num_parallel_reads != -1 && num_parallel_reads < 1 {
-        return Err(FfiError::invalid(format!(
-            "num_parallel_reads must be a positive int, None or tf.data.AUTOTUNE, got {num_parallel_reads}"
-        )));
-    }
-    if let (Some(files), Some(tables)) = (files, tables) {
-        if tables != files {
-            return Err(FfiError::invalid(format!(
-                "got {tables} offset tables for {files} files"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// LIRSDataset's `deterministic` attr: "true" (in order), "false" (unordered) or
 /// "default" (`None`: as the pipeline's `tf.data.Options().deterministic` says).
 pub fn parse_deterministic(deterministic: &str) -> FfiResult<Option<bool>> {

@@ -249,6 +249,20 @@ fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
         .py_err(py)
 }
 
+/// Checks LIRSDataset's arguments (the core's rule and messages,
+/// [`core::options::dataset_arguments`]); `None`: not given, or not known yet.
+#[pyfunction]
+#[pyo3(signature = (batch_size, num_parallel_reads, files, tables))]
+fn check_dataset_arguments(
+    py: Python<'_>,
+    batch_size: Option<i64>,
+    num_parallel_reads: i64,
+    files: Option<u64>,
+    tables: Option<u64>,
+) -> PyResult<()> {
+    core::options::dataset_arguments(batch_size, num_parallel_reads, files, tables).py_err(py)
+}
+
 /// Local files, and URLs (s3://, gs://, az://, http(s)://) through object_store: one
 /// value for the process, so the object stores' clients and runtime are made once.
 fn storage() -> core::Storage {
@@ -267,6 +281,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
+    m.add_function(wrap_pyfunction!(check_dataset_arguments, m)?)?;
     elastic::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -84,6 +84,36 @@ pub fn best_fit_lookahead(records: u64) -> Result<Fit> {
     Ok(Fit::Best { lookahead })
 }
 
+/// Checks LIRSDataset's arguments as Python gives them: `batch_size` (`None`: elements
+/// are single records; else at least 1), `num_parallel_reads` (-1, which is also
+/// `tf.data.AUTOTUNE`: automatic; else at least 1), and, when both are known, as many
+/// offset tables given as files (`tables` `None`: not given, the default tables).
+pub fn dataset_arguments(
+    batch_size: Option<i64>,
+    num_parallel_reads: i64,
+    files: Option<u64>,
+    tables: Option<u64>,
+) -> Result<()> {
+    if let Some(b) = batch_size.filter(|&b| b < 1) {
+        return Err(Error::invalid_argument(format!(
+            "batch_size must be a positive int or None, got {b}"
+        )));
+    }
+    if num_parallel_reads != -1 && num_parallel_reads < 1 {
+        return Err(Error::invalid_argument(format!(
+            "num_parallel_reads must be a positive int, None or tf.data.AUTOTUNE, got {num_parallel_reads}"
+        )));
+    }
+    if let (Some(files), Some(tables)) = (files, tables) {
+        if tables != files {
+            return Err(Error::invalid_argument(format!(
+                "got {tables} offset tables for {files} files"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// An epoch order algorithm by number: 1 ([`OrderVersion::V1`], Fisher–Yates) or 2
 /// ([`OrderVersion::V2`], keyed bijections in O(1) memory).
 ///
@@ -155,6 +185,37 @@ mod tests {
             .to_string()
             .contains("at least 1 record"));
         assert_eq!(best_fit_lookahead(1).unwrap(), Fit::Best { lookahead: 1 });
+    }
+
+    #[test]
+    fn dataset_arguments_as_python_gives_them() {
+        assert!(dataset_arguments(None, -1, Some(2), None).is_ok());
+        assert!(dataset_arguments(Some(8), 4, Some(2), Some(2)).is_ok());
+        assert!(dataset_arguments(Some(1), 1, None, Some(5)).is_ok());
+        for (args, words) in [
+            (
+                (Some(0), -1, None, None),
+                "batch_size must be a positive int or None, got 0",
+            ),
+            (
+                (None, 0, None, None),
+                "num_parallel_reads must be a positive int",
+            ),
+            ((None, -2, None, None), "got -2"),
+            (
+                (None, -1, Some(2), Some(1)),
+                "got 1 offset tables for 2 files",
+            ),
+            (
+                (None, -1, Some(2), Some(0)),
+                "got 0 offset tables for 2 files",
+            ),
+        ] {
+            let (b, n, f, t) = args;
+            let e = dataset_arguments(b, n, f, t).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert!(e.to_string().contains(words), "{e}");
+        }
         let e = backend("bogus").unwrap_err();
         assert_eq!(
             e.to_string(),
