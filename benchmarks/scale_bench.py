@@ -5,7 +5,8 @@ data file and as 1,000 files, for K = 1 and 64 shards (shard 0 is measured) and 
 versions 1 and 2, one fresh process each measures:
 
 * time to the first batch (dataset creation + iterator + first batch of 256), wall
-  and process CPU (the per-worker epoch-start cost);
+  and process CPU (the per-worker epoch-start cost; the report also gives the ratio of
+  shard 0 of K to one unsharded worker);
 * RssAnon growth over the process's baseline (after TensorFlow and the op library are
   loaded), read from /proc/self/status: anonymous memory only, not the page cache;
 * steady records/s over the next batches (up to --steady-seconds or the shard's end).
@@ -181,6 +182,20 @@ def main():
             f"| {r['first_batch_s']:.2f} | {r['first_batch_cpu_s']:.2f} "
             f"| {r['rss_anon_growth_mb']:.0f} | {r['steady_rec_s']:,.0f} "
             f"| {' '.join(r['loadavg_before'])} |")
+    # The per-worker epoch-start cost of sharding: shard 0 of 64 against one unsharded
+    # worker, same N, files and order (target: <= 1/32).
+    cpu = {(r["instances"], r["files"], r["order_version"], r["shards"]): r["first_batch_cpu_s"]
+           for r in rows}
+    ratios = []
+    for (n, files, version, shards), sharded in sorted(cpu.items()):
+        whole = cpu.get((n, files, version, 1))
+        if shards != 1 and whole:
+            ratios.append(f"| {n:.0e} | {files} | v{version} | {shards} | {whole:.3f} "
+                          f"| {sharded:.3f} | {sharded / whole:.3f} |")
+    if ratios:
+        lines += ["", "Epoch-start CPU per worker, sharded against unsharded:", "",
+                  "| N | files | order | K | CPU s, K=1 | CPU s, shard 0 of K | ratio |",
+                  "|---|---|---|---|---|---|---|", *ratios]
     Path(args.report).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -24,6 +24,7 @@ use remote::FileSystem;
 pub mod cloud;
 pub mod local;
 pub mod remote;
+pub(crate) mod table_files;
 
 /// Where paths are read and written: local files, and URLs through a
 /// [`FileSystem`] when one is given.
