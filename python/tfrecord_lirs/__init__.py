@@ -12,7 +12,7 @@ With TensorFlow 2.21 (tf.data):
 
 Files need an offset table (`<file>.offsets`): write them with
 `PaddedWriter`/`pad` (page-aligned) or index existing files with
-`build_offset_table`.
+`build_offset_table` (these need no TensorFlow either).
 """
 
 import importlib
@@ -49,6 +49,13 @@ from tfrecord_lirs.errors import (  # noqa: E402
 )
 from tfrecord_lirs.loader import Loader, process_shard  # noqa: E402
 from tfrecord_lirs.sources import DataSource, Sampler  # noqa: E402
+from tfrecord_lirs.writing import (  # noqa: E402
+    PadSummary,
+    PaddedWriter,
+    build_offset_table,
+    default_table_path,
+    pad,
+)
 
 # One version for everything: the workspace's Cargo.toml, compiled into the extension.
 __version__ = _lirs.__version__
@@ -58,12 +65,7 @@ __version__ = _lirs.__version__
 # also refuses a TensorFlow other than the one the op library was built for).
 _WITH_TENSORFLOW = {
     "LIRSDataset": "tfrecord_lirs.dataset",
-    "PadSummary": "tfrecord_lirs.io",
-    "PaddedWriter": "tfrecord_lirs.io",
-    "build_offset_table": "tfrecord_lirs.io",
-    "default_table_path": "tfrecord_lirs.io",
     "is_filler": "tfrecord_lirs.io",
-    "pad": "tfrecord_lirs.io",
     "process_io_totals": "tfrecord_lirs.dataset",
     "read": "tfrecord_lirs.io",
     "stock_dataset": "tfrecord_lirs.io",
@@ -92,10 +94,15 @@ __all__ = sorted([
     "LIRSError",
     "Loader",
     "NotFoundError",
+    "PadSummary",
+    "PaddedWriter",
     "PermissionDeniedError",
     "Sampler",
     "UnavailableError",
+    "build_offset_table",
+    "default_table_path",
     "errors",
+    "pad",
     "process_shard",
     *_WITH_TENSORFLOW,
 ])

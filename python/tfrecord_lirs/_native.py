@@ -16,7 +16,22 @@ built for, and is checked like the package's own.
 import importlib.util
 import os
 
-from tfrecord_lirs import _lirs, errors
+from tfrecord_lirs import _lirs
+# The checks and the error translation are TensorFlow-free (tfrecord_lirs._checks);
+# the TensorFlow-facing modules take them from here with the op library.
+from tfrecord_lirs._checks import (  # noqa: F401
+    check,
+    check_backend,
+    check_compression_type,
+    check_dataset_arguments,
+    check_fit,
+    check_page_size,
+    check_shard,
+    default_table_path,
+    native,
+    path_str,
+    text,
+)
 
 # Which extra brings a TensorFlow, for the message below (python/pyproject.toml).
 _INSTALL_TF = (
@@ -82,75 +97,6 @@ if _major_minor(tf.__version__) != _major_minor(_build_info.TF_VERSION):
 
 ops = tf.load_op_library(LIB_PATH)
 
-# Each kind of the core's errors: the tf.errors class TensorFlow code catches.
-_TF_ERRORS = {
-    errors.DataLossError: tf.errors.DataLossError,
-    errors.InvalidArgumentError: tf.errors.InvalidArgumentError,
-    errors.NotFoundError: tf.errors.NotFoundError,
-    errors.PermissionDeniedError: tf.errors.PermissionDeniedError,
-    errors.UnavailableError: tf.errors.UnavailableError,
-    errors.InternalError: tf.errors.InternalError,
-}
-
-def _both(lirs_class, tf_class):
-    """An exception class that is both `tf_class` and `lirs_class`."""
-    return type(lirs_class.__name__, (tf_class, lirs_class), {
-        "__module__": "tfrecord_lirs.errors",
-        "__doc__": f"{lirs_class.__doc__}\n\nAlso a {tf_class.__module__}.{tf_class.__name__}.",
-    })
-
-
-_AS_TF = {cls: _both(cls, tf_cls) for cls, tf_cls in _TF_ERRORS.items()}
-
-
-def native(fn, *args):
-    """Calls the extension's `fn`; its error (a tfrecord_lirs.errors class) is
-    re-raised as one that is also the matching tf.errors class, with the same
-    message and `file`, `instance`, `offset`."""
-    try:
-        return fn(*args)
-    except errors.LIRSError as e:
-        both = _AS_TF.get(type(e))
-        if both is None:
-            raise
-        raised = both(None, None, str(e))
-        raised.file, raised.instance, raised.offset = e.file, e.instance, e.offset
-        raise raised from None
-
-
-def check(fn, *args):
-    """Calls one of the extension's argument checks; raises ValueError with the
-    core's message."""
-    try:
-        return fn(*args)
-    except errors.InvalidArgumentError as e:
-        raise ValueError(str(e)) from None
-
-
-def text(value, name):
-    """`value` if it is a str; ValueError otherwise."""
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a str, got {value!r}")
-    return value
-
-
-def check_backend(backend):
-    check(_lirs.check_backend, text(backend, "backend"))
-    return backend
-
-
-def check_fit(fit):
-    check(_lirs.check_fit, text(fit, "fit"))
-    return fit
-
-
-def check_compression_type(compression_type):
-    """ValueError (with the core's text) unless LIRSDataset can take it; None is ""."""
-    if compression_type is None:
-        compression_type = ""
-    check(_lirs.check_compression_type, text(compression_type, "compression_type"))
-
-
 def check_buffer_size(buffer_size):
     """ValueError (with the core's text) unless `buffer_size` is None or an int the
     core accepts (a tensor is checked by value when it is a constant)."""
@@ -164,34 +110,3 @@ def check_buffer_size(buffer_size):
     if not -(1 << 63) <= buffer_size < (1 << 63):
         raise ValueError(f"buffer_size out of range: {buffer_size}")
     check(_lirs.check_buffer_size, buffer_size)
-
-
-def check_page_size(page_size):
-    """ValueError (with the core's text) unless `page_size` is a valid page size."""
-    if isinstance(page_size, bool) or not isinstance(page_size, int):
-        raise ValueError(f"page_size must be an int, got {page_size!r}")
-    if not -(1 << 63) <= page_size < (1 << 63):
-        raise ValueError(f"page_size out of range: {page_size}")
-    check(_lirs.check_page_size, page_size)
-    return page_size
-
-
-def check_shard(num_shards, shard_index):
-    """Checks the pair; either may be None (not known yet, e.g. a tensor)."""
-    check(_lirs.check_shard, num_shards, shard_index)
-
-
-def default_table_path(path):
-    """The offset table used for data file `path` when none is given (a str)."""
-    return os.fsdecode(_lirs.default_table_path(path_str(path)))
-
-
-def path_str(path):
-    """`path` (str, bytes or PathLike) as the str the extension takes (os.fsdecode)."""
-    return os.fsdecode(os.fspath(path))
-
-
-def check_dataset_arguments(batch_size, num_parallel_reads, files, tables):
-    """Checks LIRSDataset's arguments (None: not given / not known yet); ValueError
-    with the core's text."""
-    check(_lirs.check_dataset_arguments, batch_size, num_parallel_reads, files, tables)

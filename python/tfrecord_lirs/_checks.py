@@ -1,0 +1,121 @@
+"""The argument checks and error translation the Python front ends share, without
+TensorFlow: the Rust core decides every rule and error (through the extension,
+`tfrecord_lirs._lirs`); this module only translates: ValueError for the argument checks,
+and, once TensorFlow is loaded in the process, the extension's exceptions
+(`tfrecord_lirs.errors`) as exceptions that are also of the matching tf.errors class.
+"""
+
+import os
+import sys
+
+from tfrecord_lirs import _lirs, errors
+
+# Each kind of the core's errors: the name of the tf.errors class TensorFlow code catches.
+_TF_ERRORS = {
+    errors.DataLossError: "DataLossError",
+    errors.InvalidArgumentError: "InvalidArgumentError",
+    errors.NotFoundError: "NotFoundError",
+    errors.PermissionDeniedError: "PermissionDeniedError",
+    errors.UnavailableError: "UnavailableError",
+    errors.InternalError: "InternalError",
+}
+_AS_TF = {}
+
+
+def _both(lirs_class, tf_class):
+    """An exception class that is both `tf_class` and `lirs_class`."""
+    return type(lirs_class.__name__, (tf_class, lirs_class), {
+        "__module__": "tfrecord_lirs.errors",
+        "__doc__": f"{lirs_class.__doc__}\n\nAlso a {tf_class.__module__}.{tf_class.__name__}.",
+    })
+
+
+def _as_tf(lirs_class):
+    """The class that is both `lirs_class` and its tf.errors class, when TensorFlow is
+    loaded in this process (None otherwise: nothing catches tf.errors then)."""
+    tf = sys.modules.get("tensorflow")
+    name = _TF_ERRORS.get(lirs_class)
+    if tf is None or name is None:
+        return None
+    if lirs_class not in _AS_TF:
+        _AS_TF[lirs_class] = _both(lirs_class, getattr(tf.errors, name))
+    return _AS_TF[lirs_class]
+
+
+def native(fn, *args):
+    """Calls the extension's `fn`; with TensorFlow loaded, its error (a
+    tfrecord_lirs.errors class) is re-raised as one that is also the matching
+    tf.errors class, with the same message and `file`, `instance`, `offset`."""
+    try:
+        return fn(*args)
+    except errors.LIRSError as e:
+        both = _as_tf(type(e))
+        if both is None:
+            raise
+        raised = both(None, None, str(e))
+        raised.file, raised.instance, raised.offset = e.file, e.instance, e.offset
+        raise raised from None
+
+
+def check(fn, *args):
+    """Calls one of the extension's argument checks; raises ValueError with the
+    core's message."""
+    try:
+        return fn(*args)
+    except errors.InvalidArgumentError as e:
+        raise ValueError(str(e)) from None
+
+
+def text(value, name):
+    """`value` if it is a str; ValueError otherwise."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a str, got {value!r}")
+    return value
+
+
+def check_backend(backend):
+    check(_lirs.check_backend, text(backend, "backend"))
+    return backend
+
+
+def check_fit(fit):
+    check(_lirs.check_fit, text(fit, "fit"))
+    return fit
+
+
+def check_compression_type(compression_type):
+    """ValueError (with the core's text) unless LIRSDataset can take it; None is ""."""
+    if compression_type is None:
+        compression_type = ""
+    check(_lirs.check_compression_type, text(compression_type, "compression_type"))
+
+
+def check_page_size(page_size):
+    """ValueError (with the core's text) unless `page_size` is a valid page size."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise ValueError(f"page_size must be an int, got {page_size!r}")
+    if not -(1 << 63) <= page_size < (1 << 63):
+        raise ValueError(f"page_size out of range: {page_size}")
+    check(_lirs.check_page_size, page_size)
+    return page_size
+
+
+def check_shard(num_shards, shard_index):
+    """Checks the pair; either may be None (not known yet, e.g. a tensor)."""
+    check(_lirs.check_shard, num_shards, shard_index)
+
+
+def default_table_path(path):
+    """The offset table used for data file `path` when none is given (a str)."""
+    return os.fsdecode(_lirs.default_table_path(path_str(path)))
+
+
+def path_str(path):
+    """`path` (str, bytes or PathLike) as the str the extension takes (os.fsdecode)."""
+    return os.fsdecode(os.fspath(path))
+
+
+def check_dataset_arguments(batch_size, num_parallel_reads, files, tables):
+    """Checks LIRSDataset's arguments (None: not given / not known yet); ValueError
+    with the core's text."""
+    check(_lirs.check_dataset_arguments, batch_size, num_parallel_reads, files, tables)
