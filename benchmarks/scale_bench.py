@@ -138,16 +138,17 @@ def main():
     workdir.mkdir(parents=True, exist_ok=True)
     frame = framed_record(workdir)
     rows = []
+    file_counts = [int(f) for f in args.file_counts.split(",")]
     try:
         for n in (int(float(s)) for s in args.sizes.split(",")):
-            need = n * (len(frame) + 8) * 2  # both layouts at once
+            need = n * (len(frame) + 8) * len(file_counts)  # every layout at once
             free = shutil.disk_usage(workdir).free
             if need > free * 0.8:
                 print(f"N={n}: needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free: "
                       "skipped", flush=True)
                 continue
             layouts = {}
-            for files in (int(f) for f in args.file_counts.split(",")):
+            for files in file_counts:
                 t = time.perf_counter()
                 layouts[files] = write_files(workdir, n, files, frame)
                 print(f"N={n} files={files}: written in {time.perf_counter() - t:.1f} s",
