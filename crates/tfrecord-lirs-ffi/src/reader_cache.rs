@@ -1,8 +1,8 @@
 //! One open reader per file identity, shared by every kernel of the op library.
 //!
-//! Opening a reader loads every offset table, far more work than a typical
-//! `LIRSRead(ids)` call, and tf.data graph rewrites build a LIRSDataset twice (each copy
-//! used to open, and load the tables of, its own reader). So [`open_shared`] hands out
+//! Opening a reader opens every data file and offset table (and holds small tables in
+//! memory), more work than a typical `LIRSRead(ids)` call, and tf.data graph rewrites
+//! build a LIRSDataset twice (each copy used to open its own reader). So [`open_shared`] hands out
 //! the reader already open for the same request: the same data and table paths, page
 //! size, backend and checks, and each file unchanged since (device, inode, size and
 //! modification time of every data file and table). A rewritten data file or a rebuilt
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, Weak};
 use tfrecord_lirs as core;
 
 /// Readers kept open when nothing holds them: enough for the few file sets a process
-/// reads by id at once, small because each holds its tables in memory.
+/// reads by id at once, small because each holds open files, maps and small tables.
 pub const CAPACITY: usize = 4;
 
 /// What makes two open requests the same reader.
