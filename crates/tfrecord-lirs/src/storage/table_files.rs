@@ -67,7 +67,7 @@ pub fn read_table_for(data: &Path, table: &Path) -> Result<Vec<u64>> {
 
 /// [`read_table_for`] through `storage`: either path may be a URL when `storage` has a
 /// file system for it (the table is fetched whole, once: for tools such as the CLI,
-/// which use every entry; readers open tables with [`open_table_of`] instead).
+/// which use every entry; readers open tables without reading them whole instead).
 pub fn read_table_for_in(storage: &Storage, data: &Path, table: &Path) -> Result<Vec<u64>> {
     read_table_of(storage, table, Some(data))
 }
