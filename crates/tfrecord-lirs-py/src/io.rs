@@ -242,20 +242,29 @@ fn pad_files(
     })
 }
 
-/// Runs `f` as entry point `point`: a panic is an Internal error naming it (the
-/// fault-injection build arms a panic point here), never an unwind into Python.
-fn guarded<T>(point: &str, f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+/// Runs `f` as entry point `point`; the outer `Err` is an Internal error naming it when
+/// `f` panicked (the fault-injection build arms a panic point here), never an unwind
+/// into Python.
+fn catch_panic<T>(
+    point: &str,
+    f: impl FnOnce() -> core::Result<T>,
+) -> Result<core::Result<T>, core::Error> {
     catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         test_panic::panic_if_armed(point);
         f()
     }))
-    .unwrap_or_else(|payload| {
-        Err(core::Error::internal(format!(
+    .map_err(|payload| {
+        core::Error::internal(format!(
             "panic in tfrecord-lirs (Rust) in `{point}`: {}",
             core::panic_message(payload.as_ref())
-        )))
+        ))
     })
+}
+
+/// Runs `f` as entry point `point`: a panic is an Internal error naming it.
+fn guarded<T>(point: &str, f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+    catch_panic(point, f).unwrap_or_else(Err)
 }
 
 /// A page-aligned writer's state: a panic inside one of its methods poisons it for
@@ -280,23 +289,15 @@ impl WriterState {
             )));
         }
         let inner = &mut self.inner;
-        catch_unwind(AssertUnwindSafe(|| {
-            #[cfg(feature = "fault-injection")]
-            test_panic::panic_if_armed(method);
-            f(inner)
-        }))
-        .unwrap_or_else(|payload| {
+        catch_panic(method, || f(inner)).unwrap_or_else(|panic| {
             self.poisoned = true;
-            Err(core::Error::internal(format!(
-                "panic in tfrecord-lirs (Rust) in `{method}`: {}",
-                core::panic_message(payload.as_ref())
-            )))
+            Err(panic)
         })
     }
 }
 
 /// Writes page-aligned TFRecord `path` and its offset table `path.offsets`
-/// (python/tfrecord_lirs/io.py wraps it as `tfrecord_lirs.PaddedWriter`).
+/// (python/tfrecord_lirs/writing.py wraps it as `tfrecord_lirs.PaddedWriter`).
 #[pyclass(module = "tfrecord_lirs._lirs", frozen)]
 pub(crate) struct PaddedWriter {
     state: Mutex<WriterState>,
