@@ -239,7 +239,7 @@ mod ffi {
 pub use ffi::{
     ErrorCode, FilePath, IterationSeeds, NamedValue, ProcessIoTotals, StateBytes, Status,
 };
-pub use op_config::{CursorCheckpoint, CursorConfig, DatasetConfig, ReaderConfig};
+pub use op_config::{CursorCheckpoint, CursorConfig, DatasetConfig, ReaderConfig, WalkConfig};
 
 impl From<core::ErrorKind> for ErrorCode {
     /// The one mapping of the core's error kinds onto the bridge's codes.
@@ -476,15 +476,15 @@ pub fn open_dataset_config(
                 })?)
             };
             let (num_shards, shard_index) =
-                rules::check_shard(Some(config.num_shards), Some(config.shard_index))?;
-            order_version_of(config.order_version)?;
+                rules::check_shard(Some(config.walk.num_shards), Some(config.walk.shard_index))?;
+            order_version_of(config.walk.order_version)?;
             let mut st = ok_status();
             let reader = open_reader(&config.reader, &mut st)?;
             let shard_len = reader.inner.shard_len(num_shards, shard_index)?;
             core::CursorOptions::dataset(
                 &reader.inner,
-                config.batch_size,
-                config.num_parallel_reads,
+                config.walk.batch_size,
+                config.walk.num_parallel_reads,
             )?;
             Ok(Box::new(LirsDataset {
                 reader: *reader,
@@ -520,18 +520,18 @@ impl LirsDataset {
             // The resumed iteration is shorter than the others.
             return UNKNOWN;
         }
-        let (n, b) = (self.shard_len as i64, self.config.batch_size);
+        let (n, b) = (self.shard_len as i64, self.config.walk.batch_size);
         match b {
             0 => n,
-            _ if self.config.drop_remainder => n / b,
+            _ if self.config.walk.drop_remainder => n / b,
             _ => (n + b - 1) / b,
         }
     }
 
     fn element_dims(&self) -> Vec<i64> {
-        match self.config.batch_size {
+        match self.config.walk.batch_size {
             0 => vec![],
-            b if self.config.drop_remainder => vec![b],
+            b if self.config.walk.drop_remainder => vec![b],
             _ => vec![-1],
         }
     }
@@ -562,19 +562,12 @@ impl LirsDataset {
 
     /// The cursor config of one iteration.
     fn cursor_config(&self, seeds: &IterationSeeds, unordered: bool) -> CursorConfig {
-        let c = &self.config;
         CursorConfig {
             seed: seeds.seed,
             seed2: seeds.seed2,
-            page_aware: c.page_aware,
-            num_shards: c.num_shards,
-            shard_index: c.shard_index,
-            batch_size: c.batch_size,
-            drop_remainder: c.drop_remainder,
-            num_parallel_reads: c.num_parallel_reads,
             unordered,
-            order_version: c.order_version,
             epoch_state: Vec::new(),
+            walk: self.config.walk.clone(),
         }
     }
 
@@ -730,24 +723,25 @@ impl LirsReader {
         report(
             status,
             guard("fetch", || {
+                let walk = &config.walk;
                 let (num_shards, shard_index) =
-                    rules::check_shard(Some(config.num_shards), Some(config.shard_index))?;
+                    rules::check_shard(Some(walk.num_shards), Some(walk.shard_index))?;
                 let mut options = core::CursorOptions::dataset(
                     &self.inner,
-                    config.batch_size,
-                    config.num_parallel_reads,
+                    walk.batch_size,
+                    walk.num_parallel_reads,
                 )?;
                 options.order = core::OrderParams {
                     seed: mix_seeds(config.seed, config.seed2),
                     // The seed generator gives every iteration its own seeds.
                     epoch: 0,
-                    page_aware: config.page_aware,
+                    page_aware: walk.page_aware,
                     num_shards,
                     shard_index,
                 };
-                options.drop_remainder = config.drop_remainder;
+                options.drop_remainder = walk.drop_remainder;
                 options.unordered = config.unordered;
-                options.order_version = order_version_of(config.order_version)?;
+                options.order_version = order_version_of(walk.order_version)?;
                 // A checkpoint's shard_state is the whole state, with where the walk
                 // started; older checkpoints hold the position, the positions
                 // delivered after it and the order version (version 1 when absent)
@@ -787,7 +781,7 @@ impl LirsReader {
                 Ok(Box::new(DatasetCursor {
                     inner,
                     seeds: (config.seed, config.seed2),
-                    batched: config.batch_size != 0,
+                    batched: walk.batch_size != 0,
                     poisoned: false,
                 }))
             }),
@@ -1027,7 +1021,7 @@ pub(crate) mod test_support {
     use std::os::unix::ffi::OsStrExt;
     use std::path::{Path, PathBuf};
 
-    use super::{core, CursorCheckpoint, CursorConfig, FilePath, ReaderConfig};
+    use super::{core, CursorCheckpoint, CursorConfig, FilePath, ReaderConfig, WalkConfig};
 
     /// A padded file `dir/d` of `n` instances of `len` bytes (at least 4), instance i
     /// starting with `i` as 4 LE bytes.
@@ -1048,16 +1042,30 @@ pub(crate) mod test_support {
         CursorConfig {
             seed: 5,
             seed2: 0,
-            page_aware: false,
-            num_shards: 1,
-            shard_index: 0,
-            batch_size,
-            drop_remainder: false,
-            num_parallel_reads,
             unordered: false,
-            order_version: 1,
             epoch_state: Vec::new(),
+            walk: WalkConfig {
+                page_aware: false,
+                num_shards: 1,
+                shard_index: 0,
+                batch_size,
+                drop_remainder: false,
+                num_parallel_reads,
+                order_version: 1,
+            },
         }
+    }
+
+    /// `config` with its walk changed by `change` (for the tests that do not run with
+    /// fault injection).
+    #[cfg(not(feature = "fault-injection"))]
+    pub fn cursor_with(
+        config: &CursorConfig,
+        change: impl FnOnce(&mut WalkConfig),
+    ) -> CursorConfig {
+        let mut config = config.clone();
+        change(&mut config.walk);
+        config
     }
 
     /// Seeds for a checkpoint's `shard_state` in tests that do not resume from it
@@ -1144,7 +1152,9 @@ mod tests {
     #[cfg(not(feature = "fault-injection"))]
     #[test]
     fn cursors_carry_each_error_and_checkpoint_in_tf_keys() {
-        use super::test_support::{cursor_config, no_seeds, reader_config, start, write_u32_file};
+        use super::test_support::{
+            cursor_config, cursor_with, no_seeds, reader_config, start, write_u32_file,
+        };
         let dir = tempfile::tempdir().unwrap();
         let path = write_u32_file(dir.path(), 300, 4);
         // Damage instance 7's payload (a CRC mismatch).
@@ -1254,10 +1264,7 @@ mod tests {
             assert!(st.message.contains(want), "{}", st.message);
         }
         // A checkpoint of one order version does not restore into the other.
-        let v2 = CursorConfig {
-            order_version: 2,
-            ..config.clone()
-        };
+        let v2 = cursor_with(&config, |w| w.order_version = 2);
         let mut st = ok_status();
         let v2_state = reader
             .fetch(&v2, &start(), &mut st)
@@ -1272,10 +1279,7 @@ mod tests {
         assert_eq!(st.code, ErrorCode::DataLoss);
         assert!(st.message.contains("order version 1"), "{}", st.message);
         let mut st = ok_status();
-        let bad_version = CursorConfig {
-            order_version: 3,
-            ..config.clone()
-        };
+        let bad_version = cursor_with(&config, |w| w.order_version = 3);
         assert!(reader.fetch(&bad_version, &start(), &mut st).is_err());
         assert_eq!(st.code, ErrorCode::InvalidArgument);
         // Bad dataset arguments are the core's.
@@ -1299,7 +1303,9 @@ mod tests {
     #[cfg(not(feature = "fault-injection"))]
     #[test]
     fn checkpoints_of_two_workers_resume_on_three() {
-        use super::test_support::{cursor_config, reader_config, start, write_u32_file};
+        use super::test_support::{
+            cursor_config, cursor_with, reader_config, start, write_u32_file,
+        };
         let dir = tempfile::tempdir().unwrap();
         let path = write_u32_file(dir.path(), 301, 8);
         let mut st = ok_status();
@@ -1322,11 +1328,11 @@ mod tests {
             }
         };
         for order_version in [1, 2] {
-            let config = |num_shards, shard_index| CursorConfig {
-                num_shards,
-                shard_index,
-                order_version,
-                ..cursor_config(10, 1)
+            let config = |num_shards, shard_index| {
+                cursor_with(&cursor_config(10, 1), |w| {
+                    (w.num_shards, w.shard_index, w.order_version) =
+                        (num_shards, shard_index, order_version)
+                })
             };
             let (mut seen, mut states) = (Vec::new(), Vec::new());
             for k in 0..2 {
@@ -1418,16 +1424,17 @@ mod tests {
     fn dataset_config(path: &Path, batch_size: i64) -> DatasetConfig {
         DatasetConfig {
             reader: test_support::reader_config(path, "pread"),
-            page_aware: false,
-            num_shards: 1,
-            shard_index: 0,
-            batch_size,
-            drop_remainder: false,
-            num_parallel_reads: 2,
-            order_version: 1,
+            walk: test_support::cursor_config(batch_size, 2).walk,
             epoch_state: Vec::new(),
             deterministic: "default".into(),
         }
+    }
+
+    /// `config` with its walk changed by `change`.
+    fn dataset_with(config: &DatasetConfig, change: impl FnOnce(&mut WalkConfig)) -> DatasetConfig {
+        let mut config = config.clone();
+        change(&mut config.walk);
+        config
     }
 
     /// A dataset saves its cursor as one value (`shard_state`, which holds the seeds),
@@ -1496,10 +1503,9 @@ mod tests {
         let path = test_support::write_u32_file(dir.path(), 30, 8);
         let mut st = ok_status();
         for (batch_size, drop_remainder, want) in [(0, false, 30), (4, false, 8), (4, true, 7)] {
-            let config = DatasetConfig {
-                drop_remainder,
-                ..dataset_config(&path, batch_size)
-            };
+            let config = dataset_with(&dataset_config(&path, batch_size), |w| {
+                w.drop_remainder = drop_remainder
+            });
             assert_eq!(
                 open_dataset_config(&config, &mut st).unwrap().cardinality(),
                 want
@@ -1533,27 +1539,17 @@ mod tests {
             "backend",
         );
         bad(
-            DatasetConfig {
-                num_shards: 2,
-                shard_index: 2,
-                ..good.clone()
-            },
+            dataset_with(&good, |w| (w.num_shards, w.shard_index) = (2, 2)),
             ErrorCode::InvalidArgument,
             "shard",
         );
         bad(
-            DatasetConfig {
-                batch_size: -1,
-                ..good.clone()
-            },
+            dataset_with(&good, |w| w.batch_size = -1),
             ErrorCode::InvalidArgument,
             "batch_size",
         );
         bad(
-            DatasetConfig {
-                order_version: 3,
-                ..good.clone()
-            },
+            dataset_with(&good, |w| w.order_version = 3),
             ErrorCode::InvalidArgument,
             "order version",
         );

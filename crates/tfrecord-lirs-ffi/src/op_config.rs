@@ -20,41 +20,40 @@ pub struct ReaderConfig {
     pub trust_table: bool,
 }
 
-/// One iteration of a LIRSDataset, as the op's inputs and attrs give it (Rust
-/// checks every field): the (`seed`, `seed2`) pair the iteration drew, the order
-/// (`page_aware`, shard), batching (`batch_size`, 0: none; `drop_remainder`), fetch
-/// threads (`num_parallel_reads`, -1: automatic), `unordered` delivery and the
-/// order algorithm (`order_version`, 1 or 2).
+/// How a LIRSDataset walks every epoch, whatever its seeds and delivery order: the
+/// order (`page_aware`, shard, `order_version`: 1 or 2), batching (`batch_size`, 0:
+/// none; `drop_remainder`) and fetch threads (`num_parallel_reads`, -1: automatic), as
+/// the op's inputs and attrs give them (Rust checks every field).
+#[derive(Debug, Clone)]
+pub struct WalkConfig {
+    pub page_aware: bool,
+    pub num_shards: i64,
+    pub shard_index: i64,
+    pub batch_size: i64,
+    pub drop_remainder: bool,
+    pub num_parallel_reads: i64,
+    pub order_version: i64,
+}
+
+/// One iteration of a LIRSDataset: the (`seed`, `seed2`) pair the iteration drew,
+/// `unordered` delivery, and the dataset's walk.
 #[derive(Debug, Clone)]
 pub struct CursorConfig {
     pub seed: i64,
     pub seed2: i64,
-    pub page_aware: bool,
-    pub num_shards: i64,
-    pub shard_index: i64,
-    pub batch_size: i64,
-    pub drop_remainder: bool,
-    pub num_parallel_reads: i64,
     pub unordered: bool,
-    pub order_version: i64,
     /// Elastic resume: an epoch state (`combine_shard_states`) this iteration
-    /// starts from, as shard `shard_index` of `num_shards`; empty: none.
+    /// starts from, as shard `walk.shard_index` of `walk.num_shards`; empty: none.
     pub epoch_state: Vec<u8>,
+    pub walk: WalkConfig,
 }
 
 /// A LIRSDataset as its op's inputs and attrs give it (Rust checks every field):
-/// what to read, and the part of every iteration's `CursorConfig` the seeds and
-/// the delivery order do not change.
+/// what to read, and how every iteration walks its epoch.
 #[derive(Debug, Clone)]
 pub struct DatasetConfig {
     pub reader: ReaderConfig,
-    pub page_aware: bool,
-    pub num_shards: i64,
-    pub shard_index: i64,
-    pub batch_size: i64,
-    pub drop_remainder: bool,
-    pub num_parallel_reads: i64,
-    pub order_version: i64,
+    pub walk: WalkConfig,
     /// Elastic resume (`combine_shard_states`): the dataset's first iteration
     /// starts from this epoch state; empty: none.
     pub epoch_state: Vec<u8>,
@@ -195,13 +194,15 @@ pub fn dataset_config(
     let args = OpArgs::new("LIRSDataset", args, &known)?;
     Ok(DatasetConfig {
         reader: reader_config_of(&args, files, tables)?,
-        page_aware: args.bool("page_aware")?,
-        num_shards: args.int("num_shards")?,
-        shard_index: args.int("shard_index")?,
-        batch_size: args.int("batch_size")?,
-        drop_remainder: args.bool("drop_remainder")?,
-        num_parallel_reads: args.int("num_parallel_reads")?,
-        order_version: args.int("order_version")?,
+        walk: WalkConfig {
+            page_aware: args.bool("page_aware")?,
+            num_shards: args.int("num_shards")?,
+            shard_index: args.int("shard_index")?,
+            batch_size: args.int("batch_size")?,
+            drop_remainder: args.bool("drop_remainder")?,
+            num_parallel_reads: args.int("num_parallel_reads")?,
+            order_version: args.int("order_version")?,
+        },
         epoch_state: args.bytes("epoch_state")?,
         deterministic: args.string("deterministic")?,
     })
@@ -335,10 +336,11 @@ mod tests {
         assert_eq!(c.reader.page_size, 8192);
         assert_eq!(c.reader.backend, "pread");
         assert!(!c.reader.trust_table && c.reader.verify_payload_crc);
-        assert!(c.page_aware && c.drop_remainder);
-        assert_eq!((c.num_shards, c.shard_index), (4, 3));
+        let w = &c.walk;
+        assert!(w.page_aware && w.drop_remainder);
+        assert_eq!((w.num_shards, w.shard_index), (4, 3));
         assert_eq!(
-            (c.batch_size, c.num_parallel_reads, c.order_version),
+            (w.batch_size, w.num_parallel_reads, w.order_version),
             (32, -1, 2)
         );
         assert_eq!(c.epoch_state, b"\x00\x01");
