@@ -557,6 +557,14 @@ impl EpochOrder {
 
     /// Appends up to `max` next ids to `out`; returns how many.
     pub fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+        if let Plan::V2(cursor) = &mut self.plan {
+            // All at once (the bijection runs on many values side by side).
+            let end = self.position.saturating_add(max as u64).min(self.len);
+            cursor.ids_into(self.position..end, out);
+            let taken = end - self.position;
+            self.position = end;
+            return taken as usize;
+        }
         let before = out.len();
         while out.len() - before < max {
             match self.next() {
