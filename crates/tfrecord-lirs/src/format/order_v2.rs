@@ -25,6 +25,7 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
+use crate::fetch::PositionIds;
 use crate::layout::Layout;
 use crate::order::{shard_bound, OrderParams};
 
@@ -657,6 +658,16 @@ impl OrderV2 {
     }
 }
 
+impl PositionIds for OrderV2 {
+    /// The ids at shard positions `positions` (within `0..=len()`; others append
+    /// nothing).
+    fn compute_ids(&self, positions: Range<u64>, out: &mut Vec<u64>) {
+        if positions.start <= positions.end && positions.end <= self.len() {
+            self.ids_into_with(positions, out, &mut Vec::new());
+        }
+    }
+}
+
 /// Ids a [`V2Cursor`] computes at a time: enough for the branch-free first pass of
 /// [`OrderV2::ids_into`] to pipeline (2 KiB of ids).
 const CURSOR_BLOCK: u64 = 256;
@@ -667,7 +678,9 @@ const CURSOR_BLOCK: u64 = 256;
 /// [`EpochOrder`]: crate::EpochOrder
 #[derive(Debug, Clone)]
 pub(crate) struct V2Cursor {
-    pub(crate) order: OrderV2,
+    /// Shared with the fetch threads that compute windows' ids
+    /// ([`OrderSource::next_positions`](crate::OrderSource::next_positions)).
+    pub(crate) order: Arc<OrderV2>,
     /// Ids of shard positions `block_start..block_start + block.len()`.
     block: Vec<u64>,
     block_start: u64,
@@ -678,7 +691,7 @@ pub(crate) struct V2Cursor {
 impl V2Cursor {
     pub(crate) fn new(order: OrderV2) -> V2Cursor {
         V2Cursor {
-            order,
+            order: Arc::new(order),
             block: Vec::new(),
             block_start: 0,
             pending: Vec::new(),

@@ -34,7 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use ledger::{DeliveredLedger, Resume};
-pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
+use schedule::DeferredIds;
+pub use schedule::{Cut, FetchSchedule, OrderSource, PositionIds, ORDER_VERSION_1};
 pub use workers::panic_message;
 use workers::{Job, Workers};
 
@@ -89,6 +90,8 @@ impl Default for FetchOptions {
 struct PartRead {
     batch: Batch,
     failed: Vec<(usize, Error)>,
+    /// The part's ids when the fetch thread computed them ([`Job::deferred`]).
+    computed_ids: Vec<u64>,
 }
 
 /// Reads `ids` into `batch` with one coalesced read; if that fails, reads them one by
@@ -165,6 +168,8 @@ impl Spares {
 /// will be, and the parts that came back.
 struct Pending {
     cut: Cut,
+    /// The ids still to compute (by the fetch thread; by the consumer if it failed).
+    deferred: Option<DeferredIds>,
     slots: Vec<(usize, usize)>,
     parts: Vec<Option<PartRead>>,
     missing: usize,
@@ -429,21 +434,52 @@ impl Pool {
     /// Queues windows until `depth` are in flight or the schedule is exhausted.
     fn submit(&mut self, schedule: &mut FetchSchedule) {
         while self.pending.len() < self.depth {
-            let Some(cut) = schedule.next_cut() else {
+            // With one thread a window is one part, read in the order's order: its ids
+            // are not needed to split it, and the thread computes them (when the order
+            // can) instead of the consumer, whose thread is the busier one.
+            let next = if self.threads == 1 {
+                schedule.next_cut_deferred()
+            } else {
+                schedule.next_cut().map(|cut| (cut, None))
+            };
+            let Some((mut cut, deferred)) = next else {
                 return;
             };
-            let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
-            let (parts, slots) = split_runs(&cut.ids, most);
             let window = self.next_window;
             self.next_window += 1;
-            let count = parts.len();
-            for (part, ids) in parts.into_iter().enumerate() {
-                self.workers.send(Job { window, part, ids });
+            let (count, slots) = match deferred {
+                Some(ref ids) => {
+                    self.workers.send(Job {
+                        window,
+                        part: 0,
+                        ids: Vec::with_capacity(cut.positions.len()),
+                        deferred: Some(ids.clone()),
+                    });
+                    (1, (0..cut.positions.len()).map(|k| (0, k)).collect())
+                }
+                None => {
+                    let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
+                    let (parts, slots) = split_runs(&cut.ids, most);
+                    let count = parts.len();
+                    for (part, ids) in parts.into_iter().enumerate() {
+                        self.workers.send(Job {
+                            window,
+                            part,
+                            ids,
+                            deferred: None,
+                        });
+                    }
+                    (count, slots)
+                }
+            };
+            if deferred.is_some() {
+                cut.ids = Vec::new();
             }
             self.pending.insert(
                 window,
                 Pending {
                     cut,
+                    deferred,
                     slots,
                     parts: (0..count).map(|_| None).collect(),
                     missing: count,
@@ -482,7 +518,10 @@ impl Pool {
                 let cut = self
                     .pending
                     .remove(&head)
-                    .map(|p| p.cut)
+                    .map(|mut p| {
+                        p.complete_ids();
+                        p.cut
+                    })
                     .unwrap_or_default();
                 self.next_deliver += 1;
                 return Some(Window {
@@ -496,7 +535,12 @@ impl Pool {
             if let Some(p) = self.pending.get_mut(&done.window) {
                 p.missing = p.missing.saturating_sub(1);
                 match (done.result, p.parts.get_mut(done.part)) {
-                    (Ok(read), Some(slot)) => *slot = Some(read),
+                    (Ok(mut read), Some(slot)) => {
+                        if p.deferred.is_some() {
+                            p.cut.ids = std::mem::take(&mut read.computed_ids);
+                        }
+                        *slot = Some(read);
+                    }
                     (Ok(_), None) => {
                         p.error.get_or_insert(Error::internal(format!(
                             "fetch thread answered for part {} of a window of {} parts",
@@ -511,8 +555,9 @@ impl Pool {
             }
         }
         // Present: the loop above only breaks when the head window is complete.
-        let window = self.pending.remove(&head)?;
+        let mut window = self.pending.remove(&head)?;
         self.next_deliver += 1;
+        window.complete_ids();
         let result = match window.error {
             Some(e) => {
                 spares.give(window.parts.into_iter().flatten().map(|r| r.batch));
@@ -526,6 +571,19 @@ impl Pool {
             positions: window.cut.positions,
             result,
         })
+    }
+}
+
+impl Pending {
+    /// Computes the window's ids if they were left to its fetch thread and it did not
+    /// (it failed first).
+    fn complete_ids(&mut self) {
+        if let Some(deferred) = &self.deferred {
+            if self.cut.ids.len() != self.cut.positions.len() {
+                self.cut.ids.clear();
+                deferred.compute(&mut self.cut.ids);
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::{read_part, PartRead, Spares};
+use super::{read_part, DeferredIds, PartRead, Spares};
 use crate::error::{Error, Result};
 use crate::reader::Reader;
 
@@ -16,7 +16,10 @@ use crate::reader::Reader;
 pub(super) struct Job {
     pub window: u64,
     pub part: usize,
+    /// The ids to read, or, with `deferred`, room for them.
     pub ids: Vec<u64>,
+    /// The ids to compute first (into `ids`), and return with the part.
+    pub deferred: Option<DeferredIds>,
 }
 
 /// A part as read (or the panic that stopped its read).
@@ -67,29 +70,49 @@ impl Workers {
                         Ok(rx) => rx.recv(),
                         Err(_) => return,
                     };
-                    let Ok(job) = job else { return };
+                    let Ok(mut job) = job else { return };
                     if stopping.load(Ordering::Relaxed) {
                         continue; // the fetcher is gone: drain the queue unread
                     }
                     // The buffer a panic may have left half-written is dropped, not
                     // reused.
+                    let mut ids = std::mem::take(&mut job.ids);
                     let result = catch_unwind(AssertUnwindSafe(|| {
                         #[cfg(feature = "fault-injection")]
                         if test_panic.load(Ordering::Relaxed) {
                             panic!("test panic injected into a fetch thread");
                         }
+                        if let Some(deferred) = &job.deferred {
+                            deferred.compute(&mut ids);
+                        }
                         let mut batch = spares.take();
-                        let failed = read_part(&reader, &job.ids, &mut batch);
-                        PartRead { batch, failed }
+                        let failed = read_part(&reader, &ids, &mut batch);
+                        PartRead {
+                            batch,
+                            failed,
+                            computed_ids: if job.deferred.is_some() {
+                                std::mem::take(&mut ids)
+                            } else {
+                                Vec::new()
+                            },
+                        }
                     }))
                     .map_err(|payload| {
-                        Error::internal(format!(
-                            "panic in a tfrecord-lirs fetch thread reading {} instances \
-                             from instance {}: {}",
-                            job.ids.len(),
-                            job.ids.first().copied().unwrap_or_default(),
-                            panic_message(payload.as_ref())
-                        ))
+                        let message = panic_message(payload.as_ref());
+                        Error::internal(match &job.deferred {
+                            Some(deferred) => format!(
+                                "panic in a tfrecord-lirs fetch thread computing and reading \
+                                 the ids of {} positions from position {}: {message}",
+                                deferred.len(),
+                                deferred.first().unwrap_or_default(),
+                            ),
+                            None => format!(
+                                "panic in a tfrecord-lirs fetch thread reading {} instances \
+                                 from instance {}: {message}",
+                                ids.len(),
+                                ids.first().copied().unwrap_or_default(),
+                            ),
+                        })
                     });
                     let sent = done.send(Done {
                         window: job.window,
