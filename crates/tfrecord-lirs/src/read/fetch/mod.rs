@@ -90,8 +90,6 @@ impl Default for FetchOptions {
 struct PartRead {
     batch: Batch,
     failed: Vec<(usize, Error)>,
-    /// The part's ids when the fetch thread computed them ([`Job::deferred`]).
-    computed_ids: Vec<u64>,
 }
 
 /// Reads `ids` into `batch` with one coalesced read; if that fails, reads them one by
@@ -168,7 +166,8 @@ impl Spares {
 /// will be, and the parts that came back.
 struct Pending {
     cut: Cut,
-    /// The ids still to compute (by the fetch thread; by the consumer if it failed).
+    /// The ids, left to compute (by the fetch thread, or by the consumer while it
+    /// waits, or when the thread failed first).
     deferred: Option<DeferredIds>,
     slots: Vec<(usize, usize)>,
     parts: Vec<Option<PartRead>>,
@@ -452,7 +451,7 @@ impl Pool {
                     self.workers.send(Job {
                         window,
                         part: 0,
-                        ids: Vec::with_capacity(cut.positions.len()),
+                        ids: Vec::new(),
                         deferred: Some(ids.clone()),
                     });
                     (1, (0..cut.positions.len()).map(|k| (0, k)).collect())
@@ -511,6 +510,18 @@ impl Pool {
                     Some(_) => {}
                 }
             }
+            // About to wait for the fetch thread: the ids of the newest window it has
+            // not reached are computed here meanwhile (once, by whichever thread comes
+            // first), so a consumer that waits takes that work off the busier thread.
+            if let Some(deferred) = self
+                .pending
+                .values()
+                .next_back()
+                .and_then(|p| p.deferred.as_ref())
+                .filter(|d| !d.is_computed())
+            {
+                deferred.ids();
+            }
             let Some(done) = self.workers.recv() else {
                 // Every thread is gone (cannot happen while they catch panics).
                 // This window fails and is passed: each later window fails the same
@@ -535,12 +546,7 @@ impl Pool {
             if let Some(p) = self.pending.get_mut(&done.window) {
                 p.missing = p.missing.saturating_sub(1);
                 match (done.result, p.parts.get_mut(done.part)) {
-                    (Ok(mut read), Some(slot)) => {
-                        if p.deferred.is_some() {
-                            p.cut.ids = std::mem::take(&mut read.computed_ids);
-                        }
-                        *slot = Some(read);
-                    }
+                    (Ok(read), Some(slot)) => *slot = Some(read),
                     (Ok(_), None) => {
                         p.error.get_or_insert(Error::internal(format!(
                             "fetch thread answered for part {} of a window of {} parts",
@@ -575,14 +581,11 @@ impl Pool {
 }
 
 impl Pending {
-    /// Computes the window's ids if they were left to its fetch thread and it did not
-    /// (it failed first).
+    /// Fills in the window's ids if they were left to compute (computing them if its
+    /// fetch thread failed first).
     fn complete_ids(&mut self) {
         if let Some(deferred) = &self.deferred {
-            if self.cut.ids.len() != self.cut.positions.len() {
-                self.cut.ids.clear();
-                deferred.compute(&mut self.cut.ids);
-            }
+            self.cut.ids = deferred.ids().to_vec();
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
 use crate::order::EpochOrder;
@@ -129,12 +129,14 @@ pub struct Cut {
     pub positions: Vec<u64>,
 }
 
-/// The ids of a window cut by [`FetchSchedule::next_cut_deferred`], still to compute.
+/// The ids of a window cut by [`FetchSchedule::next_cut_deferred`], computed once by
+/// whichever thread asks first (clones share them).
 #[derive(Clone)]
 pub(crate) struct DeferredIds {
     ids_of: Arc<dyn PositionIds>,
     /// The window's positions, as runs of consecutive positions.
-    runs: Vec<Range<u64>>,
+    runs: Arc<[Range<u64>]>,
+    ids: Arc<OnceLock<Vec<u64>>>,
 }
 
 impl DeferredIds {
@@ -148,10 +150,27 @@ impl DeferredIds {
         self.runs.first().map(|run| run.start)
     }
 
-    /// Appends the window's ids to `out`, in window order.
-    pub(crate) fn compute(&self, out: &mut Vec<u64>) {
-        for run in &self.runs {
-            self.ids_of.compute_ids(run.clone(), out);
+    /// The window's ids, in window order (computed here if no thread has yet).
+    pub(crate) fn ids(&self) -> &[u64] {
+        self.ids.get_or_init(|| {
+            let mut out = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+            for run in self.runs.iter() {
+                self.ids_of.compute_ids(run.clone(), &mut out);
+            }
+            out
+        })
+    }
+
+    /// Whether a thread has computed the ids.
+    pub(crate) fn is_computed(&self) -> bool {
+        self.ids.get().is_some()
+    }
+
+    fn new(ids_of: Arc<dyn PositionIds>, runs: Vec<Range<u64>>) -> DeferredIds {
+        DeferredIds {
+            ids_of,
+            runs: runs.into(),
+            ids: Arc::default(),
         }
     }
 }
@@ -218,7 +237,7 @@ impl FetchSchedule {
                     ids: Vec::new(),
                     positions: range.collect(),
                 };
-                return Some((cut, Some(DeferredIds { ids_of, runs })));
+                return Some((cut, Some(DeferredIds::new(ids_of, runs))));
             }
             let positions: Vec<u64> = range.filter(|p| !self.skip.remove(p)).collect();
             if positions.is_empty() {
@@ -235,7 +254,7 @@ impl FetchSchedule {
                 ids: Vec::new(),
                 positions,
             };
-            return Some((cut, Some(DeferredIds { ids_of, runs })));
+            return Some((cut, Some(DeferredIds::new(ids_of, runs))));
         }
     }
 

@@ -16,9 +16,9 @@ use crate::reader::Reader;
 pub(super) struct Job {
     pub window: u64,
     pub part: usize,
-    /// The ids to read, or, with `deferred`, room for them.
+    /// The ids to read (empty with `deferred`).
     pub ids: Vec<u64>,
-    /// The ids to compute first (into `ids`), and return with the part.
+    /// The ids to read, still to compute (unless the consumer has).
     pub deferred: Option<DeferredIds>,
 }
 
@@ -70,32 +70,24 @@ impl Workers {
                         Ok(rx) => rx.recv(),
                         Err(_) => return,
                     };
-                    let Ok(mut job) = job else { return };
+                    let Ok(job) = job else { return };
                     if stopping.load(Ordering::Relaxed) {
                         continue; // the fetcher is gone: drain the queue unread
                     }
                     // The buffer a panic may have left half-written is dropped, not
                     // reused.
-                    let mut ids = std::mem::take(&mut job.ids);
                     let result = catch_unwind(AssertUnwindSafe(|| {
                         #[cfg(feature = "fault-injection")]
                         if test_panic.load(Ordering::Relaxed) {
                             panic!("test panic injected into a fetch thread");
                         }
-                        if let Some(deferred) = &job.deferred {
-                            deferred.compute(&mut ids);
-                        }
+                        let ids = match &job.deferred {
+                            Some(deferred) => deferred.ids(),
+                            None => &job.ids,
+                        };
                         let mut batch = spares.take();
-                        let failed = read_part(&reader, &ids, &mut batch);
-                        PartRead {
-                            batch,
-                            failed,
-                            computed_ids: if job.deferred.is_some() {
-                                std::mem::take(&mut ids)
-                            } else {
-                                Vec::new()
-                            },
-                        }
+                        let failed = read_part(&reader, ids, &mut batch);
+                        PartRead { batch, failed }
                     }))
                     .map_err(|payload| {
                         let message = panic_message(payload.as_ref());
@@ -109,8 +101,8 @@ impl Workers {
                             None => format!(
                                 "panic in a tfrecord-lirs fetch thread reading {} instances \
                                  from instance {}: {message}",
-                                ids.len(),
-                                ids.first().copied().unwrap_or_default(),
+                                job.ids.len(),
+                                job.ids.first().copied().unwrap_or_default(),
                             ),
                         })
                     });
