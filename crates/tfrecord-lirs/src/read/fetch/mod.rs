@@ -249,6 +249,9 @@ struct Pool {
     min_part_ids: usize,
     /// Windows are handed out as they complete ([`Fetcher::unordered`]).
     unordered: bool,
+    /// Whether the schedule has no window left to cut: the last one cut is then the
+    /// order's last.
+    cut_all: bool,
 }
 
 impl Fetcher {
@@ -293,6 +296,7 @@ impl Fetcher {
                 next_deliver: 0,
                 min_part_ids,
                 unordered: false,
+                cut_all: false,
             })
         };
         let position = order.position();
@@ -442,6 +446,7 @@ impl Pool {
                 schedule.next_cut().map(|cut| (cut, None))
             };
             let Some((mut cut, deferred)) = next else {
+                self.cut_all = true;
                 return;
             };
             let window = self.next_window;
@@ -494,8 +499,15 @@ impl Pool {
         let mut head = self.next_deliver;
         loop {
             if self.unordered {
-                // The first complete window in flight, if any.
-                match self.pending.iter().find(|(_, p)| p.missing == 0) {
+                // The first complete window in flight, if any; the order's last one
+                // (shorter than the others when they are batches) only when it is
+                // the only one left, so that only an epoch's last batch is short.
+                let last = (self.cut_all && self.pending.len() > 1).then(|| self.next_window - 1);
+                match self
+                    .pending
+                    .iter()
+                    .find(|(&w, p)| p.missing == 0 && Some(w) != last)
+                {
                     Some((&w, _)) => {
                         head = w;
                         break;
