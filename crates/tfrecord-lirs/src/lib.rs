@@ -76,7 +76,7 @@ pub use elastic::{EpochProgress, ShardProgress};
 pub use error::{Error, ErrorKind, Location, Result};
 pub use fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
-    Payloads, Resume, Window, ORDER_VERSION_1, REMOTE_AUTO_THREADS,
+    Payloads, PositionIds, Resume, Window, ORDER_VERSION_1, REMOTE_AUTO_THREADS,
 };
 pub use format::table_path::default_table_path;
 pub use format::{Fit, PageSize};

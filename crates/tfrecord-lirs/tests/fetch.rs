@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use common::{kdd_sizes, payload, write_padded, write_plain};
 use tfrecord_lirs::{
-    read_table, Backend, Batch, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions,
+    read_table, Backend, Batch, FetchOptions, Fetcher, Fit, OrderParams, OrderVersion, Reader,
+    ReaderOptions,
 };
 
 fn payloads(n: usize) -> Vec<Vec<u8>> {
@@ -104,8 +105,20 @@ fn fetcher_yields_the_order_exactly() {
     let all = payloads(3000);
     let (path, _) = write_padded(dir.path(), "p", &all, 4096, Fit::Next);
     let reader = Arc::new(Reader::open_one(&path, None, &ReaderOptions::default()).unwrap());
-    for page_aware in [false, true] {
-        for (threads, window, depth) in [(1, 1, 1), (4, 64, 4), (8, 256, 2), (3, 5000, 1)] {
+    // Version 2 with one thread: the thread computes each window's ids.
+    let cases = [false, true].into_iter().flat_map(|page_aware| {
+        [OrderVersion::V1, OrderVersion::V2]
+            .into_iter()
+            .map(move |version| (page_aware, version))
+    });
+    for (page_aware, version) in cases {
+        for (threads, window, depth) in [
+            (1, 1, 1),
+            (1, 100, 3),
+            (4, 64, 4),
+            (8, 256, 2),
+            (3, 5000, 1),
+        ] {
             let params = OrderParams {
                 seed: 4,
                 epoch: 1,
@@ -113,10 +126,11 @@ fn fetcher_yields_the_order_exactly() {
                 num_shards: 3,
                 shard_index: 2,
             };
-            let expected: Vec<u64> = reader.epoch_order(&params).unwrap().collect();
+            let order = || reader.epoch_order_with_version(&params, version).unwrap();
+            let expected: Vec<u64> = order().collect();
             let mut fetcher = Fetcher::new(
                 Arc::clone(&reader),
-                reader.epoch_order(&params).unwrap(),
+                order(),
                 FetchOptions {
                     threads,
                     window,
@@ -136,7 +150,7 @@ fn fetcher_yields_the_order_exactly() {
             }
             assert_eq!(
                 got_ids, expected,
-                "page_aware={page_aware} threads={threads}"
+                "page_aware={page_aware} threads={threads} {version:?}"
             );
         }
     }
@@ -153,16 +167,52 @@ fn fetcher_resumes_from_a_seeked_order() {
         page_aware: true,
         ..Default::default()
     };
-    let expected: Vec<u64> = reader.epoch_order(&params).unwrap().collect();
-    let mut order = reader.epoch_order(&params).unwrap();
-    order.seek(333).unwrap();
-    let mut fetcher = Fetcher::new(Arc::clone(&reader), order, FetchOptions::default()).unwrap();
-    assert_eq!(fetcher.position(), 333);
-    let mut got = Vec::new();
-    while let Some(b) = fetcher.next_batch() {
-        got.extend(b.unwrap().ids);
+    for version in [OrderVersion::V1, OrderVersion::V2] {
+        let expected: Vec<u64> = reader
+            .epoch_order_with_version(&params, version)
+            .unwrap()
+            .collect();
+        for threads in [1, 4] {
+            let options = FetchOptions {
+                threads,
+                ..Default::default()
+            };
+            let mut order = reader.epoch_order_with_version(&params, version).unwrap();
+            order.seek(333).unwrap();
+            let mut fetcher = Fetcher::new(Arc::clone(&reader), order, options).unwrap();
+            assert_eq!(fetcher.position(), 333);
+            let mut got = Vec::new();
+            while let Some(b) = fetcher.next_batch() {
+                got.extend(b.unwrap().ids);
+            }
+            assert_eq!(got, expected[333..], "{version:?} threads={threads}");
+            // Positions already delivered past the resume point are left out (and
+            // the windows that hold nothing else passed over).
+            let mut order = reader.epoch_order_with_version(&params, version).unwrap();
+            order.seek(333).unwrap();
+            let skipped: Vec<u64> = (340..400).chain(500..1000).chain([410, 412]).collect();
+            let mut fetcher = Fetcher::new(Arc::clone(&reader), order, options)
+                .unwrap()
+                .skip(skipped.iter().copied());
+            let mut got = Vec::new();
+            let mut positions = Vec::new();
+            while let Some(w) = fetcher.next_window() {
+                let payloads = w.result.unwrap();
+                for (i, &id) in w.ids.iter().enumerate() {
+                    assert_eq!(
+                        payloads.get(i).unwrap().unwrap(),
+                        all[id as usize].as_slice()
+                    );
+                }
+                got.extend(w.ids);
+                positions.extend(w.positions);
+            }
+            let kept: Vec<u64> = (333..1000).filter(|p| !skipped.contains(p)).collect();
+            assert_eq!(positions, kept, "{version:?} threads={threads}");
+            let kept_ids: Vec<u64> = kept.iter().map(|&p| expected[p as usize]).collect();
+            assert_eq!(got, kept_ids, "{version:?} threads={threads}");
+        }
     }
-    assert_eq!(got, expected[333..]);
 }
 
 #[test]
@@ -330,25 +380,28 @@ fn panic_in_a_fetch_thread_is_an_internal_error_not_a_hang() {
     let all = Arc::new(payloads(600));
     let path = write_plain(dir.path(), "d", &all);
     let reader = Arc::new(Reader::open_one(&path, None, &ReaderOptions::default()).unwrap());
-    for threads in [1, 4] {
+    let cases = [1, 4].into_iter().flat_map(|threads| {
+        [OrderVersion::V1, OrderVersion::V2]
+            .into_iter()
+            .map(move |version| (threads, version))
+    });
+    for (threads, version) in cases {
         let reader = Arc::clone(&reader);
         let all = Arc::clone(&all);
         let (tx, rx) = std::sync::mpsc::channel();
         // On a thread of its own, so a hang fails the test instead of stalling it.
+        // Version 2 with one thread: the failed windows' ids were the thread's to
+        // compute.
         std::thread::spawn(move || {
             let params = OrderParams::default();
-            let expected: Vec<u64> = reader.epoch_order(&params).unwrap().collect();
+            let order = || reader.epoch_order_with_version(&params, version).unwrap();
+            let expected: Vec<u64> = order().collect();
             let options = FetchOptions {
                 threads,
                 window: 50,
                 depth: 2,
             };
-            let mut fetcher = Fetcher::new(
-                Arc::clone(&reader),
-                reader.epoch_order(&params).unwrap(),
-                options,
-            )
-            .unwrap();
+            let mut fetcher = Fetcher::new(Arc::clone(&reader), order(), options).unwrap();
             fetcher.set_test_panic(true);
             let failed = fetcher.next_window().unwrap();
             let err = failed.result.unwrap_err();
@@ -371,6 +424,8 @@ fn panic_in_a_fetch_thread_is_an_internal_error_not_a_hang() {
             tx.send(()).unwrap();
         });
         rx.recv_timeout(std::time::Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("fetcher with {threads} threads hung (or its test failed)"));
+            .unwrap_or_else(|_| {
+                panic!("fetcher with {threads} threads, {version:?}, hung (or its test failed)")
+            });
     }
 }

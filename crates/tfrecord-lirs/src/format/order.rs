@@ -31,6 +31,7 @@
 //! bytes per instance, allocated exactly. That full array is the peak; a shard then
 //! keeps only its slice of it, compacted in place and shrunk.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -555,8 +556,38 @@ impl EpochOrder {
         taken
     }
 
+    /// Version 2: takes the positions of the next window (as
+    /// [`next_window`](Self::next_window), or [`next_batch`](Self::next_batch) when
+    /// `exact`, would) without computing their ids, and returns them with the order.
+    /// `None` for version 1, which takes nothing.
+    pub(crate) fn next_positions(
+        &mut self,
+        min: usize,
+        exact: bool,
+    ) -> Option<(Range<u64>, Arc<OrderV2>)> {
+        let Plan::V2(cursor) = &self.plan else {
+            return None;
+        };
+        let start = self.position;
+        let mut end = start.saturating_add(min as u64).min(self.len);
+        if !exact && end > start && self.params.page_aware {
+            // The rest of the last position's unit (it ends at or before the shard's end).
+            end = cursor.order.unit_end(end - 1).unwrap_or(end);
+        }
+        self.position = end;
+        Some((start..end, Arc::clone(&cursor.order)))
+    }
+
     /// Appends up to `max` next ids to `out`; returns how many.
     pub fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+        if let Plan::V2(cursor) = &mut self.plan {
+            // All at once (the bijection runs on many values side by side).
+            let end = self.position.saturating_add(max as u64).min(self.len);
+            cursor.ids_into(self.position..end, out);
+            let taken = end - self.position;
+            self.position = end;
+            return taken as usize;
+        }
         let before = out.len();
         while out.len() - before < max {
             match self.next() {

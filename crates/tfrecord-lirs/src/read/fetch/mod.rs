@@ -34,7 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use ledger::{DeliveredLedger, Resume};
-pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
+use schedule::DeferredIds;
+pub use schedule::{Cut, FetchSchedule, OrderSource, PositionIds, ORDER_VERSION_1};
 pub use workers::panic_message;
 use workers::{Job, Workers};
 
@@ -165,6 +166,9 @@ impl Spares {
 /// will be, and the parts that came back.
 struct Pending {
     cut: Cut,
+    /// The ids, left to compute (by the fetch thread, or by the consumer while it
+    /// waits, or when the thread failed first).
+    deferred: Option<DeferredIds>,
     slots: Vec<(usize, usize)>,
     parts: Vec<Option<PartRead>>,
     missing: usize,
@@ -433,22 +437,53 @@ impl Pool {
     /// Queues windows until `depth` are in flight or the schedule is exhausted.
     fn submit(&mut self, schedule: &mut FetchSchedule) {
         while self.pending.len() < self.depth {
-            let Some(cut) = schedule.next_cut() else {
+            // With one thread a window is one part, read in the order's order: its ids
+            // are not needed to split it, and the thread computes them (when the order
+            // can) instead of the consumer, whose thread is the busier one.
+            let next = if self.threads == 1 {
+                schedule.next_cut_deferred()
+            } else {
+                schedule.next_cut().map(|cut| (cut, None))
+            };
+            let Some((mut cut, deferred)) = next else {
                 self.cut_all = true;
                 return;
             };
-            let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
-            let (parts, slots) = split_runs(&cut.ids, most);
             let window = self.next_window;
             self.next_window += 1;
-            let count = parts.len();
-            for (part, ids) in parts.into_iter().enumerate() {
-                self.workers.send(Job { window, part, ids });
+            let (count, slots) = match deferred {
+                Some(ref ids) => {
+                    self.workers.send(Job {
+                        window,
+                        part: 0,
+                        ids: Vec::new(),
+                        deferred: Some(ids.clone()),
+                    });
+                    (1, (0..cut.positions.len()).map(|k| (0, k)).collect())
+                }
+                None => {
+                    let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
+                    let (parts, slots) = split_runs(&cut.ids, most);
+                    let count = parts.len();
+                    for (part, ids) in parts.into_iter().enumerate() {
+                        self.workers.send(Job {
+                            window,
+                            part,
+                            ids,
+                            deferred: None,
+                        });
+                    }
+                    (count, slots)
+                }
+            };
+            if deferred.is_some() {
+                cut.ids = Vec::new();
             }
             self.pending.insert(
                 window,
                 Pending {
                     cut,
+                    deferred,
                     slots,
                     parts: (0..count).map(|_| None).collect(),
                     missing: count,
@@ -487,6 +522,18 @@ impl Pool {
                     Some(_) => {}
                 }
             }
+            // About to wait for the fetch thread: the ids of the newest window it has
+            // not reached are computed here meanwhile (once, by whichever thread comes
+            // first), so a consumer that waits takes that work off the busier thread.
+            if let Some(deferred) = self
+                .pending
+                .values()
+                .next_back()
+                .and_then(|p| p.deferred.as_ref())
+                .filter(|d| !d.is_computed())
+            {
+                deferred.ids();
+            }
             let Some(done) = self.workers.recv() else {
                 // Every thread is gone (cannot happen while they catch panics).
                 // This window fails and is passed: each later window fails the same
@@ -494,7 +541,10 @@ impl Pool {
                 let cut = self
                     .pending
                     .remove(&head)
-                    .map(|p| p.cut)
+                    .map(|mut p| {
+                        p.complete_ids();
+                        p.cut
+                    })
                     .unwrap_or_default();
                 self.next_deliver += 1;
                 return Some(Window {
@@ -523,8 +573,9 @@ impl Pool {
             }
         }
         // Present: the loop above only breaks when the head window is complete.
-        let window = self.pending.remove(&head)?;
+        let mut window = self.pending.remove(&head)?;
         self.next_deliver += 1;
+        window.complete_ids();
         let result = match window.error {
             Some(e) => {
                 spares.give(window.parts.into_iter().flatten().map(|r| r.batch));
@@ -538,6 +589,16 @@ impl Pool {
             positions: window.cut.positions,
             result,
         })
+    }
+}
+
+impl Pending {
+    /// Fills in the window's ids if they were left to compute (computing them if its
+    /// fetch thread failed first).
+    fn complete_ids(&mut self) {
+        if let Some(deferred) = &self.deferred {
+            self.cut.ids = deferred.ids().to_vec();
+        }
     }
 }
 

@@ -6,6 +6,8 @@
 //! id of a position without holding an array can take the place of [`EpochOrder`].
 
 use std::collections::BTreeSet;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
 use crate::order::EpochOrder;
@@ -36,6 +38,27 @@ pub trait OrderSource: Send {
     fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize;
     /// Appends the ids of up to `max` next positions to `out`; returns how many.
     fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize;
+    /// For an order whose ids are a function of the positions alone (order version
+    /// 2): takes the next window's positions (as [`next_window`](Self::next_window), or
+    /// [`next_batch`](Self::next_batch) when `exact`, would take them; empty at the
+    /// end) without computing their ids, and returns them with what computes the ids,
+    /// so that a fetch thread computes them instead of the consumer. `None`, taking
+    /// nothing, for any other order (the default).
+    fn next_positions(
+        &mut self,
+        min: usize,
+        exact: bool,
+    ) -> Option<(Range<u64>, Arc<dyn PositionIds>)> {
+        let _ = (min, exact);
+        None
+    }
+}
+
+/// The ids of an order's positions, computed from the positions alone on any thread
+/// (see [`OrderSource::next_positions`]).
+pub trait PositionIds: Send + Sync {
+    /// Appends the ids at the order's positions `positions` to `out`, in order.
+    fn compute_ids(&self, positions: Range<u64>, out: &mut Vec<u64>);
 }
 
 impl OrderSource for EpochOrder {
@@ -58,6 +81,15 @@ impl OrderSource for EpochOrder {
     fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
         EpochOrder::next_batch(self, max, out)
     }
+    fn next_positions(
+        &mut self,
+        min: usize,
+        exact: bool,
+    ) -> Option<(Range<u64>, Arc<dyn PositionIds>)> {
+        let (positions, order) = EpochOrder::next_positions(self, min, exact)?;
+        let ids_of: Arc<dyn PositionIds> = order;
+        Some((positions, ids_of))
+    }
 }
 
 impl<T: OrderSource + ?Sized> OrderSource for Box<T> {
@@ -79,6 +111,13 @@ impl<T: OrderSource + ?Sized> OrderSource for Box<T> {
     fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
         (**self).next_batch(max, out)
     }
+    fn next_positions(
+        &mut self,
+        min: usize,
+        exact: bool,
+    ) -> Option<(Range<u64>, Arc<dyn PositionIds>)> {
+        (**self).next_positions(min, exact)
+    }
 }
 
 /// One window as scheduled: its ids in order and their positions in the order.
@@ -88,6 +127,52 @@ pub struct Cut {
     pub ids: Vec<u64>,
     /// The order position of each id (ascending).
     pub positions: Vec<u64>,
+}
+
+/// The ids of a window cut by [`FetchSchedule::next_cut_deferred`], computed once by
+/// whichever thread asks first (clones share them).
+#[derive(Clone)]
+pub(crate) struct DeferredIds {
+    ids_of: Arc<dyn PositionIds>,
+    /// The window's positions, as runs of consecutive positions.
+    runs: Arc<[Range<u64>]>,
+    ids: Arc<OnceLock<Vec<u64>>>,
+}
+
+impl DeferredIds {
+    /// Positions in the window.
+    pub(crate) fn len(&self) -> u64 {
+        self.runs.iter().map(|run| run.end - run.start).sum()
+    }
+
+    /// The window's first position.
+    pub(crate) fn first(&self) -> Option<u64> {
+        self.runs.first().map(|run| run.start)
+    }
+
+    /// The window's ids, in window order (computed here if no thread has yet).
+    pub(crate) fn ids(&self) -> &[u64] {
+        self.ids.get_or_init(|| {
+            let mut out = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+            for run in self.runs.iter() {
+                self.ids_of.compute_ids(run.clone(), &mut out);
+            }
+            out
+        })
+    }
+
+    /// Whether a thread has computed the ids.
+    pub(crate) fn is_computed(&self) -> bool {
+        self.ids.get().is_some()
+    }
+
+    fn new(ids_of: Arc<dyn PositionIds>, runs: Vec<Range<u64>>) -> DeferredIds {
+        DeferredIds {
+            ids_of,
+            runs: runs.into(),
+            ids: Arc::default(),
+        }
+    }
 }
 
 /// Cuts an order into fetch windows, leaving out positions already delivered.
@@ -132,6 +217,45 @@ impl FetchSchedule {
     /// The order.
     pub fn order(&self) -> &dyn OrderSource {
         self.order.as_ref()
+    }
+
+    /// The next window as [`next_cut`](Self::next_cut) cuts it, but, from an order
+    /// that computes ids from positions ([`OrderSource::next_positions`]), with its ids
+    /// left to compute: `ids` empty, and the runs of consecutive positions to compute
+    /// them from with the [`PositionIds`] returned.
+    pub(crate) fn next_cut_deferred(&mut self) -> Option<(Cut, Option<DeferredIds>)> {
+        loop {
+            let Some((range, ids_of)) = self.order.next_positions(self.window, self.exact) else {
+                return self.next_cut().map(|cut| (cut, None));
+            };
+            if range.is_empty() {
+                return None;
+            }
+            if self.skip.is_empty() {
+                let runs = vec![range.clone()];
+                let cut = Cut {
+                    ids: Vec::new(),
+                    positions: range.collect(),
+                };
+                return Some((cut, Some(DeferredIds::new(ids_of, runs))));
+            }
+            let positions: Vec<u64> = range.filter(|p| !self.skip.remove(p)).collect();
+            if positions.is_empty() {
+                continue;
+            }
+            let mut runs: Vec<Range<u64>> = Vec::new();
+            for &p in &positions {
+                match runs.last_mut() {
+                    Some(run) if run.end == p => run.end += 1,
+                    _ => runs.push(p..p + 1),
+                }
+            }
+            let cut = Cut {
+                ids: Vec::new(),
+                positions,
+            };
+            return Some((cut, Some(DeferredIds::new(ids_of, runs))));
+        }
     }
 
     /// The next window; `None` at the end of the order.

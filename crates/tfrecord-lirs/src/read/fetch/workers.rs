@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::{read_part, PartRead, Spares};
+use super::{read_part, DeferredIds, PartRead, Spares};
 use crate::error::{Error, Result};
 use crate::reader::Reader;
 
@@ -16,7 +16,10 @@ use crate::reader::Reader;
 pub(super) struct Job {
     pub window: u64,
     pub part: usize,
+    /// The ids to read (empty with `deferred`).
     pub ids: Vec<u64>,
+    /// The ids to read, still to compute (unless the consumer has).
+    pub deferred: Option<DeferredIds>,
 }
 
 /// A part as read (or the panic that stopped its read).
@@ -78,18 +81,30 @@ impl Workers {
                         if test_panic.load(Ordering::Relaxed) {
                             panic!("test panic injected into a fetch thread");
                         }
+                        let ids = match &job.deferred {
+                            Some(deferred) => deferred.ids(),
+                            None => &job.ids,
+                        };
                         let mut batch = spares.take();
-                        let failed = read_part(&reader, &job.ids, &mut batch);
+                        let failed = read_part(&reader, ids, &mut batch);
                         PartRead { batch, failed }
                     }))
                     .map_err(|payload| {
-                        Error::internal(format!(
-                            "panic in a tfrecord-lirs fetch thread reading {} instances \
-                             from instance {}: {}",
-                            job.ids.len(),
-                            job.ids.first().copied().unwrap_or_default(),
-                            panic_message(payload.as_ref())
-                        ))
+                        let message = panic_message(payload.as_ref());
+                        Error::internal(match &job.deferred {
+                            Some(deferred) => format!(
+                                "panic in a tfrecord-lirs fetch thread computing and reading \
+                                 the ids of {} positions from position {}: {message}",
+                                deferred.len(),
+                                deferred.first().unwrap_or_default(),
+                            ),
+                            None => format!(
+                                "panic in a tfrecord-lirs fetch thread reading {} instances \
+                                 from instance {}: {message}",
+                                job.ids.len(),
+                                job.ids.first().copied().unwrap_or_default(),
+                            ),
+                        })
                     });
                     let sent = done.send(Done {
                         window: job.window,
