@@ -1,24 +1,18 @@
 // LIRSDataset: full-range shuffled reading of TFRecord files through offset
-// tables. TensorFlow glue only, shaped like tf_record_dataset_op.cc: the kernel
-// hands its inputs and attrs to a Rust LirsDataset (crates/tfrecord-lirs-ffi:
-// it checks them, shares the reader, knows the cardinality), and each Iterator
-// holds a Rust DatasetCursor, which decides the epoch walk (order, fetch
-// windows, batches, errors, unordered delivery, elastic resume) and its
-// checkpoint state. Here: tensors and tstring views, the seed-generator
-// protocol of ShuffleDatasetV3 (so reshuffle_each_iteration and
-// tf.random.set_seed behave as with Dataset.shuffle), checkpoint keys,
-// statuses. Checkpoint keys: num_random_samples (the generator's) and
-// shard_state (Rust's one value of the cursor state, seeds included: positions,
-// never payloads); older checkpoints hold seed, seed2, position, order_version
-// and delivered_after instead, and still restore.
+// tables. TensorFlow glue only, shaped like tf_record_dataset_op.cc. A Rust
+// LirsDataset (crates/tfrecord-lirs-ffi) reads and checks the attrs and inputs,
+// shares the reader and knows the element shape and cardinality; each Iterator
+// holds a Rust DatasetCursor, which decides the epoch walk and its checkpoint
+// state. Here: tensors and tstring views, the seed-generator protocol of
+// ShuffleDatasetV3 (so reshuffle_each_iteration and tf.random.set_seed behave
+// as with Dataset.shuffle), checkpoint keys (num_random_samples, the
+// generator's; the rest under the keys Rust names), statuses.
 #include <atomic>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lirs_status.h"
 #include "tensorflow/core/data/dataset_utils.h"
@@ -36,12 +30,12 @@ namespace tensorflow {
 namespace data {
 namespace {
 
-using ::tfrecord_lirs::CallRust;
-using ::tfrecord_lirs::ffi::BatchView;
-using ::tfrecord_lirs::ffi::DatasetCursor;
-using ::tfrecord_lirs::ffi::LirsDataset;
-namespace attr = ::tfrecord_lirs::attr;
-namespace ffi = ::tfrecord_lirs::ffi;
+namespace lirs = ::tfrecord_lirs;
+namespace ffi = lirs::ffi;
+using lirs::CallRust;
+using ffi::BatchView;
+using ffi::DatasetCursor;
+using ffi::LirsDataset;
 
 constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
 constexpr int kSeedGeneratorInput = 5;
@@ -57,29 +51,13 @@ class LIRSDatasetOp : public DatasetOpKernel {
  public:
   static constexpr const char* const kDatasetType = "LIRS";
 
-  // The attrs go to Rust as they are; it checks them in MakeDataset.
+  // The attrs go to Rust as they are; it reads and checks them in MakeDataset.
   explicit LIRSDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     for (const auto& [name, value] : ctx->def().attr()) {
-      if (name != "metadata" && !absl::StartsWith(name, "_")) {
-        graph_attrs_.emplace_back(name, value);
-      }
+      if (lirs::IsOpAttr(name)) graph_attrs_.emplace_back(name, value);
     }
-    ffi::DatasetConfig& c = config_;
-    std::string backend, epoch_state, deterministic;
+    OP_REQUIRES_OK(ctx, lirs::AttrValues(ctx->def(), &attrs_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("reshuffle_each_iteration", &reshuffle_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kPageSize, &c.reader.page_size));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kBackend, &backend));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &c.reader.trust_table));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("batch_size", &c.batch_size));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("drop_remainder", &c.drop_remainder));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_parallel_reads", &c.num_parallel_reads));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("order_version", &c.order_version));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("epoch_state", &epoch_state));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("deterministic", &deterministic));
-    c.deterministic = rust::String::lossy(deterministic);
-    c.reader.backend = rust::String::lossy(backend);
-    c.reader.verify_payload_crc = true;
-    c.epoch_state = ::tfrecord_lirs::Bytes(epoch_state);
   }
 
  protected:
@@ -88,25 +66,22 @@ class LIRSDatasetOp : public DatasetOpKernel {
  private:
   class Dataset;
   std::vector<std::pair<std::string, AttrValue>> graph_attrs_;
+  rust::Vec<ffi::NamedValue> attrs_;  // MakeDataset adds the scalar inputs.
   bool reshuffle_ = true;
-  ffi::DatasetConfig config_{};  // All but the inputs, which MakeDataset adds.
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, const LIRSDatasetOp& op,
-          std::vector<Tensor> inputs, rust::Box<LirsDataset> lirs,
+          std::vector<Tensor> inputs, rust::Box<LirsDataset> rust_dataset,
           SeedGeneratorManager* manager, ResourceHandle&& resource_handle,
           bool owns_resource)
       : DatasetBase(DatasetContext(ctx)),
         graph_attrs_(op.graph_attrs_),
-        batched_(op.config_.batch_size != 0),
         inputs_(std::move(inputs)),
-        output_shapes_({!batched_ ? PartialTensorShape({})
-                        : op.config_.drop_remainder
-                            ? PartialTensorShape({op.config_.batch_size})
-                            : PartialTensorShape({-1})}),
-        lirs_(std::move(lirs)),
+        lirs_(std::move(rust_dataset)),
+        dims_(lirs_->element_dims()),
+        output_shapes_({PartialTensorShape(dims_)}),
         manager_(manager),
         resource_handle_(std::move(resource_handle)),
         resource_mgr_(ctx->resource_manager()),
@@ -224,7 +199,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       const BatchView& view = *owner->value();
       out_tensors->emplace_back(
           ctx->allocator({}), DT_STRING,
-          dataset()->batched_ ? TensorShape({n}) : TensorShape({}));
+          dataset()->dims_.empty() ? TensorShape({}) : TensorShape({n}));
       auto flat = out_tensors->back().flat<tstring>();
       for (int64_t i = 0; i < n; ++i) {
         const rust::Slice<const uint8_t> r = view.record(i);
@@ -263,40 +238,25 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     absl::Status RestoreInternal(IteratorContext* ctx,
                                  IteratorStateReader* reader) override {
       mutex_lock l(mu_);
-      ffi::IterationSeeds s{0, 0, 0};
-      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kNumRandomSamples,
-                                            &s.num_random_samples));
-      seed_generator_->set_num_random_samples(s.num_random_samples);
+      int64_t samples = 0;
+      TF_RETURN_IF_ERROR(
+          reader->ReadScalar(prefix(), kNumRandomSamples, &samples));
+      seed_generator_->set_num_random_samples(samples);
       seed_generator_->Reset();
-      // An older checkpoint without order_version is of version 1.
-      ffi::CursorCheckpoint ckpt{0, false, {}, 1, {}};
-      if (reader->Contains(prefix(), kShardStateKey)) {
-        tstring state;
-        TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kShardStateKey, &state));
-        ckpt.shard_state = ::tfrecord_lirs::Bytes(state);
-      } else {
-        TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "seed", &s.seed));
-        TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "seed2", &s.seed2));
-        TF_RETURN_IF_ERROR(
-            reader->ReadScalar(prefix(), "position", &ckpt.position));
-        if (reader->Contains(prefix(), "order_version")) {
-          TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "order_version",
-                                                &ckpt.order_version));
-        }
-        if (reader->Contains(prefix(), "delivered_after")) {
-          Tensor t;
-          TF_RETURN_IF_ERROR(reader->ReadTensor(prefix(), "delivered_after", &t));
-          ckpt.has_delivered_after = true;
-          const int64_t* after = t.flat<int64_t>().data();
-          for (int64_t i = 0; i < t.NumElements(); ++i) {
-            ckpt.delivered_after.push_back(after[i]);
-          }
-        }
+      // The values under the keys Rust names (older checkpoints' too): it
+      // tells them apart.
+      rust::Vec<ffi::NamedValue> saved;
+      for (const rust::String& key : ffi::checkpoint_keys()) {
+        const std::string k(key);
+        if (!reader->Contains(prefix(), k)) continue;
+        Tensor t;
+        TF_RETURN_IF_ERROR(reader->ReadTensor(prefix(), k, &t));
+        TF_RETURN_IF_ERROR(lirs::AddNamedValue(k, t, &saved));
       }
       // The current cursor is kept if this fails.
       return CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
         cursor_ = std::make_unique<rust::Box<DatasetCursor>>(
-            dataset()->lirs_->restore(s, unordered_, ckpt, st));
+            dataset()->lirs_->restore(samples, unordered_, saved, st));
       });
     }
 
@@ -308,10 +268,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   };
 
   const std::vector<std::pair<std::string, AttrValue>> graph_attrs_;
-  const bool batched_;
   const std::vector<Tensor> inputs_;
-  const std::vector<PartialTensorShape> output_shapes_;
   const rust::Box<LirsDataset> lirs_;
+  const rust::Vec<int64_t> dims_;  // Of every element: [], [batch] or [-1].
+  const std::vector<PartialTensorShape> output_shapes_;
   SeedGeneratorManager* const manager_;  // Owns one reference.
   const ResourceHandle resource_handle_;
   ResourceMgr* const resource_mgr_;  // Not owned.
@@ -321,26 +281,25 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   std::vector<Tensor> inputs;
   for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(ctx->input(i));
-  ffi::DatasetConfig config = config_;
-  for (auto [i, name, out] :
-       {std::tuple{0, attr::kFileNames, &config.reader.files},
-        std::tuple{1, attr::kOffsetTables, &config.reader.tables}}) {
-    std::vector<std::string> paths;
-    OP_REQUIRES_OK(ctx, ::tfrecord_lirs::StringList(inputs[i], name, &paths));
-    *out = ::tfrecord_lirs::FilePaths(paths);
+  std::vector<std::string> files, tables;
+  OP_REQUIRES_OK(ctx, lirs::StringList(inputs[0], lirs::attr::kFileNames, &files));
+  OP_REQUIRES_OK(ctx,
+                 lirs::StringList(inputs[1], lirs::attr::kOffsetTables, &tables));
+  rust::Vec<ffi::NamedValue> args = attrs_;
+  for (const char* name : {"page_aware", "num_shards", "shard_index"}) {
+    const Tensor* t;
+    OP_REQUIRES_OK(ctx, ctx->input(name, &t));
+    OP_REQUIRES_OK(ctx, lirs::AddNamedValue(name, *t, &args));
   }
+  std::unique_ptr<rust::Box<LirsDataset>> dataset;
+  OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
+                   dataset = std::make_unique<rust::Box<LirsDataset>>(
+                       ffi::open_dataset(args, lirs::FilePaths(files),
+                                         lirs::FilePaths(tables), st));
+                 }));
   int64_t seed = 0, seed2 = 0;
-  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "page_aware", &config.page_aware));
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed", &seed));
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed2", &seed2));
-  OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "num_shards", &config.num_shards));
-  OP_REQUIRES_OK(ctx,
-                 ParseScalarArgument(ctx, "shard_index", &config.shard_index));
-  std::unique_ptr<rust::Box<LirsDataset>> lirs;
-  OP_REQUIRES_OK(ctx, CallRust("", [&](ffi::Status& st) {
-                   lirs = std::make_unique<rust::Box<LirsDataset>>(
-                       ffi::open_dataset(config, st));
-                 }));
 
   // Seed generator: the ShuffleDatasetV3 protocol. Python passes a dummy
   // handle; if nothing is registered under it, this dataset creates (and owns)
@@ -374,7 +333,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
     OP_REQUIRES_OK(ctx, s);
   }
 
-  *output = new Dataset(ctx, *this, std::move(inputs), std::move(*lirs),
+  *output = new Dataset(ctx, *this, std::move(inputs), std::move(*dataset),
                         manager, std::move(handle), owns_resource);
 }
 

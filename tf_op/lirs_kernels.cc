@@ -28,10 +28,9 @@ class LIRSReadOp : public OpKernel {
  public:
   static constexpr const char* const kIds = "ids";
 
+  // The attrs go to Rust as they are; it reads and checks them per call.
   explicit LIRSReadOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kPageSize, &page_size_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kBackend, &backend_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(attr::kTrustTable, &trust_table_));
+    OP_REQUIRES_OK(ctx, ::tfrecord_lirs::AttrValues(ctx->def(), &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -53,13 +52,14 @@ class LIRSReadOp : public OpKernel {
     auto out_flat = out->flat<tstring>();
     OP_REQUIRES_OK(ctx, [&]() -> absl::Status {
       // Rust shares the reader of unchanged files between calls and kernels.
-      const ffi::ReaderConfig config = ::tfrecord_lirs::MakeReaderConfig(
-          filenames, tables, page_size_, backend_, trust_table_);
+      const auto files = ::tfrecord_lirs::FilePaths(filenames);
+      const auto table_paths = ::tfrecord_lirs::FilePaths(tables);
       rust::Vec<uint8_t> data;
       rust::Vec<uint64_t> ends;
       TF_RETURN_IF_ERROR(CallRust("LIRSRead: ", [&](ffi::Status& st) {
-        ffi::open_reader(config, st)->read_batch(
-            rust::Slice<const int64_t>(ids.data(), ids.size()), data, ends, st);
+        ffi::open_reader_for_op(attrs_, files, table_paths, st)
+            ->read_batch(rust::Slice<const int64_t>(ids.data(), ids.size()),
+                         data, ends, st);
       }));
       uint64_t begin = 0;
       for (int64_t i = 0; i < ids.size(); ++i) {
@@ -72,9 +72,7 @@ class LIRSReadOp : public OpKernel {
   }
 
  private:
-  int64_t page_size_ = 4096;
-  std::string backend_ = "auto";
-  bool trust_table_ = false;
+  rust::Vec<ffi::NamedValue> attrs_;
 };
 
 class LIRSIsFillerOp : public OpKernel {

@@ -1,6 +1,6 @@
 // The C++ side of the cxx bridge's conventions (crates/tfrecord-lirs-ffi/src/lib.rs):
-// calling into Rust with an error turned into absl::Status, and the specs the kernels
-// hand to Rust.
+// calling into Rust with an error turned into absl::Status, and the values the
+// kernels hand to Rust (attrs, inputs and checkpoint values by name, unread).
 //
 // Errors: every fallible bridge function takes the caller's ffi::Status last; when it
 // fails, Rust fills that Status (an ErrorCode and a message) and cxx throws
@@ -17,10 +17,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "rust/cxx.h"
+#include "tensorflow/core/framework/attr_value.pb.h"
+#include "tensorflow/core/framework/node_def.pb.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/errors.h"
 #include "tfrecord-lirs-ffi/src/lib.rs.h"
 
@@ -109,31 +113,62 @@ inline rust::Vec<ffi::FilePath> FilePaths(const std::vector<std::string>& paths)
   return out;
 }
 
-// The config of a reader over `files` and their `tables` (empty: the defaults), with
-// payload CRCs checked; Rust validates every field.
-inline ffi::ReaderConfig MakeReaderConfig(const std::vector<std::string>& files,
-                                          const std::vector<std::string>& tables,
-                                          int64_t page_size,
-                                          const std::string& backend,
-                                          bool trust_table) {
-  ffi::ReaderConfig config;
-  config.files = FilePaths(files);
-  config.tables = FilePaths(tables);
-  config.page_size = page_size;
-  config.verify_payload_crc = true;
-  config.backend = rust::String::lossy(backend);  // a bad name is rejected in Rust
-  config.trust_table = trust_table;
-  return config;
+// A value for Rust, which interprets it by `name` (ffi::NamedValue): an int or
+// bool attr or tensor as ints, a string attr or scalar string tensor as bytes.
+inline absl::Status AddNamedValue(absl::string_view name,
+                                  const tensorflow::AttrValue& v,
+                                  rust::Vec<ffi::NamedValue>* out) {
+  ffi::NamedValue n{rust::String(name.data(), name.size()), {}, {}};
+  switch (v.value_case()) {
+    case tensorflow::AttrValue::kI: n.ints.push_back(v.i()); break;
+    case tensorflow::AttrValue::kB: n.ints.push_back(v.b() ? 1 : 0); break;
+    case tensorflow::AttrValue::kS: n.bytes = Bytes(v.s()); break;
+    default:
+      return tensorflow::errors::Internal("attr `", name, "` has no int, bool or string");
+  }
+  out->push_back(std::move(n));
+  return absl::OkStatus();
 }
 
-// Input and attr names that both kernels (LIRSDataset, LIRSRead) take, as
+inline absl::Status AddNamedValue(absl::string_view name,
+                                  const tensorflow::Tensor& t,
+                                  rust::Vec<ffi::NamedValue>* out) {
+  ffi::NamedValue n{rust::String(name.data(), name.size()), {}, {}};
+  if (t.dtype() == tensorflow::DT_STRING && t.NumElements() == 1) {
+    n.bytes = Bytes(t.flat<tensorflow::tstring>()(0));
+  } else if (t.dtype() == tensorflow::DT_INT64) {
+    const auto xs = t.flat<int64_t>();
+    for (int64_t i = 0; i < xs.size(); ++i) n.ints.push_back(xs(i));
+  } else if (t.dtype() == tensorflow::DT_BOOL) {
+    const auto xs = t.flat<bool>();
+    for (int64_t i = 0; i < xs.size(); ++i) n.ints.push_back(xs(i) ? 1 : 0);
+  } else {
+    return tensorflow::errors::InvalidArgument(
+        "`", name, "` is a ", tensorflow::DataTypeString(t.dtype()), " tensor of ",
+        t.NumElements(), " elements");
+  }
+  out->push_back(std::move(n));
+  return absl::OkStatus();
+}
+
+// The op's attrs, but TensorFlow's own (`metadata` and those named `_...`).
+inline bool IsOpAttr(absl::string_view name) {
+  return name != "metadata" && !absl::StartsWith(name, "_");
+}
+
+inline absl::Status AttrValues(const tensorflow::NodeDef& def,
+                               rust::Vec<ffi::NamedValue>* out) {
+  for (const auto& [name, value] : def.attr()) {
+    if (IsOpAttr(name)) TF_RETURN_IF_ERROR(AddNamedValue(name, value, out));
+  }
+  return absl::OkStatus();
+}
+
+// The string-list inputs both reading kernels (LIRSDataset, LIRSRead) take, as
 // registered in lirs_ops.cc.
 namespace attr {
 inline constexpr char kFileNames[] = "filenames";
 inline constexpr char kOffsetTables[] = "offset_tables";
-inline constexpr char kPageSize[] = "page_size";
-inline constexpr char kBackend[] = "backend";
-inline constexpr char kTrustTable[] = "trust_table";
 }  // namespace attr
 
 }  // namespace tfrecord_lirs

@@ -1,11 +1,10 @@
-"""Loads the op library (`_lirs_ops.so`) as TensorFlow ops, and gives the
-TensorFlow-facing modules the argument checks of the Rust core, through the
-TensorFlow-free extension (`tfrecord_lirs._lirs`, which also writes, pads and
-indexes files for them).
+"""Loads the op library (`_lirs_ops.so`) as TensorFlow ops, and hands the
+TensorFlow-facing modules the argument checks of the Rust core with it.
 
-The core decides every rule and error; this module only translates: the
-extension's exceptions (`tfrecord_lirs.errors`) to exceptions that are also of
-the matching tf.errors class, and ValueError for the argument checks.
+The core decides every rule and error. The checks, and the translation of the
+extension's exceptions (`tfrecord_lirs.errors`) into exceptions that are also of
+the matching tf.errors class, are in the TensorFlow-free `tfrecord_lirs._checks`;
+this module re-exports them.
 
 The environment variable TFRECORD_LIRS_OP_LIBRARY names a custom build of the op
 library to load instead (the project's tests use it for their fault-injection

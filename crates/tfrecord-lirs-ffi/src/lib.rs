@@ -52,6 +52,7 @@ use tfrecord_lirs as core;
 pub mod elastic;
 #[cfg(feature = "fault-injection")]
 pub mod fault_injection;
+pub mod op_config;
 pub mod reader_cache;
 pub mod rules;
 #[cfg(feature = "tensorflow")]
@@ -94,62 +95,15 @@ mod ffi {
         bytes: Vec<u8>,
     }
 
-    /// What to open: data files and their offset tables, and how to read them.
+    /// An op's attr or scalar input, or a checkpoint's value, by name, as C++ found
+    /// it: an int or bool attr, or an int64/bool tensor, as `ints` (a bool as 0 or 1);
+    /// a string attr or a scalar string tensor as `bytes`. Rust interprets it
+    /// (see `op_args`); C++ knows no names but TensorFlow's own.
     #[derive(Debug, Clone)]
-    struct ReaderConfig {
-        files: Vec<FilePath>,
-        /// Empty (→ the default table of every file), or one per file, where an empty
-        /// path also means the default (see `rules::file_pairs`).
-        tables: Vec<FilePath>,
-        /// The page size the files were padded to (checked as `rules::check_page_size`).
-        page_size: i64,
-        verify_payload_crc: bool,
-        /// "auto", "pread", "mmap" or "direct" (see `rules::parse_backend`).
-        backend: String,
-        trust_table: bool,
-    }
-
-    /// One iteration of a LIRSDataset, as the op's inputs and attrs give it (Rust
-    /// checks every field): the (`seed`, `seed2`) pair the iteration drew, the order
-    /// (`page_aware`, shard), batching (`batch_size`, 0: none; `drop_remainder`), fetch
-    /// threads (`num_parallel_reads`, -1: automatic), `unordered` delivery and the
-    /// order algorithm (`order_version`, 1 or 2).
-    #[derive(Debug, Clone)]
-    struct CursorConfig {
-        seed: i64,
-        seed2: i64,
-        page_aware: bool,
-        num_shards: i64,
-        shard_index: i64,
-        batch_size: i64,
-        drop_remainder: bool,
-        num_parallel_reads: i64,
-        unordered: bool,
-        order_version: i64,
-        /// Elastic resume: an epoch state (`combine_shard_states`) this iteration
-        /// starts from, as shard `shard_index` of `num_shards`; empty: none.
-        epoch_state: Vec<u8>,
-    }
-
-    /// A LIRSDataset as its op's inputs and attrs give it (Rust checks every field):
-    /// what to read, and the part of every iteration's `CursorConfig` the seeds and
-    /// the delivery order do not change.
-    #[derive(Debug, Clone)]
-    struct DatasetConfig {
-        reader: ReaderConfig,
-        page_aware: bool,
-        num_shards: i64,
-        shard_index: i64,
-        batch_size: i64,
-        drop_remainder: bool,
-        num_parallel_reads: i64,
-        order_version: i64,
-        /// Elastic resume (`combine_shard_states`): the dataset's first iteration
-        /// starts from this epoch state; empty: none.
-        epoch_state: Vec<u8>,
-        /// "true": deliver in order; "false": windows as their reads complete
-        /// (unordered); "default": as the pipeline's options say (see `unordered`).
-        deterministic: String,
+    struct NamedValue {
+        name: String,
+        ints: Vec<i64>,
+        bytes: Vec<u8>,
     }
 
     /// Where a LIRSDataset iteration starts from an epoch state (elastic resume): the
@@ -174,24 +128,6 @@ mod ffi {
         bytes_read: u64,
     }
 
-    /// A cursor's checkpoint values under TensorFlow's keys: `position`, and
-    /// `delivered_after` (positions past it already delivered), which is written only
-    /// when `has_delivered_after` (unordered delivery, or a state with such positions)
-    /// and may be absent from a checkpoint; `order_version`, the order algorithm the
-    /// state belongs to (0: the dataset's own, a fresh start; a checkpoint written
-    /// before order versions existed holds version 1).
-    #[derive(Debug, Clone)]
-    struct CursorCheckpoint {
-        position: i64,
-        has_delivered_after: bool,
-        delivered_after: Vec<i64>,
-        order_version: i64,
-        /// The worker's state for elastic resume (`shard_state`) under the key
-        /// `shard_state`: it also holds the epoch state the walk started from; empty
-        /// in a checkpoint that predates it (the walk started at the epoch's start).
-        shard_state: Vec<u8>,
-    }
-
     extern "Rust" {
         /// Shared, immutable reader over (data, offset table) pairs.
         type LirsReader;
@@ -207,9 +143,15 @@ mod ffi {
 
         /// What every reader of this process read since it started (never fails).
         fn process_io_totals() -> ProcessIoTotals;
-        /// The reader of `config`: the one already open when the same files, unchanged,
-        /// were opened with the same settings (see `reader_cache`).
-        fn open_reader(config: &ReaderConfig, status: &mut Status) -> Result<Box<LirsReader>>;
+        /// The reader of a LIRSRead op: its attrs `args`, `files` and their `tables`
+        /// (see `op_config::reader_config`); the one already open when the same
+        /// files, unchanged, were opened with the same settings (see `reader_cache`).
+        fn open_reader_for_op(
+            args: &Vec<NamedValue>,
+            files: &Vec<FilePath>,
+            tables: &Vec<FilePath>,
+            status: &mut Status,
+        ) -> Result<Box<LirsReader>>;
         /// Payloads of `ids` (each >= 0), concatenated into `data`; `ends[i]` is the
         /// end offset of payload i in `data` (both vectors are cleared first). Runs of
         /// consecutive ids are fetched with one read (page-aware units).
@@ -220,9 +162,18 @@ mod ffi {
             ends: &mut Vec<u64>,
             status: &mut Status,
         ) -> Result<()>;
-        /// Checks every field of `config` and opens its reader (shared, see
-        /// `open_reader`), before any iteration.
-        fn open_dataset(config: &DatasetConfig, status: &mut Status) -> Result<Box<LirsDataset>>;
+        /// The LIRSDataset of an op's attrs and scalar inputs `args`, `files` and their
+        /// `tables` (see `op_config::dataset_config`): every value checked and the
+        /// reader opened (shared, see `open_reader_for_op`) before any iteration.
+        fn open_dataset(
+            args: &Vec<NamedValue>,
+            files: &Vec<FilePath>,
+            tables: &Vec<FilePath>,
+            status: &mut Status,
+        ) -> Result<Box<LirsDataset>>;
+        /// The shape of every element: `[]` (one record), `[batch_size]` (batches
+        /// under `drop_remainder`) or `[-1]` (batches, the last maybe short).
+        fn element_dims(self: &LirsDataset) -> Vec<i64>;
         /// Elements of every iteration (instances of the shard, or batches of them);
         /// -2 (TensorFlow's unknown) when the first iteration resumes an epoch state.
         fn cardinality(self: &LirsDataset) -> i64;
@@ -241,14 +192,18 @@ mod ffi {
             from_epoch_state: bool,
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
-        /// The cursor of a checkpoint: its `shard_state` (which holds the seeds too)
-        /// when it has one, else the values older checkpoints hold, with `seeds`. One
-        /// that cannot belong to this dataset is `DataLoss`.
+        /// The keys a LIRSDataset checkpoint may hold besides `num_random_samples`
+        /// (the seed generator's): today's and older checkpoints' (see
+        /// `op_config::checkpoint`).
+        fn checkpoint_keys() -> Vec<String>;
+        /// The cursor of a checkpoint: the values `saved` under `checkpoint_keys`
+        /// (those it holds), and the seed generator's `num_random_samples`. One that
+        /// cannot belong to this dataset is `DataLoss`.
         fn restore(
             self: &LirsDataset,
-            seeds: &IterationSeeds,
+            num_random_samples: i64,
             unordered: bool,
-            checkpoint: &CursorCheckpoint,
+            saved: &Vec<NamedValue>,
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
         /// What the cursor delivered, as one value (the checkpoint's `shard_state`);
@@ -282,9 +237,9 @@ mod ffi {
 }
 
 pub use ffi::{
-    CursorCheckpoint, CursorConfig, DatasetConfig, ErrorCode, FilePath, IterationSeeds,
-    ProcessIoTotals, ReaderConfig, StateBytes, Status,
+    ErrorCode, FilePath, IterationSeeds, NamedValue, ProcessIoTotals, StateBytes, Status,
 };
+pub use op_config::{CursorCheckpoint, CursorConfig, DatasetConfig, ReaderConfig};
 
 impl From<core::ErrorKind> for ErrorCode {
     /// The one mapping of the core's error kinds onto the bridge's codes.
@@ -442,7 +397,19 @@ fn process_io_totals() -> ProcessIoTotals {
     }
 }
 
-fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<LirsReader>> {
+#[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds rust::Vecs
+fn open_reader_for_op(
+    args: &Vec<NamedValue>,
+    files: &Vec<FilePath>,
+    tables: &Vec<FilePath>,
+    status: &mut Status,
+) -> FfiResult<Box<LirsReader>> {
+    let config = report(status, op_config::reader_config(args, files, tables))?;
+    open_reader(&config, status)
+}
+
+/// The reader of `config`, shared (see [`reader_cache`]); public for Rust-side tests.
+pub fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<LirsReader>> {
     report(
         status,
         guard("open_reader", || {
@@ -470,7 +437,30 @@ fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<Lirs
     )
 }
 
-fn open_dataset(config: &DatasetConfig, status: &mut Status) -> FfiResult<Box<LirsDataset>> {
+#[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds rust::Vecs
+fn open_dataset(
+    args: &Vec<NamedValue>,
+    files: &Vec<FilePath>,
+    tables: &Vec<FilePath>,
+    status: &mut Status,
+) -> FfiResult<Box<LirsDataset>> {
+    let config = report(status, op_config::dataset_config(args, files, tables))?;
+    open_dataset_config(&config, status)
+}
+
+fn checkpoint_keys() -> Vec<String> {
+    op_config::CHECKPOINT_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// The LIRSDataset of `config`: every field checked, then its reader opened; public
+/// for Rust-side tests.
+pub fn open_dataset_config(
+    config: &DatasetConfig,
+    status: &mut Status,
+) -> FfiResult<Box<LirsDataset>> {
     report(
         status,
         guard("open_dataset", || {
@@ -538,6 +528,14 @@ impl LirsDataset {
         }
     }
 
+    fn element_dims(&self) -> Vec<i64> {
+        match self.config.batch_size {
+            0 => vec![],
+            b if self.config.drop_remainder => vec![b],
+            _ => vec![-1],
+        }
+    }
+
     fn unordered(&self, pipeline_deterministic: i32) -> bool {
         // Unordered when the dataset says so, or by default when the pipeline's
         // options say deterministic=False; in order when neither says.
@@ -602,8 +600,26 @@ impl LirsDataset {
         self.reader.fetch(&config, &fresh, status)
     }
 
+    #[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds a rust::Vec
+    fn restore(
+        &self,
+        num_random_samples: i64,
+        unordered: bool,
+        saved: &Vec<NamedValue>,
+        status: &mut Status,
+    ) -> FfiResult<Box<DatasetCursor>> {
+        let (seeds, checkpoint) = report(status, op_config::checkpoint(saved, num_random_samples))?;
+        // Without seeds of its own, the checkpoint's shard_state holds them.
+        let seeds = seeds.unwrap_or(IterationSeeds {
+            seed: 0,
+            seed2: 0,
+            num_random_samples,
+        });
+        self.restore_checkpoint(&seeds, unordered, &checkpoint, status)
+    }
+
     /// Restores a checkpoint's cursor (public for Rust-side tests).
-    pub fn restore(
+    pub fn restore_checkpoint(
         &self,
         seeds: &IterationSeeds,
         unordered: bool,
@@ -1424,7 +1440,7 @@ mod tests {
         let path = test_support::write_u32_file(dir.path(), 30, 8);
         let mut st = ok_status();
         for (batch_size, unordered) in [(0, false), (4, false), (4, true)] {
-            let ds = open_dataset(&dataset_config(&path, batch_size), &mut st).unwrap();
+            let ds = open_dataset_config(&dataset_config(&path, batch_size), &mut st).unwrap();
             let seeds = IterationSeeds {
                 seed: 5,
                 seed2: 7,
@@ -1437,21 +1453,28 @@ mod tests {
             older.shard_state.clear();
             let rest = next_ids(&mut c, None);
             assert_eq!(first.len() + rest.len(), 30);
-            let from_state = CursorCheckpoint {
-                position: 0,
-                has_delivered_after: false,
-                delivered_after: Vec::new(),
-                order_version: 1,
-                shard_state: state,
+            // The values as the kernel reads them back under checkpoint_keys().
+            let named = |name: &str, ints: Vec<i64>, bytes: &[u8]| NamedValue {
+                name: name.into(),
+                ints,
+                bytes: bytes.to_vec(),
             };
-            // The seeds passed are not the iteration's: the state's own are used.
-            let other = IterationSeeds {
-                seed: 0,
-                seed2: 0,
-                num_random_samples: 0,
-            };
-            let mut again = ds.restore(&other, unordered, &from_state, &mut st).unwrap();
-            let mut old = ds.restore(&seeds, unordered, &older, &mut st).unwrap();
+            let from_state = vec![named("shard_state", vec![], &state)];
+            // The oldest checkpoints have no order_version (version 1).
+            let mut older_values = vec![
+                named("seed", vec![5], b""),
+                named("seed2", vec![7], b""),
+                named("position", vec![older.position], b""),
+            ];
+            if older.has_delivered_after {
+                older_values.push(named("delivered_after", older.delivered_after.clone(), b""));
+            }
+            assert!(checkpoint_keys().iter().all(|k| k != "num_random_samples"));
+            let mut again = ds.restore(0, unordered, &from_state, &mut st).unwrap();
+            let mut old = ds.restore(1, unordered, &older_values, &mut st).unwrap();
+            older_values.push(named("order_version", vec![1], b""));
+            let old_with_version = ds.restore(1, unordered, &older_values, &mut st).unwrap();
+            assert_eq!(old_with_version.inner.state(), old.inner.state());
             let (again, old) = (next_ids(&mut again, None), next_ids(&mut old, None));
             if unordered {
                 let sorted = |mut v: Vec<u32>| {
@@ -1477,11 +1500,14 @@ mod tests {
                 drop_remainder,
                 ..dataset_config(&path, batch_size)
             };
-            assert_eq!(open_dataset(&config, &mut st).unwrap().cardinality(), want);
+            assert_eq!(
+                open_dataset_config(&config, &mut st).unwrap().cardinality(),
+                want
+            );
         }
         let bad = |config: DatasetConfig, code: ErrorCode, words: &str| {
             let mut st = ok_status();
-            assert!(open_dataset(&config, &mut st).is_err());
+            assert!(open_dataset_config(&config, &mut st).is_err());
             assert_eq!(st.code, code);
             assert!(st.message.contains(words), "{}", st.message);
         };
@@ -1552,7 +1578,7 @@ mod tests {
                 deterministic: deterministic.into(),
                 ..good.clone()
             };
-            open_dataset(&config, &mut ok_status())
+            open_dataset_config(&config, &mut ok_status())
                 .unwrap()
                 .unordered(pipeline)
         };
@@ -1578,7 +1604,7 @@ mod tests {
             seed2: 0,
             num_random_samples: 3,
         };
-        let ds = open_dataset(&dataset_config(&path, 4), &mut st).unwrap();
+        let ds = open_dataset_config(&dataset_config(&path, 4), &mut st).unwrap();
         let mut taken = seeds.clone();
         assert!(!ds.take_epoch_state(&mut taken));
         let mut c = ds.start(&seeds, false, false, &mut st).unwrap();
@@ -1590,7 +1616,7 @@ mod tests {
             &mut st,
         )
         .unwrap();
-        let resumed = open_dataset(
+        let resumed = open_dataset_config(
             &DatasetConfig {
                 epoch_state: state,
                 ..dataset_config(&path, 4)

@@ -170,24 +170,19 @@ pub fn check(input: &Input) {
 
     // Random access, with small tables held in memory and checked whole at open (the
     // default), then with every table mapped and its entries checked as they are read.
-    read_all_ways(
-        input,
-        &options,
-        (&data_path, &table_path),
-        (&data, &table),
-        &parsed,
-        &verdict,
-    );
-    let lazy = tfrecord_lirs::io::set_table_in_memory_max_bytes(0);
-    read_all_ways(
-        input,
-        &options,
-        (&data_path, &table_path),
-        (&data, &table),
-        &parsed,
-        &verdict,
-    );
-    tfrecord_lirs::io::set_table_in_memory_max_bytes(lazy);
+    let default = tfrecord_lirs::io::table_in_memory_max_bytes();
+    for in_memory_max in [default, 0] {
+        tfrecord_lirs::io::set_table_in_memory_max_bytes(in_memory_max);
+        read_all_ways(
+            input,
+            &options,
+            (&data_path, &table_path),
+            (&data, &table),
+            &parsed,
+            &verdict,
+        );
+    }
+    tfrecord_lirs::io::set_table_in_memory_max_bytes(default);
 }
 
 /// The random-access oracles of [`check`] for one way of holding tables: single reads

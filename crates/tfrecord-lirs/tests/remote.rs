@@ -41,6 +41,8 @@ fn reads_of(url: &str) -> usize {
     READS.lock().unwrap().get(url).copied().unwrap_or(0)
 }
 static STRAGGLERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// Held by each test that sets `STRAGGLERS`, so they do not slow each other's reads.
+static SKEW: Mutex<()> = Mutex::new(());
 
 /// An object; `.1`: reads take `SLOW_READ`; `.2`: reads at the offsets in
 /// `STRAGGLERS` take `SKEWED_READ`, others 1 ms.
@@ -461,6 +463,7 @@ fn unordered_windows(fetcher: &mut Fetcher, most: usize) -> Vec<Vec<u64>> {
 
 #[test]
 fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
+    let _skew = SKEW.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let local = local_and_remote(dir.path(), "k", "mem://skewed/k.tfrecord", 800);
     let opts = url_options();
@@ -546,6 +549,51 @@ fn unordered_delivery_hands_out_complete_windows_first_and_resumes_exactly() {
             "after {windows} windows, {unserved} unserved: {resume:?}"
         );
     }
+}
+
+#[test]
+fn unordered_delivery_hands_out_the_short_last_window_last() {
+    let _skew = SKEW.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // Windows of 20: three whole ones and the order's last, of 10, all in flight at once.
+    let local = local_and_remote(dir.path(), "t", "mem://skewed/t.tfrecord", 70);
+    let opts = url_options();
+    let r = Arc::new(Reader::open_one(Path::new("mem://skewed/t.tfrecord"), None, &opts).unwrap());
+    let params = OrderParams {
+        seed: 9,
+        ..Default::default()
+    };
+    let options = FetchOptions {
+        threads: 16,
+        window: 20,
+        depth: 4,
+    };
+    let order = r.epoch_order(&params).unwrap();
+    let mut ordered = Fetcher::new(Arc::clone(&r), order, options)
+        .unwrap()
+        .exact_windows();
+    let windows = unordered_windows(&mut ordered, usize::MAX);
+    let sizes: Vec<usize> = windows.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [20, 20, 20, 10]);
+    // Every whole window is slow to read: the short one completes first.
+    let l = Reader::open_one(&local, None, &opts).unwrap();
+    *STRAGGLERS.lock().unwrap() = windows[..3]
+        .iter()
+        .flatten()
+        .map(|&id| l.location(id).unwrap().1)
+        .collect();
+    let order = r.epoch_order(&params).unwrap();
+    let mut f = Fetcher::new(Arc::clone(&r), order, options)
+        .unwrap()
+        .exact_windows()
+        .unordered();
+    let got = unordered_windows(&mut f, usize::MAX);
+    STRAGGLERS.lock().unwrap().clear();
+    assert_eq!(got.len(), 4);
+    assert_eq!(
+        got[3], windows[3],
+        "the short window was not handed out last"
+    );
 }
 
 #[test]

@@ -22,9 +22,10 @@
 //! `drop_remainder`). An error in the middle of a batch keeps the records already in
 //! it: the next call completes the batch from there, so an error costs only its own
 //! instance. With unordered delivery each batch is exactly one fetch window (windows
-//! of `batch_size` ids, delivered as they complete), never two; under
-//! `drop_remainder`, a window shorter than a batch (the order's last, or one shortened
-//! by errors) is dropped and the epoch goes on.
+//! of `batch_size` ids, delivered as they complete), never two. The order's last
+//! window, the short one, is delivered after every other, so only the epoch's last
+//! batch is short (or, with errors, a batch they shortened); under `drop_remainder`
+//! a window shorter than a batch is dropped and the epoch goes on.
 //!
 //! # Checkpoints
 //!

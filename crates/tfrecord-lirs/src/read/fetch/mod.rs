@@ -245,6 +245,9 @@ struct Pool {
     min_part_ids: usize,
     /// Windows are handed out as they complete ([`Fetcher::unordered`]).
     unordered: bool,
+    /// Whether the schedule has no window left to cut: the last one cut is then the
+    /// order's last.
+    cut_all: bool,
 }
 
 impl Fetcher {
@@ -289,6 +292,7 @@ impl Fetcher {
                 next_deliver: 0,
                 min_part_ids,
                 unordered: false,
+                cut_all: false,
             })
         };
         let position = order.position();
@@ -430,6 +434,7 @@ impl Pool {
     fn submit(&mut self, schedule: &mut FetchSchedule) {
         while self.pending.len() < self.depth {
             let Some(cut) = schedule.next_cut() else {
+                self.cut_all = true;
                 return;
             };
             let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
@@ -459,8 +464,15 @@ impl Pool {
         let mut head = self.next_deliver;
         loop {
             if self.unordered {
-                // The first complete window in flight, if any.
-                match self.pending.iter().find(|(_, p)| p.missing == 0) {
+                // The first complete window in flight, if any; the order's last one
+                // (shorter than the others when they are batches) only when it is
+                // the only one left, so that only an epoch's last batch is short.
+                let last = (self.cut_all && self.pending.len() > 1).then(|| self.next_window - 1);
+                match self
+                    .pending
+                    .iter()
+                    .find(|(&w, p)| p.missing == 0 && Some(w) != last)
+                {
                     Some((&w, _)) => {
                         head = w;
                         break;
