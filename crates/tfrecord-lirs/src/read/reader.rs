@@ -114,6 +114,10 @@ struct OpenFile {
     opened: Option<Stamp>,
     /// One bit per page: touched since the last reset.
     touched: Vec<AtomicU64>,
+    /// Whether long spans are read in pieces ([`CHECKED_READ_MIN_SPAN`]): local files
+    /// read through the page cache, not a URL (a piece would be a request) nor
+    /// `O_DIRECT` (a piece would be a device read).
+    reads_in_pieces: bool,
 }
 
 /// A set of TFRecord files with offset tables, one global id space, read at random.
@@ -210,6 +214,7 @@ impl Reader {
                 src,
                 opened: stamp,
                 touched: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+                reads_in_pieces: !crate::remote::is_url(data) && options.backend != Backend::Direct,
             });
             layouts.push(layout);
         }
@@ -371,7 +376,7 @@ impl Reader {
         let first_read = (end - start).min(MAX_WHOLE_SPAN_READ);
         let at = buf.align_for(start, usize::try_from(first_read).unwrap_or(0));
         let mut fed = self
-            .checks_in_pieces(start, end)
+            .checks_in_pieces(f, start, end)
             .then(|| SpanCrc::new(start));
         let crc = &mut fed;
         if end - start <= MAX_WHOLE_SPAN_READ {
@@ -415,10 +420,12 @@ impl Reader {
         Ok((at, fed))
     }
 
-    /// Whether the span `[start, end)` is read in pieces, its payload's CRC fed piece
-    /// by piece ([`CHECKED_READ_MIN_SPAN`]).
-    fn checks_in_pieces(&self, start: u64, end: u64) -> bool {
-        self.verify_payload_crc && end - start >= CHECKED_READ_MIN_SPAN
+    /// Whether the span `[start, end)` of file `f` is read in pieces, its payload's CRC
+    /// fed piece by piece ([`CHECKED_READ_MIN_SPAN`]).
+    fn checks_in_pieces(&self, f: usize, start: u64, end: u64) -> bool {
+        self.verify_payload_crc
+            && end - start >= CHECKED_READ_MIN_SPAN
+            && self.files[f].reads_in_pieces
     }
 
     /// [`read_batch`](Reader::read_batch) with many reads in flight where they pay: on
@@ -637,7 +644,7 @@ impl Reader {
             let (f, i) = self.layout.locate(first);
             let (first_start, first_end) = self.span(f, i, first)?;
             if first_end - first_start > MAX_WHOLE_SPAN_READ
-                || self.checks_in_pieces(first_start, first_end)
+                || self.checks_in_pieces(f, first_start, first_end)
             {
                 // A long span is read only as far as its record goes (see read_span_into),
                 // on its own, straight into `out` (no copy of a large payload through a
