@@ -297,3 +297,105 @@ fn table_missing_whole_entries_is_an_error_not_a_silent_skip() {
         }
     }
 }
+
+/// Records long enough to be read in pieces, each piece's share of the payload CRC
+/// computed right after its read: a flip anywhere (first piece, across a piece
+/// boundary, the last byte, the footer, the length) is the same error as where the
+/// payload is checked whole (the memory-mapped batch path checks it in its copy), and
+/// a file cut inside a later piece is a clean error.
+#[test]
+fn large_records_read_in_pieces_are_checked_like_any_other() {
+    const PIECE: u64 = 128 * 1024;
+    // Below the piece-by-piece size, just above it, more than 1 MiB (read as far as its
+    // record goes), between small first and last ones (which open checks).
+    let sizes = [40usize, 200_000, 300_000, 1_300_000, 262_200, 7];
+    let payloads: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| payload(i, n))
+        .collect();
+    for padded in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = if padded {
+            write_padded(dir.path(), "d.tfrecord", &payloads, 4096, Fit::Next).0
+        } else {
+            write_plain(dir.path(), "d.tfrecord", &payloads)
+        };
+        let good = std::fs::read(&path).unwrap();
+        let table = read_table(&default_table_path(&path)).unwrap();
+        // Intact, every path returns every payload.
+        let reader = open(&path).unwrap();
+        for (id, want) in payloads.iter().enumerate() {
+            assert_eq!(&reader.read(id as u64).unwrap(), want, "instance {id}");
+        }
+        let ids: Vec<u64> = (0..payloads.len() as u64).rev().collect();
+        let mut batch = tfrecord_lirs::Batch::default();
+        reader.read_batch(&ids, &mut batch).unwrap();
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(
+                batch.payload(k),
+                &payloads[id as usize][..],
+                "batch slot {k}"
+            );
+        }
+        drop(reader);
+        for id in [1usize, 2, 3, 4] {
+            let off = table[id];
+            let len = payloads[id].len() as u64;
+            let payload_at = off + 12;
+            for (at, what) in [
+                (off + 3, "length CRC"),
+                (payload_at, "payload CRC"),
+                (payload_at + PIECE - 13, "payload CRC"),
+                (off + PIECE, "payload CRC"),
+                (payload_at + len / 2, "payload CRC"),
+                (payload_at + len - 1, "payload CRC"),
+                (payload_at + len + 2, "payload CRC"),
+            ] {
+                std::fs::write(&path, &good).unwrap();
+                flip(&path, at);
+                assert_read_fails(&path, id as u64, off, ErrorKind::DataLoss, what);
+                let by_read = open(&path)
+                    .unwrap()
+                    .read(id as u64)
+                    .unwrap_err()
+                    .to_string();
+                // The default backend's batch (pread) and the mapped batch, which
+                // checks each payload in its copy, give the same error.
+                let mut batch = tfrecord_lirs::Batch::default();
+                let by_batch = open(&path)
+                    .unwrap()
+                    .read_batch(&[0, id as u64], &mut batch)
+                    .unwrap_err()
+                    .to_string();
+                let mapped = ReaderOptions {
+                    backend: tfrecord_lirs::Backend::Mmap,
+                    mmap_opt_in: common::mmap_opt_in(),
+                    ..Default::default()
+                };
+                let by_map = Reader::open_one(&path, None, &mapped)
+                    .unwrap()
+                    .read_batch(&[0, id as u64], &mut batch)
+                    .unwrap_err()
+                    .to_string();
+                assert_eq!(by_read, by_batch, "flip at {at}");
+                assert_eq!(by_read, by_map, "flip at {at}");
+                // The others still read.
+                let reader = open(&path).unwrap();
+                assert_eq!(reader.read(0).unwrap(), payloads[0]);
+            }
+        }
+        // Cut inside a later piece of the 1.3 MB record while the reader is open.
+        std::fs::write(&path, &good).unwrap();
+        let reader = open(&path).unwrap();
+        std::fs::write(&path, &good[..(table[3] + 3 * PIECE + 17) as usize]).unwrap();
+        for result in [
+            reader.read(3).map(|_| ()),
+            reader.read_batch(&[3], &mut batch),
+        ] {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::DataLoss, "{err}");
+            assert!(err.to_string().contains("instance 3"), "{err}");
+        }
+    }
+}

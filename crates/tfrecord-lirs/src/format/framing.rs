@@ -207,19 +207,54 @@ pub fn copy_check_payload(
     if dst.len() != payload.len() {
         return None;
     }
-    let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    let mut crc = PayloadCrc::new();
     for (from, to) in payload.chunks(FUSED_CHUNK).zip(dst.chunks_mut(FUSED_CHUNK)) {
         to.copy_from_slice(from);
-        digest.update(to);
+        crc.update(to);
     }
-    // CRC-32C is 32 bits wide: the u64 holds it exactly.
-    let computed = mask_crc(digest.finalize() as u32);
-    let stored = LittleEndian::read_u32(footer);
-    Some(if stored == computed {
-        Ok(())
-    } else {
-        Err(FrameError::PayloadCrc { stored, computed })
-    })
+    Some(crc.check(footer))
+}
+
+/// The CRC of a payload fed piece by piece, each piece while it is still in cache (as
+/// it is copied, or right after it was read), then checked against the record's
+/// footer: the same check and error as [`check_payload`].
+#[derive(Clone)]
+pub struct PayloadCrc(crc_fast::Digest);
+
+impl PayloadCrc {
+    /// The CRC of no bytes yet.
+    pub fn new() -> PayloadCrc {
+        PayloadCrc(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+    }
+
+    /// Adds the next bytes of the payload.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// Checks the payload fed so far against `footer`.
+    pub fn check(&self, footer: &[u8; FOOTER_LEN]) -> Result<(), FrameError> {
+        // CRC-32C is 32 bits wide: the u64 holds it exactly.
+        let computed = mask_crc(self.0.finalize() as u32);
+        let stored = LittleEndian::read_u32(footer);
+        if stored == computed {
+            Ok(())
+        } else {
+            Err(FrameError::PayloadCrc { stored, computed })
+        }
+    }
+}
+
+impl Default for PayloadCrc {
+    fn default() -> Self {
+        PayloadCrc::new()
+    }
+}
+
+impl std::fmt::Debug for PayloadCrc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PayloadCrc")
+    }
 }
 
 /// A record parsed from the front of a byte slice.
@@ -564,6 +599,22 @@ mod tests {
         let want = check_payload(&bad, &footer).unwrap_err();
         assert_eq!(copy_check_payload(&bad, &footer, &mut dst), Some(Err(want)));
         assert_eq!(copy_check_payload(&bad, &footer, &mut dst[1..]), None);
+    }
+
+    #[test]
+    fn payload_crc_fed_in_pieces_checks_like_check_payload() {
+        let payload: Vec<u8> = (0..300_000u32).map(|i| ((i * 13) >> 3) as u8).collect();
+        let footer = encode_footer(&payload);
+        let mut bad = payload.clone();
+        bad[299_999] ^= 0x80;
+        for piece in [1, 4095, 128 * 1024, payload.len()] {
+            for (bytes, want) in [(&payload, Ok(())), (&bad, check_payload(&bad, &footer))] {
+                let mut crc = PayloadCrc::new();
+                bytes.chunks(piece).for_each(|c| crc.update(c));
+                assert_eq!(crc.check(&footer), want, "pieces of {piece}");
+            }
+        }
+        assert!(check_payload(&bad, &footer).is_err());
     }
 
     #[test]

@@ -84,8 +84,9 @@ const DATASET_MAPPED_THREADS: usize = 1;
 /// copy costs less than a fetch hand-off per record.
 const ELEMENT_VIEW_MIN_SPAN: u64 = 96 * 1024;
 /// Records in flight ahead of the consumer when each is a window of its own (see
-/// [`ELEMENT_VIEW_MIN_SPAN`]): enough to keep two fetch threads busy.
-const ELEMENT_VIEW_RECORDS_AHEAD: usize = 8;
+/// [`ELEMENT_VIEW_MIN_SPAN`]): two of the fetch's groups per thread with two threads,
+/// so each thread has a group queued while it reads one.
+const ELEMENT_VIEW_RECORDS_AHEAD: usize = 16;
 
 /// The order versions this library can walk (docs/FORMAT.md §5).
 const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1, 2];

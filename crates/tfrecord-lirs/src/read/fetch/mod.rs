@@ -139,6 +139,13 @@ fn batches_to_keep(parts_per_window: usize, options: FetchOptions, held: usize) 
     }
 }
 
+/// One-record windows (large records handed out one by one) go to the fetch threads in
+/// groups of this many, queued once a group per thread can be (each thread reads its
+/// group and hands it back at once): one by one, each record cost a wake-up of a
+/// fetch thread and one of the consumer, which then preempted the fetch thread on its
+/// core (`perf` sched_switch: one switch per record on each side, 100 KB records).
+const ONE_RECORD_GROUP: usize = 4;
+
 /// Threads (reads in flight) chosen for remote files when the caller has no
 /// preference ([`FetchOptions::auto_threads`]).
 pub const REMOTE_AUTO_THREADS: usize = 32;
@@ -252,6 +259,11 @@ struct Pool {
     /// Whether the schedule has no window left to cut: the last one cut is then the
     /// order's last.
     cut_all: bool,
+    /// More windows are queued only once at most this many are in flight (see
+    /// [`ONE_RECORD_GROUP`]).
+    refill_at: usize,
+    /// Jobs per group sent to one thread (see [`ONE_RECORD_GROUP`]).
+    group_jobs: usize,
 }
 
 impl Fetcher {
@@ -297,6 +309,18 @@ impl Fetcher {
                 min_part_ids,
                 unordered: false,
                 cut_all: false,
+                refill_at: if options.window == 1 {
+                    options
+                        .depth
+                        .saturating_sub(ONE_RECORD_GROUP * options.threads)
+                } else {
+                    options.depth - 1
+                },
+                group_jobs: if options.window == 1 {
+                    ONE_RECORD_GROUP
+                } else {
+                    1
+                },
             })
         };
         let position = order.position();
@@ -436,6 +460,10 @@ impl Fetcher {
 impl Pool {
     /// Queues windows until `depth` are in flight or the schedule is exhausted.
     fn submit(&mut self, schedule: &mut FetchSchedule) {
+        if self.pending.len() > self.refill_at {
+            return;
+        }
+        let mut group = Vec::new();
         while self.pending.len() < self.depth {
             // With one thread a window is one part, read in the order's order: its ids
             // are not needed to split it, and the thread computes them (when the order
@@ -447,35 +475,42 @@ impl Pool {
             };
             let Some((mut cut, deferred)) = next else {
                 self.cut_all = true;
-                return;
+                break;
             };
             let window = self.next_window;
             self.next_window += 1;
-            let (count, slots) = match deferred {
+            let (jobs, slots) = match deferred {
                 Some(ref ids) => {
-                    self.workers.send(Job {
+                    let job = Job {
                         window,
                         part: 0,
                         ids: Vec::new(),
                         deferred: Some(ids.clone()),
-                    });
-                    (1, (0..cut.positions.len()).map(|k| (0, k)).collect())
+                    };
+                    (
+                        vec![job],
+                        (0..cut.positions.len()).map(|k| (0, k)).collect(),
+                    )
                 }
                 None => {
                     let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
                     let (parts, slots) = split_runs(&cut.ids, most);
-                    let count = parts.len();
-                    for (part, ids) in parts.into_iter().enumerate() {
-                        self.workers.send(Job {
-                            window,
-                            part,
-                            ids,
-                            deferred: None,
-                        });
-                    }
-                    (count, slots)
+                    let jobs = parts.into_iter().enumerate().map(|(part, ids)| Job {
+                        window,
+                        part,
+                        ids,
+                        deferred: None,
+                    });
+                    (jobs.collect(), slots)
                 }
             };
+            let count = jobs.len();
+            for job in jobs {
+                group.push(job);
+                if group.len() >= self.group_jobs {
+                    self.workers.send(std::mem::take(&mut group));
+                }
+            }
             if deferred.is_some() {
                 cut.ids = Vec::new();
             }
@@ -490,6 +525,9 @@ impl Pool {
                     error: None,
                 },
             );
+        }
+        if !group.is_empty() {
+            self.workers.send(group);
         }
     }
 
@@ -534,7 +572,7 @@ impl Pool {
             {
                 deferred.ids();
             }
-            let Some(done) = self.workers.recv() else {
+            let Some(group) = self.workers.recv() else {
                 // Every thread is gone (cannot happen while they catch panics).
                 // This window fails and is passed: each later window fails the same
                 // way and the epoch still ends.
@@ -555,7 +593,10 @@ impl Pool {
                     )),
                 });
             };
-            if let Some(p) = self.pending.get_mut(&done.window) {
+            for done in group {
+                let Some(p) = self.pending.get_mut(&done.window) else {
+                    continue;
+                };
                 p.missing = p.missing.saturating_sub(1);
                 match (done.result, p.parts.get_mut(done.part)) {
                     (Ok(read), Some(slot)) => *slot = Some(read),
@@ -821,6 +862,61 @@ mod tests {
             kept_after.iter().all(|&n| n > 0 && n <= keep),
             "{kept_after:?}"
         );
+    }
+
+    /// One-record windows go to the threads in groups: every depth (fewer windows in
+    /// flight than a group, a group per thread, more) hands out the order's ids in
+    /// order, each with its own payload, and a damaged record fails only its own slot.
+    #[test]
+    fn one_record_windows_in_groups_keep_the_order_and_their_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let payload = |i: u64| vec![(i % 251) as u8; 500 + i as usize];
+        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for i in 0..150u64 {
+            w.write(&payload(i)).unwrap();
+        }
+        w.finish().unwrap();
+        let table = crate::read_table(&crate::default_table_path(&path)).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let damaged = 77u64;
+        bytes[table[damaged as usize] as usize + 12 + 9] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let reader = Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap());
+        let params = crate::OrderParams {
+            seed: 5,
+            ..Default::default()
+        };
+        let mut want = Vec::new();
+        let mut order = reader.epoch_order(&params).unwrap();
+        while order.next_window(1, &mut want) > 0 {}
+        for depth in [1, 3, ONE_RECORD_GROUP * 2, 16, 21] {
+            let options = FetchOptions {
+                threads: 2,
+                window: 1,
+                depth,
+            };
+            let order = reader.epoch_order(&params).unwrap();
+            let mut fetcher = Fetcher::new(Arc::clone(&reader), order, options).unwrap();
+            let mut got = Vec::new();
+            let mut failed = 0;
+            while let Some(window) = fetcher.next_window() {
+                assert_eq!(window.ids.len(), 1, "depth {depth}");
+                let id = window.ids[0];
+                let payloads = window.result.unwrap();
+                match payloads.get(0).unwrap() {
+                    Ok(p) => assert_eq!(p, &payload(id)[..], "depth {depth}, id {id}"),
+                    Err(e) => {
+                        assert_eq!(id, damaged, "depth {depth}: {e}");
+                        assert!(e.to_string().contains("instance 77"), "{e}");
+                        failed += 1;
+                    }
+                }
+                got.push(id);
+            }
+            assert_eq!(got, want, "depth {depth}");
+            assert_eq!(failed, 1, "depth {depth}");
+        }
     }
 
     #[test]

@@ -30,10 +30,12 @@ pub(super) struct Done {
     pub result: Result<PartRead>,
 }
 
-/// The fetch threads and their two channels; dropping it stops and joins them.
+/// The fetch threads and their two channels; dropping it stops and joins them. Jobs go
+/// out in groups, read one after the other by one thread, whose results come back
+/// together: one wake-up of each side per group.
 pub(super) struct Workers {
-    jobs: Option<mpsc::Sender<Job>>,
-    done: mpsc::Receiver<Done>,
+    jobs: Option<mpsc::Sender<Vec<Job>>>,
+    done: mpsc::Receiver<Vec<Done>>,
     /// Set on drop: the workers pass over the jobs still queued instead of reading
     /// them, so only the reads in progress (one part per thread) are waited for, not
     /// up to `depth` windows of them (seconds on remote storage).
@@ -51,10 +53,10 @@ impl Workers {
         spares: &Spares,
         #[cfg(feature = "fault-injection")] test_panic: &Arc<AtomicBool>,
     ) -> Result<Workers> {
-        let (job_tx, job_rx) = mpsc::channel::<Job>();
+        let (job_tx, job_rx) = mpsc::channel::<Vec<Job>>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         let stopping = Arc::new(AtomicBool::new(false));
-        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let (done_tx, done_rx) = mpsc::channel::<Vec<Done>>();
         let threads = (0..threads)
             .map(|_| {
                 let jobs = Arc::clone(&job_rx);
@@ -66,52 +68,58 @@ impl Workers {
                 let test_panic = Arc::clone(test_panic);
                 crate::pool::spawn("lirs-fetch", move || loop {
                     // The lock is held only while taking a job, never while reading.
-                    let job = match jobs.lock() {
+                    let group = match jobs.lock() {
                         Ok(rx) => rx.recv(),
                         Err(_) => return,
                     };
-                    let Ok(job) = job else { return };
+                    let Ok(group) = group else { return };
                     if stopping.load(Ordering::Relaxed) {
                         continue; // the fetcher is gone: drain the queue unread
                     }
-                    // The buffer a panic may have left half-written is dropped, not
-                    // reused.
-                    let result = catch_unwind(AssertUnwindSafe(|| {
-                        #[cfg(feature = "fault-injection")]
-                        if test_panic.load(Ordering::Relaxed) {
-                            panic!("test panic injected into a fetch thread");
-                        }
-                        let ids = match &job.deferred {
-                            Some(deferred) => deferred.ids(),
-                            None => &job.ids,
-                        };
-                        let mut batch = spares.take();
-                        let failed = read_part(&reader, ids, &mut batch);
-                        PartRead { batch, failed }
-                    }))
-                    .map_err(|payload| {
-                        let message = panic_message(payload.as_ref());
-                        Error::internal(match &job.deferred {
-                            Some(deferred) => format!(
-                                "panic in a tfrecord-lirs fetch thread computing and reading \
-                                 the ids of {} positions from position {}: {message}",
-                                deferred.len(),
-                                deferred.first().unwrap_or_default(),
-                            ),
-                            None => format!(
-                                "panic in a tfrecord-lirs fetch thread reading {} instances \
-                                 from instance {}: {message}",
-                                job.ids.len(),
-                                job.ids.first().copied().unwrap_or_default(),
-                            ),
+                    let read = group
+                        .into_iter()
+                        .map(|job| {
+                            // The buffer a panic may have left half-written is dropped,
+                            // not reused.
+                            let result = catch_unwind(AssertUnwindSafe(|| {
+                                #[cfg(feature = "fault-injection")]
+                                if test_panic.load(Ordering::Relaxed) {
+                                    panic!("test panic injected into a fetch thread");
+                                }
+                                let ids = match &job.deferred {
+                                    Some(deferred) => deferred.ids(),
+                                    None => &job.ids,
+                                };
+                                let mut batch = spares.take();
+                                let failed = read_part(&reader, ids, &mut batch);
+                                PartRead { batch, failed }
+                            }))
+                            .map_err(|payload| {
+                                let message = panic_message(payload.as_ref());
+                                Error::internal(match &job.deferred {
+                                    Some(deferred) => format!(
+                                        "panic in a tfrecord-lirs fetch thread computing \
+                                         and reading the ids of {} positions from position \
+                                         {}: {message}",
+                                        deferred.len(),
+                                        deferred.first().unwrap_or_default(),
+                                    ),
+                                    None => format!(
+                                        "panic in a tfrecord-lirs fetch thread reading {} \
+                                         instances from instance {}: {message}",
+                                        job.ids.len(),
+                                        job.ids.first().copied().unwrap_or_default(),
+                                    ),
+                                })
+                            });
+                            Done {
+                                window: job.window,
+                                part: job.part,
+                                result,
+                            }
                         })
-                    });
-                    let sent = done.send(Done {
-                        window: job.window,
-                        part: job.part,
-                        result,
-                    });
-                    if sent.is_err() {
+                        .collect();
+                    if done.send(read).is_err() {
                         return;
                     }
                 })
@@ -126,16 +134,17 @@ impl Workers {
         })
     }
 
-    /// Queues `job` (a closed channel means the workers are gone; `recv` reports it).
-    pub fn send(&self, job: Job) {
+    /// Queues `group` for one thread, which reads its jobs in order (a closed channel
+    /// means the workers are gone; `recv` reports it).
+    pub fn send(&self, group: Vec<Job>) {
         if let Some(jobs) = &self.jobs {
-            let _ = jobs.send(job);
+            let _ = jobs.send(group);
         }
     }
 
-    /// The next part read; `None` once every thread is gone (cannot happen while
-    /// they catch panics).
-    pub fn recv(&self) -> Option<Done> {
+    /// The parts of the next group read; `None` once every thread is gone (cannot
+    /// happen while they catch panics).
+    pub fn recv(&self) -> Option<Vec<Done>> {
         self.done.recv().ok()
     }
 }
