@@ -473,7 +473,7 @@ impl Pool {
             } else {
                 schedule.next_cut().map(|cut| (cut, None))
             };
-            let Some((mut cut, deferred)) = next else {
+            let Some((cut, deferred)) = next else {
                 self.cut_all = true;
                 break;
             };
@@ -510,9 +510,6 @@ impl Pool {
                 if group.len() >= self.group_jobs {
                     self.workers.send(std::mem::take(&mut group));
                 }
-            }
-            if deferred.is_some() {
-                cut.ids = Vec::new();
             }
             self.pending.insert(
                 window,
