@@ -17,7 +17,6 @@ target/release/examples/lirs_bench, python/tfrecord_lirs/_lirs_ops.so, fio.
 
 import argparse
 import datetime
-import glob
 import importlib.metadata
 import json
 import math
@@ -253,7 +252,9 @@ def bench_without_tf(t, d, out):
         log("  writing the same payloads as ArrayRecord (group_size:1)")
         without_tf("write_arrayrecord", d["mix"], ar, 0, reps=0)
     cat_to_null(d["mix"])
-    for f in sorted(glob.glob(glob.escape(ar) + "-[0-9][0-9][0-9][0-9][0-9]")):
+    from without_tf_contender import arrayrecord_files
+
+    for f in arrayrecord_files(ar):
         cat_to_null(f)
     res = {}
     for name, records in [("lirs_getitems", WITHOUT_TF_RECORDS),
