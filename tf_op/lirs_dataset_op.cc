@@ -45,6 +45,17 @@ constexpr int kSeedGeneratorInput = 5;
 // to the fetch for reuse when the last of those is gone.
 using BatchOwner = tstring::owner<rust::Box<BatchView>>;
 
+// `record` as a view shared with `owner`, or a copy without one; records that fit
+// in a tstring's inline buffer are copied either way.
+void Assign(rust::Slice<const uint8_t> record, BatchOwner* owner, tstring* out) {
+  const char* data = reinterpret_cast<const char*>(record.data());
+  if (owner != nullptr && record.size() > TF_TString_SmallCapacity) {
+    out->assign_as_shared_view(data, record.size(), owner);
+  } else {
+    out->assign(data, record.size());
+  }
+}
+
 }  // namespace
 
 class LIRSDatasetOp : public DatasetOpKernel {
@@ -185,30 +196,36 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                  std::vector<Tensor>* out_tensors,
                                  bool* end_of_sequence) override {
       mutex_lock l(mu_);
-      std::unique_ptr<rust::Box<BatchView>> next;
+      DatasetCursor& cursor = **cursor_;
+      if (dataset()->dims_.empty()) {  // one record
+        TF_RETURN_IF_ERROR(CallRust("LIRSDataset: ", [&](ffi::Status& st) {
+          *end_of_sequence = !cursor.next_element(st);
+        }));
+        if (*end_of_sequence) return absl::OkStatus();
+        out_tensors->emplace_back(ctx->allocator({}), DT_STRING, TensorShape({}));
+        tstring* out = &out_tensors->back().scalar<tstring>()();
+        if (!cursor.element_may_view()) {
+          Assign(cursor.element(), nullptr, out);
+          return absl::OkStatus();
+        }
+        core::RefCountPtr<BatchOwner> owner(new BatchOwner(cursor.element_view()));
+        Assign(owner->value()->record(0), owner.get(), out);
+        return absl::OkStatus();
+      }
+      std::unique_ptr<rust::Box<BatchView>> batch;
       TF_RETURN_IF_ERROR(CallRust("LIRSDataset: ", [&](ffi::Status& st) {
-        next = std::make_unique<rust::Box<BatchView>>((*cursor_)->next(st));
+        batch = std::make_unique<rust::Box<BatchView>>(cursor.next_batch(st));
       }));
-      const int64_t n = static_cast<int64_t>((*next)->len());
+      const int64_t n = static_cast<int64_t>((*batch)->len());
       *end_of_sequence = n == 0;
       if (n == 0) return absl::OkStatus();
-      // A batch formed in Rust, or one record: each string views its record
-      // where the fetch read it when Rust allows, all sharing one owner; records
-      // that fit in a tstring's inline buffer are copied.
-      core::RefCountPtr<BatchOwner> owner(new BatchOwner(std::move(*next)));
-      const BatchView& view = *owner->value();
-      out_tensors->emplace_back(
-          ctx->allocator({}), DT_STRING,
-          dataset()->dims_.empty() ? TensorShape({}) : TensorShape({n}));
+      // The batch's strings view their records where the fetch read them, all
+      // sharing one owner.
+      core::RefCountPtr<BatchOwner> owner(new BatchOwner(std::move(*batch)));
+      out_tensors->emplace_back(ctx->allocator({}), DT_STRING, TensorShape({n}));
       auto flat = out_tensors->back().flat<tstring>();
       for (int64_t i = 0; i < n; ++i) {
-        const rust::Slice<const uint8_t> r = view.record(i);
-        const char* data = reinterpret_cast<const char*>(r.data());
-        if (view.may_view() && r.size() > TF_TString_SmallCapacity) {
-          flat(i).assign_as_shared_view(data, r.size(), owner.get());
-        } else {
-          flat(i).assign(data, r.size());
-        }
+        Assign(owner->value()->record(i), owner.get(), &flat(i));
       }
       return absl::OkStatus();
     }

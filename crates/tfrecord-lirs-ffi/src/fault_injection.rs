@@ -101,12 +101,8 @@ mod tests {
                 .fetch(&cursor_config(0, 2), &start(), &mut st)
                 .unwrap();
             let mut out = Vec::new();
-            let mut got = true;
-            while got {
-                let p = c.next_element(&mut got, &mut st).unwrap();
-                if got {
-                    out.push(id(p));
-                }
+            while c.next_element(&mut st).unwrap() {
+                out.push(id(c.element()));
             }
             out
         };
@@ -117,16 +113,18 @@ mod tests {
                 .fetch(&cursor_config(0, 2), &start(), &mut st)
                 .unwrap();
             let mut seen = Vec::new();
-            let mut got = false;
-            seen.push(id(c.next_element(&mut got, &mut st).unwrap()));
+            assert!(c.next_element(&mut st).unwrap());
+            seen.push(id(c.element()));
             // The first window is fetched: the fault hits a later one.
             arm_panic_point(point).unwrap();
             let err = loop {
-                match c.next_element(&mut got, &mut st) {
-                    Ok(p) => seen.push(id(p)),
+                match c.next_element(&mut st) {
+                    Ok(got) => {
+                        assert!(got && seen.len() < 1000, "the fault never fired");
+                        seen.push(id(c.element()));
+                    }
                     Err(e) => break e,
                 }
-                assert!(got && seen.len() < 1000, "the fault never fired");
             };
             arm_panic_point("").unwrap();
             assert_eq!(err.code, ErrorCode::Internal, "{err}");
@@ -139,12 +137,8 @@ mod tests {
             assert!(err.message.contains(wanted), "{err}");
             // The cursor is not poisoned: a fresh fetch goes on after the one position
             // the error passed.
-            loop {
-                let p = c.next_element(&mut got, &mut st).unwrap();
-                if !got {
-                    break;
-                }
-                seen.push(id(p));
+            while c.next_element(&mut st).unwrap() {
+                seen.push(id(c.element()));
             }
             assert_eq!(seen.len(), 999);
             let at = seen.iter().zip(&full).position(|(a, b)| a != b).unwrap();

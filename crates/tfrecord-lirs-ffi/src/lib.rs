@@ -216,20 +216,28 @@ mod ffi {
         /// The epoch state after every worker's shard state (`LIRSDataset.shard_state`),
         /// all of one iteration of one run.
         fn combine_shard_states(states: &Vec<StateBytes>, status: &mut Status) -> Result<Vec<u8>>;
-        /// The next element (empty at the end of the epoch): a batch, or for
-        /// `batch_size` 0 one record as a batch of one. An error passes its record's
-        /// position; a batch keeps the records read so far for the next call.
-        fn next(self: &mut DatasetCursor, status: &mut Status) -> Result<Box<BatchView>>;
+        /// The next batch (empty at the end of the epoch), for `batch_size` > 0. An
+        /// error passes its record's position; the batch keeps the records read so
+        /// far for the next call. Its records may be viewed however long they are held.
+        fn next_batch(self: &mut DatasetCursor, status: &mut Status) -> Result<Box<BatchView>>;
+        /// Steps to the next record, for `batch_size` 0: false at the end of the epoch.
+        /// An error passes its record's position.
+        fn next_element(self: &mut DatasetCursor, status: &mut Status) -> Result<bool>;
+        /// The record `next_element` stepped to (empty after an error or at the end);
+        /// valid until the cursor steps again.
+        fn element(self: &DatasetCursor) -> &[u8];
+        /// Whether that record may be viewed however long it is held: when it pins only
+        /// its own bytes (a large record's fetch window holds it alone). Otherwise copy
+        /// it: a view would keep its whole window alive, e.g. in a downstream shuffle
+        /// buffer.
+        fn element_may_view(self: &DatasetCursor) -> bool;
+        /// That record as a batch of one to view (empty unless `element_may_view`).
+        fn element_view(self: &DatasetCursor) -> Box<BatchView>;
 
         /// Records in the batch.
         fn len(self: &BatchView) -> usize;
         /// Record `i`'s payload (empty out of range); valid as long as the box lives.
         fn record(self: &BatchView, i: usize) -> &[u8];
-        /// Whether the records may be handed out as views however long they are
-        /// held: a batch's always, a single record's when the box pins only its own
-        /// bytes (else a view would keep its whole window alive, e.g. in a downstream
-        /// shuffle buffer). Otherwise copy them.
-        fn may_view(self: &BatchView) -> bool;
 
         /// Whether `record` is a filler record.
         fn is_filler(record: &[u8], status: &mut Status) -> Result<bool>;
@@ -781,7 +789,6 @@ impl LirsReader {
                 Ok(Box::new(DatasetCursor {
                     inner,
                     seeds: (config.seed, config.seed2),
-                    batched: walk.batch_size != 0,
                     poisoned: false,
                 }))
             }),
@@ -823,8 +830,6 @@ pub struct DatasetCursor {
     inner: core::DatasetCursor,
     /// The iteration's (`seed`, `seed2`), for its checkpoint.
     seeds: (i64, i64),
-    /// Batches (else single records).
-    batched: bool,
     /// Set when a method panicked outside the core's own catch: the cursor may be
     /// half-updated.
     poisoned: bool,
@@ -880,22 +885,8 @@ impl DatasetCursor {
         Ok(self.checkpoint(&seeds, status)?.shard_state)
     }
 
-    /// The next element (public for Rust-side tests).
-    pub fn next(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
-        if self.batched {
-            self.next_batch(status)
-        } else {
-            self.next_element_view(status)
-        }
-    }
-
-    /// The next record (public for Rust-side tests).
-    pub fn next_element<'a>(
-        &'a mut self,
-        got: &mut bool,
-        status: &mut Status,
-    ) -> FfiResult<&'a [u8]> {
-        *got = false;
+    /// Steps to the next record (public for Rust-side tests).
+    pub fn next_element(&mut self, status: &mut Status) -> FfiResult<bool> {
         #[cfg(feature = "fault-injection")]
         self.arm_test_panics();
         // Disjoint borrows: the body does not touch `poisoned`.
@@ -903,38 +894,33 @@ impl DatasetCursor {
             inner, poisoned, ..
         } = self;
         let result = guard_poisoning("next_element", poisoned, || match inner.next_element() {
-            None => Ok(&[][..]),
-            Some(Ok(payload)) => {
-                *got = true;
-                Ok(payload)
-            }
+            None => Ok(false),
+            Some(Ok(_)) => Ok(true),
             Some(Err(e)) => Err(FfiError::from(e)),
         });
         report(status, result)
     }
 
-    /// The next record as a one-record view (public for Rust-side tests).
-    fn next_element_view(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
-        #[cfg(feature = "fault-injection")]
-        self.arm_test_panics();
-        let DatasetCursor {
-            inner, poisoned, ..
-        } = self;
-        let result = guard_poisoning("next_element", poisoned, || {
-            match inner.next_element_view() {
-                None => Ok(Box::default()),
-                Some(Ok(view)) => Ok(Box::new(BatchView {
-                    may_view: view.holds_only_its_records(),
-                    inner: view,
-                })),
-                Some(Err(e)) => Err(FfiError::from(e)),
-            }
-        });
-        report(status, result)
+    /// The record `next_element` stepped to; empty when there is none.
+    pub fn element(&self) -> &[u8] {
+        self.inner.last_element().unwrap_or_default()
+    }
+
+    /// Whether the record `next_element` stepped to pins only its own bytes.
+    pub fn element_may_view(&self) -> bool {
+        self.inner.last_element_is_alone()
+    }
+
+    /// The record `next_element` stepped to, as a view that pins only its bytes;
+    /// empty when there is none.
+    pub fn element_view(&self) -> Box<BatchView> {
+        Box::new(BatchView {
+            inner: self.inner.last_element_view().unwrap_or_default(),
+        })
     }
 
     /// The next batch (public for Rust-side tests).
-    fn next_batch(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
+    pub fn next_batch(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
         #[cfg(feature = "fault-injection")]
         self.arm_test_panics();
         let DatasetCursor {
@@ -942,10 +928,7 @@ impl DatasetCursor {
         } = self;
         let result = guard_poisoning("next_batch", poisoned, || match inner.next_batch() {
             None => Ok(Box::default()),
-            Some(Ok(batch)) => Ok(Box::new(BatchView {
-                inner: batch,
-                may_view: true,
-            })),
+            Some(Ok(batch)) => Ok(Box::new(BatchView { inner: batch })),
             Some(Err(e)) => Err(FfiError::from(e)),
         });
         report(status, result)
@@ -957,7 +940,6 @@ impl DatasetCursor {
 #[derive(Debug, Default)]
 pub struct BatchView {
     inner: core::BatchView,
-    may_view: bool,
 }
 
 impl BatchView {
@@ -974,11 +956,6 @@ impl BatchView {
     /// Record `i`; empty out of range.
     pub fn record(&self, i: usize) -> &[u8] {
         self.inner.get(i).unwrap_or_default()
-    }
-
-    /// Whether the records may be viewed however long they are held (see the bridge).
-    pub fn may_view(&self) -> bool {
-        self.may_view
     }
 }
 
@@ -1177,10 +1154,9 @@ mod tests {
                 loop {
                     let mut st = ok_status();
                     let result = if batch_size == 0 {
-                        let mut got = false;
-                        match cursor.next_element(&mut got, &mut st) {
-                            Ok(_) if !got => break,
-                            Ok(p) => Ok(vec![p.to_vec()]),
+                        match cursor.next_element(&mut st) {
+                            Ok(false) => break,
+                            Ok(true) => Ok(vec![cursor.element().to_vec()]),
                             Err(e) => Err(e),
                         }
                     } else {
@@ -1233,8 +1209,7 @@ mod tests {
         let mut config = cursor_config(0, 2);
         config.unordered = true;
         let mut cursor = reader.fetch(&config, &start(), &mut st).unwrap();
-        let mut got = false;
-        cursor.next_element(&mut got, &mut st).unwrap();
+        assert!(cursor.next_element(&mut st).unwrap());
         let ckpt = cursor.checkpoint(&no_seeds(), &mut st).unwrap();
         assert!(ckpt.has_delivered_after);
         assert_eq!(
@@ -1410,7 +1385,16 @@ mod tests {
         let mut st = ok_status();
         let mut out = Vec::new();
         for _ in 0..elements.unwrap_or(usize::MAX) {
-            let view = cursor.next(&mut st).unwrap();
+            if cursor.inner.options().batch_size == 0 {
+                if !cursor.next_element(&mut st).unwrap() {
+                    break;
+                }
+                out.push(u32::from_le_bytes(
+                    cursor.element()[..4].try_into().unwrap(),
+                ));
+                continue;
+            }
+            let view = cursor.next_batch(&mut st).unwrap();
             if view.is_empty() {
                 break;
             }

@@ -79,7 +79,7 @@ const DATASET_MAPPED_THREADS: usize = 1;
 
 /// Unbatched datasets of records spanning at least this many bytes on average fetch
 /// each record as a window of its own, so that a front end can hand the record out
-/// as a view of its fetch buffer ([`DatasetCursor::next_element_view`]) instead of
+/// as a view of its fetch buffer ([`DatasetCursor::last_element_view`]) instead of
 /// copying it: holding the view pins that record's bytes and nothing else. Below it a
 /// copy costs less than a fetch hand-off per record.
 const ELEMENT_VIEW_MIN_SPAN: u64 = 96 * 1024;
@@ -739,22 +739,33 @@ impl DatasetCursor {
         }
     }
 
-    /// [`next_element`](DatasetCursor::next_element), the record handed out as a
-    /// one-record [`BatchView`] of its fetch window (no copy): when its window holds
-    /// only this record ([`BatchView::holds_only_its_records`], as the windows of
-    /// large records are), the view pins nothing else. For `batch_size == 0`.
-    pub fn next_element_view(&mut self) -> Option<Result<BatchView>> {
-        let slot = match self.next_record_slot()? {
-            Ok(slot) => slot,
-            Err(e) => return Some(Err(e)),
-        };
+    /// The record [`next_element`](DatasetCursor::next_element) just handed out;
+    /// `None` after an error or at the end of the epoch.
+    pub fn last_element(&self) -> Option<&[u8]> {
         let current = self.current.as_ref()?;
+        current.payloads.get(current.next.checked_sub(1)?)?.ok()
+    }
+
+    /// Whether the record [`next_element`](DatasetCursor::next_element) just handed
+    /// out is alone in its fetch window (as large records are): then a view of it
+    /// ([`last_element_view`](DatasetCursor::last_element_view)) pins nothing else.
+    pub fn last_element_is_alone(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| {
+            c.payloads.len() == 1 && c.next == 1 && matches!(c.payloads.get(0), Some(Ok(_)))
+        })
+    }
+
+    /// That record as a one-record [`BatchView`] of its fetch window (no copy) when it
+    /// is [alone](DatasetCursor::last_element_is_alone) there; `None` otherwise: copy
+    /// the record instead.
+    pub fn last_element_view(&self) -> Option<BatchView> {
+        let current = self
+            .current
+            .as_ref()
+            .filter(|_| self.last_element_is_alone())?;
         let mut view = BatchView::with_capacity(1);
-        view.push(&current.payloads, slot);
-        if view.get(0).is_none() {
-            return Some(Err(vanished(slot, current.payloads.len())));
-        }
-        Some(Ok(view))
+        view.push(&current.payloads, 0);
+        Some(view)
     }
 
     /// One step of an unbatched walk: the slot of the next record in the current
@@ -1077,8 +1088,10 @@ mod tests {
         )
         .unwrap();
         let mut n = 0;
-        while let Some(view) = cursor.next_element_view() {
-            let view = view.unwrap();
+        while let Some(record) = cursor.next_element() {
+            assert_eq!(record.unwrap(), &vec![7u8; 100 << 10][..]);
+            assert!(cursor.last_element_is_alone());
+            let view = cursor.last_element_view().unwrap();
             assert_eq!(view.len(), 1);
             assert!(view.holds_only_its_records());
             assert_eq!(view.get(0).unwrap(), &vec![7u8; 100 << 10][..]);
@@ -1086,12 +1099,16 @@ mod tests {
         }
         assert_eq!(n, 20);
         assert_eq!(cursor.state().position, 20);
-        // Small records share windows: a view of one would pin others.
+        // At the end of the epoch there is no last element to view.
+        assert!(cursor.last_element_view().is_none());
+        // Small records share windows: a view of one would pin others, so none is given.
         let small = Arc::new(reader_of(dir.path(), 300, 100));
         let options = CursorOptions::dataset(&small, 0, 1).unwrap();
         let mut cursor = DatasetCursor::new(small, options, &CursorState::start()).unwrap();
-        let view = cursor.next_element_view().unwrap().unwrap();
-        assert!(!view.holds_only_its_records());
+        assert!(cursor.last_element_view().is_none());
+        cursor.next_element().unwrap().unwrap();
+        assert!(!cursor.last_element_is_alone());
+        assert!(cursor.last_element_view().is_none());
     }
 
     #[test]
