@@ -3,25 +3,23 @@
 // LirsDataset (crates/tfrecord-lirs-ffi) reads and checks the attrs and inputs,
 // shares the reader and knows the element shape and cardinality; each Iterator
 // holds a Rust DatasetCursor, which decides the epoch walk and its checkpoint
-// state. Here: tensors and tstring views, the seed-generator protocol of
-// ShuffleDatasetV3 (so reshuffle_each_iteration and tf.random.set_seed behave
-// as with Dataset.shuffle), checkpoint keys (num_random_samples, the
-// generator's; the rest under the keys Rust names), statuses.
-#include <atomic>
+// state. Here: tensors and tstring views, the seed generator of
+// ShuffleDatasetV3 (lirs_seed_generator.h), checkpoint keys
+// (num_random_samples, the generator's; the rest under the keys Rust names),
+// statuses.
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lirs_seed_generator.h"
 #include "lirs_status.h"
 #include "tensorflow/core/data/dataset_utils.h"
 #include "tensorflow/core/data/name_utils.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/kernels/data/random_seed_ops.h"
 #include "tensorflow/core/platform/mutex.h"
 #include "tensorflow/core/platform/refcount.h"
 #include "tensorflow/core/platform/tstring.h"
@@ -37,7 +35,6 @@ using ffi::BatchView;
 using ffi::DatasetCursor;
 using ffi::LirsDataset;
 
-constexpr char kLirsResourceContainer[] = "tfrecord_lirs";
 constexpr int kSeedGeneratorInput = 5;
 
 // A batch's records (Rust owns the fetch windows they were read into), shared by
@@ -85,29 +82,14 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, const LIRSDatasetOp& op,
           std::vector<Tensor> inputs, rust::Box<LirsDataset> rust_dataset,
-          SeedGeneratorManager* manager, ResourceHandle&& resource_handle,
-          bool owns_resource)
+          std::unique_ptr<lirs::SeedGeneratorRef> seeds)
       : DatasetBase(DatasetContext(ctx)),
         graph_attrs_(op.graph_attrs_),
         inputs_(std::move(inputs)),
         lirs_(std::move(rust_dataset)),
         dims_(lirs_->element_dims()),
         output_shapes_({PartialTensorShape(dims_)}),
-        manager_(manager),
-        resource_handle_(std::move(resource_handle)),
-        resource_mgr_(ctx->resource_manager()),
-        owns_resource_(owns_resource) {}
-
-  ~Dataset() override {
-    manager_->Unref();
-    if (owns_resource_) {
-      absl::Status s = resource_mgr_->Delete<SeedGeneratorManager>(
-          resource_handle_.container(), resource_handle_.name());
-      if (!s.ok()) {
-        LOG(WARNING) << "LIRSDataset: failed to delete seed generator: " << s;
-      }
-    }
-  }
+        seeds_(std::move(seeds)) {}
 
   std::unique_ptr<IteratorBase> MakeIteratorInternal(
       const std::string& prefix) const override {
@@ -146,7 +128,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     // this dataset uses, so a dataset rebuilt from this graph (tf.data
     // rewrites) shares it and keeps reshuffling.
     Tensor handle(DT_RESOURCE, TensorShape({}));
-    handle.scalar<ResourceHandle>()() = resource_handle_;
+    handle.scalar<ResourceHandle>()() = seeds_->handle();
     std::vector<Node*> inputs(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {
       TF_RETURN_IF_ERROR(b->AddTensor(
@@ -164,7 +146,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
     explicit Iterator(const Params& params)
         : DatasetIterator<Dataset>(params),
-          seed_generator_(dataset()->manager_->get()) {}
+          seed_generator_(dataset()->seeds_->generator()) {}
 
     bool SymbolicCheckpointCompatible() const override { return true; }
 
@@ -289,10 +271,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const rust::Box<LirsDataset> lirs_;
   const rust::Vec<int64_t> dims_;  // Of every element: [], [batch] or [-1].
   const std::vector<PartialTensorShape> output_shapes_;
-  SeedGeneratorManager* const manager_;  // Owns one reference.
-  const ResourceHandle resource_handle_;
-  ResourceMgr* const resource_mgr_;  // Not owned.
-  const bool owns_resource_;
+  const std::unique_ptr<lirs::SeedGeneratorRef> seeds_;
 };
 
 void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
@@ -317,41 +296,11 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   int64_t seed = 0, seed2 = 0;
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed", &seed));
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed2", &seed2));
-
-  // Seed generator: the ShuffleDatasetV3 protocol. Python passes a dummy
-  // handle; if nothing is registered under it, this dataset creates (and owns)
-  // a generator under a fresh name, and serializes that name so rebuilt copies
-  // of the dataset share it.
-  RandomSeeds seeds(seed, seed2);
-  ResourceHandle handle = HandleFromInput(ctx, kSeedGeneratorInput);
-  SeedGeneratorManager* manager = nullptr;
-  absl::Status s = ctx->resource_manager()->Lookup<SeedGeneratorManager>(
-      handle.container(), handle.name(), &manager);
-  bool owns_resource = false;
-  if (absl::IsNotFound(s)) {
-    static std::atomic<int64_t> resource_counter(0);
-    const std::string name = absl::StrCat(
-        ctx->op_kernel().name(), "/seed_generator_", resource_counter++);
-    const bool reshuffle = reshuffle_;
-    OP_REQUIRES_OK(
-        ctx, ctx->resource_manager()->LookupOrCreate<SeedGeneratorManager>(
-                 kLirsResourceContainer, name, &manager,
-                 [reshuffle, &seeds](SeedGeneratorManager** m) {
-                   *m = new SeedGeneratorManager(
-                       reshuffle ? static_cast<SeedGenerator*>(
-                                       new RandomSeedGenerator(seeds))
-                                 : new FixedSeedGenerator(seeds));
-                   return absl::OkStatus();
-                 }));
-    handle = MakeResourceHandle<SeedGeneratorManager>(
-        ctx, kLirsResourceContainer, name);
-    owns_resource = true;
-  } else {
-    OP_REQUIRES_OK(ctx, s);
-  }
-
+  std::unique_ptr<lirs::SeedGeneratorRef> seeds;
+  OP_REQUIRES_OK(ctx, lirs::SeedGeneratorRef::Make(ctx, kSeedGeneratorInput, seed,
+                                                   seed2, reshuffle_, &seeds));
   *output = new Dataset(ctx, *this, std::move(inputs), std::move(*dataset),
-                        manager, std::move(handle), owns_resource);
+                        std::move(seeds));
 }
 
 namespace {
