@@ -77,6 +77,23 @@ const DATASET_WINDOWS_AHEAD: usize = 4;
 /// 1.02 M; two threads no better than one.
 const DATASET_MAPPED_THREADS: usize = 1;
 
+/// The first window of a fetch (an epoch's start, a restore, a fresh fetch after a
+/// failed window) holds one batch, or this many unbatched records; the windows after it
+/// double up to the dataset's window. Measured at 10^9 one-byte records (one file, 25
+/// GB, mostly not in the page cache, mapped): the first batch of 256 took 8.7 s behind
+/// a first window of 4,096 random reads, ~2 ms each on the virtual disk.
+const DATASET_FIRST_WINDOW_UNBATCHED: usize = 64;
+
+/// Ids in the first window of a fetch with batches of `batch_size` (0: unbatched); see
+/// [`DATASET_FIRST_WINDOW_UNBATCHED`].
+fn first_window(batch_size: usize) -> usize {
+    if batch_size > 0 {
+        batch_size
+    } else {
+        DATASET_FIRST_WINDOW_UNBATCHED
+    }
+}
+
 /// Unbatched datasets of records spanning at least this many bytes on average fetch
 /// each record as a window of its own, so that a front end can hand the record out
 /// as a view of its fetch buffer ([`DatasetCursor::next_element_view`]) instead of
@@ -1001,6 +1018,8 @@ impl DatasetCursor {
         }
         if exact {
             fetcher = fetcher.exact_windows();
+        } else {
+            fetcher = fetcher.ramp_up(first_window(self.options.batch_size));
         }
         Ok(fetcher)
     }
