@@ -78,11 +78,13 @@ const DATASET_WINDOWS_AHEAD: usize = 4;
 const DATASET_MAPPED_THREADS: usize = 1;
 
 /// The first window of a fetch (an epoch's start, a restore, a fresh fetch after a
-/// failed window) holds one batch, or this many unbatched records; the windows after it
-/// double up to the dataset's window. Measured at 10^9 one-byte records (one file, 25
-/// GB, mostly not in the page cache, mapped): the first batch of 256 took 8.7 s behind
-/// a first window of 4,096 random reads, ~2 ms each on the virtual disk.
-const DATASET_FIRST_WINDOW_UNBATCHED: usize = 64;
+/// failed window) holds one batch, or this many unbatched records (the smallest window
+/// a dataset has anyway); the windows after it double up to the dataset's window.
+/// Measured at 10^9 one-byte records (one file, 25 GB, mapped, order v2, batches of 256,
+/// K = 1 and 64, 2 rounds): first batch 0.14-0.35 s behind a first window of one batch
+/// against 1.7-12.1 s behind one of 4,096 ids with the page cache as the write left it,
+/// 2.4-3.4 s against 12.7-14.6 s with the files' pages dropped.
+const DATASET_FIRST_WINDOW_UNBATCHED: usize = DATASET_MIN_WINDOW;
 
 /// Ids in the first window of a fetch with batches of `batch_size` (0: unbatched); see
 /// [`DATASET_FIRST_WINDOW_UNBATCHED`].
