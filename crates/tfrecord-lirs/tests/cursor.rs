@@ -424,3 +424,39 @@ fn a_fetch_panic_passes_one_position_and_the_fetch_starts_afresh() {
         }
     }
 }
+
+/// The first batch of an epoch, and the first after a restore, waits only for its own
+/// reads: the fetch starts with a window of one batch (unbatched: 64 records), then
+/// doubles up to the window, instead of reading a whole window first.
+#[test]
+fn the_first_batch_reads_one_batch_not_a_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reader(&write_file(dir.path()));
+    // (batch, window, reads before the first batch or element at most)
+    for (batch, window, first_window) in [(8, 64, 8), (0, 256, 64)] {
+        let o = options(&r, batch, 0, window);
+        let first_reads = |state: &CursorState| {
+            let mut cursor = DatasetCursor::new(Arc::clone(&r), o, state).unwrap();
+            let before = r.io_stats().reads;
+            let first = step(&mut cursor).unwrap();
+            (r.io_stats().reads - before, first, cursor)
+        };
+        let (reads, _, mut cursor) = first_reads(&CursorState::start());
+        assert!(reads <= first_window, "batch {batch}: {reads} reads");
+        // 100 positions into the epoch, then a restore: the same again, and the rest
+        // is the same.
+        for _ in 0..100 / batch.max(1) {
+            step(&mut cursor).unwrap();
+        }
+        let state = cursor.state();
+        let rest = walk(&mut cursor).0;
+        let (reads, first, mut restored) = first_reads(&state);
+        assert!(
+            reads <= first_window,
+            "batch {batch}, restored: {reads} reads"
+        );
+        let mut restored_rest = vec![first];
+        restored_rest.extend(walk(&mut restored).0);
+        assert_eq!(restored_rest, rest, "batch {batch}");
+    }
+}

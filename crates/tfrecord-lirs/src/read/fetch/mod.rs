@@ -8,6 +8,10 @@
 //! within a window in the order's order, so the sequence is the same as reading the
 //! order one id at a time.
 //!
+//! A fetch can start small ([`Fetcher::ramp_up`]): its first window one batch, each
+//! next one twice the last up to the configured window, so that the first batch
+//! after an epoch's start or a restore waits for its own reads, not a whole window's.
+//!
 //! Errors are per slot: when the coalesced read of a run fails, the fetch thread reads
 //! that run's ids one by one, so each failed slot holds the error of its own instance
 //! (naming its file and byte) and every other payload of the window is still delivered.
@@ -352,6 +356,16 @@ impl Fetcher {
     /// window is then one batch of the in-order sequence.
     pub fn exact_windows(mut self) -> Fetcher {
         self.schedule.set_exact(true);
+        self
+    }
+
+    /// Starts with a window of at least `first` ids, each next one twice the last, up
+    /// to the configured window ([`FetchSchedule::ramp_up`]): the first window handed
+    /// out waits for about `first` reads instead of a whole window's. The ids handed
+    /// out, in order, are the same; windows of exactly one batch
+    /// ([`exact_windows`](Self::exact_windows)) do not ramp.
+    pub fn ramp_up(mut self, first: usize) -> Fetcher {
+        self.schedule.ramp_up(first);
         self
     }
 
@@ -944,5 +958,60 @@ mod tests {
         let (parts, slots) = split_runs(&[7, 7, 2], 2);
         assert_eq!(parts.iter().flatten().filter(|&&i| i == 7).count(), 2);
         assert_ne!(slots[0], slots[1]);
+    }
+
+    /// A fetch that ramps up hands out the same ids in the same order, each with its
+    /// own payload, in windows of one batch, then twice the last, up to the window:
+    /// with no threads, one (ids computed by the thread, order version 2) or several.
+    #[test]
+    fn a_ramped_fetch_starts_with_one_batch_and_keeps_the_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for i in 0..3000u32 {
+            w.write(&i.to_le_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+        let reader = Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap());
+        let params = crate::OrderParams {
+            seed: 3,
+            ..Default::default()
+        };
+        for version in [crate::OrderVersion::V1, crate::OrderVersion::V2] {
+            for threads in [0, 1, 2] {
+                let options = FetchOptions {
+                    threads,
+                    window: 1024,
+                    depth: 4,
+                };
+                let windows = |ramp: Option<usize>| {
+                    let order = reader.epoch_order_with_version(&params, version).unwrap();
+                    let mut fetcher = Fetcher::new(Arc::clone(&reader), order, options).unwrap();
+                    if let Some(first) = ramp {
+                        fetcher = fetcher.ramp_up(first);
+                    }
+                    let mut out = Vec::new();
+                    while let Some(window) = fetcher.next_window() {
+                        let payloads = window.result.unwrap();
+                        for (k, &id) in window.ids.iter().enumerate() {
+                            let payload = payloads.get(k).unwrap().unwrap();
+                            assert_eq!(payload, (id as u32).to_le_bytes());
+                        }
+                        out.push(window.ids);
+                    }
+                    out
+                };
+                let steady = windows(None);
+                let ramped = windows(Some(256));
+                let case = format!("{version:?}, {threads} threads");
+                assert_eq!(sizes_of(&steady), [1024, 1024, 952], "{case}");
+                assert_eq!(sizes_of(&ramped), [256, 512, 1024, 1024, 184], "{case}");
+                assert_eq!(ramped.concat(), steady.concat(), "{case}");
+            }
+        }
+    }
+
+    fn sizes_of(windows: &[Vec<u64>]) -> Vec<usize> {
+        windows.iter().map(Vec::len).collect()
     }
 }

@@ -181,6 +181,9 @@ pub struct FetchSchedule {
     window: usize,
     /// Windows of exactly `window` ids, not extended to a unit's end.
     exact: bool,
+    /// Ids of the next window, at least, while the windows ramp up to `window` (see
+    /// [`ramp_up`](Self::ramp_up)); `window` once they have.
+    ramp: usize,
     /// Positions delivered before this schedule started (from a resume point).
     skip: BTreeSet<u64>,
 }
@@ -193,6 +196,7 @@ impl FetchSchedule {
             order,
             window,
             exact,
+            ramp: window,
             skip: BTreeSet::new(),
         }
     }
@@ -200,6 +204,33 @@ impl FetchSchedule {
     /// Cuts windows of exactly `window` ids (`true`) or extends them to a unit's end.
     pub fn set_exact(&mut self, exact: bool) {
         self.exact = exact;
+    }
+
+    /// Makes the next window (the first, from where the order is: an epoch's start, a
+    /// resume point) at least `first` ids and each one after it twice the last, up to
+    /// `window`: the first batch then waits for its own reads only, not a whole window
+    /// of them (a window is many random reads on a cold disk). Windows of exactly
+    /// `window` ids ([`set_exact`](Self::set_exact): each one a batch) do not ramp.
+    /// The ids and positions cut, in order, are the same either way; only where the
+    /// windows end differs.
+    pub fn ramp_up(&mut self, first: usize) {
+        self.ramp = first.clamp(1, self.window.max(1));
+    }
+
+    /// Ids of the next window, at least (exactly, when `exact`).
+    fn ramp_peek(&self) -> usize {
+        if self.exact {
+            self.window
+        } else {
+            self.ramp
+        }
+    }
+
+    /// [`ramp_peek`](Self::ramp_peek), moving the ramp on to the window after.
+    fn take_window_len(&mut self) -> usize {
+        let len = self.ramp_peek();
+        self.ramp = self.ramp.saturating_mul(2).min(self.window);
+        len
     }
 
     /// Leaves out `positions` (those before the order's position change nothing).
@@ -225,9 +256,11 @@ impl FetchSchedule {
     /// them from with the [`PositionIds`] returned.
     pub(crate) fn next_cut_deferred(&mut self) -> Option<(Cut, Option<DeferredIds>)> {
         loop {
-            let Some((range, ids_of)) = self.order.next_positions(self.window, self.exact) else {
+            let Some((range, ids_of)) = self.order.next_positions(self.ramp_peek(), self.exact)
+            else {
                 return self.next_cut().map(|cut| (cut, None));
             };
+            self.take_window_len();
             if range.is_empty() {
                 return None;
             }
@@ -262,11 +295,12 @@ impl FetchSchedule {
     pub fn next_cut(&mut self) -> Option<Cut> {
         loop {
             let start = self.order.position();
-            let mut ids = Vec::with_capacity(self.window);
+            let len = self.take_window_len();
+            let mut ids = Vec::with_capacity(len);
             let taken = if self.exact {
-                self.order.next_batch(self.window, &mut ids)
+                self.order.next_batch(len, &mut ids)
             } else {
-                self.order.next_window(self.window, &mut ids)
+                self.order.next_window(len, &mut ids)
             };
             if taken == 0 {
                 return None;
@@ -368,5 +402,192 @@ mod tests {
         s.skip([0, 3, 5, 6, 7]); // 0 is before the position: ignored
         assert_eq!(s.skipped().collect::<Vec<_>>(), vec![3, 5, 6, 7]);
         assert_eq!(cuts(s), vec![vec![2, 4], vec![8]]);
+    }
+
+    /// As [`Identity`], but an order whose ids are a function of the positions (as
+    /// order version 2), so the schedule cuts it with ids left to compute.
+    struct IdentityByPosition(Identity);
+
+    struct IdentityIds;
+
+    impl PositionIds for IdentityIds {
+        fn compute_ids(&self, positions: Range<u64>, out: &mut Vec<u64>) {
+            out.extend(positions);
+        }
+    }
+
+    impl OrderSource for IdentityByPosition {
+        fn version(&self) -> u32 {
+            0
+        }
+        fn len(&self) -> u64 {
+            self.0.len
+        }
+        fn position(&self) -> u64 {
+            self.0.position
+        }
+        fn seek(&mut self, position: u64) -> Result<()> {
+            self.0.seek(position)
+        }
+        fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+            self.0.next_window(min, out)
+        }
+        fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+            self.0.next_batch(max, out)
+        }
+        fn next_positions(
+            &mut self,
+            min: usize,
+            exact: bool,
+        ) -> Option<(Range<u64>, Arc<dyn PositionIds>)> {
+            let start = self.0.position;
+            let mut ids = Vec::new();
+            if exact {
+                self.0.next_batch(min, &mut ids);
+            } else {
+                self.0.next_window(min, &mut ids);
+            }
+            Some((start..self.0.position, Arc::new(IdentityIds)))
+        }
+    }
+
+    /// The windows of `s` as `next_cut_deferred` cuts them, their ids computed.
+    fn deferred_cuts(mut s: FetchSchedule) -> Vec<Vec<u64>> {
+        std::iter::from_fn(|| s.next_cut_deferred())
+            .map(|(cut, deferred)| {
+                let ids = deferred.expect("ids left to compute").ids().to_vec();
+                assert_eq!(ids, cut.positions); // the identity order
+                ids
+            })
+            .collect()
+    }
+
+    fn identity(len: u64, position: u64, unit: u64) -> Box<Identity> {
+        Box::new(Identity {
+            len,
+            position,
+            unit,
+        })
+    }
+
+    fn sizes(windows: &[Vec<u64>]) -> Vec<usize> {
+        windows.iter().map(Vec::len).collect()
+    }
+
+    #[test]
+    fn windows_ramp_up_from_the_first_then_hold_the_window() {
+        for deferred in [false, true] {
+            let mut s = if deferred {
+                FetchSchedule::new(
+                    Box::new(IdentityByPosition(*identity(100, 0, 1))),
+                    16,
+                    false,
+                )
+            } else {
+                FetchSchedule::new(identity(100, 0, 1), 16, false)
+            };
+            s.ramp_up(3);
+            let windows = if deferred { deferred_cuts(s) } else { cuts(s) };
+            assert_eq!(
+                sizes(&windows),
+                [3, 6, 12, 16, 16, 16, 16, 15],
+                "{deferred}"
+            );
+            // The same ids in the same order: only where windows end differs.
+            let all: Vec<u64> = windows.concat();
+            assert_eq!(all, (0..100).collect::<Vec<_>>(), "{deferred}");
+        }
+        // A first window larger than the window is the window; 0 is one id.
+        let mut s = FetchSchedule::new(identity(40, 0, 1), 16, false);
+        s.ramp_up(1000);
+        assert_eq!(sizes(&cuts(s)), [16, 16, 8]);
+        let mut s = FetchSchedule::new(identity(40, 0, 1), 16, false);
+        s.ramp_up(0);
+        assert_eq!(sizes(&cuts(s)), [1, 2, 4, 8, 16, 9]);
+    }
+
+    #[test]
+    fn ramped_windows_still_end_at_unit_ends() {
+        let mut s = FetchSchedule::new(identity(60, 0, 4), 16, false);
+        s.ramp_up(3);
+        // At least 3 (to 4), at least 6 (4..10, to 12), at least 12 (12..24), 16 ...
+        assert_eq!(
+            cuts(s),
+            vec![
+                (0..4).collect::<Vec<u64>>(),
+                (4..12).collect(),
+                (12..24).collect(),
+                (24..40).collect(),
+                (40..56).collect(),
+                (56..60).collect(),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_ramp_starts_where_the_order_is_after_a_seek() {
+        for deferred in [false, true] {
+            let mut order = identity(100, 0, 1);
+            order.seek(70).unwrap();
+            let mut s = if deferred {
+                FetchSchedule::new(Box::new(IdentityByPosition(*order)), 16, false)
+            } else {
+                FetchSchedule::new(order, 16, false)
+            };
+            s.ramp_up(4);
+            let windows = if deferred { deferred_cuts(s) } else { cuts(s) };
+            assert_eq!(
+                windows,
+                vec![
+                    (70..74).collect::<Vec<u64>>(),
+                    (74..82).collect(),
+                    (82..98).collect(),
+                    (98..100).collect(),
+                ],
+                "{deferred}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_ramp_counts_positions_taken_with_a_skip_set() {
+        for deferred in [false, true] {
+            let mut order = identity(60, 0, 1);
+            order.seek(10).unwrap();
+            let mut s = if deferred {
+                FetchSchedule::new(Box::new(IdentityByPosition(*order)), 16, false)
+            } else {
+                FetchSchedule::new(order, 16, false)
+            };
+            s.skip([11, 12].into_iter().chain(14..22).chain([30, 31]));
+            s.ramp_up(4);
+            // Positions 10..14, 14..22 (all delivered: passed) and 22..38, less those
+            // delivered, then 16 at a time.
+            let windows = if deferred { deferred_cuts(s) } else { cuts(s) };
+            assert_eq!(
+                windows,
+                vec![
+                    vec![10, 13],
+                    (22..30).chain(32..38).collect::<Vec<u64>>(),
+                    (38..54).collect(),
+                    (54..60).collect(),
+                ],
+                "{deferred}"
+            );
+        }
+    }
+
+    #[test]
+    fn exact_windows_do_not_ramp() {
+        for deferred in [false, true] {
+            let mut s = if deferred {
+                FetchSchedule::new(Box::new(IdentityByPosition(*identity(40, 0, 4))), 16, true)
+            } else {
+                FetchSchedule::new(identity(40, 0, 4), 16, true)
+            };
+            s.ramp_up(2);
+            let windows = if deferred { deferred_cuts(s) } else { cuts(s) };
+            assert_eq!(sizes(&windows), [16, 16, 8], "{deferred}");
+        }
     }
 }
