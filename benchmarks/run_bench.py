@@ -838,12 +838,16 @@ def report(path, t, m, meta, results):
         "storage does. Each contender times a prefix of one epoch after its first element; "
         "TensorFlow's 64 MB GCS read-ahead buffer is off for the run "
         "(`GCS_READ_CACHE_BLOCK_SIZE_MB=0`: with it each random read fetches up to 64 MB).",
-        "* S3 with latency (row 10, `benchmarks/s3_latency_bench.py`): `LIRSDataset` over "
+        "* S3 with latency (row 11, `benchmarks/s3_latency_bench.py`): `LIRSDataset` over "
         "`s3://` (read by the op through the core's object_store client) from moto's S3 "
         "server in a private network namespace whose loopback delays every packet 25 ms in "
         "the kernel (`tc qdisc add dev lo root netem delay 25ms`, a 50 ms round trip). "
         "Where the kernel has no netem, that row says why and the same contenders run with "
-        "each object GET held 50 ms by the server instead, labelled so.",
+        "each object GET held by the server instead, labelled so: 50 ms constant, and a "
+        "lognormal draw of mean 50 ms. Each runs in instance order (one GET per record; "
+        "32 reads in flight vs 1 is judged there) and page-aware order (one coalesced GET "
+        "per page; unordered vs deterministic is judged there, on the lognormal model: "
+        "the bench's docstring says why).",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
