@@ -65,10 +65,11 @@ const REVOKED: usize = 1 << (usize::BITS - 1);
 /// process's maps together exceed physical memory divided by this, the pages read
 /// around are mostly evicted before any read touches them, so every map is advised
 /// `MADV_RANDOM` (no read-around). Measured at 10^9 one-byte records (25 GB of data
-/// and table on a 24 GiB machine, the files' pages dropped): the first batch took
-/// 2.4-3.4 s with read-around (~15 GB read for the first 768 records), 0.034-0.039 s
-/// advised random; advised random, a cold epoch over a 250 MB file was 2.3-3.8x
-/// slower, so maps that fit keep read-around.
+/// and table on a 24 GiB machine, one file, batches of 256): with the files' pages
+/// dropped, the first batch took 2.1-3.8 s with read-around (~15 GB read for the first
+/// 768 records), 0.10-0.13 s advised random, and steady reads 53-89 rec/s against
+/// 4,193-5,326; advised random, a cold epoch over a 250 MB file was 2.3-3.8x slower,
+/// so maps that fit keep read-around.
 const READ_AROUND_MEMORY_DIVISOR: u64 = 2;
 
 /// The mapped bytes beyond which maps are advised random (see
