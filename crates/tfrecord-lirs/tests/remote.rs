@@ -625,6 +625,52 @@ fn dropping_a_fetcher_does_not_read_what_is_queued() {
     );
 }
 
+/// A fetch dropped while its threads are in the middle of a window gives up the parts
+/// they are reading before their next request: the drop waits for the requests in
+/// flight (one per thread), not for the rest of each part (in instance order, one
+/// request per instance: up to 64 with one thread).
+#[test]
+fn dropping_a_fetcher_stops_each_thread_within_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1, 4] {
+        let url = format!("mem://slow/mid{threads}.tfrecord");
+        local_and_remote(dir.path(), &format!("mid{threads}"), &url, 600);
+        let opts = url_options();
+        let r = Arc::new(Reader::open_one(Path::new(&url), None, &opts).unwrap());
+        let order = r.epoch_order(&OrderParams::default()).unwrap();
+        // One window ahead: once the first is handed out, the threads read the second.
+        let options = FetchOptions {
+            threads,
+            window: 64,
+            depth: 1,
+        };
+        let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
+        assert_eq!(fetcher.next_window().unwrap().result.unwrap().len(), 64);
+        // Into the second window by a few requests (a bound on the wait, not on time:
+        // the threads are reading it by now).
+        let started = reads_of(&url);
+        let mut waited = 0;
+        while reads_of(&url) < started + 2 {
+            assert!(
+                waited < 30_000,
+                "the fetch threads never read the next window"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            waited += 1;
+        }
+        let at_drop = reads_of(&url);
+        drop(fetcher);
+        let after_drop = reads_of(&url) - at_drop;
+        // One request per thread may begin between the count and the drop's stop (two
+        // more if this thread is descheduled in between); reading on to the end of the
+        // parts would be about 60.
+        assert!(
+            after_drop <= threads + 2,
+            "{threads} threads: {after_drop} reads after the fetcher was dropped"
+        );
+    }
+}
+
 #[test]
 fn padded_writer_and_pad_write_urls_like_local_files() {
     let dir = tempfile::tempdir().unwrap();
