@@ -104,8 +104,8 @@ SNIPPET = textwrap.dedent("""
         for _ in range(n):
             next(it)
         dt = time.perf_counter() - t
-        # Dropped outside the timed span: that waits for the reads in progress (with one
-        # read in flight, a whole window's).
+        # Dropped outside the timed span: that waits for the reads in flight (one GET
+        # per fetch thread).
         del it
         rows.append(dict(records=n, seconds=dt, rate=n / dt, **info))
         print(info, round(n / dt, 1), "rec/s", flush=True)

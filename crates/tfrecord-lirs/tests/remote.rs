@@ -625,6 +625,79 @@ fn dropping_a_fetcher_does_not_read_what_is_queued() {
     );
 }
 
+/// A fetch dropped while its threads are in the middle of a window gives up the parts
+/// they are reading before their next request: the drop waits for the requests in
+/// flight (one per thread), not for the rest of each part (in instance order, one
+/// request per instance: up to 64 with one thread).
+#[test]
+fn dropping_a_fetcher_stops_each_thread_within_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1, 4] {
+        let url = format!("mem://slow/mid{threads}.tfrecord");
+        local_and_remote(dir.path(), &format!("mid{threads}"), &url, 600);
+        assert_reads_after_drop_at_most_one_per_thread(&url, threads, true);
+    }
+}
+
+/// The same while the threads read their parts id by id after a failed batch read
+/// (every record damaged: each batch read fails at its first request).
+#[test]
+fn dropping_a_fetcher_stops_a_one_by_one_part_within_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1, 4] {
+        let url = format!("mem://slow/bad{threads}.tfrecord");
+        let local = local_and_remote(dir.path(), &format!("bad{threads}"), &url, 600);
+        let table = tfrecord_lirs::read_table(&tfrecord_lirs::default_table_path(&local)).unwrap();
+        let mut bytes = get(&url).unwrap();
+        for &start in &table {
+            bytes[start as usize + 12] ^= 1; // the first payload byte: its CRC fails
+        }
+        put(&url, bytes);
+        assert_reads_after_drop_at_most_one_per_thread(&url, threads, false);
+    }
+}
+
+/// Drops a fetch of `url` (600 instances) with `threads` threads a few requests into
+/// its second window, and checks how many requests follow the drop.
+fn assert_reads_after_drop_at_most_one_per_thread(url: &str, threads: usize, intact: bool) {
+    let opts = url_options();
+    let r = Arc::new(Reader::open_one(Path::new(url), None, &opts).unwrap());
+    let order = r.epoch_order(&OrderParams::default()).unwrap();
+    // One window ahead: once the first is handed out, the threads read the second.
+    let options = FetchOptions {
+        threads,
+        window: 64,
+        depth: 1,
+    };
+    let mut fetcher = Fetcher::new(Arc::clone(&r), order, options).unwrap();
+    let first = fetcher.next_window().unwrap().result.unwrap();
+    assert_eq!(first.len(), 64);
+    assert_eq!(first.failures().len(), if intact { 0 } else { 64 });
+    drop(first);
+    // Into the second window by a few requests (a bound on the wait, not on time:
+    // the threads are reading it by now).
+    let started = reads_of(url);
+    let mut waited = 0;
+    while reads_of(url) < started + 2 {
+        assert!(
+            waited < 30_000,
+            "the fetch threads never read the next window"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        waited += 1;
+    }
+    let at_drop = reads_of(url);
+    drop(fetcher);
+    let after_drop = reads_of(url) - at_drop;
+    // One request per thread may begin between the count and the drop's stop (two
+    // more if this thread is descheduled in between); reading on to the end of the
+    // parts would be about 60.
+    assert!(
+        after_drop <= threads + 2,
+        "{url}, {threads} threads: {after_drop} reads after the fetcher was dropped"
+    );
+}
+
 #[test]
 fn padded_writer_and_pad_write_urls_like_local_files() {
     let dir = tempfile::tempdir().unwrap();

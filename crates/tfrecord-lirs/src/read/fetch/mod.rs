@@ -33,7 +33,6 @@ mod schedule;
 mod workers;
 
 use std::collections::BTreeMap;
-#[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -45,7 +44,7 @@ use workers::{Job, Workers};
 
 use crate::batch::SpareBatches;
 use crate::error::{Error, Result};
-use crate::reader::{Batch, Reader};
+use crate::reader::{Batch, BatchRead, Reader};
 
 /// Settings of a [`Fetcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,17 +95,33 @@ struct PartRead {
     failed: Vec<(usize, Error)>,
 }
 
+/// A part's read given up because its fetch is being dropped: no payload of it is
+/// ever handed out.
+struct Abandoned;
+
 /// Reads `ids` into `batch` with one coalesced read; if that fails, reads them one by
 /// one, so each error names its own instance and the others are still read. A failed
 /// id gets an empty payload in `batch`, and its position and error are returned.
-fn read_part(reader: &Reader, ids: &[u64], batch: &mut Batch) -> Vec<(usize, Error)> {
-    if reader.read_batch(ids, batch).is_ok() {
-        return Vec::new();
+/// Once `stop` is set (only by a fetch being dropped) the part is given up between two
+/// reads, `batch` left unusable.
+fn read_part(
+    reader: &Reader,
+    ids: &[u64],
+    batch: &mut Batch,
+    stop: &AtomicBool,
+) -> std::result::Result<Vec<(usize, Error)>, Abandoned> {
+    match reader.read_batch_unless_stopped(ids, batch, stop) {
+        Ok(BatchRead::Complete) => return Ok(Vec::new()),
+        Ok(BatchRead::Abandoned) => return Err(Abandoned),
+        Err(_) => {}
     }
     batch.clear();
     let mut failed = Vec::new();
     let mut span = Vec::new();
     for (k, &id) in ids.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Abandoned);
+        }
         match reader.read_span_into(id, &mut span) {
             Ok(payload) => batch.push(id, &span[payload]),
             Err(e) => {
@@ -115,7 +130,7 @@ fn read_part(reader: &Reader, ids: &[u64], batch: &mut Batch) -> Vec<(usize, Err
             }
         }
     }
-    failed
+    Ok(failed)
 }
 
 /// A window is cut into parts of at least this many ids (when it has that many): a
@@ -439,15 +454,24 @@ impl Fetcher {
                     }));
                 }
                 let mut batch = self.spares.take();
-                let failed = read_part(reader, &cut.ids, &mut batch);
-                Window {
-                    ids: cut.ids,
-                    positions: cut.positions,
-                    result: Ok(Payloads {
+                // Read on the consumer's thread, which cannot drop the fetch meanwhile:
+                // nothing stops it (were it ever abandoned, the window fails, never
+                // comes out short).
+                let result = match read_part(reader, &cut.ids, &mut batch, &AtomicBool::new(false))
+                {
+                    Ok(failed) => Ok(Payloads {
                         parts: Parts::InOrder(batch),
                         failed,
                         spares: self.spares.clone(),
                     }),
+                    Err(Abandoned) => Err(Error::internal(
+                        "a window read on the consumer's thread was abandoned",
+                    )),
+                };
+                Window {
+                    ids: cut.ids,
+                    positions: cut.positions,
+                    result,
                 }
             }
             Delivery::Pooled(pool) => pool.next_window(&mut self.schedule, &self.spares)?,

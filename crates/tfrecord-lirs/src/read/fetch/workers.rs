@@ -37,8 +37,9 @@ pub(super) struct Workers {
     jobs: Option<mpsc::Sender<Vec<Job>>>,
     done: mpsc::Receiver<Vec<Done>>,
     /// Set on drop: the workers pass over the jobs still queued instead of reading
-    /// them, so only the reads in progress (one part per thread) are waited for, not
-    /// up to `depth` windows of them (seconds on remote storage).
+    /// them, and give up the part they are reading before its next read, so only the
+    /// reads in progress (one request per thread) are waited for, not up to `depth`
+    /// windows of them, nor the rest of a part (seconds on remote storage).
     stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -76,49 +77,41 @@ impl Workers {
                     if stopping.load(Ordering::Relaxed) {
                         continue; // the fetcher is gone: drain the queue unread
                     }
-                    let read = group
-                        .into_iter()
-                        .map(|job| {
-                            // The buffer a panic may have left half-written is dropped,
-                            // not reused.
-                            let result = catch_unwind(AssertUnwindSafe(|| {
-                                #[cfg(feature = "fault-injection")]
-                                if test_panic.load(Ordering::Relaxed) {
-                                    panic!("test panic injected into a fetch thread");
-                                }
-                                let ids = match &job.deferred {
-                                    Some(deferred) => deferred.ids(),
-                                    None => &job.ids,
-                                };
-                                let mut batch = spares.take();
-                                let failed = read_part(&reader, ids, &mut batch);
-                                PartRead { batch, failed }
-                            }))
-                            .map_err(|payload| {
-                                let message = panic_message(payload.as_ref());
-                                Error::internal(match &job.deferred {
-                                    Some(deferred) => format!(
-                                        "panic in a tfrecord-lirs fetch thread computing \
-                                         and reading the ids of {} positions from position \
-                                         {}: {message}",
-                                        deferred.len(),
-                                        deferred.first().unwrap_or_default(),
-                                    ),
-                                    None => format!(
-                                        "panic in a tfrecord-lirs fetch thread reading {} \
-                                         instances from instance {}: {message}",
-                                        job.ids.len(),
-                                        job.ids.first().copied().unwrap_or_default(),
-                                    ),
-                                })
-                            });
-                            Done {
-                                window: job.window,
-                                part: job.part,
-                                result,
+                    let mut read = Vec::with_capacity(group.len());
+                    for job in group {
+                        // The buffer a panic may have left half-written is dropped,
+                        // not reused.
+                        let result = catch_unwind(AssertUnwindSafe(|| {
+                            #[cfg(feature = "fault-injection")]
+                            if test_panic.load(Ordering::Relaxed) {
+                                panic!("test panic injected into a fetch thread");
                             }
-                        })
-                        .collect();
+                            let ids = match &job.deferred {
+                                Some(deferred) => deferred.ids(),
+                                None => &job.ids,
+                            };
+                            let mut batch = spares.take();
+                            // Abandoned: the batch, half-read, is dropped.
+                            let failed = read_part(&reader, ids, &mut batch, &stopping).ok()?;
+                            Some(PartRead { batch, failed })
+                        }));
+                        let result = match result {
+                            Ok(Some(part)) => Ok(part),
+                            // The fetcher is being dropped: nobody waits for this group.
+                            Ok(None) => break,
+                            Err(payload) => Err(part_panic(&job, payload.as_ref())),
+                        };
+                        read.push(Done {
+                            window: job.window,
+                            part: job.part,
+                            result,
+                        });
+                    }
+                    if stopping.load(Ordering::Relaxed) {
+                        // The fetcher is being dropped (a part may be abandoned, missing):
+                        // the group is not handed out.
+                        continue;
+                    }
                     if done.send(read).is_err() {
                         return;
                     }
@@ -157,6 +150,25 @@ impl Drop for Workers {
             let _ = t.join();
         }
     }
+}
+
+/// The window-level error for a panic while reading `job`.
+fn part_panic(job: &Job, payload: &(dyn std::any::Any + Send)) -> Error {
+    let message = panic_message(payload);
+    Error::internal(match &job.deferred {
+        Some(deferred) => format!(
+            "panic in a tfrecord-lirs fetch thread computing and reading the ids of {} \
+             positions from position {}: {message}",
+            deferred.len(),
+            deferred.first().unwrap_or_default(),
+        ),
+        None => format!(
+            "panic in a tfrecord-lirs fetch thread reading {} instances from instance \
+             {}: {message}",
+            job.ids.len(),
+            job.ids.first().copied().unwrap_or_default(),
+        ),
+    })
 }
 
 /// The text of a panic payload (a `&str` or `String` message, as `panic!` makes).
