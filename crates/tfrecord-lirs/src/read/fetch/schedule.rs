@@ -470,6 +470,16 @@ mod tests {
         })
     }
 
+    /// A schedule over `order` whose windows are cut by `next_cut_deferred` (ids
+    /// computed from positions) when `deferred`, else by `next_cut`.
+    fn schedule(order: Box<Identity>, window: usize, exact: bool, deferred: bool) -> FetchSchedule {
+        if deferred {
+            FetchSchedule::new(Box::new(IdentityByPosition(*order)), window, exact)
+        } else {
+            FetchSchedule::new(order, window, exact)
+        }
+    }
+
     fn sizes(windows: &[Vec<u64>]) -> Vec<usize> {
         windows.iter().map(Vec::len).collect()
     }
@@ -477,15 +487,7 @@ mod tests {
     #[test]
     fn windows_ramp_up_from_the_first_then_hold_the_window() {
         for deferred in [false, true] {
-            let mut s = if deferred {
-                FetchSchedule::new(
-                    Box::new(IdentityByPosition(*identity(100, 0, 1))),
-                    16,
-                    false,
-                )
-            } else {
-                FetchSchedule::new(identity(100, 0, 1), 16, false)
-            };
+            let mut s = schedule(identity(100, 0, 1), 16, false, deferred);
             s.ramp_up(3);
             let windows = if deferred { deferred_cuts(s) } else { cuts(s) };
             assert_eq!(
@@ -529,11 +531,7 @@ mod tests {
         for deferred in [false, true] {
             let mut order = identity(100, 0, 1);
             order.seek(70).unwrap();
-            let mut s = if deferred {
-                FetchSchedule::new(Box::new(IdentityByPosition(*order)), 16, false)
-            } else {
-                FetchSchedule::new(order, 16, false)
-            };
+            let mut s = schedule(order, 16, false, deferred);
             s.ramp_up(4);
             let windows = if deferred { deferred_cuts(s) } else { cuts(s) };
             assert_eq!(
@@ -554,11 +552,7 @@ mod tests {
         for deferred in [false, true] {
             let mut order = identity(60, 0, 1);
             order.seek(10).unwrap();
-            let mut s = if deferred {
-                FetchSchedule::new(Box::new(IdentityByPosition(*order)), 16, false)
-            } else {
-                FetchSchedule::new(order, 16, false)
-            };
+            let mut s = schedule(order, 16, false, deferred);
             s.skip([11, 12].into_iter().chain(14..22).chain([30, 31]));
             s.ramp_up(4);
             // Positions 10..14, 14..22 (all delivered: passed) and 22..38, less those
@@ -580,11 +574,7 @@ mod tests {
     #[test]
     fn exact_windows_do_not_ramp() {
         for deferred in [false, true] {
-            let mut s = if deferred {
-                FetchSchedule::new(Box::new(IdentityByPosition(*identity(40, 0, 4))), 16, true)
-            } else {
-                FetchSchedule::new(identity(40, 0, 4), 16, true)
-            };
+            let mut s = schedule(identity(40, 0, 4), 16, true, deferred);
             s.ramp_up(2);
             let windows = if deferred { deferred_cuts(s) } else { cuts(s) };
             assert_eq!(sizes(&windows), [16, 16, 8], "{deferred}");
