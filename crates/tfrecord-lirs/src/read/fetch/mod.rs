@@ -849,13 +849,10 @@ mod tests {
     #[test]
     fn later_fetches_over_a_reader_reuse_its_buffers() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for i in 0..300u32 {
-            w.write(&vec![i as u8; 1000 + i as usize]).unwrap();
-        }
-        w.finish().unwrap();
-        let reader = Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap());
+        let reader = padded_reader(
+            dir.path(),
+            (0..300u32).map(|i| vec![i as u8; 1000 + i as usize]),
+        );
         let options = FetchOptions {
             threads: 2,
             window: 64,
@@ -990,13 +987,7 @@ mod tests {
     #[test]
     fn a_ramped_fetch_starts_with_one_batch_and_keeps_the_order() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
-        for i in 0..3000u32 {
-            w.write(&i.to_le_bytes()).unwrap();
-        }
-        w.finish().unwrap();
-        let reader = Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap());
+        let reader = padded_reader(dir.path(), (0..3000u32).map(|i| i.to_le_bytes().to_vec()));
         let params = crate::OrderParams {
             seed: 3,
             ..Default::default()
@@ -1033,6 +1024,20 @@ mod tests {
                 assert_eq!(ramped.concat(), steady.concat(), "{case}");
             }
         }
+    }
+
+    /// A reader of a padded file of `payloads` written in `dir`.
+    fn padded_reader(
+        dir: &std::path::Path,
+        payloads: impl IntoIterator<Item = Vec<u8>>,
+    ) -> Arc<Reader> {
+        let path = dir.join("d");
+        let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+        for payload in payloads {
+            w.write(&payload).unwrap();
+        }
+        w.finish().unwrap();
+        Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap())
     }
 
     fn sizes_of(windows: &[Vec<u64>]) -> Vec<usize> {
