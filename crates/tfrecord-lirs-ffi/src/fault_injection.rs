@@ -1,6 +1,6 @@
 //! Fault injection for tests (cargo feature `fault-injection`; never in the
 //! staticlib of the op library users install): a second cxx bridge with the test
-//! entry points, and the process-wide panic point that [`super::guard`] checks on
+//! entry points, and the process-wide panic point that [`crate::guard`] checks on
 //! every call when the feature is on.
 //!
 //! Its C++ side is `tf_op/lirs_test_ops.cc` (the `LIRSTestOnlyPanic` op and the C
@@ -10,7 +10,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::{guard, report, FfiError, FfiResult, Status};
+use crate::status::{guard, report, FfiError, FfiResult};
+use crate::Status;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::ffi")]
 mod ffi {
@@ -70,9 +71,9 @@ fn debug_panic(message: &str, status: &mut Status) -> FfiResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{cursor_config, reader_config, start, write_u32_file};
-    use super::super::{ok_status, open_reader, ErrorCode};
     use super::*;
+    use crate::test_support::{cursor_config, reader_config, start, write_u32_file};
+    use crate::{ok_status, open_reader, ErrorCode};
 
     #[test]
     fn panic_becomes_internal_error() {

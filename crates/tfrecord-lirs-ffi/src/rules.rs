@@ -45,6 +45,12 @@ pub fn check_page_size(page_size: i64) -> FfiResult<u64> {
     Ok(core::options::signed_page_size(page_size)?)
 }
 
+/// The order version a TensorFlow attr (a signed integer) names: the core's rule.
+pub fn order_version_of(number: i64) -> FfiResult<core::OrderVersion> {
+    let number = u64::try_from(number).unwrap_or(0);
+    Ok(core::options::order_version(number)?)
+}
+
 /// LIRSDataset's `deterministic` attr: "true" (in order), "false" (unordered) or
 /// "default" (`None`: as the pipeline's `tf.data.Options().deterministic` says).
 pub fn parse_deterministic(deterministic: &str) -> FfiResult<Option<bool>> {

@@ -8,7 +8,7 @@
 //! (`tf_op/Makefile`) turns on: the C++ definitions exist only in the op library,
 //! so the crate's own `cargo test` builds (without the feature) never reference them
 //! and link without TensorFlow. [`storage`] is the [`Storage`] every bridge entry point
-//! passes to the core (see `storage` in `lib.rs`); nothing is registered process-wide.
+//! passes to the core (see `storage` in `reader.rs`); nothing is registered process-wide.
 
 use std::io;
 use std::sync::{Arc, OnceLock};
