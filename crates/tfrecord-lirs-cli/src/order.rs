@@ -1,0 +1,43 @@
+//! `order`: one epoch's shuffled instance ids, one per line.
+
+use tfrecord_lirs::{OrderParams, Reader, ReaderOptions};
+
+use crate::args::{page_size, OrderArgs};
+use crate::report::{write_stdout, Outcome};
+use crate::storage::{reader_options, table_for};
+
+pub fn run(args: OrderArgs) -> Outcome {
+    let OrderArgs {
+        data,
+        offsets,
+        seed,
+        epoch,
+        page_aware,
+        num_shards,
+        shard_index,
+        page_size: p,
+        trust_table,
+        order_version,
+    } = args;
+    page_size(p)?;
+    let table = table_for(&data, offsets);
+    let options = ReaderOptions {
+        page_size: p,
+        ..reader_options(trust_table)
+    };
+    let reader = Reader::open_one(&data, Some(&table), &options)?;
+    let params = OrderParams {
+        seed,
+        epoch,
+        page_aware,
+        num_shards,
+        shard_index,
+    };
+    let order = reader.epoch_order_with_version(&params, order_version)?;
+    write_stdout(|out| {
+        for id in order {
+            writeln!(out, "{id}")?;
+        }
+        Ok(())
+    })
+}
