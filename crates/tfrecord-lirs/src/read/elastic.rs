@@ -20,13 +20,14 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::cursor::CursorState;
-use crate::error::{Error, Result};
-use crate::fetch::OrderSource;
-use crate::layout::Layout;
-use crate::order::{EpochOrder, OrderParams, OrderVersion};
-use crate::order_v2::OrderV2;
-use crate::reader::Reader;
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
+use tfrecord_lirs_format::order_v2::OrderV2;
+
+use crate::read::cursor::state::CursorState;
+use crate::read::fetch::OrderSource;
+use crate::read::reader::Reader;
+use crate::storage::table_files::Layout;
 
 /// The first bytes of an encoded [`EpochProgress`].
 const PROGRESS_MAGIC: &[u8; 8] = b"LIRSEPO\0";
@@ -99,8 +100,8 @@ impl EpochProgress {
     pub fn shard_positions(&self, num_shards: u64, shard_index: u64) -> Result<Vec<Range<u64>>> {
         crate::options::shard(num_shards, shard_index)?;
         let m = self.undelivered_count();
-        let lo = crate::order::shard_bound(m, shard_index, num_shards);
-        let hi = crate::order::shard_bound(m, shard_index + 1, num_shards);
+        let lo = tfrecord_lirs_format::order::shard_bound(m, shard_index, num_shards);
+        let hi = tfrecord_lirs_format::order::shard_bound(m, shard_index + 1, num_shards);
         let mut out = Vec::new();
         let mut rank = 0u64;
         for gap in self.gaps() {
@@ -564,7 +565,7 @@ impl ResumedOrder {
         let ids = match progress.order_version {
             OrderVersion::V2 => ResumedIds::Computed(OrderV2::for_layout(layout, &whole)?),
             OrderVersion::V1 => {
-                let mut epoch = EpochOrder::new(Arc::clone(layout), &whole, OrderVersion::V1)?;
+                let mut epoch = EpochOrder::new(layout, &whole, OrderVersion::V1)?;
                 let mut ids = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
                 let mut at = 0u64;
                 for r in &walk {
@@ -684,8 +685,8 @@ mod tests {
     fn a_fresh_epoch_gives_the_ordinary_shards() {
         let p = progress(103, vec![]);
         for k in 0..7 {
-            let lo = crate::order::shard_bound(103, k, 7);
-            let hi = crate::order::shard_bound(103, k + 1, 7);
+            let lo = tfrecord_lirs_format::order::shard_bound(103, k, 7);
+            let hi = tfrecord_lirs_format::order::shard_bound(103, k + 1, 7);
             assert_eq!(p.shard_positions(7, k).unwrap(), vec![lo..hi]);
         }
     }

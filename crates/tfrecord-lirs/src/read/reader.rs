@@ -6,20 +6,26 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::framing::{self, FrameError, Padding, PageSize, HEADER_LEN};
+use tfrecord_lirs_format::layout::{span_of, BadSpan};
+use tfrecord_lirs_format::order::{self, EpochOrder, OrderParams, OrderVersion};
+use tfrecord_lirs_format::order_v2::OrderV2;
+use tfrecord_lirs_format::table_path::default_table_path;
+
 use crate::advice::{self, Stamp};
-use crate::batch::{SpanBuf, SpareBatches};
-use crate::error::{Error, Result};
-use crate::format::{self, FrameError, Padding, PageSize, HEADER_LEN};
-use crate::io::{self, Backend, ReadAt, TableView};
-use crate::layout::{span_of, BadSpan, FileLayout, Layout};
-// Also imported from here by `fetch`.
-pub(crate) use crate::batch::Batch;
-use crate::format::table_path::default_table_path;
-use crate::order::{self, EpochOrder, OrderParams, OrderVersion};
+use crate::read::batch::{Batch, SpanBuf, SpareBatches};
+use crate::read::stats::{IoStats, Tally};
 use crate::read::table_check::{bad_span_error, check_table, tail_error, walk_tail};
-use crate::stats::{IoStats, Tally};
+use crate::storage::local::{self, Backend, ReadAt, TableView};
+use crate::storage::table_files::open_table_of;
+use crate::storage::table_files::{FileLayout, Layout};
 use crate::storage::Storage;
-use crate::table::open_table_of;
+
+/// Threads (reads in flight) chosen for remote files when the caller has no
+/// preference ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads)), and
+/// the parts of [`Reader::read_batch_concurrent`].
+pub const REMOTE_AUTO_THREADS: usize = 32;
 
 /// How a [`Reader::read_batch_unless_stopped`] ended (unless it failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,9 +54,9 @@ pub struct ReaderOptions {
     /// records may follow an instance and the first one starts at byte 0, which catches
     /// tables missing entries.
     pub trust_table: bool,
-    /// The caller's promise that makes [`Backend::Mmap`] sound (see [`io::MmapOptIn`]);
+    /// The caller's promise that makes [`Backend::Mmap`] sound (see [`local::MmapOptIn`]);
     /// without it that backend is refused. Default `None`.
-    pub mmap_opt_in: Option<io::MmapOptIn>,
+    pub mmap_opt_in: Option<local::MmapOptIn>,
     /// Where the files are: local files, and URLs when it has a file system. Default
     /// [`Storage::local`].
     pub storage: Storage,
@@ -70,7 +76,7 @@ impl ReaderOptions {
 impl Default for ReaderOptions {
     fn default() -> Self {
         ReaderOptions {
-            page_size: format::DEFAULT_PAGE_SIZE,
+            page_size: framing::DEFAULT_PAGE_SIZE,
             verify_payload_crc: true,
             backend: Backend::Auto,
             trust_table: false,
@@ -97,7 +103,7 @@ const CHECKED_READ_MIN_SPAN: u64 = 256 * 1024;
 const CHECKED_READ_PIECE: usize = 128 * 1024;
 
 /// Spans of at least this many bytes have their payload's CRC checked in the copy out
-/// of a map ([`format::copy_check_payload`]): such a payload is not in cache, and the
+/// of a map ([`framing::copy_check_payload`]): such a payload is not in cache, and the
 /// check on its own would read it from memory a second time. A smaller record is in
 /// the L1 cache after its CRC, so checking first (as the footer is fetched) costs the
 /// same.
@@ -223,7 +229,8 @@ impl Reader {
                 src,
                 opened: stamp,
                 touched: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-                reads_in_pieces: !crate::remote::is_url(data) && options.backend != Backend::Direct,
+                reads_in_pieces: !crate::storage::remote::is_url(data)
+                    && options.backend != Backend::Direct,
             });
             layouts.push(layout);
         }
@@ -241,7 +248,7 @@ impl Reader {
 
     /// Instances across all files.
     pub fn len(&self) -> u64 {
-        self.layout.len
+        self.layout.len()
     }
 
     /// Whether any file is a URL read through its storage's file system
@@ -249,7 +256,7 @@ impl Reader {
     pub fn is_remote(&self) -> bool {
         self.files
             .iter()
-            .any(|f| crate::remote::is_url(&f.data_path))
+            .any(|f| crate::storage::remote::is_url(&f.data_path))
     }
 
     /// Whether batches are read from memory maps now (the mmap backend, or the
@@ -265,7 +272,7 @@ impl Reader {
 
     /// Whether there are no instances.
     pub fn is_empty(&self) -> bool {
-        self.layout.len == 0
+        self.layout.len() == 0
     }
 
     /// The layout (offsets and units).
@@ -282,10 +289,10 @@ impl Reader {
     }
 
     fn check_id(&self, id: u64) -> Result<()> {
-        if id >= self.layout.len {
+        if id >= self.layout.len() {
             return Err(Error::invalid_argument(format!(
                 "instance id {id} out of range: the dataset has {} instances{}",
-                self.layout.len,
+                self.layout.len(),
                 match self.files.as_slice() {
                     [one] => format!(" ({})", one.data_path.display()),
                     _ => String::new(),
@@ -298,7 +305,7 @@ impl Reader {
     /// `[start, end)` of the span of instance `i` of file `f` (global `id`), read from
     /// its table and checked against the next entry and the file size.
     fn span(&self, f: usize, i: usize, id: u64) -> Result<(u64, u64)> {
-        let file = &self.layout.files[f];
+        let file = &self.layout.files()[f];
         match file.span(i as u64) {
             Ok(Ok(span)) => Ok(span),
             Ok(Err(bad)) => Err(self.bad_span(f, id, bad)),
@@ -313,7 +320,7 @@ impl Reader {
     #[inline(never)]
     fn bad_span(&self, f: usize, id: u64, bad: BadSpan) -> Error {
         let file = &self.files[f];
-        let layout = &self.layout.files[f];
+        let layout = &self.layout.files()[f];
         let (data, table) = (&file.data_path, &file.table_path);
         let err = bad_span_error((data, table), layout.size, id, bad);
         let err = advice::stale_table(data, table, layout.size, last_entry(layout), err);
@@ -327,7 +334,7 @@ impl Reader {
     fn table_read_error(&self, f: usize, i: usize, id: u64, e: std::io::Error) -> Error {
         let table = &self.files[f].table_path;
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            let had = self.layout.files[f].table.byte_len();
+            let had = self.layout.files()[f].table.byte_len();
             let now = std::fs::metadata(table).map(|m| m.len()).ok();
             return Error::table(
                 table,
@@ -370,7 +377,7 @@ impl Reader {
 
     /// The reads of [`read_span_into`](Reader::read_span_into), into the empty `buf`;
     /// returns where in `buf` the span starts (a few bytes in, so that the copy out of the
-    /// page cache is aligned like its source: see [`io::COPY_ALIGN`]), and, for a span
+    /// page cache is aligned like its source: see [`local::COPY_ALIGN`]), and, for a span
     /// long enough to be read in pieces ([`CHECKED_READ_MIN_SPAN`]), its payload's CRC
     /// fed on the way (check it with [`decode_read_span`](Reader::decode_read_span)).
     fn read_span_range(
@@ -400,8 +407,8 @@ impl Reader {
                 .try_into()
                 .expect("12 bytes");
             // A bad header is reported by decode_span.
-            if let Ok(len) = format::decode_header(header) {
-                let record_end = start.saturating_add(format::framed_len(len));
+            if let Ok(len) = framing::decode_header(header) {
+                let record_end = start.saturating_add(framing::framed_len(len));
                 let stop = record_end.min(end);
                 if stop > first {
                     self.append_range(f, id, first, stop, buf, tally, crc)?;
@@ -439,7 +446,7 @@ impl Reader {
 
     /// [`read_batch`](Reader::read_batch) with many reads in flight where they pay: on
     /// remote storage (a URL) the distinct ids, sorted, are cut into up to
-    /// [`REMOTE_AUTO_THREADS`](crate::REMOTE_AUTO_THREADS) parts read at once (RINAS: a
+    /// [`REMOTE_AUTO_THREADS`] parts read at once (RINAS: a
     /// request waits on the network, not on a core), cut only between runs of
     /// consecutive ids, so neighbours stay together and are fetched by one ranged read
     /// (as `read_batch` merges them); an id asked for twice is read once. Local files
@@ -448,7 +455,7 @@ impl Reader {
     /// is an [`Internal`](crate::ErrorKind::Internal) error.
     pub fn read_batch_concurrent(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
         let parts = if self.is_remote() {
-            crate::REMOTE_AUTO_THREADS.min(ids.len())
+            REMOTE_AUTO_THREADS.min(ids.len())
         } else {
             1
         };
@@ -540,7 +547,7 @@ impl Reader {
 
     /// A view of every file's map, if every file is mapped now (a leased map is
     /// revoked when a writer comes: reads then go through `pread`).
-    fn map_views(&self) -> Option<Vec<io::MapView<'_>>> {
+    fn map_views(&self) -> Option<Vec<local::MapView<'_>>> {
         self.files.iter().map(|f| f.src.map_view()).collect()
     }
 
@@ -550,14 +557,14 @@ impl Reader {
     fn read_batch_mapped(
         &self,
         ids: &[u64],
-        maps: &[io::MapView<'_>],
+        maps: &[local::MapView<'_>],
         out: &mut Batch,
         tally: &mut Tally,
     ) -> Result<()> {
         for &id in ids {
             self.check_id(id)?;
         }
-        let single = self.layout.files.len() == 1;
+        let single = self.layout.files().len() == 1;
         let entry = |id: u64| -> (usize, usize) {
             if single {
                 (0, id as usize)
@@ -567,17 +574,17 @@ impl Reader {
         };
         // Each table as a slice for this batch where it is mapped (or in memory).
         let tables: Vec<Option<TableView<'_>>> =
-            self.layout.files.iter().map(|f| f.table.view()).collect();
+            self.layout.files().iter().map(|f| f.table.view()).collect();
         let prefetch_entry = |id: u64| {
             let (f, i) = entry(id);
             if let Some(entry) = tables[f].as_deref().and_then(|t| t.get(i)) {
-                io::prefetch(entry);
+                local::prefetch(entry);
             }
         };
         // A span whose entries are not valid is not prefetched (its read reports it).
         let span_at = |f: usize, i: usize| -> Option<(u64, u64)> {
             let table = tables[f].as_deref()?;
-            span_of(table, self.layout.files[f].size, i).ok()
+            span_of(table, self.layout.files()[f].size, i).ok()
         };
         // Table entries of the first records, then records ahead, then decode.
         for &id in ids.iter().take(PREFETCH_TABLE_AHEAD) {
@@ -593,7 +600,7 @@ impl Reader {
             let mut at = start & !63;
             while at < stop {
                 if let Some(byte) = map.get(at as usize) {
-                    io::prefetch(byte);
+                    local::prefetch(byte);
                 }
                 at += 64;
             }
@@ -610,7 +617,7 @@ impl Reader {
             }
             let (f, i) = entry(id);
             let (start, end) = match tables[f].as_deref() {
-                Some(table) => span_of(table, self.layout.files[f].size, i)
+                Some(table) => span_of(table, self.layout.files()[f].size, i)
                     .map_err(|bad| self.bad_span(f, id, bad))?,
                 None => self.span(f, i, id)?,
             };
@@ -631,14 +638,14 @@ impl Reader {
             let check_here = self.verify_payload_crc && !fused;
             let payload = self.decode_span_checking(f, id, start, end, span, check_here)?;
             // Only the record is touched, not the filler after it.
-            self.note(tally, f, start, (payload.end + format::FOOTER_LEN) as u64);
+            self.note(tally, f, start, (payload.end + framing::FOOTER_LEN) as u64);
             if !fused {
                 out.push(id, &span[payload]);
                 continue;
             }
             let footer = span
-                .get(payload.end..payload.end + format::FOOTER_LEN)
-                .and_then(|b| <&[u8; format::FOOTER_LEN]>::try_from(b).ok());
+                .get(payload.end..payload.end + framing::FOOTER_LEN)
+                .and_then(|b| <&[u8; framing::FOOTER_LEN]>::try_from(b).ok());
             let checked = footer.and_then(|footer| out.push_checked(id, &span[payload], footer));
             match checked {
                 Some(Ok(())) => {}
@@ -701,7 +708,7 @@ impl Reader {
             }
             // Extend the run while ids are consecutive, in this file, and within the cap;
             // the spans of the run, in id order (each checked against its neighbour).
-            let file_len = self.layout.files[f].len();
+            let file_len = self.layout.files()[f].len();
             spans.clear();
             spans.push((first_start, first_end));
             let mut end = k + 1;
@@ -782,7 +789,7 @@ impl Reader {
         let file = &self.files[f];
         let mut at = start;
         for piece in dst.chunks_mut(CHECKED_READ_PIECE) {
-            io::read_exact_at(&*file.src, piece, at)
+            local::read_exact_at(&*file.src, piece, at)
                 .map_err(|e| self.range_read_error(f, id, start, len as u64, e))?;
             crc.feed(at, piece);
             at += piece.len() as u64;
@@ -801,7 +808,7 @@ impl Reader {
         tally: &mut Tally,
     ) -> Result<()> {
         let len = dst.len() as u64;
-        io::read_exact_at(&*self.files[f].src, dst, start)
+        local::read_exact_at(&*self.files[f].src, dst, start)
             .map_err(|e| self.range_read_error(f, id, start, len, e))?;
         self.note(tally, f, start, len);
         Ok(())
@@ -876,13 +883,13 @@ impl Reader {
             return self.decode_span(f, id, start, end, span);
         };
         // A frame that does not decode is reported by decode_span_checking below.
-        if let Ok(frame) = format::decode_record(span, false) {
+        if let Ok(frame) = framing::decode_record(span, false) {
             // The frame is the one the feed decoded (the same first bytes), and it lies
             // inside the span read, so the feed covered its whole payload.
             let at = HEADER_LEN + frame.payload.len();
             let Some(footer) = span
-                .get(at..at + format::FOOTER_LEN)
-                .and_then(|b| <&[u8; format::FOOTER_LEN]>::try_from(b).ok())
+                .get(at..at + framing::FOOTER_LEN)
+                .and_then(|b| <&[u8; framing::FOOTER_LEN]>::try_from(b).ok())
             else {
                 return self.decode_span(f, id, start, end, span);
             };
@@ -938,11 +945,11 @@ impl Reader {
     ) -> Result<std::ops::Range<usize>> {
         let file = &self.files[f];
         let span_end = start + span.len() as u64;
-        let frame = format::decode_record(span, check_payload_crc).map_err(|e| match e {
+        let frame = framing::decode_record(span, check_payload_crc).map_err(|e| match e {
             // A record overrunning a span that ends before the end of the file: the
             // table's next offset is wrong, not the data.
             FrameError::Truncated { needed, .. }
-                if span_end < self.layout.files[f].size && needed > HEADER_LEN as u64 =>
+                if span_end < self.layout.files()[f].size && needed > HEADER_LEN as u64 =>
             {
                 Error::table(
                     &file.table_path,
@@ -957,7 +964,7 @@ impl Reader {
             }
             e => Error::frame(&file.data_path, Some(id), start, e),
         })?;
-        if format::is_filler(frame.payload) {
+        if framing::is_filler(frame.payload) {
             return Err(Error::table(
                 &file.table_path,
                 Some(id),
@@ -971,7 +978,7 @@ impl Reader {
         if span_end == end {
             // `framed_len <= span.len()`, checked by decode_record.
             let tail = &span[frame.framed_len as usize..];
-            if let Err((at, e)) = format::check_padding_tail(tail, self.padding) {
+            if let Err((at, e)) = framing::check_padding_tail(tail, self.padding) {
                 let at = start + frame.framed_len + at as u64;
                 return Err(tail_error(
                     (&file.data_path, &file.table_path),
@@ -989,7 +996,7 @@ impl Reader {
     /// bitmap, totals in `tally` (added to the shared counters once per call of a
     /// public read method, so threads do not contend on them per record).
     fn note(&self, tally: &mut Tally, f: usize, start: u64, len: u64) {
-        let page = self.layout.page;
+        let page = self.layout.page_size();
         tally.reads += 1;
         tally.bytes += len;
         tally.pages += page.pages_touched(start, len);
@@ -1006,13 +1013,13 @@ impl Reader {
             self.reads.fetch_add(tally.reads, Ordering::Relaxed);
             self.bytes_read.fetch_add(tally.bytes, Ordering::Relaxed);
             self.page_reads.fetch_add(tally.pages, Ordering::Relaxed);
-            crate::stats::add_to_process_totals(&tally);
+            crate::read::stats::add_to_process_totals(&tally);
         }
     }
 
     /// What was read since the last [`reset_io_stats`](Reader::reset_io_stats).
     pub fn io_stats(&self) -> IoStats {
-        let page = self.layout.page.get();
+        let page = self.layout.page_size().get();
         IoStats {
             reads: self.reads.load(Ordering::Relaxed),
             bytes_read: self.bytes_read.load(Ordering::Relaxed),
@@ -1025,7 +1032,7 @@ impl Reader {
                 .sum(),
             data_pages: self
                 .layout
-                .files
+                .files()
                 .iter()
                 .map(|f| f.size.div_ceil(page))
                 .sum(),
@@ -1044,7 +1051,7 @@ impl Reader {
 
     /// The order of one epoch for one shard (order version 1).
     pub fn epoch_order(&self, params: &OrderParams) -> Result<EpochOrder> {
-        EpochOrder::new(Arc::clone(&self.layout), params, OrderVersion::V1)
+        EpochOrder::new(&self.layout, params, OrderVersion::V1)
     }
 
     /// The order of one epoch for one shard, made by order version `version`.
@@ -1053,13 +1060,13 @@ impl Reader {
         params: &OrderParams,
         version: OrderVersion,
     ) -> Result<EpochOrder> {
-        EpochOrder::new(Arc::clone(&self.layout), params, version)
+        EpochOrder::new(&self.layout, params, version)
     }
 
     /// Order version 2 of one epoch for one shard, as a function from position to id
     /// (nothing materialised; see [`OrderV2`](crate::OrderV2)).
-    pub fn order_v2(&self, params: &OrderParams) -> Result<crate::OrderV2> {
-        crate::OrderV2::for_layout(&self.layout, params)
+    pub fn order_v2(&self, params: &OrderParams) -> Result<OrderV2> {
+        OrderV2::for_layout(&self.layout, params)
     }
 
     /// Instances of shard `shard_index` of `num_shards` in every epoch, for both kinds
@@ -1103,7 +1110,7 @@ struct SpanCrc {
     start: u64,
     /// The payload's file range, once the header was read and its length CRC held.
     payload: Option<(u64, u64)>,
-    crc: format::PayloadCrc,
+    crc: framing::PayloadCrc,
 }
 
 impl SpanCrc {
@@ -1111,7 +1118,7 @@ impl SpanCrc {
         SpanCrc {
             start,
             payload: None,
-            crc: format::PayloadCrc::new(),
+            crc: framing::PayloadCrc::new(),
         }
     }
 
@@ -1121,7 +1128,7 @@ impl SpanCrc {
             let header = bytes
                 .get(..HEADER_LEN)
                 .and_then(|h| <&[u8; HEADER_LEN]>::try_from(h).ok());
-            if let Some(Ok(len)) = header.map(format::decode_header) {
+            if let Some(Ok(len)) = header.map(framing::decode_header) {
                 let from = self.start + HEADER_LEN as u64;
                 self.payload = Some((from, from.saturating_add(len)));
             }

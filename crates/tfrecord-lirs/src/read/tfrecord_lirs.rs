@@ -6,10 +6,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
-use crate::fetch::{FetchOptions, Fetcher, Payloads, Window};
-use crate::order::{OrderParams, OrderVersion};
-use crate::reader::{Reader, ReaderOptions};
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
+
+use crate::read::fetch::{FetchOptions, Fetcher, Payloads, Window};
+use crate::read::reader::{Reader, ReaderOptions};
 
 /// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
 ///

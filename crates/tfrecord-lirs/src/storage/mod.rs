@@ -16,7 +16,8 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use tfrecord_lirs_format::error::{Error, Result};
+
 use local::{AutoFile, Backend, MmapOptIn, PreadFile, ReadAt};
 use remote::FileSystem;
 

@@ -1,3 +1,5 @@
-//! Writing: the page-aligned writers, `pad` and the offset-table builds.
+//! Writing: the page-aligned writers, `pad`, the offset-table builds and the spec's
+//! table builder.
 
+pub(crate) mod table_builder;
 pub(crate) mod writer;

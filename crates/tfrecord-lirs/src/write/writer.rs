@@ -10,16 +10,20 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::fit::Fit;
+use tfrecord_lirs_format::framing::{self, PageSize, FILLER_MAGIC};
+use tfrecord_lirs_format::table::OffsetTableBuilder;
+use tfrecord_lirs_format::table_path::default_table_path;
+
 use crate::compress::Compression;
-use crate::error::{Error, Result};
-use crate::format::table_path::default_table_path;
-use crate::format::{self, Fit, PageSize, FILLER_MAGIC};
-use crate::remote::FileSystem;
-use crate::storage::{Place, Storage};
-use crate::table::{
+use crate::read::reader::{Reader, ReaderOptions};
+use crate::storage::remote::FileSystem;
+use crate::storage::table_files::{
     check_table_path, same_file, sync_parent_dir, temp_file_beside, write_table, write_table_in,
-    write_table_with, OffsetTableBuilder,
+    write_table_with,
 };
+use crate::storage::{Place, Storage};
 
 /// One thing to write (spec: "instance or padding").
 #[derive(Debug, Clone, Copy)]
@@ -120,7 +124,7 @@ impl<W: Write> TFRecordWriter<W> {
     /// Writes one instance record and returns its offset. Refuses a payload that starts
     /// with the filler magic, since readers would take it for padding.
     pub fn write_instance(&mut self, payload: &[u8]) -> Result<u64> {
-        if format::is_filler(payload) {
+        if framing::is_filler(payload) {
             return Err(Error::invalid_argument(format!(
                 "{}: refusing to write an instance whose payload starts with the filler magic {:?} (readers would skip it as padding)",
                 self.name.display(),
@@ -128,14 +132,14 @@ impl<W: Write> TFRecordWriter<W> {
             )));
         }
         let offset = self.position;
-        let header = format::encode_header(payload.len() as u64);
-        let footer = format::encode_footer(payload);
+        let header = framing::encode_header(payload.len() as u64);
+        let footer = framing::encode_footer(payload);
         for part in [&header[..], payload, &footer[..]] {
             self.inner
                 .write_all(part)
                 .map_err(|e| Error::io(&self.name, e))?;
         }
-        self.position += format::framed_len(payload.len() as u64);
+        self.position += framing::framed_len(payload.len() as u64);
         Ok(offset)
     }
 
@@ -144,15 +148,15 @@ impl<W: Write> TFRecordWriter<W> {
         if n == 0 {
             return Ok(());
         }
-        if !format::filler_fits(n) {
+        if !framing::filler_fits(n) {
             return Err(Error::invalid_argument(format!(
                 "{}: padding of {n} bytes is impossible: a filler record takes at least {} bytes",
                 self.name.display(),
-                format::MIN_FILLER_LEN
+                framing::MIN_FILLER_LEN
             )));
         }
         self.scratch.clear();
-        format::encode_filler(n, &mut self.scratch);
+        framing::encode_filler(n, &mut self.scratch);
         self.inner
             .write_all(&self.scratch)
             .map_err(|e| Error::io(&self.name, e))?;
@@ -197,7 +201,7 @@ pub struct PadOptions {
 impl Default for PadOptions {
     fn default() -> Self {
         PadOptions {
-            page_size: format::DEFAULT_PAGE_SIZE,
+            page_size: framing::DEFAULT_PAGE_SIZE,
             fit: Fit::Next,
             sync: false,
             storage: Storage::local(),
@@ -306,14 +310,14 @@ struct PendingSet {
 impl PendingSet {
     fn push(&mut self, input: u64, payload: Vec<u8>) {
         self.by_size
-            .insert((format::framed_len(payload.len() as u64), Reverse(input)));
+            .insert((framing::framed_len(payload.len() as u64), Reverse(input)));
         self.by_input.insert(input, payload);
     }
 
     fn take(&mut self, input: u64) -> Vec<u8> {
         let payload = self.by_input.remove(&input).expect("pending input");
         self.by_size
-            .remove(&(format::framed_len(payload.len() as u64), Reverse(input)));
+            .remove(&(framing::framed_len(payload.len() as u64), Reverse(input)));
         payload
     }
 
@@ -331,7 +335,7 @@ impl PendingSet {
             .next_back()
             .filter(|(framed, _)| page.is_small(*framed));
         let best = exact.or_else(|| {
-            let limit = rest.checked_sub(format::MIN_FILLER_LEN)?;
+            let limit = rest.checked_sub(framing::MIN_FILLER_LEN)?;
             self.by_size.range(..=(limit, Reverse(0))).next_back()
         });
         Some(best.map_or(oldest, |(_, Reverse(input))| *input))
@@ -426,7 +430,7 @@ impl PaddedWriter {
     /// Adds an instance; returns its input index (for next-fit also its instance id; for
     /// best-fit see [`PadSummary::instance_of_input`]).
     pub fn write(&mut self, payload: &[u8]) -> Result<u64> {
-        if format::is_filler(payload) {
+        if framing::is_filler(payload) {
             return Err(Error::invalid_argument(format!(
                 "{}: input {} starts with the filler magic \\x00LIRSPAD and cannot be an instance",
                 self.path.display(),
@@ -435,7 +439,7 @@ impl PaddedWriter {
         }
         let input = self.inputs;
         self.inputs += 1;
-        let framed = format::framed_len(payload.len() as u64);
+        let framed = framing::framed_len(payload.len() as u64);
         self.unpadded_page_reads += self.page.pages_touched(self.unpadded_end, framed);
         self.unpadded_end += framed;
         match self.fit {
@@ -469,7 +473,7 @@ impl PaddedWriter {
         self.writer.write_instance(payload)?;
         self.page_reads += self
             .page
-            .pages_touched(offset, format::framed_len(payload.len() as u64));
+            .pages_touched(offset, framing::framed_len(payload.len() as u64));
         Ok(())
     }
 
@@ -491,9 +495,9 @@ impl PaddedWriter {
             // A URL: the same steps through its file system (old table removed, data
             // uploaded whole, then the table).
             let local = staging.path().join("data");
-            crate::remote::delete(&*fs, &table_path)?;
+            crate::storage::remote::delete(&*fs, &table_path)?;
             self.writer.finish_to(&local, false)?;
-            crate::remote::upload(&*fs, &local, &self.path)?;
+            crate::storage::remote::upload(&*fs, &local, &self.path)?;
             let storage = Storage::with_file_system(fs);
             write_table_in(&storage, &table_path, self.table.offsets(), self.sync)?;
             return Ok(summary);
@@ -716,12 +720,12 @@ pub fn pad_file_from_table(
     mut progress: impl FnMut(u64),
 ) -> Result<PadSummary> {
     check_pad_paths(src, dst)?;
-    let trusted = crate::ReaderOptions {
+    let trusted = ReaderOptions {
         trust_table: true,
         storage: options.storage.clone(),
         ..Default::default()
     };
-    let reader = crate::Reader::open_one(src, None, &trusted)?;
+    let reader = Reader::open_one(src, None, &trusted)?;
     let mut writer = PaddedWriter::create(dst, options)?;
     let mut span = Vec::new();
     let mut last = 0;

@@ -38,13 +38,14 @@ use std::sync::Arc;
 
 pub use ledger::{DeliveredLedger, Resume};
 use schedule::DeferredIds;
-pub use schedule::{Cut, FetchSchedule, OrderSource, PositionIds, ORDER_VERSION_1};
+pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 pub use workers::panic_message;
 use workers::{Job, Workers};
 
-use crate::batch::SpareBatches;
-use crate::error::{Error, Result};
-use crate::reader::{Batch, BatchRead, Reader};
+use tfrecord_lirs_format::error::{Error, Result};
+
+use crate::read::batch::{Batch, SpareBatches};
+use crate::read::reader::{BatchRead, Reader, REMOTE_AUTO_THREADS};
 
 /// Settings of a [`Fetcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,10 +165,6 @@ fn batches_to_keep(parts_per_window: usize, options: FetchOptions, held: usize) 
 /// fetch thread and one of the consumer, which then preempted the fetch thread on its
 /// core (`perf` sched_switch: one switch per record on each side, 100 KB records).
 const ONE_RECORD_GROUP: usize = 4;
-
-/// Threads (reads in flight) chosen for remote files when the caller has no
-/// preference ([`FetchOptions::auto_threads`]).
-pub const REMOTE_AUTO_THREADS: usize = 32;
 
 /// Used batches, handed back by the consumer so the threads reuse their buffers: the
 /// reader's [`SpareBatches`], shared with every other fetch over it (the next epoch's
