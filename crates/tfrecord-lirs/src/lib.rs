@@ -95,8 +95,10 @@ pub use inspect::interop::{
 };
 pub use inspect::verify::{inspect, inspect_in, inspect_with, inspect_with_progress, Inspection};
 pub use read::batch::Batch;
+pub use read::cursor::options::CursorOptions;
 pub use read::cursor::state::CursorState;
-pub use read::cursor::{BatchView, CursorOptions, DatasetCursor};
+pub use read::cursor::view::BatchView;
+pub use read::cursor::walk::DatasetCursor;
 pub use read::elastic::{EpochProgress, ShardProgress};
 pub use read::fetch::{
     panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,

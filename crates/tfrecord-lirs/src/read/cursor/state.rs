@@ -1,4 +1,4 @@
-//! Where a [`DatasetCursor`](super::DatasetCursor) is, as a small value, and its
+//! Where a [`DatasetCursor`](super::walk::DatasetCursor) is, as a small value, and its
 //! encoding in checkpoints ([`CursorState`]).
 
 use tfrecord_lirs_format::error::{Error, Result};
@@ -9,7 +9,7 @@ use crate::read::fetch::ORDER_VERSION_1;
 /// The order versions this library can walk (docs/FORMAT.md §5).
 const KNOWN_ORDER_VERSIONS: &[u32] = &[ORDER_VERSION_1, 2];
 
-/// Where a [`DatasetCursor`](super::DatasetCursor) is: every position below `position` and every one in
+/// Where a [`DatasetCursor`](super::walk::DatasetCursor) is: every position below `position` and every one in
 /// `delivered_after` has been delivered, nothing else. A small value (positions, never
 /// payloads); the order itself is recomputed from the options on restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
