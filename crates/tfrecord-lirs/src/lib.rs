@@ -121,9 +121,10 @@ pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, Pos
 pub use tfrecord_lirs_format::order_v2::{ids_per_unit, OrderV2};
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};
 pub use tfrecord_lirs_format::table_path::default_table_path;
-pub use write::table_builder::OffsetTableBuilder;
-pub use write::writer::{
-    build_offset_table, build_offset_table_in, build_offset_table_with, check_pad_output, pad,
-    pad_file, pad_file_auto, pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit,
-    PadOptions, PadRequest, PadSummary, PaddedWriter, Record, TFRecordWriter,
+pub use write::index::{build_offset_table, build_offset_table_in, build_offset_table_with};
+pub use write::pad::{
+    check_pad_output, pad, pad_file, pad_file_auto, pad_file_from_table, pad_file_with,
+    pad_file_with_progress, AutoFit, PadRequest,
 };
+pub use write::table_builder::OffsetTableBuilder;
+pub use write::writer::{PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter};
