@@ -77,7 +77,7 @@ pub(crate) fn tail_error(
 
 /// The rule for whether `offsets` (the table at `table`) can describe the data file
 /// `data` of `size` bytes, read through `src`, before any instance's record is looked
-/// at. The [`Reader`](crate::Reader) applies it at open and [`inspect_with`] before its
+/// at. The [`Reader`](crate::Reader) applies it at open and [`inspect_with`](crate::inspect_with) before its
 /// scan, so the two never disagree on it:
 ///
 /// - a compressed file is named as such, whatever its table;

@@ -1,5 +1,5 @@
 //! The spec's reader API (`TFRecordLIRS`, spec §1, §2, §5): random access plus an
-//! epoch-by-epoch shuffled walk, on top of [`Reader`] and [`EpochOrder`]. The walk reads
+//! epoch-by-epoch shuffled walk, on top of [`Reader`] and [`EpochOrder`](crate::EpochOrder). The walk reads
 //! through a [`Fetcher`], so it gets what the dataset op gets: the order's next windows
 //! read ahead, runs of consecutive ids (page-aware units) read with one request each.
 

@@ -5,7 +5,7 @@
 //!
 //! A [`Storage`] value is what every operation on a path goes through: it decides once
 //! per path whether the path is local (the backends of [`local`]) or a URL (its
-//! [`FileSystem`](remote::FileSystem)), and front ends pass it in explicitly (in
+//! [`FileSystem`]), and front ends pass it in explicitly (in
 //! [`ReaderOptions`](crate::ReaderOptions) and [`PadOptions`](crate::PadOptions)):
 //! nothing is registered process-wide.
 

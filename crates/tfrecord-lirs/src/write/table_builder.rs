@@ -78,7 +78,7 @@ impl OffsetTableBuilder {
     }
 
     /// [`write`](OffsetTableBuilder::write); with `sync`, the table and its directory
-    /// are fsynced before this returns (see [`write_table`](crate::write_table)).
+    /// are fsynced before this returns (see [`write_table`]).
     pub fn write_synced(&self, path: &Path, sync: bool) -> Result<()> {
         write_table(path, self.0.offsets(), sync)
     }

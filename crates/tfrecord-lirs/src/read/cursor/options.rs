@@ -1,4 +1,4 @@
-//! How a [`DatasetCursor`](super::DatasetCursor) walks its epoch: [`CursorOptions`],
+//! How a [`DatasetCursor`](super::walk::DatasetCursor) walks its epoch: [`CursorOptions`],
 //! and the fetch defaults of a dataset (its windows, read-ahead and threads, measured).
 
 use tfrecord_lirs_format::error::{Error, Result};
@@ -29,7 +29,7 @@ pub(super) const DATASET_MAX_WINDOW: usize = 4096;
 pub(super) const DATASET_MAX_WINDOW_BYTES: u64 = 32 * 1024 * 1024;
 /// Windows a dataset reads ahead of its consumer.
 pub(super) const DATASET_WINDOWS_AHEAD: usize = 4;
-/// Fetch threads of a dataset over mapped files (where a bare [`Fetcher`] reads on the
+/// Fetch threads of a dataset over mapped files (where a bare [`Fetcher`](crate::read::fetch::Fetcher) reads on the
 /// consumer's thread): one, so the gather of the next windows overlaps the front end's
 /// own work on the thread that asks for records. Measured on the 2-core bench machine,
 /// in one process (`make bench` data, median epochs, TensorFlow op): batches of 256

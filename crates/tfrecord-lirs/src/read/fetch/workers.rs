@@ -10,7 +10,9 @@ use std::thread::JoinHandle;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use super::{read_part, DeferredIds, PartRead, Spares};
+use super::parts::{read_part, PartRead};
+use super::payloads::Spares;
+use super::schedule::DeferredIds;
 use crate::read::reader::Reader;
 
 /// One part of a window for a fetch thread to read.
