@@ -30,6 +30,10 @@
 //! (page-aware), as `u32` when every id fits (N ≤ 2^32), else `u64` — at most 4 (8)
 //! bytes per instance, allocated exactly. That full array is the peak; a shard then
 //! keeps only its slice of it, compacted in place and shrunk.
+//!
+//! Over 600 lines: order version 1 is one algorithm and one contract (its generator,
+//! its two plans and the iterator over both versions); kept whole, it reads against
+//! `docs/FORMAT.md` §5 in one place.
 
 use std::ops::Range;
 use std::sync::Arc;

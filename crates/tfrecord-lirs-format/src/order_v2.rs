@@ -20,6 +20,10 @@
 //!
 //! Nothing is stored per instance or per unit: an [`OrderV2`] is a few words, starting an
 //! epoch costs a few dozen multiplications, and any position is computed on its own.
+//!
+//! Over 600 lines: one algorithm and one contract (the bijection, the key schedule,
+//! the round tables and the order over them); kept whole, it reads against
+//! `docs/FORMAT.md` §5.8 in one place.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};

@@ -7,7 +7,9 @@
 //!   module where the thing lives (not a re-export of `lib.rs`, which has no private
 //!   `use` at all), and no `pub use … as` alias is used inside the crate;
 //! * no import cycle between the engine's top-level modules, nor between the modules
-//!   of one of them (e.g. `read::cursor` and `read::elastic`).
+//!   of one of them (e.g. `read::cursor` and `read::elastic`);
+//! * no source file of either crate longer than [`MAX_LINES`] outside its tests unless
+//!   its first comment says why ("Over 600 lines: …").
 //!
 //! The test code of a file (`#[cfg(test)]` items) is left out: tests may use the
 //! whole crate. `checks_find_planted_violations` shows that each check can fail.
@@ -32,6 +34,10 @@ const LAYERS: &[&[&str]] = &[
 
 /// Which modules use which (a module as its path's segments).
 type Graph = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
+
+/// The most lines of a source file outside its `#[cfg(test)]` items, unless its first
+/// comment (the `//!` lines it starts with) gives the reason, starting "Over 600 lines".
+const MAX_LINES: usize = 600;
 
 /// What the pure crate must not name (after comments and strings are removed).
 const NOT_PURE: &[&str] = &[
@@ -573,11 +579,40 @@ fn find_cycle(edges: &Graph) -> Option<Vec<String>> {
     None
 }
 
+/// Files longer than [`MAX_LINES`] outside their tests that do not say why.
+fn long_files(files: &[(PathBuf, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (file, text) in files {
+        let code = without_tests(&code_only(text));
+        // Lines up to the last one with code outside the tests (tests come last).
+        let lines = code
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .last()
+            .map_or(0, |(n, _)| n + 1);
+        let first_comment: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if lines > MAX_LINES && !first_comment.contains("Over 600 lines") {
+            bad.push(format!(
+                "{}: {lines} lines outside its tests (more than {MAX_LINES}): split it by job, or say why in its first comment (\"Over 600 lines: …\")",
+                file.display()
+            ));
+        }
+    }
+    bad
+}
+
 /// Every violation in the engine's `engine` files and the pure crate's `pure` files.
 fn violations(engine: &[(PathBuf, String)], pure: &[(PathBuf, String)]) -> Vec<String> {
     let mut bad = pure_violations(pure);
     let (engine_bad, edges) = engine_violations(engine);
     bad.extend(engine_bad);
+    bad.extend(long_files(engine));
+    bad.extend(long_files(pure));
     if let Some(cycle) = find_cycle(&edges) {
         bad.push(format!("an import cycle: {}", cycle.join(" -> ")));
     }
@@ -703,6 +738,24 @@ fn checks_find_planted_violations() {
             "{path}: {text:?} gave {bad:?}, not {expect:?}"
         );
     }
+    let long = "fn f() {}\n".repeat(MAX_LINES + 1);
+    let bad = violations(&clean, &[file("long.rs", &long)]);
+    assert!(
+        bad.iter()
+            .any(|b| b.contains("long.rs") && b.contains("outside its tests")),
+        "{bad:?}"
+    );
+    let said = format!("//! Over 600 lines: one contract.\n{long}");
+    assert_eq!(
+        violations(&clean, &[file("long.rs", &said)]),
+        Vec::<String>::new()
+    );
+    let tested = format!("fn f() {{}}\n#[cfg(test)]\nmod tests {{\n{long}}}\n");
+    assert_eq!(
+        violations(&clean, &[file("long.rs", &tested)]),
+        Vec::<String>::new()
+    );
+
     let pure_planted: &[(&str, &str)] = &[
         ("use std::fs::File;\n", "std::fs"),
         ("use std::io::{self, Read};\n", "std::io::Read"),

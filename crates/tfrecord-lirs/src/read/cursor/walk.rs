@@ -9,7 +9,8 @@ use tfrecord_lirs_format::error::{Error, Result};
 use super::options::{first_window, CursorOptions};
 use super::state::CursorState;
 use super::view::BatchView;
-use crate::read::elastic::{EpochProgress, ResumedOrder, ShardProgress};
+use crate::read::elastic::resumed::ResumedOrder;
+use crate::read::elastic::{EpochProgress, ShardProgress};
 use crate::read::fetch::{panic_message, DeliveredLedger, Fetcher, OrderSource, Payloads, Resume};
 use crate::read::reader::Reader;
 
