@@ -92,11 +92,14 @@ def test_one_version():
         with open(manifest, "rb") as f:
             package = tomllib.load(f)["package"]
         assert package["version"] == {"workspace": True}, manifest
-    # The CLI's path dependency on the core crate needs a version for `cargo package`:
-    # it must be the workspace's.
+    # The path dependencies on the workspace's own crates (the core crate, the pure
+    # format crate) need a version for `cargo package`: it must be the workspace's.
     with open(REPO / "Cargo.toml", "rb") as f:
         deps = tomllib.load(f)["workspace"]["dependencies"]
-    assert deps["tfrecord-lirs"]["version"] == f"={version}", deps["tfrecord-lirs"]
+    own = {name: dep for name, dep in deps.items() if isinstance(dep, dict) and "path" in dep}
+    assert {"tfrecord-lirs", "tfrecord-lirs-format"} <= own.keys(), own
+    for name, dep in own.items():
+        assert dep["version"] == f"={version}", (name, dep)
     with open(REPO / "python" / "pyproject.toml", "rb") as f:
         project = tomllib.load(f)["project"]
     assert "version" not in project and "version" in project["dynamic"], project

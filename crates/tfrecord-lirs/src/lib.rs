@@ -5,7 +5,8 @@
 //! neighbours, every epoch is a fresh permutation of instance ids, and each instance is
 //! read straight from the file through an **offset table**.
 //!
-//! * [`format`](mod@format): the TFRecord framing and filler records (pure, no I/O).
+//! * [`format`](mod@format): the TFRecord framing and filler records (pure, no I/O:
+//!   the `tfrecord-lirs-format` crate, re-exported).
 //! * [`OffsetTableBuilder`], [`build_offset_table`]: the offset table (N little-endian
 //!   `u64` record starts), built while writing or by scanning an existing file.
 //! * [`TFRecordWriter`], [`PaddedWriter`], [`pad_file`]: page-aligned writing, so no
@@ -21,6 +22,27 @@
 //! * [`Fetcher`]: an order's windows read ahead by a pool of threads;
 //!   [`DatasetCursor`]: the epoch walk of a dataset front end (batches, the error
 //!   policy, unordered delivery, checkpoint state as [`CursorState`]).
+//!
+//! # The layers
+//!
+//! Each layer uses only the ones below it (`tests/layers.rs` checks the imports against
+//! this list, in this order):
+//!
+//! 1. **format**, the crate [`tfrecord_lirs_format`]: framing, fillers, offset tables as
+//!    bytes, the layout of a set of files, the epoch orders, text indexes, the error
+//!    type. Pure: no file I/O; a table's entries come through its `Offsets` trait.
+//! 2. `pool`: the crate's threads (named, with their panics caught).
+//! 3. `storage`: where bytes are: local files (the one place allowed `unsafe`), files
+//!    named by URLs, table files read and written.
+//! 4. `compress`, `scan`, `advice`: compressed input, the record scanner and the advice
+//!    an error gives, used by reading and writing alike.
+//! 5. [`options`]: the rules of the front ends' arguments.
+//! 6. `read`: the reader, the fetch pool, the dataset cursor, the loader.
+//! 7. `write`: the page-aligned writers, `pad`, the table builds.
+//! 8. `inspect`: `verify`/`info`, text indexes of other readers, many files at once.
+//!
+//! Every `use` names the module where the thing lives; the re-exports below are for
+//! users only.
 //!
 //! ```
 //! use tfrecord_lirs::{PaddedWriter, PadOptions, TFRecordLIRS};
@@ -44,63 +66,65 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-// The layers: the pure format, storage (the one place allowed `unsafe`), reading,
-// writing, inspection. The error type, the option rules and the thread helpers serve all.
-mod error;
-pub mod format;
+// The layers, lowest first (the list `tests/layers.rs` checks): the pure format (its
+// own crate), the threads, storage (the one place allowed `unsafe`), what reading and
+// writing share, the option rules, reading, writing, inspection.
+pub mod advice;
+mod compress;
 mod inspect;
 pub mod options;
 mod pool;
 mod read;
+mod scan;
 mod storage;
 mod write;
 
-pub use format::{example, text_index};
+// For users only: the crate's public API, as it has been.
+pub mod format;
 pub use inspect::many;
-pub use read::advice;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
 pub use storage::local as io;
 pub use storage::remote;
+pub use tfrecord_lirs_format::{example, text_index};
 
-// Crate-internal short paths to the modules of the layers.
-use format::{layout, order, order_v2, table};
-use inspect::{interop, verify};
-use read::{batch, compress, cursor, elastic, fetch, loader, reader, scan, stats};
-use write::writer;
-
-pub use batch::Batch;
 pub use compress::Compression;
-pub use cursor::{BatchView, CursorOptions, CursorState, DatasetCursor};
-pub use elastic::{EpochProgress, ShardProgress};
-pub use error::{Error, ErrorKind, Location, Result};
-pub use fetch::{
-    panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
-    Payloads, PositionIds, Resume, Window, ORDER_VERSION_1, REMOTE_AUTO_THREADS,
-};
-pub use format::table_path::default_table_path;
-pub use format::{Fit, PageSize};
-pub use interop::{
+pub use inspect::interop::{
     build_offset_table_from_text_index, export_text_index, export_text_index_in, instance_records,
     instance_records_in, offsets_from_text_index,
 };
-pub use io::{Backend, MmapOptIn};
-pub use layout::Layout;
-pub use loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
-pub use order::{EpochOrder, OrderParams, OrderVersion};
-pub use order_v2::{ids_per_unit, OrderV2};
+pub use inspect::verify::{inspect, inspect_in, inspect_with, inspect_with_progress, Inspection};
+pub use read::batch::Batch;
+pub use read::cursor::options::CursorOptions;
+pub use read::cursor::state::CursorState;
+pub use read::cursor::view::BatchView;
+pub use read::cursor::walk::DatasetCursor;
+pub use read::elastic::{EpochProgress, ShardProgress};
+pub use read::fetch::{
+    panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
+    Payloads, Resume, Window, ORDER_VERSION_1,
+};
+pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
+pub use read::reader::{Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_THREADS};
+pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
-pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
-pub use stats::{process_io_totals, IoStats, ProcessIoTotals};
+pub use storage::local::{Backend, MmapOptIn};
+pub use storage::table_files::{
+    read_table, read_table_for, read_table_for_in, write_table, Layout,
+};
 pub use storage::Storage;
-pub use table::{
-    encode_table, parse_table, read_table, read_table_for, read_table_for_in, write_table,
-    OffsetTableBuilder,
+pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Result};
+pub use tfrecord_lirs_format::fit::Fit;
+pub use tfrecord_lirs_format::framing::PageSize;
+pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, PositionIds};
+pub use tfrecord_lirs_format::order_v2::{ids_per_unit, OrderV2};
+pub use tfrecord_lirs_format::table::{encode_table, parse_table};
+pub use tfrecord_lirs_format::table_path::default_table_path;
+pub use write::index::{build_offset_table, build_offset_table_in, build_offset_table_with};
+pub use write::pad::{
+    check_pad_output, pad, pad_file, pad_file_auto, pad_file_from_table, pad_file_with,
+    pad_file_with_progress, AutoFit, PadRequest,
 };
-pub use verify::{inspect, inspect_in, inspect_with, inspect_with_progress, Inspection};
-pub use writer::{
-    build_offset_table, build_offset_table_in, build_offset_table_with, check_pad_output, pad,
-    pad_file, pad_file_auto, pad_file_from_table, pad_file_with, pad_file_with_progress, AutoFit,
-    PadOptions, PadRequest, PadSummary, PaddedWriter, Record, TFRecordWriter,
-};
+pub use write::table_builder::OffsetTableBuilder;
+pub use write::writer::{PadOptions, PadSummary, PaddedWriter, Record, TFRecordWriter};

@@ -16,11 +16,14 @@
 
 use std::path::{Path, PathBuf};
 
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::fit::Fit;
+use tfrecord_lirs_format::framing::PageSize;
+use tfrecord_lirs_format::order::OrderVersion;
+use tfrecord_lirs_format::table_path::default_table_path;
+
 use crate::compress::Compression;
-use crate::error::{Error, Result};
-use crate::format::table_path::default_table_path;
-use crate::format::{Fit, PageSize};
-use crate::io::Backend;
+use crate::storage::local::Backend;
 
 /// A page size: a power of two from [`MIN_PAGE_SIZE`](crate::format::MIN_PAGE_SIZE) to
 /// [`MAX_PAGE_SIZE`](crate::format::MAX_PAGE_SIZE) bytes.
@@ -31,7 +34,7 @@ pub fn page_size(bytes: u64) -> Result<PageSize> {
 /// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`
 /// (the orders' rule, [`OrderParams::check_shard`](crate::OrderParams::check_shard)).
 pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
-    crate::format::order::check_shard(num_shards, shard_index)
+    tfrecord_lirs_format::order::check_shard(num_shards, shard_index)
 }
 
 /// A number of shards alone (its index not known yet): at least 1.
@@ -94,8 +97,8 @@ pub fn signed_page_size(page_size: i64) -> Result<u64> {
         .ok_or_else(|| {
             Error::invalid_argument(format!(
                 "page_size must be a power of two from {} to {} bytes, got {page_size}",
-                crate::format::MIN_PAGE_SIZE,
-                crate::format::MAX_PAGE_SIZE
+                tfrecord_lirs_format::framing::MIN_PAGE_SIZE,
+                tfrecord_lirs_format::framing::MAX_PAGE_SIZE
             ))
         })
 }
@@ -203,8 +206,8 @@ pub fn dataset_arguments(
 ///
 /// [`OrderVersion::V1`]: crate::OrderVersion::V1
 /// [`OrderVersion::V2`]: crate::OrderVersion::V2
-pub fn order_version(number: u64) -> Result<crate::OrderVersion> {
-    crate::OrderVersion::from_number(number)
+pub fn order_version(number: u64) -> Result<OrderVersion> {
+    OrderVersion::from_number(number)
 }
 
 /// An I/O backend by name: `"auto"`, `"pread"`, `"mmap"` or `"direct"` (see

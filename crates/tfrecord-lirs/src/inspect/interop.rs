@@ -4,11 +4,16 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::text_index::{
+    encode_text_index, parse_text_index, TextIndexEntry, TextIndexFormat,
+};
+
 use crate::scan::{check_first_instance, RecordScanner};
+use crate::storage::table_files::{
+    check_output_path, check_table_path, write_atomically, write_table,
+};
 use crate::storage::Storage;
-use crate::table::{check_output_path, check_table_path, write_atomically, write_table};
-use crate::text_index::{encode_text_index, parse_text_index, TextIndexEntry, TextIndexFormat};
 
 /// An error about line `line` of the text index `index`.
 fn at_line(index: &Path, line: u64, source: Error) -> Error {
@@ -101,7 +106,7 @@ pub fn offsets_from_text_index(
                             "the index gives size {} for this record, which is {} bytes framed ({} bytes of payload + 16)",
                             e.size,
                             record.framed_len,
-                            record.framed_len - crate::format::FRAMING_LEN
+                            record.framed_len - tfrecord_lirs_format::framing::FRAMING_LEN
                         ),
                     ));
                 }
@@ -208,7 +213,7 @@ pub fn export_text_index(data: &Path, out: &Path, sync: bool) -> Result<u64> {
 /// file system for it); the text index `out` is a local file (DALI and the `tfrecord`
 /// package read it from local disk).
 pub fn export_text_index_in(storage: &Storage, data: &Path, out: &Path, sync: bool) -> Result<u64> {
-    if crate::remote::is_url(out) {
+    if crate::storage::remote::is_url(out) {
         return Err(Error::invalid_argument(format!(
             "{}: a text index is written to a local file (or to stdout): give a local path",
             out.display()

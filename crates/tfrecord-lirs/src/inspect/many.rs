@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::error::{Error, Result};
+use tfrecord_lirs_format::error::{Error, Result};
 
 /// The most worker threads [`jobs`] picks by itself: the work is I/O and CRC bound,
 /// and a few files in flight keep a disk or a network busy.
@@ -143,7 +143,7 @@ pub fn pad_output_in(out_dir: &Path, input: &Path) -> Result<PathBuf> {
 /// refuses two inputs of the same file name (one copy would replace the other) and an
 /// `out_dir` that is not a directory.
 pub fn pad_outputs(inputs: &[PathBuf], out_dir: &Path) -> Result<Vec<PathBuf>> {
-    if !crate::remote::is_url(out_dir) && !out_dir.is_dir() {
+    if !crate::storage::remote::is_url(out_dir) && !out_dir.is_dir() {
         return Err(Error::invalid_argument(format!(
             "{} is not a directory: pad of several inputs writes each input's padded copy into an output directory (create it first)",
             out_dir.display()

@@ -4,13 +4,14 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result, TRUST_TABLE_HINT};
-use crate::format::{filler_fits_page, instance_is_placed};
-use crate::format::{Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
-use crate::io;
+use tfrecord_lirs_format::error::{Error, Result, TRUST_TABLE_HINT};
+use tfrecord_lirs_format::framing::{filler_fits_page, instance_is_placed};
+use tfrecord_lirs_format::framing::{Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+
 use crate::read::table_check::check_table_shape;
-use crate::remote;
 use crate::scan::{RecordScanner, PROGRESS_EVERY};
+use crate::storage::local;
+use crate::storage::remote;
 use crate::storage::Storage;
 
 /// What a full scan of a data file (and optionally its table) found.
@@ -265,9 +266,9 @@ pub fn inspect_in(
     if let Some((table_path, offsets)) = table {
         // Positioned reads without a map (a URL has only its file system's reads).
         let backend = if remote::is_url(data) {
-            io::Backend::Auto
+            local::Backend::Auto
         } else {
-            io::Backend::Pread
+            local::Backend::Pread
         };
         let src = storage.open(data, backend, 1, None)?;
         let entry = |i: u64| Ok(offsets[i as usize]);

@@ -2,7 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::{format, io};
+use tfrecord_lirs_format::framing;
+
+use crate::storage::local;
 
 /// Payloads of a batch, left in place in the buffer they were read into (no copy out of
 /// the framing): read them with [`payload`](Batch::payload) or [`payloads`](Batch::payloads).
@@ -76,17 +78,17 @@ impl Batch {
     }
 
     /// Appends payload `bytes` of instance `id`, checking them against the record's
-    /// `footer` as they are copied ([`format::copy_check_payload`]): on a mismatch the
+    /// `footer` as they are copied ([`framing::copy_check_payload`]): on a mismatch the
     /// error, and the batch is as before. `None` only if the copy could not be made.
     pub(crate) fn push_checked(
         &mut self,
         id: u64,
         bytes: &[u8],
-        footer: &[u8; format::FOOTER_LEN],
-    ) -> Option<Result<(), format::FrameError>> {
+        footer: &[u8; framing::FOOTER_LEN],
+    ) -> Option<Result<(), framing::FrameError>> {
         self.align_for(bytes.as_ptr() as u64, bytes.len());
         let at = self.used;
-        let checked = format::copy_check_payload(bytes, footer, self.tail(bytes.len()))?;
+        let checked = framing::copy_check_payload(bytes, footer, self.tail(bytes.len()))?;
         if checked.is_ok() {
             self.used += bytes.len();
             self.ids.push(id);
@@ -97,14 +99,14 @@ impl Batch {
     }
 
     /// Makes room for `len` bytes copied from `source` (a file offset, or an address),
-    /// skipping up to [`io::COPY_ALIGN`]` - 1` bytes so that they land at the same place
+    /// skipping up to [`local::COPY_ALIGN`]` - 1` bytes so that they land at the same place
     /// within a cache line as their source: misaligned copies are several times slower.
     pub(crate) fn align_for(&mut self, source: u64, len: usize) {
-        let room = self.used + io::COPY_ALIGN + len;
+        let room = self.used + local::COPY_ALIGN + len;
         if self.buf.len() < room {
             self.buf.resize(room, 0);
         }
-        self.used += io::copy_pad(self.buf.as_ptr() as usize + self.used, source);
+        self.used += local::copy_pad(self.buf.as_ptr() as usize + self.used, source);
     }
 
     /// `len` writable bytes at `used` (zero-filled only where the buffer grows).
@@ -120,7 +122,7 @@ impl Batch {
 /// A growing buffer a record's span is read into: a [`Batch`] (the span then stays
 /// in place, its payload among its framing) or a plain `Vec<u8>`.
 pub(crate) trait SpanBuf {
-    /// Skips up to [`io::COPY_ALIGN`]` - 1` bytes so that the next byte lands at the
+    /// Skips up to [`local::COPY_ALIGN`]` - 1` bytes so that the next byte lands at the
     /// same place within a cache line as `source` (a file offset), with room for `len`
     /// more; returns where the next byte goes.
     fn align_for(&mut self, source: u64, len: usize) -> usize;
@@ -150,8 +152,8 @@ impl SpanBuf for Batch {
 
 impl SpanBuf for Vec<u8> {
     fn align_for(&mut self, source: u64, len: usize) -> usize {
-        self.reserve(io::COPY_ALIGN + len);
-        let at = self.len() + io::copy_pad(self.as_ptr() as usize + self.len(), source);
+        self.reserve(local::COPY_ALIGN + len);
+        let at = self.len() + local::copy_pad(self.as_ptr() as usize + self.len(), source);
         self.resize(at, 0);
         at
     }

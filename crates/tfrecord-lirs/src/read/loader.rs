@@ -338,7 +338,7 @@ impl DatasetLoader {
             files: self
                 .reader
                 .layout()
-                .files
+                .files()
                 .iter()
                 .map(|f| (f.len(), f.size))
                 .collect(),

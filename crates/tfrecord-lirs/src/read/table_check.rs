@@ -3,10 +3,12 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result, TRUST_TABLE_HINT};
-use crate::format::{self, FrameError, Padding, HEADER_LEN};
-use crate::io::{self, ReadAt};
-use crate::layout::{BadSpan, FileLayout};
+use tfrecord_lirs_format::error::{Error, Result, TRUST_TABLE_HINT};
+use tfrecord_lirs_format::framing::{self, FrameError, Padding, HEADER_LEN};
+use tfrecord_lirs_format::layout::BadSpan;
+
+use crate::storage::local::{self, ReadAt};
+use crate::storage::table_files::FileLayout;
 
 /// Most records [`walk_tail`] looks at: a tail of more fillers than this was not written
 /// by a LIRS writer (which puts at most a few in a span), and is not checked further.
@@ -21,8 +23,8 @@ pub(crate) fn walk_tail(
     end: u64,
     padding: Padding,
     mut on_read: impl FnMut(u64, u64),
-) -> std::io::Result<Option<(u64, format::TailError)>> {
-    let mut probe = [0u8; format::FILLER_PROBE_LEN];
+) -> std::io::Result<Option<(u64, framing::TailError)>> {
+    let mut probe = [0u8; framing::FILLER_PROBE_LEN];
     let mut at = from;
     for _ in 0..MAX_TAIL_PROBES {
         if at >= end {
@@ -30,7 +32,7 @@ pub(crate) fn walk_tail(
         }
         let available = end - at;
         let len = (available as usize).min(probe.len());
-        io::read_exact_at(src, &mut probe[..len], at)?;
+        local::read_exact_at(src, &mut probe[..len], at)?;
         on_read(at, len as u64);
         match padding.framed_len(&probe[..len], available) {
             Ok(framed) => at += framed,
@@ -46,13 +48,13 @@ pub(crate) fn tail_error(
     id: u64,
     (start, end): (u64, u64),
     at: u64,
-    e: format::TailError,
+    e: framing::TailError,
 ) -> Error {
     match e {
-        format::TailError::Frame(frame @ FrameError::LengthCrc { .. }) => {
+        framing::TailError::Frame(frame @ FrameError::LengthCrc { .. }) => {
             Error::frame(data, Some(id), at, frame)
         }
-        format::TailError::Frame(frame) => Error::table(
+        framing::TailError::Frame(frame) => Error::table(
             table,
             Some(id),
             Some(at),
@@ -61,7 +63,7 @@ pub(crate) fn tail_error(
                 data.display()
             ),
         ),
-        format::TailError::NotFiller { framed_len } => Error::table(
+        framing::TailError::NotFiller { framed_len } => Error::table(
             table,
             Some(id),
             Some(at),
@@ -75,7 +77,7 @@ pub(crate) fn tail_error(
 
 /// The rule for whether `offsets` (the table at `table`) can describe the data file
 /// `data` of `size` bytes, read through `src`, before any instance's record is looked
-/// at. The [`Reader`](crate::Reader) applies it at open and [`inspect_with`] before its
+/// at. The [`Reader`](crate::Reader) applies it at open and [`inspect_with`](crate::inspect_with) before its
 /// scan, so the two never disagree on it:
 ///
 /// - a compressed file is named as such, whatever its table;
@@ -100,8 +102,8 @@ pub(crate) fn check_table_shape(
 ) -> Result<()> {
     let mut head = [0u8; HEADER_LEN];
     let head_len = (size as usize).min(HEADER_LEN);
-    if io::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
-        if let Some(kind) = format::compressed_head(&head[..head_len]) {
+    if local::read_exact_at(src, &mut head[..head_len], 0).is_ok() {
+        if let Some(kind) = framing::compressed_head(&head[..head_len]) {
             return Err(Error::compressed(data, kind));
         }
     }
@@ -194,14 +196,14 @@ pub(crate) fn check_table(
             }
         };
         let mut header = [0u8; HEADER_LEN];
-        let checked = io::read_exact_at(src, &mut header, start)
+        let checked = local::read_exact_at(src, &mut header, start)
             .map_err(|_| FrameError::Truncated {
                 needed: HEADER_LEN as u64,
                 available: end - start,
             })
-            .and_then(|_| format::decode_header(&header))
+            .and_then(|_| framing::decode_header(&header))
             .and_then(|len| {
-                let framed = format::framed_len(len);
+                let framed = framing::framed_len(len);
                 if framed > end - start {
                     Err(FrameError::Truncated {
                         needed: framed,
@@ -215,7 +217,7 @@ pub(crate) fn check_table(
             Ok(framed) => framed,
             Err(e) => {
                 if start == 0 {
-                    if let Some(kind) = format::compressed_head(&header) {
+                    if let Some(kind) = framing::compressed_head(&header) {
                         return Err(Error::compressed(data, kind));
                     }
                 }
@@ -255,8 +257,8 @@ pub(crate) fn check_table(
                     data.display(),
                     first,
                     match e {
-                        format::TailError::Frame(frame) => frame.to_string(),
-                        format::TailError::NotFiller { framed_len } =>
+                        framing::TailError::Frame(frame) => frame.to_string(),
+                        framing::TailError::NotFiller { framed_len } =>
                             format!("a record of {framed_len} bytes that is not a filler"),
                     }
                 ),
@@ -277,7 +279,7 @@ pub(crate) fn bad_span_error(
 ) -> Error {
     match bad {
         BadSpan::NotIncreasing { start, next } => {
-            crate::table::not_increasing(table, id, start, next)
+            tfrecord_lirs_format::table::not_increasing(table, id, start, next)
         }
         BadSpan::PastEnd { end } => past_end((data, table), size, id + 1, end),
         BadSpan::StartPastEnd { start } => past_end((data, table), size, id, start),

@@ -1,15 +1,16 @@
 //! The spec's reader API (`TFRecordLIRS`, spec §1, §2, §5): random access plus an
-//! epoch-by-epoch shuffled walk, on top of [`Reader`] and [`EpochOrder`]. The walk reads
+//! epoch-by-epoch shuffled walk, on top of [`Reader`] and [`EpochOrder`](crate::EpochOrder). The walk reads
 //! through a [`Fetcher`], so it gets what the dataset op gets: the order's next windows
 //! read ahead, runs of consecutive ids (page-aware units) read with one request each.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
-use crate::fetch::{FetchOptions, Fetcher, Payloads, Window};
-use crate::order::{OrderParams, OrderVersion};
-use crate::reader::{Reader, ReaderOptions};
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
+
+use crate::read::fetch::{FetchOptions, Fetcher, Payloads, Window};
+use crate::read::reader::{Reader, ReaderOptions};
 
 /// The spec's reader (§1, §2, §5): random access plus an epoch-by-epoch shuffled walk.
 ///

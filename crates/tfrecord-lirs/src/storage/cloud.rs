@@ -31,8 +31,8 @@ use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, PutPayload};
 use url::Url;
 
-use crate::io::ReadAt;
-use crate::remote::{Durability, FileSystem, RemoteWrite};
+use crate::storage::local::ReadAt;
+use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
 
 /// Worker threads of the client's runtime: they only drive sockets (the callers'
 /// threads wait on them), so two serve the 32+ reads in flight that pay on slow storage.

@@ -5,7 +5,7 @@
 //!
 //! A [`Storage`] value is what every operation on a path goes through: it decides once
 //! per path whether the path is local (the backends of [`local`]) or a URL (its
-//! [`FileSystem`](remote::FileSystem)), and front ends pass it in explicitly (in
+//! [`FileSystem`]), and front ends pass it in explicitly (in
 //! [`ReaderOptions`](crate::ReaderOptions) and [`PadOptions`](crate::PadOptions)):
 //! nothing is registered process-wide.
 
@@ -16,7 +16,8 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use tfrecord_lirs_format::error::{Error, Result};
+
 use local::{AutoFile, Backend, MmapOptIn, PreadFile, ReadAt};
 use remote::FileSystem;
 

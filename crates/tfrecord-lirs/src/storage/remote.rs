@@ -23,8 +23,9 @@
 use std::io;
 use std::path::Path;
 
-use crate::error::{Error, Result};
-use crate::io::{Backend, ReadAt};
+use tfrecord_lirs_format::error::{Error, Result};
+
+use crate::storage::local::{Backend, ReadAt};
 
 /// A file system reached by URL: positioned reads, whole small objects, and writes.
 ///
@@ -41,7 +42,7 @@ pub trait FileSystem: Send + Sync {
         let size = usize::try_from(src.size())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "object too large"))?;
         let mut bytes = vec![0u8; size];
-        crate::io::read_exact_at(&*src, &mut bytes, 0)?;
+        crate::storage::local::read_exact_at(&*src, &mut bytes, 0)?;
         Ok(bytes)
     }
 

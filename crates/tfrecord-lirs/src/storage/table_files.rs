@@ -1,16 +1,24 @@
 //! Offset table files on storage: opened without being read whole, read whole, and
 //! written atomically (the format itself, parsing and encoding, is
-//! [`format::table`](crate::table)'s).
+//! [`tfrecord_lirs_format::table`]'s); and the [`Layout`] of the tables opened.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use crate::error::{Error, Result};
-use crate::io::OffsetTable;
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::table::{check_increasing, check_whole_entries, parse_table};
+
+use crate::storage::local::OffsetTable;
 use crate::storage::{Place, Storage};
-use crate::table::{check_increasing, check_whole_entries, parse_table};
+
+/// Where every instance of every file is, the tables read where they lie
+/// ([`OffsetTable`]): the format's layout over this storage's tables.
+pub type Layout = tfrecord_lirs_format::layout::Layout<OffsetTable>;
+
+/// One data file's part of a [`Layout`].
+pub(crate) type FileLayout = tfrecord_lirs_format::layout::FileLayout<OffsetTable>;
 
 /// Opens the table at `path` through `storage` without reading it whole (see
 /// [`OffsetTable`]): a local table is mapped (or read on demand), a URL's is read in
@@ -30,13 +38,13 @@ pub(crate) fn open_table_of(
         Place::Remote(fs, url) => {
             let src = fs.open_read(url).map_err(|e| match e.kind() {
                 std::io::ErrorKind::Unsupported | std::io::ErrorKind::InvalidInput => {
-                    crate::remote::error(path, e)
+                    crate::storage::remote::error(path, e)
                 }
                 _ => Error::table_io(path, data, e),
             })?;
-            if src.size() <= crate::io::table_in_memory_max_bytes() {
+            if src.size() <= crate::storage::local::table_in_memory_max_bytes() {
                 let mut bytes = vec![0u8; src.size() as usize];
-                crate::io::read_exact_at(&*src, &mut bytes, 0)
+                crate::storage::local::read_exact_at(&*src, &mut bytes, 0)
                     .map_err(|e| Error::table_io(path, data, e))?;
                 OffsetTable::in_memory(parse_table(path, &bytes)?)
             } else {
@@ -80,8 +88,8 @@ pub(crate) fn read_table_of(
     data: Option<&Path>,
 ) -> Result<Vec<u64>> {
     let bytes = storage.read_all(path).map_err(|e| match e {
-        crate::remote::ReadAllError::Io(e) => Error::table_io(path, data, e),
-        crate::remote::ReadAllError::Other(e) => e,
+        crate::storage::remote::ReadAllError::Io(e) => Error::table_io(path, data, e),
+        crate::storage::remote::ReadAllError::Other(e) => e,
     })?;
     parse_table(path, &bytes)
 }
@@ -240,11 +248,11 @@ pub(crate) fn write_table_with<T>(
             bytes.extend(entries.iter().flat_map(|offset| offset.to_le_bytes()));
             Ok(())
         })?;
-        crate::remote::write_whole(&**fs, path, &bytes)?;
+        crate::storage::remote::write_whole(&**fs, path, &bytes)?;
         return Ok(filled);
     }
-    let mut buf = vec![0u8; TABLE_WRITE_BUFFER + crate::io::COPY_ALIGN];
-    let at = crate::io::copy_pad(buf.as_ptr() as usize, 0);
+    let mut buf = vec![0u8; TABLE_WRITE_BUFFER + crate::storage::local::COPY_ALIGN];
+    let at = crate::storage::local::copy_pad(buf.as_ptr() as usize, 0);
     let piece = &mut buf[at..at + TABLE_WRITE_BUFFER];
     write_atomically(path, sync, |w| {
         let mut used = 0;
@@ -271,7 +279,7 @@ pub(crate) fn write_table_with<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::encode_table;
+    use tfrecord_lirs_format::table::encode_table;
 
     #[test]
     fn table_round_trip_is_exactly_n_le_u64() {

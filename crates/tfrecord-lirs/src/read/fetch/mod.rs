@@ -29,22 +29,31 @@
 //! delivered.
 
 mod ledger;
+mod parts;
+mod payloads;
+mod pool;
 mod schedule;
 mod workers;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "fault-injection")]
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub use ledger::{DeliveredLedger, Resume};
-use schedule::DeferredIds;
-pub use schedule::{Cut, FetchSchedule, OrderSource, PositionIds, ORDER_VERSION_1};
+use parts::{read_part, Abandoned, MIN_PART_IDS};
+use payloads::{Parts, Spares};
+pub use payloads::{Payloads, Window};
+use pool::Pool;
+pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 pub use workers::panic_message;
-use workers::{Job, Workers};
+use workers::Workers;
 
-use crate::batch::SpareBatches;
-use crate::error::{Error, Result};
-use crate::reader::{Batch, BatchRead, Reader};
+use tfrecord_lirs_format::error::{Error, Result};
+
+use crate::read::batch::Batch;
+use crate::read::reader::{Reader, REMOTE_AUTO_THREADS};
 
 /// Settings of a [`Fetcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,56 +97,6 @@ impl Default for FetchOptions {
     }
 }
 
-/// One part of a window as read: its payloads in part order (an empty one for each
-/// failed id) and the failed ids' positions in the part with their errors.
-struct PartRead {
-    batch: Batch,
-    failed: Vec<(usize, Error)>,
-}
-
-/// A part's read given up because its fetch is being dropped: no payload of it is
-/// ever handed out.
-struct Abandoned;
-
-/// Reads `ids` into `batch` with one coalesced read; if that fails, reads them one by
-/// one, so each error names its own instance and the others are still read. A failed
-/// id gets an empty payload in `batch`, and its position and error are returned.
-/// Once `stop` is set (only by a fetch being dropped) the part is given up between two
-/// reads, `batch` left unusable.
-fn read_part(
-    reader: &Reader,
-    ids: &[u64],
-    batch: &mut Batch,
-    stop: &AtomicBool,
-) -> std::result::Result<Vec<(usize, Error)>, Abandoned> {
-    match reader.read_batch_unless_stopped(ids, batch, stop) {
-        Ok(BatchRead::Complete) => return Ok(Vec::new()),
-        Ok(BatchRead::Abandoned) => return Err(Abandoned),
-        Err(_) => {}
-    }
-    batch.clear();
-    let mut failed = Vec::new();
-    let mut span = Vec::new();
-    for (k, &id) in ids.iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Abandoned);
-        }
-        match reader.read_span_into(id, &mut span) {
-            Ok(payload) => batch.push(id, &span[payload]),
-            Err(e) => {
-                batch.push(id, &[]);
-                failed.push((k, e));
-            }
-        }
-    }
-    Ok(failed)
-}
-
-/// A window is cut into parts of at least this many ids (when it has that many): a
-/// part is one hand-off to a thread and back, which costs about as much as reading a
-/// few hot records.
-const MIN_PART_IDS: usize = 16;
-
 /// One-record buffers kept for reuse (see [`Fetcher::new`]): a batch of 256 viewed
 /// records downstream and those in flight, so each batch reuses the last one's.
 const SPARE_ONE_RECORD_BUFFERS: usize = 320;
@@ -164,43 +123,6 @@ fn batches_to_keep(parts_per_window: usize, options: FetchOptions, held: usize) 
 /// fetch thread and one of the consumer, which then preempted the fetch thread on its
 /// core (`perf` sched_switch: one switch per record on each side, 100 KB records).
 const ONE_RECORD_GROUP: usize = 4;
-
-/// Threads (reads in flight) chosen for remote files when the caller has no
-/// preference ([`FetchOptions::auto_threads`]).
-pub const REMOTE_AUTO_THREADS: usize = 32;
-
-/// Used batches, handed back by the consumer so the threads reuse their buffers: the
-/// reader's [`SpareBatches`], shared with every other fetch over it (the next epoch's
-/// too), of which this fetch keeps up to `keep` (more would only hold memory).
-#[derive(Clone)]
-struct Spares {
-    pool: SpareBatches,
-    keep: usize,
-}
-
-impl Spares {
-    fn take(&self) -> Batch {
-        self.pool.take()
-    }
-
-    fn give(&self, batches: impl IntoIterator<Item = Batch>) {
-        self.pool.give(batches, self.keep);
-    }
-}
-
-/// A window being fetched by the pool: its ids and positions, where each payload
-/// will be, and the parts that came back.
-struct Pending {
-    cut: Cut,
-    /// The ids, left to compute (by the fetch thread, or by the consumer while it
-    /// waits, or when the thread failed first).
-    deferred: Option<DeferredIds>,
-    slots: Vec<(usize, usize)>,
-    parts: Vec<Option<PartRead>>,
-    missing: usize,
-    /// A window-level failure (a panic in a fetch thread).
-    error: Option<Error>,
-}
 
 /// Reads an epoch order ([`OrderSource`], e.g. an [`EpochOrder`](crate::EpochOrder))
 /// window by window with a pool of threads.
@@ -259,30 +181,6 @@ enum Delivery {
     Inline(Arc<Reader>),
     /// By a pool of fetch threads, `depth` windows ahead.
     Pooled(Pool),
-}
-
-/// The pooled strategy: windows in flight and the threads reading them.
-struct Pool {
-    workers: Workers,
-    pending: BTreeMap<u64, Pending>,
-    threads: usize,
-    depth: usize,
-    next_window: u64,
-    next_deliver: u64,
-    /// Ids per part, at least: [`MIN_PART_IDS`], or 1 for remote files, where a read
-    /// waits on the network and each run of consecutive ids (one coalesced request)
-    /// is a part of its own, so up to `threads` requests are in flight.
-    min_part_ids: usize,
-    /// Windows are handed out as they complete ([`Fetcher::unordered`]).
-    unordered: bool,
-    /// Whether the schedule has no window left to cut: the last one cut is then the
-    /// order's last.
-    cut_all: bool,
-    /// More windows are queued only once at most this many are in flight (see
-    /// [`ONE_RECORD_GROUP`]).
-    refill_at: usize,
-    /// Jobs per group sent to one thread (see [`ONE_RECORD_GROUP`]).
-    group_jobs: usize,
 }
 
 impl Fetcher {
@@ -495,355 +393,9 @@ impl Fetcher {
     }
 }
 
-impl Pool {
-    /// Queues windows until `depth` are in flight or the schedule is exhausted.
-    fn submit(&mut self, schedule: &mut FetchSchedule) {
-        if self.pending.len() > self.refill_at {
-            return;
-        }
-        let mut group = Vec::new();
-        while self.pending.len() < self.depth {
-            // With one thread a window is one part, read in the order's order: its ids
-            // are not needed to split it, and the thread computes them (when the order
-            // can) instead of the consumer, whose thread is the busier one.
-            let next = if self.threads == 1 {
-                schedule.next_cut_deferred()
-            } else {
-                schedule.next_cut().map(|cut| (cut, None))
-            };
-            let Some((cut, deferred)) = next else {
-                self.cut_all = true;
-                break;
-            };
-            let window = self.next_window;
-            self.next_window += 1;
-            let (jobs, slots) = match deferred {
-                Some(ref ids) => {
-                    let job = Job {
-                        window,
-                        part: 0,
-                        ids: Vec::new(),
-                        deferred: Some(ids.clone()),
-                    };
-                    (
-                        vec![job],
-                        (0..cut.positions.len()).map(|k| (0, k)).collect(),
-                    )
-                }
-                None => {
-                    let most = self.threads.min(cut.ids.len().div_ceil(self.min_part_ids));
-                    let (parts, slots) = split_runs(&cut.ids, most);
-                    let jobs = parts.into_iter().enumerate().map(|(part, ids)| Job {
-                        window,
-                        part,
-                        ids,
-                        deferred: None,
-                    });
-                    (jobs.collect(), slots)
-                }
-            };
-            let count = jobs.len();
-            for job in jobs {
-                group.push(job);
-                if group.len() >= self.group_jobs {
-                    self.workers.send(std::mem::take(&mut group));
-                }
-            }
-            self.pending.insert(
-                window,
-                Pending {
-                    cut,
-                    deferred,
-                    slots,
-                    parts: (0..count).map(|_| None).collect(),
-                    missing: count,
-                    error: None,
-                },
-            );
-        }
-        if !group.is_empty() {
-            self.workers.send(group);
-        }
-    }
-
-    /// The next window in order, or (unordered) the first one in flight to complete.
-    fn next_window(&mut self, schedule: &mut FetchSchedule, spares: &Spares) -> Option<Window> {
-        self.submit(schedule);
-        let mut head = self.next_deliver;
-        loop {
-            if self.unordered {
-                // The first complete window in flight, if any; the order's last one
-                // (shorter than the others when they are batches) only when it is
-                // the only one left, so that only an epoch's last batch is short.
-                let last = (self.cut_all && self.pending.len() > 1).then(|| self.next_window - 1);
-                match self
-                    .pending
-                    .iter()
-                    .find(|(&w, p)| p.missing == 0 && Some(w) != last)
-                {
-                    Some((&w, _)) => {
-                        head = w;
-                        break;
-                    }
-                    None if self.pending.is_empty() => return None,
-                    None => head = self.pending.keys().next().copied().unwrap_or(head),
-                }
-            } else {
-                match self.pending.get(&head) {
-                    None => return None,
-                    Some(p) if p.missing == 0 => break,
-                    Some(_) => {}
-                }
-            }
-            // About to wait for the fetch thread: the ids of the newest window it has
-            // not reached are computed here meanwhile (once, by whichever thread comes
-            // first), so a consumer that waits takes that work off the busier thread.
-            if let Some(deferred) = self
-                .pending
-                .values()
-                .next_back()
-                .and_then(|p| p.deferred.as_ref())
-                .filter(|d| !d.is_computed())
-            {
-                deferred.ids();
-            }
-            let Some(group) = self.workers.recv() else {
-                // Every thread is gone (cannot happen while they catch panics).
-                // This window fails and is passed: each later window fails the same
-                // way and the epoch still ends.
-                let cut = self
-                    .pending
-                    .remove(&head)
-                    .map(|mut p| {
-                        p.complete_ids();
-                        p.cut
-                    })
-                    .unwrap_or_default();
-                self.next_deliver += 1;
-                return Some(Window {
-                    ids: cut.ids,
-                    positions: cut.positions,
-                    result: Err(Error::internal(
-                        "tfrecord-lirs fetch threads stopped unexpectedly",
-                    )),
-                });
-            };
-            for done in group {
-                let Some(p) = self.pending.get_mut(&done.window) else {
-                    continue;
-                };
-                p.missing = p.missing.saturating_sub(1);
-                match (done.result, p.parts.get_mut(done.part)) {
-                    (Ok(read), Some(slot)) => *slot = Some(read),
-                    (Ok(_), None) => {
-                        p.error.get_or_insert(Error::internal(format!(
-                            "fetch thread answered for part {} of a window of {} parts",
-                            done.part,
-                            p.parts.len()
-                        )));
-                    }
-                    (Err(e), _) => {
-                        p.error.get_or_insert(e);
-                    }
-                }
-            }
-        }
-        // Present: the loop above only breaks when the head window is complete.
-        let mut window = self.pending.remove(&head)?;
-        self.next_deliver += 1;
-        window.complete_ids();
-        let result = match window.error {
-            Some(e) => {
-                spares.give(window.parts.into_iter().flatten().map(|r| r.batch));
-                Err(e)
-            }
-            None => Ok(assemble(window.parts, window.slots, spares)),
-        };
-        self.submit(schedule);
-        Some(Window {
-            ids: window.cut.ids,
-            positions: window.cut.positions,
-            result,
-        })
-    }
-}
-
-impl Pending {
-    /// Fills in the window's ids if they were left to compute (computing them if its
-    /// fetch thread failed first).
-    fn complete_ids(&mut self) {
-        if let Some(deferred) = &self.deferred {
-            self.cut.ids = deferred.ids().to_vec();
-        }
-    }
-}
-
-/// The payloads of a window from its parts (all present) and where each slot is.
-fn assemble(parts: Vec<Option<PartRead>>, slots: Vec<(usize, usize)>, spares: &Spares) -> Payloads {
-    let mut batches = Vec::with_capacity(parts.len());
-    // (part, index in part) -> error, for the rare parts with failed ids.
-    let mut part_errors = BTreeMap::new();
-    for (p, read) in parts.into_iter().flatten().enumerate() {
-        for (j, e) in read.failed {
-            part_errors.insert((p, j), e);
-        }
-        batches.push(read.batch);
-    }
-    let failed = if part_errors.is_empty() {
-        Vec::new()
-    } else {
-        slots
-            .iter()
-            .enumerate()
-            .filter_map(|(k, at)| Some((k, part_errors.remove(at)?)))
-            .collect()
-    };
-    Payloads {
-        parts: Parts::Scattered { batches, slots },
-        failed,
-        spares: spares.clone(),
-    }
-}
-
-/// One window of an epoch order, as fetched.
-#[derive(Debug)]
-pub struct Window {
-    /// The ids of the window, in order.
-    pub ids: Vec<u64>,
-    /// Their positions in the epoch order (ascending).
-    pub positions: Vec<u64>,
-    /// Their payloads (each read or failed on its own), or the error that failed the
-    /// whole window (always [`ErrorKind::Internal`](crate::ErrorKind::Internal)).
-    pub result: Result<Payloads>,
-}
-
-/// The payloads of one window where the fetch threads put them (no copy into one
-/// buffer); slot `i` is the window's `i`-th id: its payload, or the error reading it.
-pub struct Payloads {
-    parts: Parts,
-    /// (slot, error) of each slot whose read failed, by slot; usually empty.
-    failed: Vec<(usize, Error)>,
-    spares: Spares,
-}
-
-/// Where the payloads of a window are.
-enum Parts {
-    /// One batch holding the window's payloads in window order (read on the
-    /// consumer's thread).
-    InOrder(Batch),
-    /// Batches read by the fetch threads; slot `i` is `batches[slots[i].0]`, payload
-    /// `slots[i].1`.
-    Scattered {
-        batches: Vec<Batch>,
-        slots: Vec<(usize, usize)>,
-    },
-}
-
-impl Payloads {
-    /// Number of slots (the window's ids).
-    pub fn len(&self) -> usize {
-        match &self.parts {
-            Parts::InOrder(batch) => batch.len(),
-            Parts::Scattered { slots, .. } => slots.len(),
-        }
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Slot `i`: the payload of the window's `i`-th id, or the error reading that
-    /// instance (naming its file, id and byte); `None` if `i` is out of range.
-    pub fn get(&self, i: usize) -> Option<std::result::Result<&[u8], &Error>> {
-        if !self.failed.is_empty() {
-            if let Ok(k) = self.failed.binary_search_by_key(&i, |&(slot, _)| slot) {
-                return Some(Err(&self.failed[k].1));
-            }
-        }
-        let payload = match &self.parts {
-            Parts::InOrder(batch) => batch.get(i),
-            Parts::Scattered { batches, slots } => {
-                let &(p, j) = slots.get(i)?;
-                batches.get(p)?.get(j)
-            }
-        };
-        payload.map(Ok)
-    }
-
-    /// The slots that failed, in window order, with their errors.
-    pub fn failures(&self) -> impl ExactSizeIterator<Item = (usize, &Error)> + '_ {
-        self.failed.iter().map(|(slot, e)| (*slot, e))
-    }
-
-    /// The payloads copied into one [`Batch`] with `ids`, the window's ids; the error of
-    /// the first failed slot if any failed.
-    pub fn into_batch(mut self, ids: &[u64]) -> Result<Batch> {
-        if !self.failed.is_empty() {
-            return Err(self.failed.swap_remove(0).1);
-        }
-        let mut out = Batch::default();
-        for (i, &id) in ids.iter().enumerate() {
-            match self.get(i) {
-                Some(Ok(payload)) => out.push(id, payload),
-                _ => break,
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl std::fmt::Debug for Payloads {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Payloads")
-            .field("len", &self.len())
-            .field("failed", &self.failed.len())
-            .finish()
-    }
-}
-
-impl Drop for Payloads {
-    fn drop(&mut self) {
-        match std::mem::replace(&mut self.parts, Parts::InOrder(Batch::default())) {
-            Parts::InOrder(batch) => self.spares.give([batch]),
-            Parts::Scattered { batches, .. } => self.spares.give(batches),
-        }
-    }
-}
-
-/// Cuts a window into at most `parts` id lists, each a set of whole runs of consecutive
-/// ids (sorted), balanced by count. Also returns where each position of `ids` lands:
-/// (list, index in the list). One part is the window as it is (the read finds its runs
-/// itself), without sorting it.
-fn split_runs(ids: &[u64], parts: usize) -> (Vec<Vec<u64>>, Vec<(usize, usize)>) {
-    if parts <= 1 {
-        return (vec![ids.to_vec()], (0..ids.len()).map(|k| (0, k)).collect());
-    }
-    let mut by_id: Vec<usize> = (0..ids.len()).collect();
-    by_id.sort_unstable_by_key(|&k| ids[k]);
-    let target = ids.len().div_ceil(parts.max(1));
-    let mut out: Vec<Vec<u64>> = Vec::new();
-    let mut slots = vec![(0, 0); ids.len()];
-    let mut current = Vec::new();
-    let mut prev: Option<u64> = None;
-    for &k in &by_id {
-        let id = ids[k];
-        let run_continues = prev.is_some_and(|p| id == p || id == p + 1);
-        if !run_continues && current.len() >= target {
-            out.push(std::mem::take(&mut current));
-        }
-        slots[k] = (out.len(), current.len());
-        current.push(id);
-        prev = Some(id);
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    (out, slots)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::parts::split_runs;
     use super::*;
 
     #[test]

@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use crate::error::Result;
-use crate::order::EpochOrder;
+use tfrecord_lirs_format::error::Result;
+use tfrecord_lirs_format::order::{EpochOrder, PositionIds};
 
 /// The version of the order algorithm of [`EpochOrder`] (docs/FORMAT.md §5), as
 /// checkpoints record it.
@@ -52,13 +52,6 @@ pub trait OrderSource: Send {
         let _ = (min, exact);
         None
     }
-}
-
-/// The ids of an order's positions, computed from the positions alone on any thread
-/// (see [`OrderSource::next_positions`]).
-pub trait PositionIds: Send + Sync {
-    /// Appends the ids at the order's positions `positions` to `out`, in order.
-    fn compute_ids(&self, positions: Range<u64>, out: &mut Vec<u64>);
 }
 
 impl OrderSource for EpochOrder {

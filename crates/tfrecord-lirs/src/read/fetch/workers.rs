@@ -8,9 +8,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::{read_part, DeferredIds, PartRead, Spares};
-use crate::error::{Error, Result};
-use crate::reader::Reader;
+use tfrecord_lirs_format::error::{Error, Result};
+
+use super::parts::{read_part, PartRead};
+use super::payloads::Spares;
+use super::schedule::DeferredIds;
+use crate::read::reader::Reader;
 
 /// One part of a window for a fetch thread to read.
 pub(super) struct Job {

@@ -4,9 +4,10 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use tfrecord_lirs_format::error::Result;
+
 use super::leased::LeasedMap;
 use super::{copy_out, MapView, PreadFile, ReadAt, View};
-use crate::error::Result;
 
 /// Records longer than this on average are not mapped by [`AutoFile`]: one `pread` per
 /// record costs little next to copying it, and mapped pages would count in the

@@ -5,8 +5,9 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use tfrecord_lirs_format::error::{Error, Result};
+
 use super::ReadAt;
-use crate::error::{Error, Result};
 
 /// Alignment of `O_DIRECT` offsets, lengths and buffers: covers 512 B and 4 KiB
 /// logical blocks.

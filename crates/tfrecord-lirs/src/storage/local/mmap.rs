@@ -8,8 +8,9 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use tfrecord_lirs_format::error::{Error, Result};
+
 use super::{copy_out, ReadAt};
-use crate::error::{Error, Result};
 
 /// The caller's promise that makes the [`Mmap`](super::Backend::Mmap) backend sound:
 /// proof, required by [`MmapFile::open`] and by

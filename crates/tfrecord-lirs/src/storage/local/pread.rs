@@ -5,8 +5,9 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use tfrecord_lirs_format::error::{Error, Result};
+
 use super::ReadAt;
-use crate::error::{Error, Result};
 
 /// The `pread(2)` backend: reads through the page cache. A file truncated while it is
 /// open gives a clean error on the next read.

@@ -339,6 +339,30 @@ impl ReadAt for RevokedMap<'_> {
     }
 }
 
+/// How the format's layout reads a table's entries (the inherent methods, wherever
+/// the table lies).
+impl tfrecord_lirs_format::layout::Offsets for OffsetTable {
+    type Error = io::Error;
+    type View<'a> = TableView<'a>;
+
+    fn len(&self) -> u64 {
+        OffsetTable::len(self)
+    }
+
+    #[inline]
+    fn view(&self) -> Option<TableView<'_>> {
+        OffsetTable::view(self)
+    }
+
+    fn get(&self, i: u64) -> io::Result<u64> {
+        OffsetTable::get(self, i)
+    }
+
+    fn read_into(&self, first: u64, out: &mut [u64]) -> io::Result<()> {
+        OffsetTable::read_into(self, first, out)
+    }
+}
+
 impl OffsetTable {
     /// [`OffsetTable::read_into`] for a table read in blocks: each block `out` overlaps
     /// from the cache, or read whole (one read) and kept.

@@ -3,19 +3,15 @@
 //! Value `i` is the byte offset of instance `i`'s record (its length field). Offsets
 //! strictly increase; instance `i`'s span is `[offset[i], offset[i+1])` with
 //! `offset[N]` = the data file's size (spec eq. 1).
+//!
+//! The bytes only: reading and writing table files is the engine's storage layer.
 
 use std::path::Path;
 
 use byteorder::{ByteOrder, LittleEndian};
 
 use crate::error::{Error, Result};
-use crate::format::{self, PageSize};
-// Reading and writing table files is storage's; their paths here are kept.
-pub(crate) use crate::storage::table_files::{
-    check_output_path, check_table_path, open_table_of, same_file, sync_parent_dir,
-    temp_file_beside, write_atomically, write_table_in, write_table_with,
-};
-pub use crate::storage::table_files::{read_table, read_table_for, read_table_for_in, write_table};
+use crate::framing::{self, PageSize};
 
 /// Parses table bytes: a multiple of 8 bytes, strictly increasing offsets.
 /// `path` only names the table in errors.
@@ -28,7 +24,7 @@ pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
 }
 
 /// The error for a table of `byte_len` bytes that is not a whole number of entries.
-pub(crate) fn check_whole_entries(path: &Path, byte_len: u64) -> Result<()> {
+pub fn check_whole_entries(path: &Path, byte_len: u64) -> Result<()> {
     if !byte_len.is_multiple_of(8) {
         return Err(Error::table(
             path,
@@ -42,7 +38,7 @@ pub(crate) fn check_whole_entries(path: &Path, byte_len: u64) -> Result<()> {
 
 /// The error for the first entry of `offsets` (the table at `path`) not past the one
 /// before it.
-pub(crate) fn check_increasing(path: &Path, offsets: &[u64]) -> Result<()> {
+pub fn check_increasing(path: &Path, offsets: &[u64]) -> Result<()> {
     match offsets.windows(2).position(|pair| pair[1] <= pair[0]) {
         Some(i) => Err(not_increasing(path, i as u64, offsets[i], offsets[i + 1])),
         None => Ok(()),
@@ -51,7 +47,7 @@ pub(crate) fn check_increasing(path: &Path, offsets: &[u64]) -> Result<()> {
 
 /// The error for entry `i + 1` of the table at `path` (at byte `next`) not past entry
 /// `i` (at byte `at`); ids are the table's own.
-pub(crate) fn not_increasing(path: &Path, i: u64, at: u64, next: u64) -> Error {
+pub fn not_increasing(path: &Path, i: u64, at: u64, next: u64) -> Error {
     Error::table(
         path,
         Some(i + 1),
@@ -70,38 +66,24 @@ pub fn encode_table(offsets: &[u64]) -> Vec<u8> {
     bytes
 }
 
-/// Builds an offset table while a file is written (spec §3 and §4).
+/// Builds an offset table while a file is written (spec §3 and §4): the offsets, in
+/// memory (the engine's `OffsetTableBuilder` wraps this one and writes the table file).
 ///
 /// Without padding, `calc_offset` follows spec eq. 2 (this offset = previous offset +
 /// previous length). With a page size, the padding rule decides where each instance
 /// goes and [`padding_before`](OffsetTableBuilder::padding_before) says how many filler
 /// bytes the writer must put first.
 ///
-/// The spec's example, in Rust:
-///
 /// ```
-/// use tfrecord_lirs::{OffsetTableBuilder, TFRecordWriter, PageSize};
-/// # fn main() -> tfrecord_lirs::Result<()> {
-/// # let dir = tempfile::tempdir().unwrap();
-/// # let data_path = dir.path().join("train.tfrecord");
-/// # let instances: Vec<Vec<u8>> = (0..100).map(|i| vec![i as u8; 300 + i]).collect();
-/// let whether_to_use_padding = true;
-/// let mut offset_table = OffsetTableBuilder::new(whether_to_use_padding.then(PageSize::default));
-/// let mut writer = TFRecordWriter::create(&data_path)?;
-/// for instance in &instances {
-///     // ... preprocess the instance ...
-///     if whether_to_use_padding {
-///         // write the padding to the TFRecord file
-///         writer.write_padding(offset_table.padding_before(instance.len() as u64))?;
-///     }
-///     // calculate the offset of this instance, then write it
-///     let offset = offset_table.calc_offset(instance.len() as u64);
-///     assert_eq!(offset, writer.position());
-///     writer.write_instance(instance)?;
-/// }
-/// writer.finish()?;
-/// offset_table.write(&tfrecord_lirs::default_table_path(&data_path))?;
-/// # Ok(()) }
+/// use tfrecord_lirs_format::framing::PageSize;
+/// use tfrecord_lirs_format::table::OffsetTableBuilder;
+/// let mut table = OffsetTableBuilder::new(Some(PageSize::default()));
+/// assert_eq!(table.calc_offset(4000), 0);
+/// // 4016 framed bytes so far: a 100-byte instance does not fit the rest of the page,
+/// // so filler comes first and the instance starts the next page.
+/// assert_eq!(table.padding_before(100), 4096 - 4016);
+/// assert_eq!(table.calc_offset(100), 4096);
+/// assert_eq!(table.offsets(), &[0, 4096]);
 /// ```
 #[derive(Debug, Clone)]
 pub struct OffsetTableBuilder {
@@ -125,7 +107,7 @@ impl OffsetTableBuilder {
     /// bytes: 0 without padding, else 0 or at least 24 (one filler record).
     pub fn padding_before(&self, payload_len: u64) -> u64 {
         match self.padding {
-            Some(page) => format::padding_before(self.end, format::framed_len(payload_len), page),
+            Some(page) => framing::padding_before(self.end, framing::framed_len(payload_len), page),
             None => 0,
         }
     }
@@ -134,7 +116,7 @@ impl OffsetTableBuilder {
     pub fn calc_offset(&mut self, payload_len: u64) -> u64 {
         let offset = self.end + self.padding_before(payload_len);
         self.offsets.push(offset);
-        self.end = offset + format::framed_len(payload_len);
+        self.end = offset + framing::framed_len(payload_len);
         offset
     }
 
@@ -146,17 +128,6 @@ impl OffsetTableBuilder {
     /// Where the next byte goes (the data file's size so far, padding excluded).
     pub fn end(&self) -> u64 {
         self.end
-    }
-
-    /// Writes the table file atomically (spec: `write(offset_table_filename)`).
-    pub fn write(&self, path: &Path) -> Result<()> {
-        self.write_synced(path, false)
-    }
-
-    /// [`write`](OffsetTableBuilder::write); with `sync`, the table and its directory
-    /// are fsynced before this returns (see [`write_table`]).
-    pub fn write_synced(&self, path: &Path, sync: bool) -> Result<()> {
-        write_table(path, &self.offsets, sync)
     }
 
     /// Consumes the builder, returning the offsets.

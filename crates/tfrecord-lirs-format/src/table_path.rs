@@ -19,7 +19,7 @@ pub fn default_table_path(data: &Path) -> PathBuf {
 
 /// The data file a table at `table` is the default table of (`FILE` when its name is not
 /// `<data>.offsets`), for the commands an error suggests.
-pub(crate) fn data_of_table(table: &Path) -> PathBuf {
+pub fn data_of_table(table: &Path) -> PathBuf {
     let name = table.as_os_str().to_string_lossy();
     match name.strip_suffix(".offsets") {
         Some(data) if !data.is_empty() => PathBuf::from(data),

@@ -475,9 +475,9 @@ impl PageSize {
     }
 
     /// Validates `bytes` as a page size, with an error that says what is allowed.
-    pub fn checked(bytes: u64) -> crate::Result<PageSize> {
+    pub fn checked(bytes: u64) -> crate::error::Result<PageSize> {
         PageSize::new(bytes).ok_or_else(|| {
-            crate::Error::invalid_argument(format!(
+            crate::error::Error::invalid_argument(format!(
                 "page size {bytes} is not a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE} bytes"
             ))
         })

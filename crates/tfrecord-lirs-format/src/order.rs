@@ -30,6 +30,10 @@
 //! (page-aware), as `u32` when every id fits (N ≤ 2^32), else `u64` — at most 4 (8)
 //! bytes per instance, allocated exactly. That full array is the peak; a shard then
 //! keeps only its slice of it, compacted in place and shrunk.
+//!
+//! Over 600 lines: order version 1 is one algorithm and one contract (its generator,
+//! its two plans and the iterator over both versions); kept whole, it reads against
+//! `docs/FORMAT.md` §5 in one place.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -38,7 +42,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
-use crate::layout::Layout;
+use crate::layout::{Layout, Offsets};
 use crate::order_v2::{OrderV2, V2Cursor};
 
 const PURPOSE_INSTANCES: u64 = 1;
@@ -67,7 +71,7 @@ impl OrderVersion {
         }
     }
 
-    /// The version numbered `number` (see [`options::order_version`](crate::options::order_version)).
+    /// The version numbered `number` (see `tfrecord_lirs::options::order_version`).
     pub fn from_number(number: u64) -> Result<OrderVersion> {
         match number {
             1 => Ok(OrderVersion::V1),
@@ -95,7 +99,7 @@ pub struct OrderParams {
 }
 
 /// The shard rule of every order: `num_shards >= 1` and `shard_index < num_shards`.
-pub(crate) fn check_shard(num_shards: u64, shard_index: u64) -> Result<()> {
+pub fn check_shard(num_shards: u64, shard_index: u64) -> Result<()> {
     if num_shards == 0 || shard_index >= num_shards {
         return Err(Error::invalid_argument(format!(
             "shard_index must be in [0, num_shards), got shard_index={shard_index} num_shards={num_shards}"
@@ -222,8 +226,15 @@ impl Ids {
     }
 }
 
+/// The ids of an order's positions, computed from the positions alone on any thread
+/// (see the engine's `OrderSource::next_positions`; [`OrderV2`] is one).
+pub trait PositionIds: Send + Sync {
+    /// Appends the ids at the order's positions `positions` to `out`, in order.
+    fn compute_ids(&self, positions: Range<u64>, out: &mut Vec<u64>);
+}
+
 /// Position `⌊k·n/K⌋` where shard `k` of `K` starts, without overflow.
-pub(crate) fn shard_bound(n: u64, k: u64, num_shards: u64) -> u64 {
+pub fn shard_bound(n: u64, k: u64, num_shards: u64) -> u64 {
     (u128::from(n) * u128::from(k) / u128::from(num_shards)) as u64
 }
 
@@ -383,7 +394,7 @@ enum Plan {
 /// page-aware), so its length never depends on the epoch. A page-aware shard may begin
 /// and end inside a unit; every other unit it holds is whole and contiguous.
 ///
-/// Order version 2 ([`Reader::epoch_order_with_version`](crate::Reader::epoch_order_with_version))
+/// Order version 2 (`Reader::epoch_order_with_version`)
 /// holds no ids: it computes them from the positions, 256 at a time.
 ///
 /// Memory (version 1): the full order of an epoch is built once, at most 4 bytes per instance
@@ -408,7 +419,6 @@ enum Plan {
 /// # Ok(()) }
 /// ```
 pub struct EpochOrder {
-    layout: Arc<Layout>,
     params: OrderParams,
     plan: Plan,
     len: u64,
@@ -416,15 +426,15 @@ pub struct EpochOrder {
 }
 
 impl EpochOrder {
-    pub(crate) fn new(
-        layout: Arc<Layout>,
+    /// The order of `layout`'s instances for `params`, made by `version`.
+    pub fn new<T: Offsets>(
+        layout: &Layout<T>,
         params: &OrderParams,
         version: OrderVersion,
     ) -> Result<EpochOrder> {
         if version == OrderVersion::V2 {
-            let order = OrderV2::for_layout(&layout, params)?;
+            let order = OrderV2::for_layout(layout, params)?;
             return Ok(EpochOrder {
-                layout,
                 params: *params,
                 len: order.len(),
                 plan: Plan::V2(Box::new(V2Cursor::new(order))),
@@ -436,7 +446,7 @@ impl EpochOrder {
         let lo = shard_bound(n, params.shard_index, params.num_shards);
         let hi = shard_bound(n, params.shard_index + 1, params.num_shards);
         let plan = if params.page_aware {
-            Plan::Units(unit_plan(&layout, params, lo, hi)?)
+            Plan::Units(unit_plan(layout, params, lo, hi)?)
         } else {
             let mut ids = Ids::with_capacity(n, n as usize);
             for id in 0..n {
@@ -452,7 +462,6 @@ impl EpochOrder {
             Plan::Instances(ids)
         };
         Ok(EpochOrder {
-            layout,
             params: *params,
             plan,
             len: hi - lo,
@@ -461,16 +470,16 @@ impl EpochOrder {
     }
 
     /// The instance-based order of `n` instances that are not described by any file
-    /// (e.g. a sampler given only a length): the same order a [`Reader`](crate::Reader)
+    /// (e.g. a sampler given only a length): the same order a `Reader`
     /// of `n` instances gives for `params`. Page-aware orders need the files' layout:
-    /// `params.page_aware` is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument).
+    /// `params.page_aware` is an [`InvalidArgument`](crate::error::ErrorKind::InvalidArgument).
     pub fn of_len(n: u64, params: &OrderParams, version: OrderVersion) -> Result<EpochOrder> {
         if params.page_aware {
             return Err(Error::invalid_argument(
                 "a page-aware order needs the files' offset tables, not only a length",
             ));
         }
-        EpochOrder::new(Arc::new(Layout::of_len(n)?), params, version)
+        EpochOrder::new(&Layout::<Vec<u64>>::of_len(n)?, params, version)
     }
 
     /// Instances in this shard's epoch.
@@ -523,7 +532,6 @@ impl EpochOrder {
             return cursor.order.position_of(id).unwrap_or(self.len);
         }
         let mut fresh = EpochOrder {
-            layout: Arc::clone(&self.layout),
             params: self.params,
             plan: match &self.plan {
                 Plan::Instances(ids) => Plan::Instances(ids.clone()),
@@ -560,7 +568,7 @@ impl EpochOrder {
     /// [`next_window`](Self::next_window), or [`next_batch`](Self::next_batch) when
     /// `exact`, would) without computing their ids, and returns them with the order.
     /// `None` for version 1, which takes nothing.
-    pub(crate) fn next_positions(
+    pub fn next_positions(
         &mut self,
         min: usize,
         exact: bool,
@@ -655,7 +663,12 @@ impl UnitBounds<'_> {
 /// The units holding positions `[lo, hi)` of the epoch's page-aware order, with their
 /// lengths: computed here from the tables, once, so that walking the order never reads
 /// a table (a read could fail where the walk cannot report it).
-fn unit_plan(layout: &Layout, params: &OrderParams, lo: u64, hi: u64) -> Result<Units> {
+fn unit_plan<T: Offsets>(
+    layout: &Layout<T>,
+    params: &OrderParams,
+    lo: u64,
+    hi: u64,
+) -> Result<Units> {
     let mut count = 0usize;
     layout.for_each_unit(|_, _| count += 1)?;
     let mut in_id_order = Ids::with_capacity(layout.len(), count);
@@ -690,7 +703,7 @@ fn unit_plan(layout: &Layout, params: &OrderParams, lo: u64, hi: u64) -> Result<
 /// Instances in shard `shard_index` of `num_shards`: `⌊(k+1)N/K⌋ − ⌊kN/K⌋`, the same in
 /// every epoch and for both kinds of order (a page-aware shard is a slice of positions
 /// too).
-pub(crate) fn shard_len(layout: &Layout, num_shards: u64, shard_index: u64) -> Result<u64> {
+pub fn shard_len<T: Offsets>(layout: &Layout<T>, num_shards: u64, shard_index: u64) -> Result<u64> {
     check_shard(num_shards, shard_index)?;
     let n = layout.len();
     Ok(shard_bound(n, shard_index + 1, num_shards) - shard_bound(n, shard_index, num_shards))

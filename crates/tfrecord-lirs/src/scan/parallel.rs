@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::framing::{self, HEADER_LEN};
+
 use super::{check_header, check_record, truncated, Bad, PROGRESS_EVERY};
-use crate::error::{Error, Result};
-use crate::format::{self, HEADER_LEN};
-use crate::io;
+use crate::storage::local;
 use crate::storage::{Place, Storage};
 
 /// Bytes per chunk of [`scan_offsets`]: small enough to stay in a core's L2 cache from
@@ -67,11 +68,11 @@ struct Walk {
 
 /// What the workers of one [`scan_offsets`] share.
 struct Scan<'a> {
-    src: &'a dyn io::ReadAt,
+    src: &'a dyn local::ReadAt,
     /// The file mapped under a read lease, if the kernel granted one: chunks are then
     /// checked in place (no copy); once a writer revokes it, chunks are read with
     /// `pread` again, which sees a truncation as an early end of the file.
-    map: Option<&'a crate::io::leased::LeasedMap>,
+    map: Option<&'a crate::storage::local::leased::LeasedMap>,
     file_size: u64,
     chunk: usize,
     chunks: usize,
@@ -170,8 +171,8 @@ impl Scan<'_> {
         }
         let _guard = StopOnPanic(self);
         // A cache line more than a chunk, so that each chunk can be read to where the
-        // kernel's copy is aligned like the page cache (see `io::COPY_ALIGN`).
-        let mut backing = vec![0; self.chunk + io::COPY_ALIGN];
+        // kernel's copy is aligned like the page cache (see `local::COPY_ALIGN`).
+        let mut backing = vec![0; self.chunk + local::COPY_ALIGN];
         let mut records = Vec::new();
         let mut carry = Vec::new();
         let mut instances = 0;
@@ -184,7 +185,7 @@ impl Scan<'_> {
             let want = (self.file_size - base).min(self.chunk as u64) as usize;
             // Sized like the last chunk's, so it seldom grows.
             let mut offsets = Vec::with_capacity(instances + instances / 8 + 16);
-            let pad = io::copy_pad(backing.as_ptr() as usize, base);
+            let pad = local::copy_pad(backing.as_ptr() as usize, base);
             let buf = &mut backing[pad..pad + want];
             let Some((bad, last)) =
                 self.check_chunk(k, buf, &mut records, &mut carry, &mut offsets)
@@ -232,7 +233,7 @@ impl Scan<'_> {
         }
         let data: &[u8] = match mapped {
             Some(bytes) => bytes,
-            None => match io::read_full_from(self.src, buf, base) {
+            None => match local::read_full_from(self.src, buf, base) {
                 Ok(n) => &buf[..n],
                 // Where this chunk's records end is unknown, so no later chunk can be
                 // walked.
@@ -267,7 +268,7 @@ impl Scan<'_> {
             if prefetching {
                 let ahead = (pos + WALK_PREFETCH).min(data.len());
                 while prefetched < ahead {
-                    io::prefetch(&data[prefetched]);
+                    local::prefetch(&data[prefetched]);
                     prefetched += 64;
                 }
             }
@@ -277,7 +278,7 @@ impl Scan<'_> {
             let (header, head) = match rest.first_chunk::<HEADER_LEN>() {
                 Some(header) => (header, rest),
                 // The header itself runs past the chunk.
-                None => match io::read_full_from(self.src, &mut split, offset) {
+                None => match local::read_full_from(self.src, &mut split, offset) {
                     Ok(HEADER_LEN) => (&split, &split[..]),
                     Ok(n) => {
                         bad = Some(truncated(offset, HEADER_LEN as u64, n as u64, true));
@@ -315,7 +316,7 @@ impl Scan<'_> {
         for &(pos, framed) in records.iter() {
             let offset = base + pos as u64;
             match check_record(offset, &data[pos..pos + framed]) {
-                Ok(payload) if format::is_filler(payload) => {}
+                Ok(payload) if framing::is_filler(payload) => {}
                 Ok(_) => offsets.push(offset),
                 Err(b) => return Some((Some(b), last)),
             }
@@ -335,19 +336,19 @@ impl Scan<'_> {
         let record = &mut carry[..framed];
         let here = &data[pos..];
         record[..here.len()].copy_from_slice(here);
-        let have = match io::read_full_from(self.src, &mut record[here.len()..], base + got as u64)
-        {
-            Ok(n) => here.len() + n,
-            Err(e) => return Some((Some(Bad::Io(e)), last)),
-        };
+        let have =
+            match local::read_full_from(self.src, &mut record[here.len()..], base + got as u64) {
+                Ok(n) => here.len() + n,
+                Err(e) => return Some((Some(Bad::Io(e)), last)),
+            };
         if have < framed {
             // A truncated filler is not an instance.
-            let filler = record.get(HEADER_LEN..have).is_some_and(format::is_filler);
+            let filler = record.get(HEADER_LEN..have).is_some_and(framing::is_filler);
             let bad = truncated(offset, framed as u64, have as u64, !filler);
             return Some((Some(bad), last));
         }
         match check_record(offset, record) {
-            Ok(payload) if format::is_filler(payload) => {}
+            Ok(payload) if framing::is_filler(payload) => {}
             Ok(_) => offsets.push(offset),
             Err(b) => return Some((Some(b), last)),
         }
@@ -384,10 +385,10 @@ fn scan_offsets_to_with(
     // through their file system.
     let (src, map) = match storage.place(data)? {
         Place::Local(path) => (
-            io::open(path, io::Backend::Pread, None)?,
-            crate::io::leased::LeasedMap::open(path),
+            local::open(path, local::Backend::Pread, None)?,
+            crate::storage::local::leased::LeasedMap::open(path),
         ),
-        Place::Remote(..) => (storage.open(data, io::Backend::Auto, 1, None)?, None),
+        Place::Remote(..) => (storage.open(data, local::Backend::Auto, 1, None)?, None),
     };
     let file_size = src.size();
     let chunk = chunk.max(1);

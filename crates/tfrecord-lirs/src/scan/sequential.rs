@@ -7,11 +7,12 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::framing::{self, HEADER_LEN};
+
 use super::{check_header, check_record, truncated, Bad, ScannedRecord};
 use crate::compress::{self, Compression};
-use crate::error::{Error, Result};
-use crate::format::{self, HEADER_LEN};
-use crate::io;
+use crate::storage::local;
 use crate::storage::Storage;
 
 /// Bytes per read of a [`RecordScanner`]: few syscalls, and a ring of them still fits
@@ -58,7 +59,7 @@ fn read_ahead(
             },
             Err(TryRecvError::Disconnected) => return,
         };
-        match io::read_full(src, &mut buf) {
+        match local::read_full(src, &mut buf) {
             Ok(0) => {
                 let _ = filled.send(Filled::Eof);
                 return;
@@ -152,7 +153,7 @@ impl Source {
                 if buf.len() != *chunk {
                     buf = vec![0; *chunk];
                 }
-                let n = io::read_full(&mut **src, &mut buf)?;
+                let n = local::read_full(&mut **src, &mut buf)?;
                 *eof = n < buf.len();
                 Ok((n > 0).then_some((buf, n)))
             }
@@ -402,7 +403,7 @@ impl RecordScanner {
         self.pos += framed as usize;
         match check_record(offset, &self.chunk[start..self.pos]) {
             Ok(payload) => {
-                self.instances += u64::from(!format::is_filler(payload));
+                self.instances += u64::from(!framing::is_filler(payload));
                 Ok(Some(ScannedRecord {
                     offset,
                     payload,
@@ -455,8 +456,8 @@ impl RecordScanner {
             }
             if self.pos == self.len && !self.advance()? {
                 // A truncated filler is not an instance.
-                let filler =
-                    framed.is_some() && self.carry.get(HEADER_LEN..).is_some_and(format::is_filler);
+                let filler = framed.is_some()
+                    && self.carry.get(HEADER_LEN..).is_some_and(framing::is_filler);
                 let bad = truncated(offset, want as u64, self.carry.len() as u64, !filler);
                 return Err(self.fail(bad));
             }
@@ -467,7 +468,7 @@ impl RecordScanner {
         }
         match check_record(offset, &self.carry) {
             Ok(payload) => {
-                self.instances += u64::from(!format::is_filler(payload));
+                self.instances += u64::from(!framing::is_filler(payload));
                 Ok(Some(ScannedRecord {
                     offset,
                     payload,

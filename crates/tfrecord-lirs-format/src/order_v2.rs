@@ -20,14 +20,17 @@
 //!
 //! Nothing is stored per instance or per unit: an [`OrderV2`] is a few words, starting an
 //! epoch costs a few dozen multiplications, and any position is computed on its own.
+//!
+//! Over 600 lines: one algorithm and one contract (the bijection, the key schedule,
+//! the round tables and the order over them); kept whole, it reads against
+//! `docs/FORMAT.md` §5.8 in one place.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::fetch::PositionIds;
-use crate::layout::Layout;
-use crate::order::{shard_bound, OrderParams};
+use crate::layout::{Layout, Offsets};
+use crate::order::{shard_bound, OrderParams, PositionIds};
 
 /// SplitMix64's increment (the golden ratio in 64 bits).
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -350,7 +353,7 @@ impl Network for Tabulated<'_> {
 /// `max(1, ⌊P·N / B⌋)` with `P` the page size, `N` the instances and `B` the data files'
 /// total size — the instances a page holds on average (1 without instances). Needs only
 /// per-file sizes and counts, no offset table.
-pub fn ids_per_unit(layout: &Layout) -> u64 {
+pub fn ids_per_unit<T: Offsets>(layout: &Layout<T>) -> u64 {
     let bytes: u64 = layout.files.iter().map(|f| f.size).sum();
     if bytes == 0 {
         return 1;
@@ -455,7 +458,7 @@ impl OrderV2 {
     }
 
     /// The order of `layout`'s instances for `params` (units of [`ids_per_unit`]).
-    pub fn for_layout(layout: &Layout, params: &OrderParams) -> Result<OrderV2> {
+    pub fn for_layout<T: Offsets>(layout: &Layout<T>, params: &OrderParams) -> Result<OrderV2> {
         OrderV2::new(layout.len(), ids_per_unit(layout), params)
     }
 
@@ -675,11 +678,11 @@ const CURSOR_BLOCK: u64 = 256;
 /// A cursor over an [`OrderV2`]: the iterator state of an [`EpochOrder`] of version 2.
 /// It computes the ids of [`CURSOR_BLOCK`] positions at a time.
 ///
-/// [`EpochOrder`]: crate::EpochOrder
+/// [`EpochOrder`]: crate::order::EpochOrder
 #[derive(Debug, Clone)]
 pub(crate) struct V2Cursor {
     /// Shared with the fetch threads that compute windows' ids
-    /// ([`OrderSource::next_positions`](crate::OrderSource::next_positions)).
+    /// (`OrderSource::next_positions` of the engine's fetch).
     pub(crate) order: Arc<OrderV2>,
     /// Ids of shard positions `block_start..block_start + block.len()`.
     block: Vec<u64>,

@@ -9,9 +9,9 @@ use std::time::SystemTime;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use crate::error::{Error, ErrorKind};
-use crate::format::table_path::default_table_path;
-use crate::format::{self, FRAMING_LEN, HEADER_LEN};
+use tfrecord_lirs_format::error::{Error, ErrorKind};
+use tfrecord_lirs_format::framing::{self, FRAMING_LEN, HEADER_LEN};
+use tfrecord_lirs_format::table_path::default_table_path;
 
 /// What a local path given as a TFRecord data file is instead, when that is the
 /// mistake.
@@ -35,7 +35,7 @@ const HEAD_LEN: usize = 16;
 /// a URL (not looked at: a read costs a request) or a path that cannot be read (the
 /// caller's own error says why).
 pub fn misuse(data: &Path) -> Option<Misuse> {
-    if crate::remote::is_url(data) {
+    if crate::storage::remote::is_url(data) {
         return None;
     }
     let meta = std::fs::metadata(data).ok()?;
@@ -44,14 +44,14 @@ pub fn misuse(data: &Path) -> Option<Misuse> {
     }
     let mut head = [0u8; HEAD_LEN];
     let file = std::fs::File::open(data).ok()?;
-    let len = crate::io::read_full_at(&file, &mut head, 0).ok()?;
+    let len = crate::storage::local::read_full_at(&file, &mut head, 0).ok()?;
     let head = &head[..len];
     if let Some(header) = head.first_chunk::<HEADER_LEN>() {
-        if format::decode_header(header).is_ok() {
+        if framing::decode_header(header).is_ok() {
             return None;
         }
     }
-    if let Some(kind) = format::compressed_head(head) {
+    if let Some(kind) = framing::compressed_head(head) {
         return Some(Misuse::Compressed(kind));
     }
     let named_table = data.as_os_str().as_encoded_bytes().ends_with(b".offsets");
@@ -109,7 +109,7 @@ pub fn diagnose(data: &Path, err: Error) -> Error {
 
 /// [`diagnose`] for an input that may be compressed (`pad` decompresses it): only a
 /// directory or an offset table is a mistake; `Ok` otherwise.
-pub(crate) fn check_pad_input(data: &Path) -> crate::Result<()> {
+pub(crate) fn check_pad_input(data: &Path) -> tfrecord_lirs_format::error::Result<()> {
     match misuse(data) {
         Some(m @ (Misuse::Directory | Misuse::OffsetTable)) => Err(misuse_error(data, m)),
         _ => Ok(()),
@@ -126,7 +126,7 @@ pub(crate) struct Stamp {
 impl Stamp {
     /// `path`'s stamp now (`None` for a URL or a path that cannot be stat'ed).
     pub fn of(path: &Path) -> Option<Stamp> {
-        if crate::remote::is_url(path) {
+        if crate::storage::remote::is_url(path) {
             return None;
         }
         let meta = std::fs::metadata(path).ok()?;
@@ -197,7 +197,7 @@ pub(crate) fn stale_table(
 /// itself).
 pub fn explain(data: &Path, table: &Path, err: Error) -> Error {
     let err = diagnose(data, err);
-    if crate::remote::is_url(data) || matches!(err.kind(), ErrorKind::NotFound) {
+    if crate::storage::remote::is_url(data) || matches!(err.kind(), ErrorKind::NotFound) {
         return err;
     }
     let Ok(size) = std::fs::metadata(data).map(|m| m.len()) else {
@@ -275,7 +275,7 @@ mod tests {
 
     fn record(payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        format::encode_record(payload, &mut out);
+        framing::encode_record(payload, &mut out);
         out
     }
 
@@ -378,7 +378,7 @@ mod tests {
                 data,
                 Some(3),
                 600,
-                format::FrameError::Truncated {
+                framing::FrameError::Truncated {
                     needed: 500,
                     available: 0,
                 },

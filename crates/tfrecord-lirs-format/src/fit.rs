@@ -1,6 +1,6 @@
 //! The placement policies of the padded writer: which instance goes into which page.
 
-/// How the [`PaddedWriter`](crate::PaddedWriter) places instances into pages.
+/// How the `PaddedWriter` of the engine (tfrecord-lirs) places instances into pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fit {
     /// Streaming: instances keep their input order; a page is closed as soon as the next

@@ -1,38 +1,107 @@
 //! Where the instances are, and the page-aware units they form: the offset tables of a
-//! set of files, one global id space. Pure (no I/O): the [`Reader`](crate::Reader)
-//! builds it from the tables it opened, the orders ([`EpochOrder`](crate::EpochOrder))
-//! read units from it.
+//! set of files, one global id space. Pure (no I/O): the engine's reader builds it from
+//! the tables it opened, whose entries it reads through [`Offsets`]; the orders
+//! ([`EpochOrder`](crate::order::EpochOrder)) read units from it.
 
-use crate::format::PageSize;
-use crate::io::OffsetTable;
+use std::ops::Deref;
+use std::path::PathBuf;
 
-/// Where every instance of every file is: offsets, file sizes, global id ranges.
+use crate::error::Error;
+use crate::framing::{PageSize, DEFAULT_PAGE_SIZE};
+
+/// A file's offset table as the layout reads it: wherever the entries lie (mapped, read
+/// on demand, in memory), the storage layer implements this; nothing here checks that
+/// the entries increase (see [`span_of`]).
+pub trait Offsets {
+    /// Why a read of entries failed (the storage's I/O error).
+    type Error: Into<std::io::Error>;
+    /// All entries as one slice, held for as long as the view lives.
+    type View<'a>: Deref<Target = [u64]>
+    where
+        Self: 'a;
+
+    /// Entries in the table.
+    fn len(&self) -> u64;
+
+    /// Whether the table has no entries.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All entries as a slice when the table is mapped or in memory; `None` when its
+    /// entries are read on demand.
+    fn view(&self) -> Option<Self::View<'_>>;
+
+    /// Entry `i` (`i < len`).
+    fn get(&self, i: u64) -> Result<u64, Self::Error>;
+
+    /// Entries `first..first + out.len()` into `out`.
+    fn read_into(&self, first: u64, out: &mut [u64]) -> Result<(), Self::Error>;
+}
+
+/// The entries of a table held in memory (e.g. a layout of no files, or tests).
+impl Offsets for Vec<u64> {
+    type Error = std::io::Error;
+    type View<'a> = &'a [u64];
+
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+
+    fn view(&self) -> Option<&[u64]> {
+        Some(self)
+    }
+
+    fn get(&self, i: u64) -> Result<u64, std::io::Error> {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.as_slice().get(i).copied())
+            .ok_or_else(|| std::io::Error::other(format!("no entry {i}")))
+    }
+
+    fn read_into(&self, first: u64, out: &mut [u64]) -> Result<(), std::io::Error> {
+        let from = usize::try_from(first).map_err(std::io::Error::other)?;
+        match self.as_slice().get(from..from + out.len()) {
+            Some(entries) => {
+                out.copy_from_slice(entries);
+                Ok(())
+            }
+            None => Err(std::io::Error::other(format!(
+                "no entries {first}..{}",
+                first + out.len() as u64
+            ))),
+        }
+    }
+}
+
+/// Where every instance of every file is: offsets, file sizes, global id ranges. `T` is
+/// how each file's table is read (the engine's `Layout` names its storage's table).
 #[derive(Debug)]
-pub struct Layout {
-    pub(crate) files: Vec<FileLayout>,
+pub struct Layout<T> {
+    pub(crate) files: Vec<FileLayout<T>>,
     pub(crate) page: PageSize,
     pub(crate) len: u64,
 }
 
 /// One data file's part of a [`Layout`].
 #[derive(Debug)]
-pub(crate) struct FileLayout {
+pub struct FileLayout<T> {
     /// The offset table: record starts, read where the table lies (mapped, read on
     /// demand or in memory), never copied whole. Its entries are checked as they are
     /// used ([`span_of`]), not at open.
-    pub(crate) table: OffsetTable,
+    pub table: T,
     /// Where the table is (named when a read of it fails).
-    pub(crate) table_path: std::path::PathBuf,
+    pub table_path: PathBuf,
     /// The data file's size.
-    pub(crate) size: u64,
+    pub size: u64,
     /// The global id of the file's instance 0.
-    pub(crate) first_id: u64,
+    pub first_id: u64,
 }
 
 /// Why an instance's span, as its table gives it, cannot be one: the table does not
 /// describe the data file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BadSpan {
+pub enum BadSpan {
     /// The next entry (at `next`) is not past this one (at `start`).
     NotIncreasing {
         /// The instance's entry.
@@ -56,7 +125,7 @@ pub(crate) enum BadSpan {
 /// `entries`: its record and the padding after it, checked against its neighbour and
 /// the file size (so reading every instance once checks the whole table).
 #[inline]
-pub(crate) fn span_of(entries: &[u64], size: u64, i: usize) -> Result<(u64, u64), BadSpan> {
+pub fn span_of(entries: &[u64], size: u64, i: usize) -> Result<(u64, u64), BadSpan> {
     let start = entries[i];
     match entries.get(i + 1) {
         Some(&next) if next <= start => Err(BadSpan::NotIncreasing { start, next }),
@@ -67,15 +136,20 @@ pub(crate) fn span_of(entries: &[u64], size: u64, i: usize) -> Result<(u64, u64)
     }
 }
 
-impl FileLayout {
+impl<T: Offsets> FileLayout<T> {
     /// Instances in the file.
-    pub(crate) fn len(&self) -> u64 {
+    pub fn len(&self) -> u64 {
         self.table.len()
+    }
+
+    /// Whether the file has no instances.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Instance `i`'s entry and the next one (`None` for the last instance), read from
     /// the table wherever it is. `i < len`.
-    pub(crate) fn entry_pair(&self, i: u64) -> std::io::Result<(u64, Option<u64>)> {
+    pub fn entry_pair(&self, i: u64) -> Result<(u64, Option<u64>), T::Error> {
         if i + 1 < self.len() {
             let mut two = [0u64; 2];
             self.table.read_into(i, &mut two)?;
@@ -87,7 +161,8 @@ impl FileLayout {
 
     /// `[start, end)` of instance `i`'s span, checked as [`span_of`] does; the outer
     /// error is the table's read failing.
-    pub(crate) fn span(&self, i: u64) -> std::io::Result<Result<(u64, u64), BadSpan>> {
+    #[allow(clippy::type_complexity)]
+    pub fn span(&self, i: u64) -> Result<Result<(u64, u64), BadSpan>, T::Error> {
         let (start, next) = self.entry_pair(i)?;
         Ok(match next {
             Some(next) => span_of(&[start, next], self.size, 0),
@@ -111,9 +186,9 @@ fn starts_unit(entries: &[u64], size: u64, i: usize, page: PageSize) -> bool {
         || span_len(i) > page.get()
 }
 
-impl Layout {
+impl<T: Offsets> Layout<T> {
     /// The layout of `files` (in global id order) for pages of `page`.
-    pub(crate) fn new(files: Vec<FileLayout>, page: PageSize) -> Layout {
+    pub fn new(files: Vec<FileLayout<T>>, page: PageSize) -> Layout<T> {
         let len = files.iter().map(FileLayout::len).sum();
         Layout { files, page, len }
     }
@@ -124,10 +199,10 @@ impl Layout {
     }
 
     /// `n` instances described by no file (instance-based orders of a length).
-    pub(crate) fn of_len(n: u64) -> crate::Result<Layout> {
+    pub fn of_len(n: u64) -> crate::error::Result<Layout<T>> {
         Ok(Layout {
             files: Vec::new(),
-            page: crate::format::PageSize::checked(crate::format::DEFAULT_PAGE_SIZE)?,
+            page: PageSize::checked(DEFAULT_PAGE_SIZE)?,
             len: n,
         })
     }
@@ -149,8 +224,13 @@ impl Layout {
         self.page
     }
 
+    /// The files, in global id order.
+    pub fn files(&self) -> &[FileLayout<T>] {
+        &self.files
+    }
+
     /// (file index, index within the file) of global `id`, which must be `< len`.
-    pub(crate) fn locate(&self, id: u64) -> (usize, usize) {
+    pub fn locate(&self, id: u64) -> (usize, usize) {
         let f = self.files.partition_point(|file| file.first_id <= id) - 1;
         (f, (id - self.files[f].first_id) as usize)
     }
@@ -158,9 +238,9 @@ impl Layout {
     /// Calls `visit(first_id, len)` for every page-aware unit, in file order. Reads
     /// every table (the units of order version 1); a table that is not mapped is read
     /// into memory for the scan, one file at a time.
-    pub(crate) fn for_each_unit(&self, mut visit: impl FnMut(u64, u64)) -> crate::Result<()> {
+    pub fn for_each_unit(&self, mut visit: impl FnMut(u64, u64)) -> crate::error::Result<()> {
         for file in &self.files {
-            let failed = |e| crate::Error::io(&file.table_path, e);
+            let failed = |e: std::io::Error| Error::io(&file.table_path, e);
             let view = file.table.view();
             let read;
             let entries: &[u64] = match &view {
@@ -169,7 +249,9 @@ impl Layout {
                     let n = usize::try_from(file.len())
                         .map_err(|e| failed(std::io::Error::other(e)))?;
                     let mut all = vec![0u64; n];
-                    file.table.read_into(0, &mut all).map_err(failed)?;
+                    file.table
+                        .read_into(0, &mut all)
+                        .map_err(|e| failed(e.into()))?;
                     read = all;
                     &read
                 }

@@ -4,12 +4,17 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::format::table_path::{data_of_table, default_table_path};
-use crate::format::FrameError;
+use crate::framing::FrameError;
+use crate::table_path::{data_of_table, default_table_path};
+
+// The constructors below marked `#[doc(hidden)]` are public for the engine crate
+// (tfrecord-lirs), which makes its errors with them; users make errors only through the
+// documented ones.
 
 /// The way out of the strict checks for files padded by other tools, named by the
 /// errors a strict reader gives where the bytes it refuses are valid records.
-pub(crate) const TRUST_TABLE_HINT: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, read it with --trust-table (CLI) / trust_table=True (Python)";
+#[doc(hidden)]
+pub const TRUST_TABLE_HINT: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, read it with --trust-table (CLI) / trust_table=True (Python)";
 
 /// Result with the crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
@@ -271,7 +276,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
+    #[doc(hidden)]
+    pub fn io(path: &Path, source: std::io::Error) -> Error {
         let kind = match source.kind() {
             std::io::ErrorKind::NotFound => ErrorKind::NotFound,
             std::io::ErrorKind::UnexpectedEof => ErrorKind::DataLoss,
@@ -293,7 +299,8 @@ impl Error {
 
     /// The error for reading the table at `table` (of data file `data`, if known)
     /// failing with `source`: a missing table says how to make one.
-    pub(crate) fn table_io(table: &Path, data: Option<&Path>, source: std::io::Error) -> Error {
+    #[doc(hidden)]
+    pub fn table_io(table: &Path, data: Option<&Path>, source: std::io::Error) -> Error {
         if source.kind() != std::io::ErrorKind::NotFound {
             return Error::io(table, source);
         }
@@ -306,12 +313,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn frame(
-        path: &Path,
-        instance: Option<u64>,
-        offset: u64,
-        frame: FrameError,
-    ) -> Error {
+    #[doc(hidden)]
+    pub fn frame(path: &Path, instance: Option<u64>, offset: u64, frame: FrameError) -> Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, instance, Some(offset))),
@@ -321,7 +324,8 @@ impl Error {
     }
 
     /// A table that does not fit its data file ([`ErrorKind::InvalidArgument`]).
-    pub(crate) fn table(
+    #[doc(hidden)]
+    pub fn table(
         path: &Path,
         instance: Option<u64>,
         offset: Option<u64>,
@@ -337,7 +341,8 @@ impl Error {
     /// A data file whose layout breaks a rule ([`ErrorKind::DataLoss`]), at `offset`
     /// (`None` where the byte offset is unknown: inside a decompressed stream, whose
     /// offsets are not file offsets).
-    pub(crate) fn layout(
+    #[doc(hidden)]
+    pub fn layout(
         path: &Path,
         instance: Option<u64>,
         offset: impl Into<Option<u64>>,
@@ -353,7 +358,8 @@ impl Error {
 
     /// The error that data file `path` changed while it was open (`reason` says how and
     /// what failed because of it) ([`ErrorKind::DataLoss`]).
-    pub(crate) fn changed(
+    #[doc(hidden)]
+    pub fn changed(
         path: &Path,
         instance: Option<u64>,
         offset: Option<u64>,
@@ -363,7 +369,8 @@ impl Error {
     }
 
     /// The error about line `line` of the text index `index`: `source`, of the same kind.
-    pub(crate) fn text_index(index: &Path, line: u64, source: Error) -> Error {
+    #[doc(hidden)]
+    pub fn text_index(index: &Path, line: u64, source: Error) -> Error {
         Error {
             kind: source.kind(),
             at: Some(Location::new(index, None, None)),
@@ -377,7 +384,8 @@ impl Error {
 
     /// For a framing error, its instance id replaced by `renumber(offset)` (a scanner
     /// numbers instances by counting records; a trusted table numbers them by entry).
-    pub(crate) fn renumber_frame(mut self, renumber: impl FnOnce(u64) -> Option<u64>) -> Error {
+    #[doc(hidden)]
+    pub fn renumber_frame(mut self, renumber: impl FnOnce(u64) -> Option<u64>) -> Error {
         if let (Detail::Frame(_), Some(at)) = (&self.detail, self.at.as_mut()) {
             at.instance = at.offset.and_then(renumber);
         }

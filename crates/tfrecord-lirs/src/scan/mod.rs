@@ -16,8 +16,8 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
-use crate::format::{self, FrameError, FOOTER_LEN, HEADER_LEN};
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::framing::{self, FrameError, FOOTER_LEN, HEADER_LEN};
 
 /// Bytes between progress reports of whole-file scans.
 pub(crate) const PROGRESS_EVERY: u64 = 64 << 20;
@@ -36,7 +36,7 @@ pub struct ScannedRecord<'a> {
 impl ScannedRecord<'_> {
     /// Whether this record is a filler.
     pub fn is_filler(&self) -> bool {
-        format::is_filler(self.payload)
+        framing::is_filler(self.payload)
     }
 }
 
@@ -94,10 +94,10 @@ pub(super) fn check_header(
     available: u64,
     file_size: u64,
 ) -> std::result::Result<u64, Bad> {
-    let len = format::decode_header(header).map_err(|frame| {
+    let len = framing::decode_header(header).map_err(|frame| {
         // A bad header at offset 0 may be a compressed file: say so instead of
         // "CRC mismatch".
-        match format::compressed_head(head).filter(|_| offset == 0) {
+        match framing::compressed_head(head).filter(|_| offset == 0) {
             Some(format) => Bad::Compressed(format),
             None => Bad::Frame {
                 offset,
@@ -106,7 +106,7 @@ pub(super) fn check_header(
             },
         }
     })?;
-    let framed = format::framed_len(len);
+    let framed = framing::framed_len(len);
     // Never trust the length for allocation: bound it by what the file holds (or
     // what has been read, should the file have grown).
     let left_in_file = file_size.saturating_sub(offset).max(available);
@@ -124,16 +124,16 @@ pub(super) fn check_record(offset: u64, record: &[u8]) -> std::result::Result<&[
         _ => {
             return Err(truncated(
                 offset,
-                format::FRAMING_LEN,
+                framing::FRAMING_LEN,
                 record.len() as u64,
                 true,
             ))
         }
     };
-    format::check_payload(payload, footer).map_err(|frame| Bad::Frame {
+    framing::check_payload(payload, footer).map_err(|frame| Bad::Frame {
         offset,
         frame,
-        instance: !format::is_filler(payload),
+        instance: !framing::is_filler(payload),
     })?;
     Ok(payload)
 }
@@ -177,7 +177,7 @@ mod tests {
     fn write_records(path: &Path, payloads: &[&[u8]]) {
         let mut bytes = Vec::new();
         for p in payloads {
-            format::encode_record(p, &mut bytes);
+            framing::encode_record(p, &mut bytes);
         }
         std::fs::write(path, bytes).unwrap();
     }
@@ -187,9 +187,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d");
         let mut bytes = Vec::new();
-        format::encode_record(b"a", &mut bytes);
-        format::encode_filler(30, &mut bytes);
-        format::encode_record(b"bb", &mut bytes);
+        framing::encode_record(b"a", &mut bytes);
+        framing::encode_filler(30, &mut bytes);
+        framing::encode_record(b"bb", &mut bytes);
         std::fs::write(&path, &bytes).unwrap();
         assert_eq!(scan_offsets(&path, |_| {}).unwrap(), vec![0, 17 + 30]);
     }
@@ -198,7 +198,7 @@ mod tests {
     fn huge_length_does_not_allocate() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d");
-        let mut bytes = format::encode_header(1 << 62).to_vec();
+        let mut bytes = framing::encode_header(1 << 62).to_vec();
         bytes.extend_from_slice(&[0; 100]);
         std::fs::write(&path, &bytes).unwrap();
         let err = scan_offsets(&path, |_| {}).unwrap_err();
@@ -249,15 +249,15 @@ mod tests {
                     },
                 );
             };
-            if let Err(e) = format::decode_header(header) {
-                if let Some(format) = format::compressed_head(rest).filter(|_| at == 0) {
+            if let Err(e) = framing::decode_header(header) {
+                if let Some(format) = framing::compressed_head(rest).filter(|_| at == 0) {
                     return Err(Error::compressed(path, format).to_string());
                 }
                 return err(Some(instances), at, e);
             }
-            match format::decode_record(rest, true) {
+            match framing::decode_record(rest, true) {
                 Ok(frame) => {
-                    if !format::is_filler(frame.payload) {
+                    if !framing::is_filler(frame.payload) {
                         offsets.push(at as u64);
                         instances += 1;
                     }
@@ -267,7 +267,7 @@ mod tests {
                     let len = rest
                         .len()
                         .min(u64::from_le_bytes(header[..8].try_into().unwrap()) as usize);
-                    let filler = format::is_filler(&rest[HEADER_LEN..][..len]);
+                    let filler = framing::is_filler(&rest[HEADER_LEN..][..len]);
                     return err((!filler).then_some(instances), at, e);
                 }
                 Err(e) => return err(Some(instances), at, e),
@@ -321,7 +321,7 @@ mod tests {
         let mut offsets = Vec::with_capacity(n);
         for i in 0..n {
             offsets.push(bytes.len() as u64);
-            format::encode_record(&payload(i), &mut bytes);
+            framing::encode_record(&payload(i), &mut bytes);
         }
         (bytes, offsets)
     }
@@ -331,7 +331,7 @@ mod tests {
         let mut offsets = Vec::new();
         for i in 0..60usize {
             if i % 7 == 3 {
-                format::encode_filler(24 + (i as u64 * 13) % 90, &mut bytes);
+                framing::encode_filler(24 + (i as u64 * 13) % 90, &mut bytes);
             }
             offsets.push(bytes.len() as u64);
             let len = match i % 10 {
@@ -340,7 +340,7 @@ mod tests {
                 _ => (i * 37) % 150,
             };
             let payload: Vec<u8> = (0..len).map(|j| (i * 31 + j) as u8 | 1).collect();
-            format::encode_record(&payload, &mut bytes);
+            framing::encode_record(&payload, &mut bytes);
         }
         std::fs::write(path, &bytes).unwrap();
         offsets
@@ -396,9 +396,9 @@ mod tests {
         let mut bytes = Vec::new();
         for (i, len) in [3usize, 0, 40, 200, 17].into_iter().enumerate() {
             if i == 2 {
-                format::encode_filler(40, &mut bytes);
+                framing::encode_filler(40, &mut bytes);
             }
-            format::encode_record(&vec![i as u8 + 1; len], &mut bytes);
+            framing::encode_record(&vec![i as u8 + 1; len], &mut bytes);
         }
         for cut in 0..bytes.len() {
             std::fs::write(&path, &bytes[..cut]).unwrap();
@@ -456,8 +456,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d");
         let mut bytes = Vec::new();
-        format::encode_record(&[1; 50], &mut bytes);
-        bytes.extend_from_slice(&format::encode_header(1 << 62));
+        framing::encode_record(&[1; 50], &mut bytes);
+        bytes.extend_from_slice(&framing::encode_header(1 << 62));
         bytes.extend_from_slice(&[0; 100]);
         std::fs::write(&path, &bytes).unwrap();
         let expected = model_scan(&path).unwrap_err();
@@ -494,7 +494,7 @@ mod tests {
         let payload = vec![5u8; 1 << 20];
         let mut bytes = Vec::new();
         for _ in 0..140 {
-            format::encode_record(&payload, &mut bytes);
+            framing::encode_record(&payload, &mut bytes);
         }
         std::fs::write(&path, &bytes).unwrap();
         let mut seen = Vec::new();

@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use flate2::bufread::{MultiGzDecoder, ZlibDecoder};
 
-use crate::error::{Error, Result};
-use crate::format;
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::framing;
+
 use crate::storage::Storage;
 
 /// How a TFRecord file is compressed.
@@ -33,7 +34,7 @@ use crate::storage::Storage;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Compression {
     /// Detected from the file's first bytes: a GZIP magic (`1f 8b`) or a ZLIB header
-    /// that is not also a valid TFRecord header (see [`format::compressed_head`]).
+    /// that is not also a valid TFRecord header (see [`framing::compressed_head`]).
     #[default]
     Auto,
     /// A plain TFRecord file.
@@ -66,14 +67,14 @@ impl Compression {
         if self != Compression::Auto {
             return Ok(self);
         }
-        let mut head = Vec::with_capacity(format::HEADER_LEN);
+        let mut head = Vec::with_capacity(framing::HEADER_LEN);
         storage
             .open_stream(path)?
             .0
-            .take(format::HEADER_LEN as u64)
+            .take(framing::HEADER_LEN as u64)
             .read_to_end(&mut head)
             .map_err(|e| Error::io(path, e))?;
-        Ok(match format::compressed_head(&head) {
+        Ok(match framing::compressed_head(&head) {
             Some("GZIP") => Compression::Gzip,
             Some(_) => Compression::Zlib,
             None => Compression::None,
@@ -171,7 +172,7 @@ mod tests {
     fn records(n: usize) -> Vec<u8> {
         let mut out = Vec::new();
         for i in 0..n {
-            format::encode_record(format!("record {i}").repeat(i % 7 + 1).as_bytes(), &mut out);
+            framing::encode_record(format!("record {i}").repeat(i % 7 + 1).as_bytes(), &mut out);
         }
         out
     }

@@ -15,8 +15,8 @@
 //! the offsets. The two formats are the same bytes; they differ here only in what
 //! parsing accepts (`#` comments in `tfrecord-py` indexes, as `numpy.loadtxt` does).
 //!
-//! [`crate::build_offset_table_from_text_index`] checks an index against its data
-//! file and [`crate::export_text_index`] writes one (see `docs/FORMAT.md`).
+//! `tfrecord_lirs::build_offset_table_from_text_index` checks an index against its data
+//! file and `tfrecord_lirs::export_text_index` writes one (see `docs/FORMAT.md`).
 //!
 //! ```
 //! use tfrecord_lirs::text_index::{encode_text_index, parse_text_index, TextIndexFormat};

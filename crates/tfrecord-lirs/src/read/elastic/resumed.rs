@@ -1,0 +1,163 @@
+//! The walk of shard `j` of `K'` from an [`EpochProgress`]: the order a resumed
+//! [`DatasetCursor`](crate::read::cursor::walk::DatasetCursor) reads.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
+use tfrecord_lirs_format::order_v2::OrderV2;
+
+use crate::read::fetch::OrderSource;
+use crate::storage::table_files::Layout;
+
+use super::EpochProgress;
+
+/// The order of shard `j` of `K'` walked from an [`EpochProgress`] with positions
+/// delivered: its positions are ranks among the shard's global positions; each maps to
+/// its id through the epoch's unsharded order.
+pub(crate) struct ResumedOrder {
+    version: OrderVersion,
+    /// The shard's global positions, ascending.
+    walk: Vec<Range<u64>>,
+    /// The shard position where each range of `walk` starts.
+    starts: Vec<u64>,
+    len: u64,
+    position: u64,
+    ids: ResumedIds,
+}
+
+enum ResumedIds {
+    /// Version 1: the shard's ids in walk order, taken from the whole epoch's
+    /// permutation (which version 1 computes whole anyway).
+    Listed(Vec<u64>),
+    /// Version 2: the unsharded order, position by position.
+    Computed(OrderV2),
+}
+
+impl ResumedOrder {
+    /// Shard `order.shard_index` of `order.num_shards` at `progress` over `layout`.
+    pub(crate) fn new(
+        layout: &Arc<Layout>,
+        progress: &EpochProgress,
+        order: &OrderParams,
+    ) -> Result<ResumedOrder> {
+        let walk = progress.shard_positions(order.num_shards, order.shard_index)?;
+        let mut starts = Vec::with_capacity(walk.len());
+        let mut len = 0u64;
+        for r in &walk {
+            starts.push(len);
+            len += r.end - r.start;
+        }
+        let whole = OrderParams {
+            num_shards: 1,
+            shard_index: 0,
+            ..*order
+        };
+        let ids = match progress.order_version {
+            OrderVersion::V2 => ResumedIds::Computed(OrderV2::for_layout(layout, &whole)?),
+            OrderVersion::V1 => {
+                let mut epoch = EpochOrder::new(layout, &whole, OrderVersion::V1)?;
+                let mut ids = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+                let mut at = 0u64;
+                for r in &walk {
+                    // Ids before the range are passed over.
+                    let mut skipped = Vec::new();
+                    while at < r.start {
+                        skipped.clear();
+                        let step = usize::try_from((r.start - at).min(1 << 16)).unwrap_or(1 << 16);
+                        match epoch.next_batch(step, &mut skipped) {
+                            0 => break,
+                            n => at += n as u64,
+                        }
+                    }
+                    let want = usize::try_from(r.end - r.start).map_err(|_| {
+                        Error::invalid_argument("a resumed shard too large for this machine")
+                    })?;
+                    at += epoch.next_batch(want, &mut ids) as u64;
+                }
+                ResumedIds::Listed(ids)
+            }
+        };
+        Ok(ResumedOrder {
+            version: progress.order_version,
+            walk,
+            starts,
+            len,
+            position: 0,
+            ids,
+        })
+    }
+
+    /// The range of `walk` holding shard position `position` (`< len`).
+    fn range_of(&self, position: u64) -> usize {
+        self.starts.partition_point(|&s| s <= position) - 1
+    }
+
+    /// Appends the ids of shard positions `from..to` to `out`.
+    fn ids_into(&self, from: u64, to: u64, out: &mut Vec<u64>) {
+        match &self.ids {
+            ResumedIds::Listed(ids) => out.extend_from_slice(&ids[from as usize..to as usize]),
+            ResumedIds::Computed(order) => {
+                let mut at = from;
+                while at < to {
+                    let i = self.range_of(at);
+                    let global = self.walk[i].start + (at - self.starts[i]);
+                    let run = (self.walk[i].end - global).min(to - at);
+                    // Within the whole epoch's order by construction.
+                    if order.ids_into(global..global + run, out).is_err() {
+                        return;
+                    }
+                    at += run;
+                }
+            }
+        }
+    }
+}
+
+impl OrderSource for ResumedOrder {
+    fn version(&self) -> u32 {
+        // 1 or 2: fits.
+        self.version.number() as u32
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn position(&self) -> u64 {
+        self.position
+    }
+    fn seek(&mut self, position: u64) -> Result<()> {
+        if position > self.len {
+            return Err(Error::invalid_argument(format!(
+                "cannot seek to position {position}: the resumed shard has {} ids",
+                self.len
+            )));
+        }
+        self.position = position;
+        Ok(())
+    }
+    fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
+        let mut end = (self.position + min as u64).min(self.len);
+        if let (ResumedIds::Computed(order), true) = (&self.ids, end > self.position) {
+            if order.params().page_aware {
+                // The rest of the last id's unit, as far as its range goes.
+                let i = self.range_of(end - 1);
+                let global = self.walk[i].start + (end - 1 - self.starts[i]);
+                if let Ok(unit_end) = order.unit_end(global) {
+                    end += unit_end.min(self.walk[i].end) - global - 1;
+                }
+            }
+        }
+        let taken = end - self.position;
+        self.ids_into(self.position, end, out);
+        self.position = end;
+        taken as usize
+    }
+    fn next_batch(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
+        let end = (self.position + max as u64).min(self.len);
+        let taken = end - self.position;
+        self.ids_into(self.position, end, out);
+        self.position = end;
+        taken as usize
+    }
+}

@@ -1,0 +1,588 @@
+//! Random access through offset tables (spec §1 `TFRecordLIRS.read(instance id)`): the
+//! [`Reader`] and its I/O. The spec's stateful API is in `params`, where instances are
+//! in `layout`, table checks against the data in `verify`.
+//!
+//! This file is the core every read shares: opening, ids to spans, single reads, I/O
+//! statistics, orders. A batch is read by one strategy over that core (as ripgrep's
+//! searcher has one per input kind): `mapped.rs` (memory copies out of mapped files),
+//! `copied.rs` (positioned reads, coalesced), `concurrent.rs` (many reads in flight on
+//! remote storage); `decode.rs` decodes and checks a span for all of them.
+
+mod concurrent;
+mod copied;
+mod decode;
+mod mapped;
+
+use decode::SpanCrc;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::framing::{self, Padding, PageSize, HEADER_LEN};
+use tfrecord_lirs_format::layout::BadSpan;
+use tfrecord_lirs_format::order::{self, EpochOrder, OrderParams, OrderVersion};
+use tfrecord_lirs_format::order_v2::OrderV2;
+use tfrecord_lirs_format::table_path::default_table_path;
+
+use crate::advice::{self, Stamp};
+use crate::read::batch::{Batch, SpanBuf, SpareBatches};
+use crate::read::stats::{IoStats, Tally};
+use crate::read::table_check::{bad_span_error, check_table, tail_error, walk_tail};
+use crate::storage::local::{self, Backend, ReadAt};
+use crate::storage::table_files::open_table_of;
+use crate::storage::table_files::{FileLayout, Layout};
+use crate::storage::Storage;
+
+/// Threads (reads in flight) chosen for remote files when the caller has no
+/// preference ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads)), and
+/// the parts of [`Reader::read_batch_concurrent`].
+pub const REMOTE_AUTO_THREADS: usize = 32;
+
+/// How a [`Reader::read_batch_unless_stopped`] ended (unless it failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchRead {
+    /// Every id was read into the batch.
+    Complete,
+    /// Given up on request before the next read: the batch is empty, not data.
+    Abandoned,
+}
+
+/// Options of a [`Reader`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Page size for page-aware units and I/O statistics (default 4096).
+    pub page_size: u64,
+    /// Check each payload's CRC on read (default true; the length CRC is always checked).
+    pub verify_payload_crc: bool,
+    /// The I/O backend (default [`Backend::Auto`]).
+    pub backend: Backend,
+    /// Trust the offset table (default false): instance `i` is the record at
+    /// `offset[i]`, and the bytes between its end and the next entry (or the end of the
+    /// file), and before `offset[0]`, are opaque padding written by another tool, e.g.
+    /// the LIRS reference implementation's `'0'` records. Padding must still be valid
+    /// TFRecord framing (length CRCs, records inside the span); its payload CRCs are
+    /// checked by `verify`, not on reads. The default is strict: only LIRS filler
+    /// records may follow an instance and the first one starts at byte 0, which catches
+    /// tables missing entries.
+    pub trust_table: bool,
+    /// The caller's promise that makes [`Backend::Mmap`] sound (see [`local::MmapOptIn`]);
+    /// without it that backend is refused. Default `None`.
+    pub mmap_opt_in: Option<local::MmapOptIn>,
+    /// Where the files are: local files, and URLs when it has a file system. Default
+    /// [`Storage::local`].
+    pub storage: Storage,
+}
+
+impl ReaderOptions {
+    /// What may follow an instance's record in its span.
+    pub fn padding(&self) -> Padding {
+        if self.trust_table {
+            Padding::Opaque
+        } else {
+            Padding::Fillers
+        }
+    }
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            page_size: framing::DEFAULT_PAGE_SIZE,
+            verify_payload_crc: true,
+            backend: Backend::Auto,
+            trust_table: false,
+            mmap_opt_in: None,
+            storage: Storage::local(),
+        }
+    }
+}
+
+/// [`Reader::read_span_into`] reads spans up to this long whole, in one positioned read;
+/// of a longer span it reads only the record (a large instance, or a damaged table).
+const MAX_WHOLE_SPAN_READ: u64 = 1 << 20;
+
+/// A record's span of at least this many bytes is read by `pread` in pieces of
+/// [`CHECKED_READ_PIECE`], the payload's CRC fed each piece right after its read, while
+/// the piece is in the core's cache: the kernel's copy of one long read leaves the end
+/// of its destination out of cache, so a CRC after the whole read reads the payload
+/// from memory a second time. Measured on the 2-core bench host (2,000 x 1 MiB records,
+/// hot cache, one thread, 4 epochs, 4 interleaved rounds): the CRC after whole reads
+/// took 0.35-0.37 s of user CPU, fed 128 KiB pieces 0.14-0.19 s (system time the same);
+/// 100 KB records are still in cache after a whole read (0.16-0.18 s either way).
+const CHECKED_READ_MIN_SPAN: u64 = 256 * 1024;
+/// See [`CHECKED_READ_MIN_SPAN`]: well inside a core's L2 cache (2 MiB here).
+const CHECKED_READ_PIECE: usize = 128 * 1024;
+
+/// Spans of at least this many bytes have their payload's CRC checked in the copy out
+/// of a map ([`framing::copy_check_payload`]): such a payload is not in cache, and the
+/// check on its own would read it from memory a second time. A smaller record is in
+/// the L1 cache after its CRC, so checking first (as the footer is fetched) costs the
+/// same.
+const FUSED_COPY_MIN_SPAN: u64 = 4096;
+/// The mapped batch path prefetches the records this many positions ahead of the one
+/// it decodes, and their offset-table entries [`PREFETCH_TABLE_AHEAD`] ahead: the order
+/// is known, so the cache misses of later records overlap the work on this one.
+const PREFETCH_RECORDS_AHEAD: usize = 16;
+/// See [`PREFETCH_RECORDS_AHEAD`].
+const PREFETCH_TABLE_AHEAD: usize = 48;
+/// Of each record ahead, at most this many bytes are prefetched (a cache line each).
+const PREFETCH_RECORD_BYTES: u64 = 1024;
+
+/// Joined spans bigger than this are read separately by [`Reader::read_batch`].
+pub const MAX_COALESCED_READ: u64 = 1 << 20;
+
+struct OpenFile {
+    data_path: PathBuf,
+    table_path: PathBuf,
+    src: Box<dyn ReadAt>,
+    /// Size and modification time at open (local files), compared with the file's own
+    /// when a read fails, to tell a file changed underneath from damaged data.
+    opened: Option<Stamp>,
+    /// One bit per page: touched since the last reset.
+    touched: Vec<AtomicU64>,
+    /// Whether long spans are read in pieces ([`CHECKED_READ_MIN_SPAN`]): local files
+    /// read through the page cache, not a URL (a piece would be a request) nor
+    /// `O_DIRECT` (a piece would be a device read).
+    reads_in_pieces: bool,
+}
+
+/// A set of TFRecord files with offset tables, one global id space, read at random.
+/// `Send + Sync`: share it between threads with an `Arc`.
+///
+/// ```
+/// # fn main() -> tfrecord_lirs::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("d.tfrecord");
+/// # let mut w = tfrecord_lirs::PaddedWriter::create(&path, &Default::default())?;
+/// # for i in 0..10u8 { w.write(&[i; 30])?; }
+/// # w.finish()?;
+/// let reader = tfrecord_lirs::Reader::open_one(&path, None, &Default::default())?;
+/// assert_eq!(reader.len(), 10);
+/// assert_eq!(reader.read(3)?, vec![3u8; 30]);
+/// # Ok(()) }
+/// ```
+pub struct Reader {
+    layout: Arc<Layout>,
+    files: Vec<OpenFile>,
+    verify_payload_crc: bool,
+    /// What may follow an instance's record in its span ([`ReaderOptions::trust_table`]).
+    padding: Padding,
+    reads: AtomicU64,
+    bytes_read: AtomicU64,
+    page_reads: AtomicU64,
+    /// The fetch buffers kept between the fetches over this reader (see
+    /// [`SpareBatches`]).
+    spare_batches: SpareBatches,
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Reader>();
+};
+
+impl Reader {
+    /// Opens one data file with its table (`<data>.offsets` when `table` is `None`).
+    pub fn open_one(data: &Path, table: Option<&Path>, options: &ReaderOptions) -> Result<Reader> {
+        let table = table.map_or_else(|| default_table_path(data), Path::to_path_buf);
+        Reader::open(&[(data.to_path_buf(), table)], options)
+    }
+
+    /// Opens `(data, table)` pairs; ids run through the files in list order.
+    ///
+    /// Validates each table at open in O(1) (its entries are not read whole): a
+    /// multiple of 8 bytes, a first offset of 0, a last one below the file size, and a
+    /// valid record at the first and the last offset (a table of at most
+    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::io::TABLE_IN_MEMORY_MAX_BYTES), held in memory, is also
+    /// checked whole for strictly increasing offsets). Every instance read checks its
+    /// own entry against the next one and the file size, so reading every instance
+    /// checks the whole table; a bad entry is an error of that read naming the table,
+    /// the instance and the byte. With [`ReaderOptions::trust_table`] the first offset
+    /// may be past 0, the bytes before it being padding records.
+    pub fn open(files: &[(PathBuf, PathBuf)], options: &ReaderOptions) -> Result<Reader> {
+        let page = PageSize::checked(options.page_size)?;
+        let mut layouts = Vec::with_capacity(files.len());
+        let mut open = Vec::with_capacity(files.len());
+        let mut first_id = 0u64;
+        for (data, table_path) in files {
+            // The data file is opened first, so that a missing one is reported as such;
+            // the default backend then maps that same open file if its records are small.
+            // A URL goes through the storage's file system, with
+            // the default backend only.
+            // A directory, a table or compressed data given as data is named as such
+            // before any advice about its table.
+            let stamp = Stamp::of(data);
+            let opened = options
+                .storage
+                .open_deferred(data, options.backend, options.mmap_opt_in)
+                .map_err(|e| advice::diagnose(data, e))?;
+            // The table is opened where it lies, not read whole: only its length, its
+            // first and last entries are looked at here (O(1) per file); every other
+            // entry is checked when an instance's span is read.
+            let table = open_table_of(&options.storage, table_path, Some(data))
+                .map_err(|e| advice::diagnose(data, e))?;
+            let src: Box<dyn ReadAt> = opened.with_records(table.len());
+            let size = src.size();
+            let layout = FileLayout {
+                table,
+                table_path: table_path.clone(),
+                size,
+                first_id,
+            };
+            check_table(data, table_path, &layout, &*src, options.padding()).map_err(|e| {
+                let e = advice::diagnose(data, e);
+                advice::stale_table(data, table_path, layout.size, last_entry(&layout), e)
+            })?;
+            first_id += layout.len();
+            let pages = size.div_ceil(page.get());
+            open.push(OpenFile {
+                data_path: data.clone(),
+                table_path: table_path.clone(),
+                src,
+                opened: stamp,
+                touched: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+                reads_in_pieces: !crate::storage::remote::is_url(data)
+                    && options.backend != Backend::Direct,
+            });
+            layouts.push(layout);
+        }
+        Ok(Reader {
+            layout: Arc::new(Layout::new(layouts, page)),
+            files: open,
+            verify_payload_crc: options.verify_payload_crc,
+            padding: options.padding(),
+            reads: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+            page_reads: AtomicU64::new(0),
+            spare_batches: SpareBatches::default(),
+        })
+    }
+
+    /// Instances across all files.
+    pub fn len(&self) -> u64 {
+        self.layout.len()
+    }
+
+    /// Whether any file is a URL read through its storage's file system
+    /// ([`crate::remote`]): high-latency storage, where many reads in flight pay.
+    pub fn is_remote(&self) -> bool {
+        self.files
+            .iter()
+            .any(|f| crate::storage::remote::is_url(&f.data_path))
+    }
+
+    /// Whether batches are read from memory maps now (the mmap backend, or the
+    /// default backend while its leases hold).
+    pub fn is_mapped(&self) -> bool {
+        self.files.iter().all(|f| f.src.map_view().is_some())
+    }
+
+    /// The fetch buffers kept for reuse by every fetch over this reader.
+    pub(crate) fn spare_batches(&self) -> &SpareBatches {
+        &self.spare_batches
+    }
+
+    /// Whether there are no instances.
+    pub fn is_empty(&self) -> bool {
+        self.layout.len() == 0
+    }
+
+    /// The layout (offsets and units).
+    pub fn layout(&self) -> &Arc<Layout> {
+        &self.layout
+    }
+
+    /// The data file holding global `id`, and the id's byte offset in it.
+    pub fn location(&self, id: u64) -> Result<(&Path, u64)> {
+        self.check_id(id)?;
+        let (f, i) = self.layout.locate(id);
+        let (start, _) = self.span(f, i, id)?;
+        Ok((&self.files[f].data_path, start))
+    }
+
+    fn check_id(&self, id: u64) -> Result<()> {
+        if id >= self.layout.len() {
+            return Err(Error::invalid_argument(format!(
+                "instance id {id} out of range: the dataset has {} instances{}",
+                self.layout.len(),
+                match self.files.as_slice() {
+                    [one] => format!(" ({})", one.data_path.display()),
+                    _ => String::new(),
+                }
+            )));
+        }
+        Ok(())
+    }
+
+    /// `[start, end)` of the span of instance `i` of file `f` (global `id`), read from
+    /// its table and checked against the next entry and the file size.
+    fn span(&self, f: usize, i: usize, id: u64) -> Result<(u64, u64)> {
+        let file = &self.layout.files()[f];
+        match file.span(i as u64) {
+            Ok(Ok(span)) => Ok(span),
+            Ok(Err(bad)) => Err(self.bad_span(f, id, bad)),
+            Err(e) => Err(self.table_read_error(f, i, id, e)),
+        }
+    }
+
+    /// The error for instance `i` of file `f` (global `id`) whose span, as the table
+    /// gives it, cannot be one: names the table, the instance whose entry is wrong and
+    /// its byte, with the advice a table that does not match its data file gets at open.
+    #[cold]
+    #[inline(never)]
+    fn bad_span(&self, f: usize, id: u64, bad: BadSpan) -> Error {
+        let file = &self.files[f];
+        let layout = &self.layout.files()[f];
+        let (data, table) = (&file.data_path, &file.table_path);
+        let err = bad_span_error((data, table), layout.size, id, bad);
+        let err = advice::stale_table(data, table, layout.size, last_entry(layout), err);
+        self.if_changed(f, err)
+    }
+
+    /// The error for the table of file `f` failing to read instance `i`'s entries
+    /// (global `id`): an I/O error, or the table shorter than at open.
+    #[cold]
+    #[inline(never)]
+    fn table_read_error(&self, f: usize, i: usize, id: u64, e: std::io::Error) -> Error {
+        let table = &self.files[f].table_path;
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            let had = self.layout.files()[f].table.byte_len();
+            let now = std::fs::metadata(table).map(|m| m.len()).ok();
+            return Error::table(
+                table,
+                Some(id),
+                Some(i as u64 * 8),
+                format!(
+                    "the table's entry for instance {id} (its byte {}) cannot be read: the table had {had} bytes at open{}; the table was truncated or replaced while it was read: rebuild it with `tfrecord-lirs index` and open the dataset again",
+                    i as u64 * 8,
+                    now.map_or_else(String::new, |now| format!(" and has {now} now")),
+                ),
+            );
+        }
+        Error::io(table, e)
+    }
+
+    /// The payload of instance `id` (spec §1: span from eq. 1, one positioned read).
+    pub fn read(&self, id: u64) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let payload = self.read_span_into(id, &mut buf)?;
+        buf.truncate(payload.end);
+        buf.drain(..payload.start);
+        Ok(buf)
+    }
+
+    /// Reads instance `id`'s whole span (of a span over 1 MiB, only its record) into `buf`
+    /// (replacing its contents) and returns the range of the payload inside it. Avoids a
+    /// copy on hot paths.
+    pub fn read_span_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<std::ops::Range<usize>> {
+        self.check_id(id)?;
+        let (f, i) = self.layout.locate(id);
+        let (start, end) = self.span(f, i, id)?;
+        buf.clear();
+        let mut tally = Tally::default();
+        let read = self.read_span_range(f, id, start, end, buf, &mut tally);
+        self.add(tally);
+        let (at, fed) = read?;
+        let payload = self.decode_read_span(f, id, start, end, &buf[at..], fed.as_ref())?;
+        Ok(at + payload.start..at + payload.end)
+    }
+
+    /// The reads of [`read_span_into`](Reader::read_span_into), into the empty `buf`;
+    /// returns where in `buf` the span starts (a few bytes in, so that the copy out of the
+    /// page cache is aligned like its source: see [`local::COPY_ALIGN`]), and, for a span
+    /// long enough to be read in pieces ([`CHECKED_READ_MIN_SPAN`]), its payload's CRC
+    /// fed on the way (check it with [`decode_read_span`](Reader::decode_read_span)).
+    fn read_span_range(
+        &self,
+        f: usize,
+        id: u64,
+        start: u64,
+        end: u64,
+        buf: &mut impl SpanBuf,
+        tally: &mut Tally,
+    ) -> Result<(usize, Option<SpanCrc>)> {
+        let first_read = (end - start).min(MAX_WHOLE_SPAN_READ);
+        let at = buf.align_for(start, usize::try_from(first_read).unwrap_or(0));
+        let mut fed = self
+            .checks_in_pieces(f, start, end)
+            .then(|| SpanCrc::new(start));
+        let crc = &mut fed;
+        if end - start <= MAX_WHOLE_SPAN_READ {
+            self.append_range(f, id, start, end, buf, tally, crc)?;
+        } else {
+            // A long span is bounded only by the table, and a damaged table can make it
+            // as long as the file: read the record's first part, then only as much as its
+            // header says (at most the span), never the whole span.
+            let first = start + MAX_WHOLE_SPAN_READ;
+            self.append_range(f, id, start, first, buf, tally, crc)?;
+            let header: &[u8; HEADER_LEN] = buf.held()[at..at + HEADER_LEN]
+                .try_into()
+                .expect("12 bytes");
+            // A bad header is reported by decode_span.
+            if let Ok(len) = framing::decode_header(header) {
+                let record_end = start.saturating_add(framing::framed_len(len));
+                let stop = record_end.min(end);
+                if stop > first {
+                    self.append_range(f, id, first, stop, buf, tally, crc)?;
+                }
+                // The rest of the span was not read: check it is filler with a few
+                // small reads (decode_span only checks a tail it holds).
+                if record_end < end {
+                    let file = &self.files[f];
+                    let found = walk_tail(&*file.src, record_end, end, self.padding, |pos, len| {
+                        self.note(tally, f, pos, len)
+                    })
+                    .map_err(|e| Error::io(&file.data_path, e))?;
+                    if let Some((pos, e)) = found {
+                        return Err(tail_error(
+                            (&file.data_path, &file.table_path),
+                            id,
+                            (start, end),
+                            pos,
+                            e,
+                        ));
+                    }
+                }
+            }
+        }
+        Ok((at, fed))
+    }
+
+    /// Whether the span `[start, end)` of file `f` is read in pieces, its payload's CRC
+    /// fed piece by piece ([`CHECKED_READ_MIN_SPAN`]).
+    fn checks_in_pieces(&self, f: usize, start: u64, end: u64) -> bool {
+        self.verify_payload_crc
+            && end - start >= CHECKED_READ_MIN_SPAN
+            && self.files[f].reads_in_pieces
+    }
+
+    /// Reads the payloads of `ids` into `out` (replacing its contents), in the order of
+    /// `ids`. Runs of consecutive ids in one file are fetched with one read of their
+    /// joined spans (at most [`MAX_COALESCED_READ`] bytes), so a page-aware unit of a
+    /// padded file costs one page read.
+    pub fn read_batch(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
+        // Nothing stops it: it is always read in full.
+        self.read_batch_unless_stopped(ids, out, &AtomicBool::new(false))
+            .map(|_| ())
+    }
+
+    /// [`read_batch`](Reader::read_batch), given up between two of its reads once
+    /// `stop` is set: then `out` is left empty and the outcome is
+    /// [`BatchRead::Abandoned`], never a batch. A fetch being dropped sets it, so that
+    /// its threads stop within one read (on remote storage a part is one request per
+    /// run, in sequence: 64 requests of 50 ms made a drop wait 3.5 s), not one part.
+    pub(crate) fn read_batch_unless_stopped(
+        &self,
+        ids: &[u64],
+        out: &mut Batch,
+        stop: &AtomicBool,
+    ) -> Result<BatchRead> {
+        out.clear();
+        let mut tally = Tally::default();
+        let result = match self.map_views() {
+            // Mapped reads are memory copies (a page fault at worst), not requests.
+            Some(maps) => self
+                .read_batch_mapped(ids, &maps, out, &mut tally)
+                .map(|()| BatchRead::Complete),
+            None => self.read_batch_copied(ids, out, &mut tally, stop),
+        };
+        self.add(tally);
+        if !matches!(result, Ok(BatchRead::Complete)) {
+            out.clear(); // no half-filled batch
+        }
+        result
+    }
+
+    /// Counts one read of `len` bytes at `start` of file `f`: pages in the shared
+    /// bitmap, totals in `tally` (added to the shared counters once per call of a
+    /// public read method, so threads do not contend on them per record).
+    fn note(&self, tally: &mut Tally, f: usize, start: u64, len: u64) {
+        let page = self.layout.page_size();
+        tally.reads += 1;
+        tally.bytes += len;
+        tally.pages += page.pages_touched(start, len);
+        if len > 0 {
+            let touched = &self.files[f].touched;
+            for p in page.page_of(start)..=page.page_of(start + len - 1) {
+                touched[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn add(&self, tally: Tally) {
+        if tally.reads > 0 {
+            self.reads.fetch_add(tally.reads, Ordering::Relaxed);
+            self.bytes_read.fetch_add(tally.bytes, Ordering::Relaxed);
+            self.page_reads.fetch_add(tally.pages, Ordering::Relaxed);
+            crate::read::stats::add_to_process_totals(&tally);
+        }
+    }
+
+    /// What was read since the last [`reset_io_stats`](Reader::reset_io_stats).
+    pub fn io_stats(&self) -> IoStats {
+        let page = self.layout.page_size().get();
+        IoStats {
+            reads: self.reads.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            page_reads: self.page_reads.load(Ordering::Relaxed),
+            distinct_pages: self
+                .files
+                .iter()
+                .flat_map(|f| &f.touched)
+                .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+                .sum(),
+            data_pages: self
+                .layout
+                .files()
+                .iter()
+                .map(|f| f.size.div_ceil(page))
+                .sum(),
+        }
+    }
+
+    /// Zeroes the I/O counters (e.g. at the start of an epoch).
+    pub fn reset_io_stats(&self) {
+        self.reads.store(0, Ordering::Relaxed);
+        self.bytes_read.store(0, Ordering::Relaxed);
+        self.page_reads.store(0, Ordering::Relaxed);
+        for w in self.files.iter().flat_map(|f| &f.touched) {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The order of one epoch for one shard (order version 1).
+    pub fn epoch_order(&self, params: &OrderParams) -> Result<EpochOrder> {
+        EpochOrder::new(&self.layout, params, OrderVersion::V1)
+    }
+
+    /// The order of one epoch for one shard, made by order version `version`.
+    pub fn epoch_order_with_version(
+        &self,
+        params: &OrderParams,
+        version: OrderVersion,
+    ) -> Result<EpochOrder> {
+        EpochOrder::new(&self.layout, params, version)
+    }
+
+    /// Order version 2 of one epoch for one shard, as a function from position to id
+    /// (nothing materialised; see [`OrderV2`]).
+    pub fn order_v2(&self, params: &OrderParams) -> Result<OrderV2> {
+        OrderV2::for_layout(&self.layout, params)
+    }
+
+    /// Instances of shard `shard_index` of `num_shards` in every epoch, for both kinds
+    /// of order (a shard is a slice of positions of the epoch's order).
+    pub fn shard_len(&self, num_shards: u64, shard_index: u64) -> Result<u64> {
+        order::shard_len(&self.layout, num_shards, shard_index)
+    }
+}
+
+/// The table's last entry, if it has one that can be read (for the advice of whether
+/// the data file was truncated after its table was written).
+fn last_entry(layout: &FileLayout) -> Option<u64> {
+    layout
+        .len()
+        .checked_sub(1)
+        .and_then(|i| layout.table.get(i).ok())
+}
