@@ -65,9 +65,9 @@ enum Hold {
         offsets: Vec<u64>,
         open_when_read: Vec<u64>,
     },
-    /// Each thread's reads from its second on (reads covering an offset of `exempt`
-    /// are not counted), while fewer than `threads` are held; until the test opens it.
-    SecondReadOf { threads: usize, exempt: Vec<u64> },
+    /// Each thread's reads covering one of `of` (where records start), from its second
+    /// such read on, while fewer than `threads` are held; until the test opens it.
+    SecondReadOf { threads: usize, of: Vec<u64> },
 }
 
 #[derive(Default)]
@@ -169,13 +169,13 @@ impl Gate {
                     waiting && open_when_read.is_empty(),
                 )
             }
-            Hold::SecondReadOf { threads, exempt } => {
-                if covers(&range, exempt) {
-                    (false, false)
-                } else {
+            Hold::SecondReadOf { threads, of } => {
+                if covers(&range, of) {
                     let seen = s.per_thread.entry(me).or_default();
                     *seen += 1;
                     (*seen >= 2 && s.held < *threads, false)
+                } else {
+                    (false, false)
                 }
             }
         };
@@ -886,16 +886,18 @@ fn reads_after_a_drop_mid_part(
     let opts = mem.options();
     let r = Arc::new(Reader::open_one(Path::new(url), None, &opts).unwrap());
     let params = OrderParams::default();
-    // The first window, as the fetch cuts it: its reads are let through.
+    // The first window, as the fetch cuts it: its reads are let through, those of the
+    // records after it counted.
     let mut first_ids = Vec::new();
     r.epoch_order(&params)
         .unwrap()
         .next_window(64, &mut first_ids);
+    let later: Vec<u64> = (0..r.len()).filter(|id| !first_ids.contains(id)).collect();
     let order = r.epoch_order(&params).unwrap();
     let held = threads - 1;
     mem.gate().close(Hold::SecondReadOf {
         threads: held,
-        exempt: offsets_of(&r, &first_ids),
+        of: offsets_of(&r, &later),
     });
     let options = FetchOptions {
         threads,
