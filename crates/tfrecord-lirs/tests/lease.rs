@@ -184,28 +184,41 @@ fn truncation_underneath_revokes_the_map_and_reads_fail_cleanly() {
     let ids: Vec<u64> = (0..all.len() as u64).rev().collect();
     assert_eq!(batches(&reader, &ids, 256).len(), all.len());
 
-    // Readers keep reading (mapped) on other threads while the file is truncated.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Readers keep reading (mapped) on other threads while the file is truncated: each
+    // has read the whole file once (all clean) before the truncation, and reads on until
+    // it sees the truncation (records past the new end fail), which it must within a
+    // pass once the truncation is done; the deadline only bounds a hang.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let started = Arc::new(std::sync::Barrier::new(3));
     let readers: Vec<_> = (0..2)
         .map(|t| {
-            let (reader, stop) = (Arc::clone(&reader), Arc::clone(&stop));
+            let (reader, started) = (Arc::clone(&reader), Arc::clone(&started));
             std::thread::spawn(move || {
                 let mut batch = Batch::default();
                 let ids: Vec<u64> = (0..4000u64).map(|i| (i * 7919 + t) % 4000).collect();
-                let mut errors = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let pass = |batch: &mut Batch| -> usize {
+                    let mut errors = 0;
                     for chunk in ids.chunks(128) {
-                        if let Err(e) = reader.read_batch(chunk, &mut batch) {
+                        if let Err(e) = reader.read_batch(chunk, batch) {
                             assert_eq!(e.kind(), ErrorKind::DataLoss, "{e}");
                             errors += 1;
                         }
                     }
+                    errors
+                };
+                let before = pass(&mut batch);
+                started.wait();
+                assert_eq!(before, 0, "an error before the truncation");
+                loop {
+                    let errors = pass(&mut batch);
+                    if errors > 0 || Instant::now() > deadline {
+                        return errors;
+                    }
                 }
-                errors
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(50));
+    started.wait();
     let size = std::fs::metadata(&f).unwrap().len();
     let took = truncate_elsewhere(&f, size / 2);
     // The writer waited for the watcher (milliseconds), not for the kernel's
@@ -216,10 +229,9 @@ fn truncation_underneath_revokes_the_map_and_reads_fail_cleanly() {
         "truncation blocked {took:?}"
     );
     assert!(!reader.is_mapped(), "the map survived a truncation");
-    std::thread::sleep(Duration::from_millis(20));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let errors: usize = readers.into_iter().map(|h| h.join().unwrap()).sum();
-    assert!(errors > 0, "no reader saw the truncation");
+    for (t, errors) in readers.into_iter().map(|h| h.join().unwrap()).enumerate() {
+        assert!(errors > 0, "reader {t} never saw the truncation");
+    }
 
     // Records past the new end are a clean error naming the file and a byte offset;
     // those before it still read (through pread now).

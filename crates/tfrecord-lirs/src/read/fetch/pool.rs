@@ -119,6 +119,9 @@ impl Pool {
         if !group.is_empty() {
             self.workers.send(group);
         }
+        // The last window may be cut into the last free slot, with no cut after it to
+        // find the order exhausted: unordered delivery must still know it is the last.
+        self.cut_all |= schedule.is_exhausted();
     }
 
     /// The next window in order, or (unordered) the first one in flight to complete.

@@ -238,6 +238,12 @@ impl FetchSchedule {
         self.skip.iter().copied()
     }
 
+    /// Whether no window is left to cut: every position of the order is cut or skipped.
+    pub(crate) fn is_exhausted(&self) -> bool {
+        let left = self.order.len().saturating_sub(self.order.position());
+        left <= self.skip.len() as u64
+    }
+
     /// The order.
     pub fn order(&self) -> &dyn OrderSource {
         self.order.as_ref()
