@@ -14,6 +14,11 @@
 //!
 //! [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
 
+pub mod defaults;
+mod error_classes;
+pub mod guard;
+pub mod pad;
+
 use std::path::{Path, PathBuf};
 
 use crate::compress::Compression;

@@ -61,17 +61,17 @@ pub struct LoaderOptions {
 
 impl Default for LoaderOptions {
     fn default() -> Self {
+        use crate::options::defaults;
         LoaderOptions {
-            seed: 0,
-            // The batch of the benchmarks and of the TensorFlow examples.
-            batch_size: 256,
-            page_aware: false,
-            deterministic: true,
-            num_parallel_reads: -1,
-            num_shards: 1,
-            shard_index: 0,
-            drop_remainder: false,
-            order_version: 1,
+            seed: defaults::SEED,
+            batch_size: defaults::BATCH_SIZE,
+            page_aware: defaults::PAGE_AWARE,
+            deterministic: defaults::DETERMINISTIC,
+            num_parallel_reads: defaults::NUM_PARALLEL_READS,
+            num_shards: defaults::NUM_SHARDS,
+            shard_index: defaults::SHARD_INDEX,
+            drop_remainder: defaults::DROP_REMAINDER,
+            order_version: defaults::ORDER_VERSION,
         }
     }
 }
