@@ -89,6 +89,7 @@ pub use layout::Layout;
 pub use loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
 pub use order::{EpochOrder, OrderParams, OrderVersion};
 pub use order_v2::{ids_per_unit, OrderV2};
+pub use read::sampler::{Sampler, SamplerSource};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use reader::{Reader, ReaderOptions, MAX_COALESCED_READ};
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};

@@ -11,6 +11,7 @@ pub(crate) mod elastic;
 pub(crate) mod fetch;
 pub(crate) mod loader;
 pub(crate) mod reader;
+pub(crate) mod sampler;
 pub(crate) mod scan;
 pub(crate) mod stats;
 pub(crate) mod table_check;
