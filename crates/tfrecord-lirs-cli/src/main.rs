@@ -16,11 +16,12 @@ use std::sync::{Arc, OnceLock};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tfrecord_lirs::cloud::ObjectStoreFileSystem;
+use tfrecord_lirs::options::defaults;
 use tfrecord_lirs::remote::{is_url, scheme};
 use tfrecord_lirs::text_index::{self, encode_text_index, TextIndexFormat};
 use tfrecord_lirs::{
-    default_table_path, Compression, Error, ErrorKind, Fit, OrderParams, OrderVersion, PadOptions,
-    PageSize, Reader, ReaderOptions, Storage,
+    default_table_path, Error, ErrorKind, OrderParams, OrderVersion, PageSize, Reader,
+    ReaderOptions, Storage,
 };
 
 #[derive(Parser)]
@@ -166,7 +167,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         jobs: usize,
         /// Page size in bytes: a power of two from 512 to 16777216.
-        #[arg(long, default_value_t = 4096, value_parser = parse_page_size)]
+        #[arg(long, default_value_t = defaults::PAGE_SIZE, value_parser = parse_page_size)]
         page_size: u64,
         /// Placement policy.
         #[arg(long, value_enum, default_value = "next")]
@@ -281,7 +282,7 @@ enum Command {
         #[arg(long, default_value_t = 0, requires = "num_shards")]
         shard_index: u64,
         /// Page size for page-aware units.
-        #[arg(long, default_value_t = 4096, value_parser = parse_page_size)]
+        #[arg(long, default_value_t = defaults::PAGE_SIZE, value_parser = parse_page_size)]
         page_size: u64,
         /// Trust the table: instance i is the record at its offset i, and any records
         /// between (or before the first) are padding written by another tool (e.g. the
@@ -586,38 +587,29 @@ fn run(command: Command) -> Outcome {
             trust_table,
         } => {
             page_size(p)?;
-            let options = PadOptions {
-                page_size: p,
-                fit: match fit {
-                    FitArg::Next | FitArg::Auto => Fit::Next,
-                    FitArg::Best => Fit::Best {
-                        lookahead: window.unwrap_or(Fit::DEFAULT_LOOKAHEAD),
-                    },
-                },
-                sync,
-                storage: storage(),
+            let fit = match fit {
+                FitArg::Next => "next",
+                FitArg::Best => "best",
+                FitArg::Auto => "auto",
             };
             let compression = match compression {
-                None => Compression::Auto,
-                Some(CompressionArg::None) => Compression::None,
-                Some(CompressionArg::Gzip) => Compression::Gzip,
-                Some(CompressionArg::Zlib) => Compression::Zlib,
+                None => defaults::COMPRESSION,
+                Some(CompressionArg::None) => "none",
+                Some(CompressionArg::Gzip) => "gzip",
+                Some(CompressionArg::Zlib) => "zlib",
             };
-            // One input into a file, or into a directory (several inputs, or one
-            // input and an existing directory).
-            let outputs = if paths.len() == 1 && !out.is_dir() {
-                vec![out]
-            } else {
-                tfrecord_lirs::many::pad_outputs(&paths, &out)?
-            };
-            let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
-            let request = tfrecord_lirs::PadRequest {
-                options,
-                auto: fit == FitArg::Auto,
+            // The core's request and outputs from these names, as Python's pad() has.
+            let request = tfrecord_lirs::options::pad::PadArgs {
+                page_size: p,
+                fit: &tfrecord_lirs::options::pad::fit_name(fit, window),
                 compression,
                 trust_table,
                 overwrite: force,
-            };
+                sync,
+            }
+            .request(storage())?;
+            let outputs = tfrecord_lirs::options::pad::outputs(&paths, &out, false)?;
+            let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
             let pad_one = |input: &Path, output: &Path, report: &mut dyn FnMut(u64)| {
                 let (summary, chose) = tfrecord_lirs::pad(input, output, &request, report)?;
                 Ok::<_, Error>(pad_report(&summary, chose.as_deref()))

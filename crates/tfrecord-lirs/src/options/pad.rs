@@ -155,7 +155,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = vec![PathBuf::from("x/a.tfrecord.gz")];
         let file = dir.path().join("out");
-        assert_eq!(outputs(&a, &file, false).unwrap(), [file.clone()]);
+        assert_eq!(
+            outputs(&a, &file, false).unwrap(),
+            std::slice::from_ref(&file)
+        );
         assert_eq!(
             outputs(&a, dir.path(), false).unwrap(),
             [dir.path().join("a.tfrecord")]
