@@ -28,6 +28,7 @@ from tfrecord_lirs._checks import (  # noqa: F401
     check_shard,
     default_table_path,
     native,
+    or_default,
     path_str,
     text,
 )
