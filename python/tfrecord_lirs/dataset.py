@@ -168,11 +168,12 @@ class LIRSDataset(dataset_ops.DatasetSource):
         _native.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int)):
-            raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+            # The type only: the value's rule and message are the core's.
+            raise ValueError(f"batch_size must be an int or None, got {batch_size!r}")
         if num_parallel_reads is None:  # the core's default, -1: tf.data.AUTOTUNE
             num_parallel_reads = _native.or_default(num_parallel_reads, "num_parallel_reads")
         elif isinstance(num_parallel_reads, bool) or not isinstance(num_parallel_reads, int):
-            raise ValueError("num_parallel_reads must be a positive int, None or "
+            raise ValueError("num_parallel_reads must be an int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
         _native.check_backend(backend)
         if epoch_state is not None and not isinstance(epoch_state, bytes):

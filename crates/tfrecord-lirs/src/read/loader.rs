@@ -202,12 +202,7 @@ pub struct DatasetLoader {
 impl DatasetLoader {
     /// A loader over `reader` (epoch 0, worker 0 of 1); every option is checked here.
     pub fn new(reader: Arc<Reader>, options: LoaderOptions) -> Result<DatasetLoader> {
-        if options.batch_size < 1 {
-            return Err(Error::invalid_argument(format!(
-                "batch_size must be >= 1, got {}",
-                options.batch_size
-            )));
-        }
+        options::batch_size(options.batch_size)?;
         options::shard(options.num_shards, options.shard_index)?;
         let mut cursor_options =
             CursorOptions::dataset(&reader, options.batch_size, options.num_parallel_reads)?;
