@@ -155,3 +155,26 @@ def test_each_error_kind_has_its_class():
                 if "`kind()`" in l)
     listed = re.search(r"`kind\(\)` \(([^)]*)\)", line).group(1)
     assert [k.strip("`") for k in listed.split(", ")] == [kind for kind, _ in table]
+
+
+def test_the_extensions_options_default_to_none():
+    # The extension's own signatures (its text signatures): an option with a default
+    # defaults to None there too, the core applying it (no stub repeats them: the
+    # package ships no .pyi, these are the signatures tools see).
+    import inspect
+
+    checked = 0
+    for name in dir(_lirs):
+        obj = getattr(_lirs, name)
+        callables = [obj] + ([getattr(obj, m) for m in vars(obj) if not m.startswith("_")]
+                             if isinstance(obj, type) else [])
+        for fn in callables:
+            try:
+                parameters = inspect.signature(fn).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            for p in parameters:
+                if p.name in DEFAULTS and p.default is not inspect.Parameter.empty:
+                    assert p.default is None, (name, fn, p)
+                    checked += 1
+    assert checked >= 20

@@ -20,7 +20,7 @@ use crate::error::Error;
 /// The error for a panic (its `message`) in entry point `point`.
 pub fn panic_error(point: &str, message: &str) -> Error {
     Error::internal(format!(
-        "panic in tfrecord-lirs (Rust) in `{point}`: {message}"
+        "panic in tfrecord-lirs (Rust): {message} (in `{point}`)"
     ))
 }
 
@@ -91,14 +91,14 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Internal);
         assert_eq!(
             e.to_string(),
-            "panic in tfrecord-lirs (Rust) in `read`: boom 1"
+            "panic in tfrecord-lirs (Rust): boom 1 (in `read`)"
         );
         let mut poison = Poison::new("a PaddedWriter");
         assert_eq!(poison.run("write", || Ok::<_, Error>(1)).unwrap(), 1);
         let e = poison
             .run("write", || -> Result<(), Error> { panic!("boom") })
             .unwrap_err();
-        assert!(e.to_string().contains("`write`: boom"), "{e}");
+        assert!(e.to_string().contains("boom (in `write`)"), "{e}");
         assert!(poison.is_poisoned());
         let e = poison.run("finish", || Ok::<_, Error>(())).unwrap_err();
         assert_eq!(
