@@ -8,7 +8,7 @@
 //! assert!(!request.auto);
 //! let dir = std::env::temp_dir();
 //! // One input given alone: into OUT, unless OUT is an existing directory.
-//! assert_eq!(outputs(&["a".into()], "b".as_ref(), false)?, ["b"]);
+//! assert_eq!(outputs(&["a".into()], "b".as_ref(), false)?, [std::path::PathBuf::from("b")]);
 //! assert_eq!(outputs(&["a".into()], &dir, false)?, [dir.join("a")]);
 //! # Ok::<(), tfrecord_lirs::Error>(())
 //! ```
