@@ -15,13 +15,13 @@ from tfrecord_lirs import _lirs, errors
 _TF_ERRORS = {getattr(errors, name): name for _kind, name in _lirs.error_classes()}
 _AS_TF = {}
 # Every default, by argument name (the core's table, `_lirs.defaults()`).
-_DEFAULTS = _lirs.defaults()
+DEFAULTS = _lirs.defaults()
 
 
 def or_default(value, name):
     """`value`, or the core's default for argument `name` when it is None: for the
     TensorFlow op, whose attrs and inputs take concrete values."""
-    return _DEFAULTS[name] if value is None else value
+    return DEFAULTS[name] if value is None else value
 
 
 def _both(lirs_class, tf_class):

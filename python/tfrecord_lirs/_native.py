@@ -19,6 +19,7 @@ from tfrecord_lirs import _lirs
 # The checks and the error translation are TensorFlow-free (tfrecord_lirs._checks);
 # the TensorFlow-facing modules take them from here with the op library.
 from tfrecord_lirs._checks import (  # noqa: F401
+    DEFAULTS,
     check,
     check_backend,
     check_compression_type,

@@ -150,8 +150,9 @@ class LIRSDataset(dataset_ops.DatasetSource):
     def __init__(self, filenames, *, compression_type=None, buffer_size=None,
                  num_parallel_reads=None, name=None, offset_tables=None, page_aware=None,
                  seed=None, reshuffle_each_iteration=None, num_shards=None, shard_index=None,
-                 page_size=None, batch_size=None, drop_remainder=None, backend=None,
-                 trust_table=None, deterministic=None, order_version=None, epoch_state=None):
+                 page_size=None, batch_size=None, drop_remainder=None,
+                 backend=_native.DEFAULTS["backend"], trust_table=None, deterministic=None,
+                 order_version=None, epoch_state=None):
         """See the class docstring."""
         # An argument left None takes the Rust core's default (the op needs values).
         page_aware = _native.or_default(page_aware, "page_aware")
@@ -159,7 +160,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
         shard_index = _native.or_default(shard_index, "shard_index")
         page_size = _native.or_default(page_size, "page_size")
         drop_remainder = _native.or_default(drop_remainder, "drop_remainder")
-        backend = _native.or_default(backend, "backend")
+        # `backend` has the core's default in the signature: None is refused, as
+        # TFRecordDataset-style callers must name a backend.
         trust_table = _native.or_default(trust_table, "trust_table")
         order_version = _native.or_default(order_version, "order_version")
         _native.check_compression_type(compression_type)
