@@ -24,13 +24,13 @@ use super::{compression, defaults, pad_fit, page_size, PadFit};
 /// What `pad` is asked for, by name: each field as the front ends take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PadArgs<'a> {
-    /// Page size in bytes ([`page_size`](super::page_size)'s rule).
+    /// Page size in bytes ([`page_size`]'s rule).
     pub page_size: u64,
     /// The placement: `"next"`, `"best"`, `"best:<window>"` or `"auto"`
-    /// ([`pad_fit`](super::pad_fit)).
+    /// ([`pad_fit`]).
     pub fit: &'a str,
     /// How the input is compressed: `"auto"` (or empty), `"none"`, `"gzip"`, `"zlib"`
-    /// ([`compression`](super::compression)).
+    /// ([`compression`]).
     pub compression: &'a str,
     /// Take the instances from the input's trusted table.
     pub trust_table: bool,
