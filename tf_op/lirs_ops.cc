@@ -5,6 +5,10 @@
 
 namespace tensorflow {
 
+// The attrs' defaults are the Rust core's (crates/tfrecord-lirs/src/options/
+// defaults.rs), which C++ cannot name: tests/without_tf/test_contract.py checks
+// each one here against it, and tests/test_contract.py the registered op's.
+
 // A full-range shuffled (or sequential-per-seed) dataset of the instances of
 // one or more TFRecord files with offset tables. Elements are scalar strings,
 // or 1-D string batches when `batch_size` > 0.

@@ -10,16 +10,18 @@ import sys
 
 from tfrecord_lirs import _lirs, errors
 
-# Each kind of the core's errors: the name of the tf.errors class TensorFlow code catches.
-_TF_ERRORS = {
-    errors.DataLossError: "DataLossError",
-    errors.InvalidArgumentError: "InvalidArgumentError",
-    errors.NotFoundError: "NotFoundError",
-    errors.PermissionDeniedError: "PermissionDeniedError",
-    errors.UnavailableError: "UnavailableError",
-    errors.InternalError: "InternalError",
-}
+# Each kind of the core's errors: its tfrecord_lirs.errors class and the name of the
+# tf.errors class TensorFlow code catches, the same name (the core's table).
+_TF_ERRORS = {getattr(errors, name): name for _kind, name in _lirs.error_classes()}
 _AS_TF = {}
+# Every default, by argument name (the core's table, `_lirs.defaults()`).
+DEFAULTS = _lirs.defaults()
+
+
+def or_default(value, name):
+    """`value`, or the core's default for argument `name` when it is None: for the
+    TensorFlow op, whose attrs and inputs take concrete values."""
+    return DEFAULTS[name] if value is None else value
 
 
 def _both(lirs_class, tf_class):

@@ -19,6 +19,7 @@ from tfrecord_lirs import _lirs
 # The checks and the error translation are TensorFlow-free (tfrecord_lirs._checks);
 # the TensorFlow-facing modules take them from here with the op library.
 from tfrecord_lirs._checks import (  # noqa: F401
+    DEFAULTS,
     check,
     check_backend,
     check_compression_type,
@@ -28,6 +29,7 @@ from tfrecord_lirs._checks import (  # noqa: F401
     check_shard,
     default_table_path,
     native,
+    or_default,
     path_str,
     text,
 )

@@ -91,7 +91,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
       num_shards, shard_index: read only shard `shard_index` of `num_shards`
         (disjoint, together complete; e.g. from a tf.distribute.InputContext).
       page_size: the page size the files were padded with; defines the pages of
-        `page_aware` shuffling. Default 4096.
+        `page_aware` shuffling. Default (None) 4 KiB.
       batch_size: if set, elements are 1-D tf.string tensors of `batch_size`
         payloads formed inside the kernel (no per-element tf.data overhead); the
         last batch may be smaller unless `drop_remainder`. The strings of a batch
@@ -148,22 +148,34 @@ class LIRSDataset(dataset_ops.DatasetSource):
     """
 
     def __init__(self, filenames, *, compression_type=None, buffer_size=None,
-                 num_parallel_reads=None, name=None, offset_tables=None, page_aware=False,
-                 seed=None, reshuffle_each_iteration=True, num_shards=1, shard_index=0,
-                 page_size=4096, batch_size=None, drop_remainder=False, backend="auto",
-                 trust_table=False, deterministic=None, order_version=1, epoch_state=None):
+                 num_parallel_reads=None, name=None, offset_tables=None, page_aware=None,
+                 seed=None, reshuffle_each_iteration=None, num_shards=None, shard_index=None,
+                 page_size=None, batch_size=None, drop_remainder=None,
+                 backend=_native.DEFAULTS["backend"], trust_table=None, deterministic=None,
+                 order_version=None, epoch_state=None):
         """See the class docstring."""
+        # An argument left None takes the Rust core's default (the op needs values).
+        page_aware = _native.or_default(page_aware, "page_aware")
+        num_shards = _native.or_default(num_shards, "num_shards")
+        shard_index = _native.or_default(shard_index, "shard_index")
+        page_size = _native.or_default(page_size, "page_size")
+        drop_remainder = _native.or_default(drop_remainder, "drop_remainder")
+        # `backend` has the core's default in the signature: None is refused, as
+        # TFRecordDataset-style callers must name a backend.
+        trust_table = _native.or_default(trust_table, "trust_table")
+        order_version = _native.or_default(order_version, "order_version")
         _native.check_compression_type(compression_type)
         _native.check_buffer_size(buffer_size)
         _native.check_shard(_static_int(num_shards), _static_int(shard_index))
         _native.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int)):
-            raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
-        if num_parallel_reads is None:
-            num_parallel_reads = tf.data.AUTOTUNE
+            # The type only: the value's rule and message are the core's.
+            raise ValueError(f"batch_size must be an int or None, got {batch_size!r}")
+        if num_parallel_reads is None:  # the core's default, -1: tf.data.AUTOTUNE
+            num_parallel_reads = _native.or_default(num_parallel_reads, "num_parallel_reads")
         elif isinstance(num_parallel_reads, bool) or not isinstance(num_parallel_reads, int):
-            raise ValueError("num_parallel_reads must be a positive int, None or "
+            raise ValueError("num_parallel_reads must be an int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
         _native.check_backend(backend)
         if epoch_state is not None and not isinstance(epoch_state, bytes):
@@ -189,8 +201,9 @@ class LIRSDataset(dataset_ops.DatasetSource):
         self._shard_index = tf.convert_to_tensor(shard_index, dtype=tf.int64,
                                                  name="shard_index")
         self._seed, self._seed2 = random_seed.get_seed(seed)
-        if reshuffle_each_iteration is None:  # as Dataset.shuffle does
-            reshuffle_each_iteration = True
+        # None: True, as Dataset.shuffle does.
+        reshuffle_each_iteration = _native.or_default(reshuffle_each_iteration,
+                                                      "reshuffle_each_iteration")
         self._reshuffle_each_iteration = bool(reshuffle_each_iteration)
         self._name = name
         variant_tensor = _native.ops.lirs_dataset(
@@ -204,14 +217,15 @@ class LIRSDataset(dataset_ops.DatasetSource):
             shard_index=self._shard_index,
             reshuffle_each_iteration=self._reshuffle_each_iteration,
             page_size=page_size,
-            batch_size=batch_size or 0,
+            batch_size=_native.or_default(batch_size, "dataset_batch_size"),
             drop_remainder=self._drop_remainder,
             num_parallel_reads=num_parallel_reads,
             backend=backend,
             trust_table=bool(trust_table),
             order_version=int(order_version),
             epoch_state=epoch_state or b"",
-            deterministic="default" if deterministic is None else str(deterministic).lower(),
+            deterministic=(_native.or_default(deterministic, "dataset_deterministic")
+                           if deterministic is None else str(deterministic).lower()),
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
 

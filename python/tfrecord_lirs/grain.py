@@ -17,12 +17,14 @@ and the CLI's `order` for the same seed and epoch.
 import grain as _grain
 import numpy as np
 
+from tfrecord_lirs import _lirs
 from tfrecord_lirs.sources import DataSource, Sampler
 
 
 class _EpochOrders:
     """The order of one epoch at a time (an array of ids), kept for the epoch being
-    read: Grain asks index by index."""
+    read: Grain asks index by index. Which epoch and position a global index is, the
+    core's sampler says."""
 
     def __init__(self, sampler):
         self._sampler = sampler
@@ -33,7 +35,7 @@ class _EpochOrders:
         return len(self._sampler)
 
     def id_at(self, index):
-        epoch, position = divmod(index, len(self._sampler))
+        epoch, position = self._sampler._locate(index)
         if epoch != self._epoch:
             self._ids = self._sampler.order(epoch)
             self._epoch = epoch
@@ -50,8 +52,8 @@ class LIRSShuffleMapDataset(_grain.MapDataset):
     """The payloads of `source` in LIRS order: index `i` is position `i % len` of
     epoch `i // len`. Build it with `shuffle(...)`."""
 
-    def __init__(self, source, *, seed, page_aware=False, num_shards=1, shard_index=0,
-                 order_version=1):
+    def __init__(self, source, *, seed, page_aware=None, num_shards=None, shard_index=None,
+                 order_version=None):
         if not isinstance(source, DataSource):
             raise TypeError(f"source must be a tfrecord_lirs.DataSource, got {source!r}")
         super().__init__()
@@ -77,12 +79,14 @@ class LIRSShuffleMapDataset(_grain.MapDataset):
         return self._source.__getitems__([self._orders.id_at(i) for i in indices])
 
 
-def shuffle(source, *, seed, page_aware=False, num_shards=1, shard_index=0, order_version=1):
+def shuffle(source, *, seed, page_aware=None, num_shards=None, shard_index=None,
+            order_version=None):
     """A `grain.MapDataset` of `source`'s payloads in LIRS epoch orders.
 
     `num_shards`/`shard_index`: this process's slice of every epoch (e.g.
     `jax.process_count()`/`jax.process_index()`); every instance is in exactly one.
-    `order_version`: as for `tfrecord_lirs.Sampler`.
+    `order_version`: as for `tfrecord_lirs.Sampler`. Arguments left None take the
+    core's defaults (as for `Sampler`).
     """
     return LIRSShuffleMapDataset(source, seed=seed, page_aware=page_aware,
                                  num_shards=num_shards, shard_index=shard_index,
@@ -98,8 +102,8 @@ class IndexSampler:
     `num_epochs`: None repeats forever.
     """
 
-    def __init__(self, source_or_len, *, seed, page_aware=False, num_epochs=None,
-                 order_version=1):
+    def __init__(self, source_or_len, *, seed, page_aware=None, num_epochs=None,
+                 order_version=None):
         self._orders = _EpochOrders(Sampler(source_or_len, seed=seed, page_aware=page_aware,
                                             order_version=order_version))
         self._seed = seed
@@ -115,7 +119,9 @@ class IndexSampler:
     def __getitem__(self, index):
         if index < 0 or index >= len(self):
             raise IndexError(f"index {index} is out of range for {len(self)} sampled records")
-        rng = np.random.Generator(np.random.Philox(key=self._seed + index))
+        # The record's generator: NumPy's Philox, keyed by the core's record seed.
+        key = _lirs.NativeSampler.record_seed(self._seed, index)
+        rng = np.random.Generator(np.random.Philox(key=key))
         return _grain.RecordMetadata(index=index,
                                      record_key=int(self._orders.id_at(index)), rng=rng)
 

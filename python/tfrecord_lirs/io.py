@@ -29,19 +29,22 @@ def _string_vector(value, what):
     return t
 
 
-def read(filenames, ids, offset_tables=None, *, page_size=4096, backend="auto",
-         trust_table=False):
+def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
+         trust_table=None):
     """Payloads of instances `ids` (global ids across `filenames` in order) as
     a 1-D tf.string tensor.
 
     `page_size` (keyword only) is the page size the files were padded with,
     `backend` ("auto", "pread", "mmap" or "direct") how they are read, and
     `trust_table` whether the tables are authoritative (files padded by other
-    tools), as for LIRSDataset. Opened files are cached by the kernel (a few at a time, keyed
+    tools), as for LIRSDataset (None: the Rust core's defaults, as there). Opened files are cached by the kernel (a few at a time, keyed
     by path, size and mtime, so a rebuilt table is picked up), so calling this
     once per batch does not re-read the offset tables. Usable in Dataset.map,
     and such pipelines can be checkpointed.
     """
+    page_size = _native.or_default(page_size, "page_size")
+    backend = _native.or_default(backend, "backend")
+    trust_table = _native.or_default(trust_table, "trust_table")
     _native.check_page_size(page_size)
     _native.check_backend(backend)
     files = _string_vector(filenames, "filenames")

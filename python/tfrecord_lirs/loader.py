@@ -82,7 +82,7 @@ class Loader:
     def __init__(self, paths, seed=None, batch_size=None, page_aware=None, deterministic=None,
                  num_parallel_reads=None, num_shards=None, shard_index=None,
                  drop_remainder=None, order_version=None, *, offset_tables=None,
-                 page_size=4096, backend="auto", trust_table=False):
+                 page_size=None, backend=None, trust_table=None):
         if isinstance(paths, DataSource):
             self._source = paths
         else:

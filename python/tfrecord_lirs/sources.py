@@ -48,12 +48,13 @@ class DataSource:
 
     `offset_tables`: None (each file's `<file>.offsets`) or one path per file (None
     for a file's default). `page_size`: the page of page-aware orders (as the files
-    were padded). `backend`: "auto" (memory maps under a read lease, else pread),
-    "pread" or "direct". `trust_table`: as `LIRSDataset(trust_table=True)`.
+    were padded; None: 4 KiB). `backend`: "auto" (the default: memory maps under a read
+    lease, else pread), "pread" or "direct". `trust_table`: as
+    `LIRSDataset(trust_table=True)` (None: False). Defaults are the Rust core's.
     """
 
-    def __init__(self, paths, offset_tables=None, *, page_size=4096, backend="auto",
-                 trust_table=False):
+    def __init__(self, paths, offset_tables=None, *, page_size=None, backend=None,
+                 trust_table=None):
         self._args = (
             _paths(paths, "paths"),
             None if offset_tables is None else [
@@ -66,7 +67,7 @@ class DataSource:
     def _open(self):
         files, tables, page_size, backend, trust_table = self._args
         self._reader = _lirs.NativeReader(files, tables or [], page_size, backend,
-                                          bool(trust_table))
+                                          None if trust_table is None else bool(trust_table))
 
     def __len__(self):
         return len(self._reader)
@@ -133,66 +134,79 @@ class Sampler:
     `Sampler(..., num_shards=K2, shard_index=j)`: that epoch's order is then its
     part of the instances no old worker consumed (every one in exactly one new
     shard), and `set_epoch(e + 1)` goes on as a fresh K'-shard run.
+
+    The epoch counter, the orders and the resume states are the Rust core's sampler
+    (`tfrecord_lirs._lirs.NativeSampler`); arguments left None take its defaults
+    (seed 0, page_aware False, one shard, order_version 1).
     """
 
-    def __init__(self, source_or_len, seed=0, page_aware=False, num_shards=1, shard_index=0,
-                 order_version=1):
+    def __init__(self, source_or_len, seed=None, page_aware=None, num_shards=None,
+                 shard_index=None, order_version=None):
         self._source = source_or_len if isinstance(source_or_len, DataSource) else None
-        self._n = None if self._source is not None else int(source_or_len)
-        self.seed = seed
-        self.page_aware = page_aware
-        self.num_shards = num_shards
-        self.shard_index = shard_index
-        self.order_version = order_version
-        self.epoch = 0
-        # Elastic resume: (epoch, epoch state) whose epoch this sampler walks from.
-        self._resumed = None
-        # Checked now, not at the first epoch: the core's rules and messages.
-        _lirs.check_order_version(order_version)
-        if self._source is not None:
-            self._len = self._source._reader.shard_len(num_shards, shard_index)
-        else:
-            self._len = len(self.order(0))
+        self._instances = 0 if self._source is not None else int(source_or_len)
+        self._native = _lirs.NativeSampler(
+            None if self._source is None else self._source._reader, self._instances,
+            seed, page_aware, num_shards, shard_index, order_version)
+
+    def _option(self, name):
+        return self._native.options()[name]
+
+    @property
+    def seed(self):
+        """The order's seed."""
+        return self._option("seed")
+
+    @property
+    def page_aware(self):
+        """Whether whole pages are the shuffle unit."""
+        return self._option("page_aware")
+
+    @property
+    def num_shards(self):
+        """Shards of every epoch."""
+        return self._option("num_shards")
+
+    @property
+    def shard_index(self):
+        """This sampler's shard."""
+        return self._option("shard_index")
+
+    @property
+    def order_version(self):
+        """The order algorithm, 1 or 2."""
+        return self._option("order_version")
+
+    @property
+    def epoch(self):
+        """The epoch the next iteration walks."""
+        return self._native.epoch()
+
+    @epoch.setter
+    def epoch(self, epoch):
+        self._native.set_epoch(epoch)
 
     def set_epoch(self, epoch):
         """The epoch the next iteration walks."""
-        self.epoch = epoch
+        self._native.set_epoch(epoch)
 
     def order(self, epoch=None):
         """The ids of `epoch` (default: the current one) in this shard, an array."""
-        epoch = self.epoch if epoch is None else epoch
-        if self._resumed is not None and self._resumed[0] == epoch:
-            reader = self._source._reader if self._source is not None else None
-            return _ids(_lirs.resumed_order(self._resumed[1], reader, self.seed,
-                                            self.page_aware, self.num_shards,
-                                            self.shard_index, self.order_version))
-        if self._source is not None:
-            return self._source._order(self.seed, epoch, self.page_aware, self.num_shards,
-                                       self.shard_index, self.order_version)
-        return _ids(_lirs.instance_order(self._n, self.seed, epoch, self.page_aware,
-                                         self.num_shards, self.shard_index, self.order_version))
+        return _ids(self._native.order(epoch))
 
     def __iter__(self):
         return iter(self.order())
 
     def __len__(self):
-        if self._resumed is not None and self._resumed[0] == self.epoch:
-            return len(self.order())
-        return self._len
+        return self._native.len()
 
-    def _instances(self):
-        return len(self._source) if self._source is not None else self._n
+    def _locate(self, index):
+        """Global index `index` over all epochs as (epoch, position), from the core."""
+        return self._native.locate(index)
 
     def shard_state(self, consumed):
         """This worker's state for elastic resume (bytes): the first `consumed` ids
         of the current epoch's `order()` delivered."""
-        if self._resumed is not None and self._resumed[0] == self.epoch:
-            epoch_state = self._resumed[1]
-        else:
-            epoch_state = _lirs.fresh_epoch_state(self._instances(), self.seed, self.epoch,
-                                                  self.page_aware, self.order_version)
-        return _lirs.shard_state(epoch_state, self.num_shards, self.shard_index,
-                                 consumed, [])
+        return self._native.shard_state(consumed)
 
     @staticmethod
     def combine_shard_states(shard_states):
@@ -202,13 +216,19 @@ class Sampler:
     def resume(self, epoch_state):
         """Walk this shard of what `epoch_state` has not delivered: the epoch
         becomes the state's, and its order this shard's part of the rest."""
-        epoch = _lirs.epoch_state_info(epoch_state)["epoch"]
-        reader = self._source._reader if self._source is not None else None
-        # Checked now (seed, order version, page-awareness, instances): the core's rule.
-        _lirs.resumed_order(epoch_state, reader, self.seed, self.page_aware,
-                            self.num_shards, self.shard_index, self.order_version)
-        self._resumed = (epoch, bytes(epoch_state))
-        self.epoch = epoch
+        self._native.resume(bytes(epoch_state))
+
+    def __getstate__(self):
+        source = self._source if self._source is not None else self._instances
+        return {"source": source, "options": self._native.options(),
+                "epoch": self._native.epoch(), "resumed": self._native.resumed_state()}
+
+    def __setstate__(self, state):
+        source = state["source"]
+        self.__init__(source, **state["options"])
+        if state["resumed"] is not None:
+            self._native.resume(state["resumed"])
+        self._native.set_epoch(state["epoch"])
 
 
 __all__ = ["DataSource", "Sampler"]

@@ -90,22 +90,25 @@ def default_table_path(path):
 
 
 
-def _pad_spec(page_size, fit, compression=None, trust_table=False, overwrite=False):
-    """The extension's pad arguments after the paths; ValueError for a bad page size
-    or fit."""
-    _checks.check_page_size(page_size)
-    _checks.check_fit(fit)
-    return (page_size, fit, compression or "", bool(trust_table), bool(overwrite))
+def _pad_spec(page_size, fit, compression=None, trust_table=None, overwrite=False):
+    """The extension's pad arguments after the paths (None: the core's default);
+    ValueError for a bad page size or fit."""
+    if page_size is not None:
+        _checks.check_page_size(page_size)
+    if fit is not None:
+        _checks.check_fit(fit)
+    return (page_size, fit, compression,
+            None if trust_table is None else bool(trust_table), bool(overwrite))
 
 
-def build_offset_table(files_or_pattern, table=None, *, jobs=0, progress=None):
+def build_offset_table(files_or_pattern, table=None, *, jobs=None, progress=None):
     """Scans TFRecord files and writes their offset tables (default
     `<file>.offsets`).
 
     `files_or_pattern`: one path (returns its table path), or a list of paths or a
     `tf.io.gfile.glob` pattern (such as
     `~/tensorflow_datasets/mnist/3.0.1/mnist-train.tfrecord-*`, expanded; returns the
-    list of table paths). Many files are indexed `jobs` at a time (0: automatic),
+    list of table paths). Many files are indexed `jobs` at a time (None or 0: automatic),
     every file even when some fail; then a failure raises the tf.errors class of the
     first one with a summary naming each failed file. `progress`: print the bytes done
     on stderr (None: when stderr is a terminal). `table` names the table of a single
@@ -125,14 +128,19 @@ def build_offset_table(files_or_pattern, table=None, *, jobs=0, progress=None):
     return [default_table_path(f) for f in files]
 
 
-def pad(src, dst, page_size=4096, fit="next", compression=None, trust_table=False, *,
-        overwrite=False, jobs=0, progress=None):
+def pad(src, dst, page_size=None, fit=None, compression=None, trust_table=None, *,
+        overwrite=False, jobs=None, progress=None):
     """Rewrites TFRecord `src` as page-aligned `dst` (+ `dst.offsets`).
-    Returns a PadSummary (with the expected page reads, padded and unpadded).
+    Returns a PadSummary (with the expected page reads, padded and unpadded). When
+    `dst` is an existing directory, the copy is written into it under `src`'s file
+    name (as the CLI's `pad`).
+
+    `page_size`: None is 4 KiB; `fit`: None is "next"; `trust_table`: None is False
+    (the Rust core's defaults).
 
     `src` may also be a list of paths or a `tf.io.gfile.glob` pattern: then `dst` is
     an existing directory, each input is written into it under its file name (a
-    compressed input's .gz/.zlib dropped), `jobs` at a time (0: automatic), and a list
+    compressed input's .gz/.zlib dropped), `jobs` at a time (None or 0: automatic), and a list
     of PadSummary (in input order) is returned; every input is done even when some
     fail, then a failure raises with a summary naming each. `progress`: print the bytes
     done on stderr (None: when stderr is a terminal).
@@ -177,10 +185,10 @@ class PaddedWriter:
     the id is known only after `close()`: then `write` returns the input index
     and `instance_ids` maps input index -> instance id). Files appear
     atomically on `close()`; leaving a `with` block by an exception discards
-    them.
+    them. `page_size` (None: 4 KiB) and `fit` (None: "next") as for `pad`.
     """
 
-    def __init__(self, path, page_size=4096, fit="next"):
+    def __init__(self, path, page_size=None, fit=None):
         _pad_spec(page_size, fit)
         self._path = os.fspath(path)
         self._handle = None

@@ -144,6 +144,28 @@ def test_sampler_epochs_are_permutations_and_shards_partition(two_files):
         Sampler(500, page_aware=True)
 
 
+def test_a_pickled_sampler_keeps_its_epoch_and_resumed_epoch(two_files):
+    # Grain and DataLoader workers get copies: the copy walks the same orders.
+    paths, _ = two_files
+    src = DataSource(paths)
+    for sampler in (Sampler(src, seed=4, num_shards=2, shard_index=1), Sampler(500, seed=4)):
+        sampler.set_epoch(3)
+        copy = pickle.loads(pickle.dumps(sampler))
+        assert (copy.epoch, copy.seed, copy.num_shards, copy.shard_index) == (
+            3, 4, sampler.num_shards, sampler.shard_index)
+        assert list(copy) == list(sampler) and len(copy) == len(sampler)
+    old = [Sampler(src, seed=4, num_shards=2, shard_index=k) for k in range(2)]
+    for s in old:
+        s.set_epoch(2)
+    epoch_state = Sampler.combine_shard_states([old[0].shard_state(10), old[1].shard_state(30)])
+    resumed = Sampler(src, seed=4)
+    resumed.resume(epoch_state)
+    copy = pickle.loads(pickle.dumps(resumed))
+    assert copy.epoch == 2 and list(copy) == list(resumed) and len(copy) == 460
+    delivered = list(old[0])[:10] + list(old[1])[:30]
+    assert sorted(delivered + list(copy)) == list(range(500))
+
+
 def test_orders_equal_the_cli_order(padded):
     path, _ = padded
     src = DataSource(path)

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use tfrecord_lirs::options::defaults;
 use tfrecord_lirs::text_index::TextIndexFormat;
 use tfrecord_lirs::{OrderVersion, PageSize};
 
@@ -198,7 +199,7 @@ pub struct PadArgs {
     #[arg(long, default_value_t = 0)]
     pub jobs: usize,
     /// Page size in bytes: a power of two from 512 to 16777216.
-    #[arg(long, default_value_t = 4096, value_parser = parse_page_size)]
+    #[arg(long, default_value_t = defaults::PAGE_SIZE, value_parser = parse_page_size)]
     pub page_size: u64,
     /// Placement policy.
     #[arg(long, value_enum, default_value = "next")]
@@ -317,7 +318,7 @@ pub struct OrderArgs {
     #[arg(long, default_value_t = 0, requires = "num_shards")]
     pub shard_index: u64,
     /// Page size for page-aware units.
-    #[arg(long, default_value_t = 4096, value_parser = parse_page_size)]
+    #[arg(long, default_value_t = defaults::PAGE_SIZE, value_parser = parse_page_size)]
     pub page_size: u64,
     /// Trust the table: instance i is the record at its offset i, and any records
     /// between (or before the first) are padding written by another tool (e.g. the

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use tfrecord_lirs::{Compression, Error, Fit, PadOptions};
+use tfrecord_lirs::options::defaults;
+use tfrecord_lirs::pad_args;
+use tfrecord_lirs::Error;
 
 use crate::args::{page_size, CompressionArg, FitArg, PadArgs};
 use crate::report::{per_file, progress, Outcome};
@@ -23,38 +25,29 @@ pub fn run(args: PadArgs) -> Outcome {
         trust_table,
     } = args;
     page_size(p)?;
-    let options = PadOptions {
-        page_size: p,
-        fit: match fit {
-            FitArg::Next | FitArg::Auto => Fit::Next,
-            FitArg::Best => Fit::Best {
-                lookahead: window.unwrap_or(Fit::DEFAULT_LOOKAHEAD),
-            },
-        },
-        sync,
-        storage: storage(),
+    let fit = match fit {
+        FitArg::Next => "next",
+        FitArg::Best => "best",
+        FitArg::Auto => "auto",
     };
     let compression = match compression {
-        None => Compression::Auto,
-        Some(CompressionArg::None) => Compression::None,
-        Some(CompressionArg::Gzip) => Compression::Gzip,
-        Some(CompressionArg::Zlib) => Compression::Zlib,
+        None => defaults::COMPRESSION,
+        Some(CompressionArg::None) => "none",
+        Some(CompressionArg::Gzip) => "gzip",
+        Some(CompressionArg::Zlib) => "zlib",
     };
-    // One input into a file, or into a directory (several inputs, or one
-    // input and an existing directory).
-    let outputs = if paths.len() == 1 && !out.is_dir() {
-        vec![out]
-    } else {
-        tfrecord_lirs::many::pad_outputs(&paths, &out)?
-    };
-    let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
-    let request = tfrecord_lirs::PadRequest {
-        options,
-        auto: fit == FitArg::Auto,
+    // The core's request and outputs from these names, as Python's pad() has.
+    let request = pad_args::PadArgs {
+        page_size: p,
+        fit: &pad_args::fit_name(fit, window),
         compression,
         trust_table,
         overwrite: force,
-    };
+        sync,
+    }
+    .request(storage())?;
+    let outputs = pad_args::outputs(&paths, &out, false)?;
+    let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
     let pad_one = |input: &Path, output: &Path, report: &mut dyn FnMut(u64)| {
         let (summary, chose) = tfrecord_lirs::pad(input, output, &request, report)?;
         Ok::<_, Error>(pad_report(&summary, chose.as_deref()))

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FfiError, FfiResult, ReaderConfig};
+use crate::{path_of, FfiResult, ReaderConfig};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
@@ -52,16 +52,10 @@ pub fn order_version_of(number: i64) -> FfiResult<core::OrderVersion> {
 }
 
 /// LIRSDataset's `deterministic` attr: "true" (in order), "false" (unordered) or
-/// "default" (`None`: as the pipeline's `tf.data.Options().deterministic` says).
+/// "default" (`None`: as the pipeline's `tf.data.Options().deterministic` says)
+/// ([`core::options::deterministic`]).
 pub fn parse_deterministic(deterministic: &str) -> FfiResult<Option<bool>> {
-    match deterministic {
-        "true" => Ok(Some(true)),
-        "false" => Ok(Some(false)),
-        "default" => Ok(None),
-        other => Err(FfiError::invalid(format!(
-            "deterministic must be \"true\", \"false\" or \"default\", got {other:?}"
-        ))),
-    }
+    Ok(core::options::deterministic(deterministic)?)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+mod error_classes;
 pub mod example;
 pub mod fit;
 pub mod framing;

@@ -5,7 +5,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use tfrecord_lirs::{self as core, CursorState, EpochProgress, ShardProgress};
+use tfrecord_lirs::{self as core, EpochProgress, ShardProgress};
 
 use super::{IntoPy, NativeReader};
 
@@ -45,18 +45,9 @@ fn shard_state<'py>(
     delivered_after: Vec<u64>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let base = EpochProgress::decode(epoch_state).py_err(py)?;
-    core::options::shard(num_shards, shard_index).py_err(py)?;
-    let mut state = CursorState::start_of(base.order_version);
-    state.position = position;
-    state.delivered_after = delivered_after;
-    // Checked as a decoded state is: ascending, past the position.
-    let state = CursorState::decode(&state.encode()).py_err(py)?;
-    let shard = ShardProgress {
-        base,
-        num_shards,
-        shard_index,
-        state,
-    };
+    let shard =
+        ShardProgress::of_positions(base, num_shards, shard_index, position, delivered_after)
+            .py_err(py)?;
     Ok(PyBytes::new(py, &shard.encode()))
 }
 

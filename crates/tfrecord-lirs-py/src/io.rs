@@ -4,12 +4,14 @@
 //! else; errors are the `tfrecord_lirs.errors` exceptions of their kind, which the
 //! TensorFlow-facing module re-raises as the matching `tf.errors` class too.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use tfrecord_lirs as core;
+use tfrecord_lirs::options::defaults;
+use tfrecord_lirs::options::guard::Poison;
+use tfrecord_lirs::pad_args::PadArgs;
 
 use crate::gfile::write_storage;
 use crate::{to_py, IntoPy};
@@ -99,59 +101,65 @@ fn default_table_path(path: PathBuf) -> std::ffi::OsString {
 #[pyfunction]
 fn build_offset_table(py: Python<'_>, data: PathBuf, table: PathBuf) -> PyResult<u64> {
     py.detach(|| {
-        guarded("build_offset_table", || {
+        guard("build_offset_table", || {
             core::build_offset_table_in(&write_storage(), &data, &table, false, |_| {})
         })
     })
     .py_err(py)
 }
 
-/// The core's request for `pad` of one input.
+/// The core's request for `pad` of one input, from `pad()`'s arguments (`None`: the
+/// core's default).
 fn pad_request(
-    page_size: u64,
-    fit: &str,
-    compression: &str,
-    trust_table: bool,
+    page_size: Option<u64>,
+    fit: Option<&str>,
+    compression: Option<&str>,
+    trust_table: Option<bool>,
     overwrite: bool,
 ) -> core::Result<core::PadRequest> {
-    let (fit, auto) = match core::options::pad_fit(fit)? {
-        core::options::PadFit::Fixed(fit) => (fit, false),
-        core::options::PadFit::Auto => (core::Fit::Next, true),
-    };
-    Ok(core::PadRequest {
-        options: core::PadOptions {
-            page_size,
-            fit,
-            storage: write_storage(),
-            ..Default::default()
-        },
-        auto,
-        compression: core::options::compression(compression)?,
-        trust_table,
+    let d = PadArgs::default();
+    PadArgs {
+        page_size: page_size.unwrap_or(d.page_size),
+        fit: fit.unwrap_or(d.fit),
+        // Python's "" (TFRecordOptions' none) is the core's automatic detection too.
+        compression: compression.unwrap_or(d.compression),
+        trust_table: trust_table.unwrap_or(d.trust_table),
         overwrite,
-    })
+        sync: d.sync,
+    }
+    .request(write_storage())
 }
 
 /// Rewrites TFRecord `src` as page-aligned `dst` with its table; returns the summary
 /// fields and what `fit="auto"` chose and why ("" otherwise).
 #[pyfunction]
-#[pyo3(signature = (src, dst, page_size, fit, compression, trust_table, overwrite))]
+#[pyo3(signature = (src, dst, page_size=None, fit=None, compression=None, trust_table=None,
+    overwrite=false))]
 #[allow(clippy::too_many_arguments)] // pad()'s arguments, as Python passes them
 fn pad_file(
     py: Python<'_>,
     src: PathBuf,
     dst: PathBuf,
-    page_size: u64,
-    fit: &str,
-    compression: &str,
-    trust_table: bool,
+    page_size: Option<u64>,
+    fit: Option<&str>,
+    compression: Option<&str>,
+    trust_table: Option<bool>,
     overwrite: bool,
 ) -> PyResult<(SummaryFields, String)> {
     let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
+    // One input given alone: into `dst`, or into it as a directory (the CLI's rule).
+    let dst = core::pad_args::outputs(std::slice::from_ref(&src), &dst, false)
+        .py_err(py)?
+        .remove(0);
     let (written, chose) = py
-        .detach(|| guarded("pad_file", || core::pad(&src, &dst, &request, |_| {})))
+        .detach(|| guard("pad_file", || core::pad(&src, &dst, &request, |_| {})))
         .py_err(py)?;
     Ok((summary_fields(&written), chose.unwrap_or_default()))
+}
+
+/// Files worked on at once: `jobs`, or the core's default (automatic).
+fn jobs_or_default(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or(defaults::JOBS as usize)
 }
 
 /// The total bytes of `files` (what the progress of a run over them counts up to).
@@ -203,13 +211,20 @@ fn run_many<T: Send>(
 fn build_offset_tables(
     py: Python<'_>,
     files: Vec<PathBuf>,
-    jobs: usize,
+    jobs: Option<usize>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<u64>> {
-    run_many(py, "indexed", &files, jobs, progress, |file, done| {
-        let table = core::default_table_path(file);
-        core::build_offset_table_in(&write_storage(), file, &table, false, done)
-    })
+    run_many(
+        py,
+        "indexed",
+        &files,
+        jobs_or_default(jobs),
+        progress,
+        |file, done| {
+            let table = core::default_table_path(file);
+            core::build_offset_table_in(&write_storage(), file, &table, false, done)
+        },
+    )
 }
 
 /// Pads each TFRecord file of `srcs` into directory `dst_dir` (under its file name,
@@ -222,16 +237,18 @@ fn pad_files(
     py: Python<'_>,
     srcs: Vec<PathBuf>,
     dst_dir: PathBuf,
-    page_size: u64,
-    fit: &str,
-    compression: &str,
-    trust_table: bool,
+    page_size: Option<u64>,
+    fit: Option<&str>,
+    compression: Option<&str>,
+    trust_table: Option<bool>,
     overwrite: bool,
-    jobs: usize,
+    jobs: Option<usize>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<SummaryFields>> {
+    let jobs = jobs_or_default(jobs);
     let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
-    let outputs = core::many::pad_outputs(&srcs, &dst_dir).py_err(py)?;
+    // Inputs given as a list: each into the directory `dst_dir` (the CLI's rule).
+    let outputs = core::pad_args::outputs(&srcs, &dst_dir, true).py_err(py)?;
     run_many(py, "padded", &srcs, jobs, progress, |file, done| {
         let output = srcs
             .iter()
@@ -242,40 +259,32 @@ fn pad_files(
     })
 }
 
-/// Runs `f` as entry point `point`; the outer `Err` is an Internal error naming it when
-/// `f` panicked (the fault-injection build arms a panic point here), never an unwind
-/// into Python.
-fn catch_panic<T>(
-    point: &str,
-    f: impl FnOnce() -> core::Result<T>,
-) -> Result<core::Result<T>, core::Error> {
-    catch_unwind(AssertUnwindSafe(|| {
+/// Runs `f` as entry point `point` under the core's panic guard: a panic is an
+/// Internal error naming it, never an unwind into Python (the fault-injection build
+/// arms a panic point here).
+fn guard<T>(point: &str, f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+    core::options::guard::guard(point, || {
         #[cfg(feature = "fault-injection")]
         test_panic::panic_if_armed(point);
         f()
-    }))
-    .map_err(|payload| {
-        core::Error::internal(format!(
-            "panic in tfrecord-lirs (Rust) in `{point}`: {}",
-            core::panic_message(payload.as_ref())
-        ))
     })
-}
-
-/// Runs `f` as entry point `point`: a panic is an Internal error naming it.
-fn guarded<T>(point: &str, f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
-    catch_panic(point, f).unwrap_or_else(Err)
 }
 
 /// A page-aligned writer's state: a panic inside one of its methods poisons it for
 /// good (the file may be half-written, so it must not be finished as if whole).
-#[derive(Default)]
 struct WriterState {
     inner: Option<core::PaddedWriter>,
-    poisoned: bool,
+    poison: Poison,
 }
 
 impl WriterState {
+    fn new(writer: core::PaddedWriter) -> WriterState {
+        WriterState {
+            inner: Some(writer),
+            poison: Poison::new("a PaddedWriter"),
+        }
+    }
+
     /// Runs `f` on the writer as method `method`: a panic is an Internal error and
     /// poisons the writer; a poisoned writer refuses every call.
     fn run<T>(
@@ -283,15 +292,11 @@ impl WriterState {
         method: &str,
         f: impl FnOnce(&mut Option<core::PaddedWriter>) -> core::Result<T>,
     ) -> core::Result<T> {
-        if self.poisoned {
-            return Err(core::Error::internal(format!(
-                "`{method}` on a PaddedWriter that is unusable after an earlier panic in it"
-            )));
-        }
         let inner = &mut self.inner;
-        catch_panic(method, || f(inner)).unwrap_or_else(|panic| {
-            self.poisoned = true;
-            Err(panic)
+        self.poison.run(method, || {
+            #[cfg(feature = "fault-injection")]
+            test_panic::panic_if_armed(method);
+            f(inner)
         })
     }
 }
@@ -323,28 +328,31 @@ impl PaddedWriter {
 #[pymethods]
 impl PaddedWriter {
     /// Creates the writer of `path` with `page_size` and placement `fit` ("next",
-    /// "best" or "best:<window>").
+    /// "best" or "best:<window>"); `None`: the core's default.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf, page_size: u64, fit: &str) -> PyResult<Self> {
-        let fit = core::options::fit(fit).py_err(py)?;
+    #[pyo3(signature = (path, page_size=None, fit=None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        page_size: Option<u64>,
+        fit: Option<&str>,
+    ) -> PyResult<Self> {
+        let fit = core::options::fit(fit.unwrap_or(defaults::FIT)).py_err(py)?;
         let options = core::PadOptions {
-            page_size,
+            page_size: page_size.unwrap_or(defaults::PAGE_SIZE),
             fit,
             storage: write_storage(),
             ..Default::default()
         };
         let writer = py
             .detach(|| {
-                guarded("create_writer", || {
+                guard("create_writer", || {
                     core::PaddedWriter::create(&path, &options)
                 })
             })
             .py_err(py)?;
         Ok(PaddedWriter {
-            state: Mutex::new(WriterState {
-                inner: Some(writer),
-                poisoned: false,
-            }),
+            state: Mutex::new(WriterState::new(writer)),
         })
     }
 
@@ -414,7 +422,7 @@ mod test_panic {
     /// The method that panics on purpose (empty: none).
     static PANIC_POINT: Mutex<String> = Mutex::new(String::new());
 
-    /// Panics if `point` is armed (called inside the writer's panic guard).
+    /// Panics if `point` is armed (called inside the panic guard).
     pub(super) fn panic_if_armed(point: &str) {
         let armed = PANIC_POINT.lock().map(|p| *p == point).unwrap_or(false);
         if armed {
@@ -438,10 +446,8 @@ mod tests {
     fn a_panic_poisons_the_writer_for_good() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.tfrecord");
-        let mut state = WriterState {
-            inner: Some(core::PaddedWriter::create(&path, &Default::default()).unwrap()),
-            poisoned: false,
-        };
+        let mut state =
+            WriterState::new(core::PaddedWriter::create(&path, &Default::default()).unwrap());
         assert_eq!(
             state
                 .run("write", |w| w.as_mut().unwrap().write(b"ok"))

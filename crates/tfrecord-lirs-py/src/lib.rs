@@ -6,11 +6,13 @@
 //! these classes with the Grain and PyTorch protocols.
 //!
 //! Errors become the exception classes of `tfrecord_lirs.errors` (one per
-//! [`ErrorKind`]), with the core's message and its `file`, `instance` and `offset`
+//! [`ErrorKind`](core::ErrorKind), the core's table), with the core's message and its `file`, `instance` and `offset`
 //! as attributes. Reads release the GIL.
 
+mod contract;
 mod elastic;
 mod gfile;
+mod sampler;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -20,22 +22,14 @@ mod loader;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
-use tfrecord_lirs::{
-    self as core, Batch, EpochOrder, ErrorKind, OrderParams, OrderVersion, Reader,
-};
+use tfrecord_lirs::options::defaults;
+use tfrecord_lirs::{self as core, Batch, EpochOrder, OrderParams, OrderVersion, Reader};
 
 mod io;
 
 /// A core error as the `tfrecord_lirs.errors` exception of its kind.
 fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
-    let class = match e.kind() {
-        ErrorKind::DataLoss => "DataLossError",
-        ErrorKind::InvalidArgument => "InvalidArgumentError",
-        ErrorKind::NotFound => "NotFoundError",
-        ErrorKind::PermissionDenied => "PermissionDeniedError",
-        ErrorKind::Unavailable => "UnavailableError",
-        _ => "InternalError",
-    };
+    let class = e.kind().class_name();
     let made = (|| -> PyResult<PyErr> {
         let errors = py.import("tfrecord_lirs.errors")?;
         let exc = errors.getattr(class)?.call1((e.to_string(),))?;
@@ -73,18 +67,20 @@ struct NativeReader {
 #[pymethods]
 impl NativeReader {
     /// Opens `files` with `tables` (none, or one per file; `None` or "" for a file's
-    /// default `<file>.offsets`).
+    /// default `<file>.offsets`); an option left `None` takes the core's default.
     #[new]
-    #[pyo3(signature = (files, tables, page_size, backend, trust_table))]
+    #[pyo3(signature = (files, tables, page_size=None, backend=None, trust_table=None))]
     fn new(
         py: Python<'_>,
         files: Vec<PathBuf>,
         tables: Vec<Option<PathBuf>>,
-        page_size: u64,
-        backend: &str,
-        trust_table: bool,
+        page_size: Option<u64>,
+        backend: Option<&str>,
+        trust_table: Option<bool>,
     ) -> PyResult<Self> {
-        let backend = core::options::backend(backend).py_err(py)?;
+        let page_size = page_size.unwrap_or(defaults::PAGE_SIZE);
+        let trust_table = trust_table.unwrap_or(defaults::TRUST_TABLE);
+        let backend = core::options::backend(backend.unwrap_or(defaults::BACKEND)).py_err(py)?;
         if backend == core::Backend::Mmap {
             // The mmap backend needs an unsafe promise (no file changes while mapped);
             // this front end does not make it for its users: "auto" maps files under a
@@ -274,10 +270,12 @@ fn storage() -> core::Storage {
 fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeReader>()?;
     m.add_class::<loader::NativeLoader>()?;
+    m.add_class::<sampler::NativeSampler>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     elastic::register(m)?;
     io::register(m)?;
+    contract::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

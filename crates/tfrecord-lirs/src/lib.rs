@@ -73,6 +73,7 @@ pub mod advice;
 mod compress;
 mod inspect;
 pub mod options;
+pub mod pad_args;
 mod pool;
 mod read;
 mod scan;
@@ -82,6 +83,7 @@ mod write;
 // For users only: the crate's public API, as it has been.
 pub mod format;
 pub use inspect::many;
+pub use pool::panic_message;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
 pub use storage::local as io;
@@ -101,11 +103,12 @@ pub use read::cursor::view::BatchView;
 pub use read::cursor::walk::DatasetCursor;
 pub use read::elastic::{EpochProgress, ShardProgress};
 pub use read::fetch::{
-    panic_message, Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource,
-    Payloads, Resume, Window, ORDER_VERSION_1,
+    Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource, Payloads, Resume,
+    Window, ORDER_VERSION_1,
 };
 pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
 pub use read::reader::{Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_THREADS};
+pub use read::sampler::{Sampler, SamplerSource};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};

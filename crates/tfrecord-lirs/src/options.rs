@@ -14,6 +14,9 @@
 //!
 //! [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
 
+pub mod defaults;
+pub mod guard;
+
 use std::path::{Path, PathBuf};
 
 use tfrecord_lirs_format::error::{Error, Result};
@@ -171,26 +174,74 @@ pub fn buffer_size(buffer_size: Option<i64>) -> Result<()> {
     }
 }
 
+/// Records per batch: at least 1.
+///
+/// ```
+/// use tfrecord_lirs::options;
+/// assert_eq!(options::batch_size(8)?, 8);
+/// assert_eq!(options::batch_size(0).unwrap_err().to_string(), "batch_size must be >= 1, got 0");
+/// # Ok::<(), tfrecord_lirs::Error>(())
+/// ```
+pub fn batch_size(batch_size: i64) -> Result<usize> {
+    usize::try_from(batch_size)
+        .ok()
+        .filter(|&b| b >= 1)
+        .ok_or_else(|| {
+            Error::invalid_argument(format!("batch_size must be >= 1, got {batch_size}"))
+        })
+}
+
+/// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically (`None`), else at
+/// least 1.
+///
+/// ```
+/// use tfrecord_lirs::options;
+/// assert_eq!(options::num_parallel_reads(-1)?, None);
+/// assert_eq!(options::num_parallel_reads(4)?, Some(4));
+/// assert!(options::num_parallel_reads(0).is_err());
+/// # Ok::<(), tfrecord_lirs::Error>(())
+/// ```
+pub fn num_parallel_reads(num_parallel_reads: i64) -> Result<Option<usize>> {
+    match num_parallel_reads {
+        -1 => Ok(None),
+        n if n >= 1 => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| Error::invalid_argument(format!("num_parallel_reads {n} is too large"))),
+        n => Err(Error::invalid_argument(format!(
+            "num_parallel_reads must be >= 1 or -1 (automatic), got {n}"
+        ))),
+    }
+}
+
+/// LIRSDataset's `deterministic` as the op takes it: `"true"` (in order), `"false"`
+/// (unordered) or `"default"` (`None`: as the pipeline's
+/// `tf.data.Options().deterministic` says).
+pub fn deterministic(name: &str) -> Result<Option<bool>> {
+    match name {
+        "true" => Ok(Some(true)),
+        "false" => Ok(Some(false)),
+        "default" => Ok(None),
+        other => Err(Error::invalid_argument(format!(
+            "deterministic must be \"true\", \"false\" or \"default\", got {other:?}"
+        ))),
+    }
+}
+
 /// LIRSDataset's arguments as Python gives them: `batch_size` (`None`: elements are
-/// single records; else at least 1), `num_parallel_reads` (-1, which is also
-/// `tf.data.AUTOTUNE`: automatic; else at least 1), and, when both are known, as many
-/// offset tables given as files (`tables` `None`: not given, the default tables).
+/// single records; else [`batch_size`]'s rule), `num_parallel_reads`
+/// ([`num_parallel_reads`]'s rule; -1 is also `tf.data.AUTOTUNE`), and, when both are
+/// known, as many offset tables given as files (`tables` `None`: not given, the
+/// default tables).
 pub fn dataset_arguments(
     batch_size: Option<i64>,
     num_parallel_reads: i64,
     files: Option<u64>,
     tables: Option<u64>,
 ) -> Result<()> {
-    if let Some(b) = batch_size.filter(|&b| b < 1) {
-        return Err(Error::invalid_argument(format!(
-            "batch_size must be a positive int or None, got {b}"
-        )));
+    if let Some(b) = batch_size {
+        self::batch_size(b)?;
     }
-    if num_parallel_reads != -1 && num_parallel_reads < 1 {
-        return Err(Error::invalid_argument(format!(
-            "num_parallel_reads must be a positive int, None or tf.data.AUTOTUNE, got {num_parallel_reads}"
-        )));
-    }
+    self::num_parallel_reads(num_parallel_reads)?;
     if let (Some(files), Some(tables)) = (files, tables) {
         if tables != files {
             return Err(Error::invalid_argument(format!(
@@ -280,13 +331,10 @@ mod tests {
         assert!(dataset_arguments(Some(8), 4, Some(2), Some(2)).is_ok());
         assert!(dataset_arguments(Some(1), 1, None, Some(5)).is_ok());
         for (args, words) in [
-            (
-                (Some(0), -1, None, None),
-                "batch_size must be a positive int or None, got 0",
-            ),
+            ((Some(0), -1, None, None), "batch_size must be >= 1, got 0"),
             (
                 (None, 0, None, None),
-                "num_parallel_reads must be a positive int",
+                "num_parallel_reads must be >= 1 or -1 (automatic), got 0",
             ),
             ((None, -2, None, None), "got -2"),
             (
@@ -375,6 +423,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("compression_type must be None"));
+        assert_eq!(
+            deterministic(defaults::DATASET_DETERMINISTIC).unwrap(),
+            None
+        );
+        assert_eq!(deterministic("false").unwrap(), Some(false));
+        assert!(deterministic("False").is_err());
         buffer_size(None).unwrap();
         buffer_size(Some(0)).unwrap();
         assert!(buffer_size(Some(-1)).is_err());

@@ -55,6 +55,17 @@ pub(crate) fn with_helpers<R, F: FnOnce() + Send>(
     })
 }
 
+/// The text of a panic payload (a `&str` or `String` message, as `panic!` makes).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

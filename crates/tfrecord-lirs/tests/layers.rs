@@ -30,6 +30,7 @@ const LAYERS: &[&[&str]] = &[
     &["read"],
     &["write"],
     &["inspect"],
+    &["pad_args"],
 ];
 
 /// Which modules use which (a module as its path's segments).

@@ -61,17 +61,17 @@ pub struct LoaderOptions {
 
 impl Default for LoaderOptions {
     fn default() -> Self {
+        use crate::options::defaults;
         LoaderOptions {
-            seed: 0,
-            // The batch of the benchmarks and of the TensorFlow examples.
-            batch_size: 256,
-            page_aware: false,
-            deterministic: true,
-            num_parallel_reads: -1,
-            num_shards: 1,
-            shard_index: 0,
-            drop_remainder: false,
-            order_version: 1,
+            seed: defaults::SEED,
+            batch_size: defaults::BATCH_SIZE,
+            page_aware: defaults::PAGE_AWARE,
+            deterministic: defaults::DETERMINISTIC,
+            num_parallel_reads: defaults::NUM_PARALLEL_READS,
+            num_shards: defaults::NUM_SHARDS,
+            shard_index: defaults::SHARD_INDEX,
+            drop_remainder: defaults::DROP_REMAINDER,
+            order_version: defaults::ORDER_VERSION,
         }
     }
 }
@@ -202,12 +202,7 @@ pub struct DatasetLoader {
 impl DatasetLoader {
     /// A loader over `reader` (epoch 0, worker 0 of 1); every option is checked here.
     pub fn new(reader: Arc<Reader>, options: LoaderOptions) -> Result<DatasetLoader> {
-        if options.batch_size < 1 {
-            return Err(Error::invalid_argument(format!(
-                "batch_size must be >= 1, got {}",
-                options.batch_size
-            )));
-        }
+        options::batch_size(options.batch_size)?;
         options::shard(options.num_shards, options.shard_index)?;
         let mut cursor_options =
             CursorOptions::dataset(&reader, options.batch_size, options.num_parallel_reads)?;

@@ -9,9 +9,10 @@ use tfrecord_lirs_format::error::{Error, Result};
 use super::options::{first_window, CursorOptions};
 use super::state::CursorState;
 use super::view::BatchView;
+use crate::pool::panic_message;
 use crate::read::elastic::resumed::ResumedOrder;
 use crate::read::elastic::{EpochProgress, ShardProgress};
-use crate::read::fetch::{panic_message, DeliveredLedger, Fetcher, OrderSource, Payloads, Resume};
+use crate::read::fetch::{DeliveredLedger, Fetcher, OrderSource, Payloads, Resume};
 use crate::read::reader::Reader;
 
 /// The window being served.

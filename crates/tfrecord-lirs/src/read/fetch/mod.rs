@@ -47,7 +47,7 @@ use payloads::{Parts, Spares};
 pub use payloads::{Payloads, Window};
 use pool::Pool;
 pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
-pub use workers::panic_message;
+
 use workers::Workers;
 
 use tfrecord_lirs_format::error::{Error, Result};

@@ -157,7 +157,7 @@ impl Drop for Workers {
 
 /// The window-level error for a panic while reading `job`.
 fn part_panic(job: &Job, payload: &(dyn std::any::Any + Send)) -> Error {
-    let message = panic_message(payload);
+    let message = crate::pool::panic_message(payload);
     Error::internal(match &job.deferred {
         Some(deferred) => format!(
             "panic in a tfrecord-lirs fetch thread computing and reading the ids of {} \
@@ -172,15 +172,4 @@ fn part_panic(job: &Job, payload: &(dyn std::any::Any + Send)) -> Error {
             job.ids.first().copied().unwrap_or_default(),
         ),
     })
-}
-
-/// The text of a panic payload (a `&str` or `String` message, as `panic!` makes).
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
-    }
 }

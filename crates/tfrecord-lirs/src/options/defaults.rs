@@ -1,0 +1,121 @@
+//! Every user-facing default, once. The front ends take "not given" (Python's `None`,
+//! an absent flag) and apply these: the PyO3 extension through `Option<…>` arguments,
+//! the CLI through its flags' `default_value`s written from these constants, the
+//! TensorFlow op through attrs whose defaults C++ cannot take from here (a test
+//! compares them with [`TABLE`], exported to Python as `tfrecord_lirs._lirs.defaults()`).
+//!
+//! ```
+//! use tfrecord_lirs::options::defaults;
+//! assert_eq!(defaults::PAGE_SIZE, tfrecord_lirs::format::DEFAULT_PAGE_SIZE);
+//! assert_eq!(defaults::get("order_version"), Some(defaults::Value::Int(1)));
+//! ```
+
+/// The page size the files were padded to (the format's default).
+pub const PAGE_SIZE: u64 = tfrecord_lirs_format::framing::DEFAULT_PAGE_SIZE;
+/// The epoch order algorithm: 1, the orders of every earlier release.
+pub const ORDER_VERSION: u64 = 1;
+/// The I/O backend: memory maps under a read lease where they pay, else pread.
+pub const BACKEND: &str = "auto";
+/// The placement of records in a padded file: next fit, which keeps the input order.
+pub const FIT: &str = "next";
+/// How an input to `pad` is compressed: detected from its first bytes.
+pub const COMPRESSION: &str = "auto";
+/// The shuffle seed of the TensorFlow-free front ends (the op takes TensorFlow's seeds).
+pub const SEED: u64 = 0;
+/// The epoch walked first.
+pub const EPOCH: u64 = 0;
+/// Instances are the shuffle unit; `true` shuffles whole pages.
+pub const PAGE_AWARE: bool = false;
+/// One shard: the whole dataset.
+pub const NUM_SHARDS: u64 = 1;
+/// The first (only) shard.
+pub const SHARD_INDEX: u64 = 0;
+/// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically.
+pub const NUM_PARALLEL_READS: i64 = -1;
+/// The `Loader`'s batch: the batch of the benchmarks and of the TensorFlow examples.
+pub const BATCH_SIZE: i64 = 256;
+/// LIRSDataset's `batch_size` as the op takes it: 0, elements are single records
+/// (Python's `None`).
+pub const DATASET_BATCH_SIZE: i64 = 0;
+/// A last batch smaller than the batch size is delivered.
+pub const DROP_REMAINDER: bool = false;
+/// The offset tables are checked against the files (only fillers between entries).
+pub const TRUST_TABLE: bool = false;
+/// The `Loader` delivers in order.
+pub const DETERMINISTIC: bool = true;
+/// LIRSDataset's `deterministic` as the op takes it: as the pipeline's
+/// `tf.data.Options().deterministic` says (Python's `None`).
+pub const DATASET_DETERMINISTIC: &str = "default";
+/// A new order every iteration, as for `Dataset.shuffle`.
+pub const RESHUFFLE_EACH_ITERATION: bool = true;
+/// Files worked on at once by the many-file commands: 0 chooses automatically.
+pub const JOBS: u64 = 0;
+/// The look-ahead of best fit, in records.
+pub const BEST_FIT_LOOKAHEAD: u64 = tfrecord_lirs_format::fit::Fit::DEFAULT_LOOKAHEAD as u64;
+
+/// A default's value, as the front ends see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// An integer.
+    Int(i64),
+    /// A flag.
+    Bool(bool),
+    /// A name.
+    Str(&'static str),
+}
+
+/// Every default by the argument name the front ends use (Python's parameter, the op's
+/// attr; `dataset_*`: LIRSDataset's op attr where it differs from the `Loader`'s).
+pub const TABLE: &[(&str, Value)] = &[
+    ("page_size", Value::Int(PAGE_SIZE as i64)),
+    ("order_version", Value::Int(ORDER_VERSION as i64)),
+    ("backend", Value::Str(BACKEND)),
+    ("fit", Value::Str(FIT)),
+    ("compression", Value::Str(COMPRESSION)),
+    ("seed", Value::Int(SEED as i64)),
+    ("epoch", Value::Int(EPOCH as i64)),
+    ("page_aware", Value::Bool(PAGE_AWARE)),
+    ("num_shards", Value::Int(NUM_SHARDS as i64)),
+    ("shard_index", Value::Int(SHARD_INDEX as i64)),
+    ("num_parallel_reads", Value::Int(NUM_PARALLEL_READS)),
+    ("batch_size", Value::Int(BATCH_SIZE)),
+    ("dataset_batch_size", Value::Int(DATASET_BATCH_SIZE)),
+    ("drop_remainder", Value::Bool(DROP_REMAINDER)),
+    ("trust_table", Value::Bool(TRUST_TABLE)),
+    ("deterministic", Value::Bool(DETERMINISTIC)),
+    ("dataset_deterministic", Value::Str(DATASET_DETERMINISTIC)),
+    (
+        "reshuffle_each_iteration",
+        Value::Bool(RESHUFFLE_EACH_ITERATION),
+    ),
+    ("jobs", Value::Int(JOBS as i64)),
+    ("best_fit_lookahead", Value::Int(BEST_FIT_LOOKAHEAD as i64)),
+];
+
+/// The default of argument `name` ([`TABLE`]), `None` for an argument without one.
+pub fn get(name: &str) -> Option<Value> {
+    TABLE.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_default_is_listed_once_and_is_valid() {
+        let mut names: Vec<&str> = TABLE.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TABLE.len());
+        super::super::page_size(PAGE_SIZE).unwrap();
+        super::super::order_version(ORDER_VERSION).unwrap();
+        super::super::backend(BACKEND).unwrap();
+        super::super::fit(FIT).unwrap();
+        super::super::compression(COMPRESSION).unwrap();
+        super::super::shard(NUM_SHARDS, SHARD_INDEX).unwrap();
+        super::super::best_fit_lookahead(BEST_FIT_LOOKAHEAD).unwrap();
+        super::super::dataset_arguments(Some(BATCH_SIZE), NUM_PARALLEL_READS, None, None).unwrap();
+        assert_eq!(get("page_size"), Some(Value::Int(4096)));
+        assert_eq!(get("nonesuch"), None);
+    }
+}

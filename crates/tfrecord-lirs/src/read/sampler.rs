@@ -1,0 +1,311 @@
+//! The [`Sampler`]: a front end's view of the epoch orders when it takes each epoch's
+//! order whole (PyTorch's `Sampler`, Grain's index samplers) rather than walking it
+//! with a [`DatasetCursor`](crate::DatasetCursor): the epoch counter, the order of an
+//! epoch for one shard, the elastic-resume states (docs/FORMAT.md §6) and the map from
+//! a global index over all epochs to (epoch, position).
+//!
+//! ```
+//! use tfrecord_lirs::{Sampler, SamplerSource};
+//! let mut sampler = Sampler::new(SamplerSource::Instances(10), 1, false, 1, 0, 1)?;
+//! assert_eq!(sampler.len()?, 10);
+//! sampler.set_epoch(1);
+//! let mut ids = sampler.order(sampler.epoch())?;
+//! ids.sort_unstable();
+//! assert_eq!(ids, (0..10).collect::<Vec<u64>>());
+//! assert_eq!(sampler.locate(23)?, (2, 3));
+//! # Ok::<(), tfrecord_lirs::Error>(())
+//! ```
+
+use std::sync::Arc;
+
+use crate::options;
+use crate::read::cursor::state::CursorState;
+use crate::read::elastic::{EpochProgress, ShardProgress};
+use crate::read::reader::Reader;
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
+
+/// What a [`Sampler`] orders.
+#[derive(Clone)]
+pub enum SamplerSource {
+    /// The instances of these files (page-aware orders need them).
+    Files(Arc<Reader>),
+    /// `n` instances described by no file (instance-based orders only).
+    Instances(u64),
+}
+
+/// The epoch orders of one shard of a source, epoch by epoch, with elastic resume.
+#[derive(Clone)]
+pub struct Sampler {
+    source: SamplerSource,
+    seed: u64,
+    page_aware: bool,
+    num_shards: u64,
+    shard_index: u64,
+    version: OrderVersion,
+    epoch: u64,
+    /// Instances of this shard in every fresh epoch.
+    len: u64,
+    /// An epoch resumed from a state: its order is this shard's part of what the state
+    /// did not deliver.
+    resumed: Option<EpochProgress>,
+}
+
+impl Sampler {
+    /// The sampler of shard `shard_index` of `num_shards` of `source` for `seed`,
+    /// page-aware or not, with order algorithm `order_version`, at epoch 0. The
+    /// arguments are checked now (the order version first), not at the first epoch.
+    pub fn new(
+        source: SamplerSource,
+        seed: u64,
+        page_aware: bool,
+        num_shards: u64,
+        shard_index: u64,
+        order_version: u64,
+    ) -> Result<Sampler> {
+        let version = options::order_version(order_version)?;
+        let mut sampler = Sampler {
+            source,
+            seed,
+            page_aware,
+            num_shards,
+            shard_index,
+            version,
+            epoch: options::defaults::EPOCH,
+            len: 0,
+            resumed: None,
+        };
+        sampler.len = match &sampler.source {
+            SamplerSource::Files(reader) => reader.shard_len(num_shards, shard_index)?,
+            SamplerSource::Instances(_) => sampler.fresh_order(0)?.len(),
+        };
+        Ok(sampler)
+    }
+
+    /// The order's seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Whether whole pages are the shuffle unit.
+    pub fn page_aware(&self) -> bool {
+        self.page_aware
+    }
+
+    /// (shards, this shard's index).
+    pub fn shard(&self) -> (u64, u64) {
+        (self.num_shards, self.shard_index)
+    }
+
+    /// The order algorithm.
+    pub fn order_version(&self) -> OrderVersion {
+        self.version
+    }
+
+    /// The epoch the next iteration walks.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Sets the epoch the next iteration walks.
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+    }
+
+    /// The epoch state an epoch was resumed from, if any.
+    pub fn resumed(&self) -> Option<&EpochProgress> {
+        self.resumed.as_ref()
+    }
+
+    /// The ids of `epoch` in this shard, in order: this shard's part of what the
+    /// resumed state did not deliver when `epoch` is the resumed one.
+    pub fn order(&self, epoch: u64) -> Result<Vec<u64>> {
+        match &self.resumed {
+            Some(state) if state.epoch == epoch => {
+                state.shard_ids(self.reader(), &self.params(epoch), self.version)
+            }
+            _ => Ok(self.fresh_order(epoch)?.collect()),
+        }
+    }
+
+    /// Instances of the current epoch in this shard.
+    pub fn len(&self) -> Result<u64> {
+        match &self.resumed {
+            Some(state) if state.epoch == self.epoch => Ok(self.order(self.epoch)?.len() as u64),
+            _ => Ok(self.len),
+        }
+    }
+
+    /// Whether the current epoch has no instances in this shard.
+    pub fn is_empty(&self) -> Result<bool> {
+        self.len().map(|n| n == 0)
+    }
+
+    /// Global index `index` over all epochs, each [`len`](Sampler::len) long, as
+    /// (epoch, position in the epoch's order).
+    pub fn locate(&self, index: u64) -> Result<(u64, u64)> {
+        let len = self.len()?;
+        if len == 0 {
+            return Err(Error::invalid_argument(format!(
+                "index {index}: this shard has no instances"
+            )));
+        }
+        Ok((index / len, index % len))
+    }
+
+    /// The seed of the record at global index `index` of a run seeded `seed`: the key
+    /// of its random generator (wider than 64 bits, so no two indices share one).
+    pub fn record_seed(seed: u64, index: u64) -> u128 {
+        u128::from(seed) + u128::from(index)
+    }
+
+    /// This shard's state for elastic resume: the first `consumed` ids of the current
+    /// epoch's [`order`](Sampler::order) delivered.
+    pub fn shard_state(&self, consumed: u64) -> Result<ShardProgress> {
+        let base = match &self.resumed {
+            Some(state) if state.epoch == self.epoch => state.clone(),
+            _ => EpochProgress::fresh(self.instances(), &self.params(self.epoch), self.version),
+        };
+        ShardProgress::of_positions(
+            base,
+            self.num_shards,
+            self.shard_index,
+            consumed,
+            Vec::new(),
+        )
+    }
+
+    /// Goes on with the epoch `state` describes: the epoch becomes the state's, and its
+    /// order this shard's part of what the state did not deliver. The state is checked
+    /// against this sampler (seed, order version, page-awareness, instances) now.
+    pub fn resume(&mut self, state: EpochProgress) -> Result<()> {
+        state.shard_ids(self.reader(), &self.params(state.epoch), self.version)?;
+        self.epoch = state.epoch;
+        self.resumed = Some(state);
+        Ok(())
+    }
+
+    fn reader(&self) -> Option<&Reader> {
+        match &self.source {
+            SamplerSource::Files(reader) => Some(reader),
+            SamplerSource::Instances(_) => None,
+        }
+    }
+
+    fn instances(&self) -> u64 {
+        match &self.source {
+            SamplerSource::Files(reader) => reader.len(),
+            SamplerSource::Instances(n) => *n,
+        }
+    }
+
+    fn params(&self, epoch: u64) -> OrderParams {
+        OrderParams {
+            seed: self.seed,
+            epoch,
+            page_aware: self.page_aware,
+            num_shards: self.num_shards,
+            shard_index: self.shard_index,
+        }
+    }
+
+    fn fresh_order(&self, epoch: u64) -> Result<EpochOrder> {
+        let params = self.params(epoch);
+        match &self.source {
+            SamplerSource::Files(reader) => reader.epoch_order_with_version(&params, self.version),
+            SamplerSource::Instances(n) => EpochOrder::of_len(*n, &params, self.version),
+        }
+    }
+}
+
+impl ShardProgress {
+    /// A worker's state: shard `shard_index` of `num_shards` walking from `base`,
+    /// having delivered its positions below `position` and those in `delivered_after`
+    /// (checked as a decoded state is: ascending, past the position).
+    pub fn of_positions(
+        base: EpochProgress,
+        num_shards: u64,
+        shard_index: u64,
+        position: u64,
+        delivered_after: Vec<u64>,
+    ) -> Result<ShardProgress> {
+        options::shard(num_shards, shard_index)?;
+        let mut state = CursorState::start_of(base.order_version);
+        state.position = position;
+        state.delivered_after = delivered_after;
+        let state = CursorState::decode(&state.encode())?;
+        Ok(ShardProgress {
+            base,
+            num_shards,
+            shard_index,
+            state,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_orders_are_the_epoch_orders_and_resume_walks_the_rest() {
+        let sampler = Sampler::new(SamplerSource::Instances(20), 5, false, 2, 1, 1).unwrap();
+        let params = OrderParams {
+            seed: 5,
+            epoch: 3,
+            page_aware: false,
+            num_shards: 2,
+            shard_index: 1,
+        };
+        let expected: Vec<u64> = EpochOrder::of_len(20, &params, OrderVersion::V1)
+            .unwrap()
+            .collect();
+        assert_eq!(sampler.order(3).unwrap(), expected);
+        assert_eq!(sampler.len().unwrap(), 10);
+
+        // Two workers deliver 4 and 7 of epoch 2; one new worker walks the other 9.
+        let states: Vec<ShardProgress> = (0..2)
+            .map(|k| {
+                let mut s = Sampler::new(SamplerSource::Instances(20), 5, false, 2, k, 1).unwrap();
+                s.set_epoch(2);
+                s.shard_state([4, 7][k as usize]).unwrap()
+            })
+            .collect();
+        let combined = EpochProgress::combine(&states).unwrap();
+        let mut one = Sampler::new(SamplerSource::Instances(20), 5, false, 1, 0, 1).unwrap();
+        one.resume(combined.clone()).unwrap();
+        assert_eq!((one.epoch(), one.len().unwrap()), (2, 9));
+        let delivered: Vec<u64> = (0..2u64)
+            .flat_map(|k| {
+                let s = Sampler::new(SamplerSource::Instances(20), 5, false, 2, k, 1).unwrap();
+                let n = [4, 7][k as usize];
+                s.order(2).unwrap().into_iter().take(n)
+            })
+            .collect();
+        let mut all: Vec<u64> = delivered.into_iter().chain(one.order(2).unwrap()).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..20).collect::<Vec<u64>>());
+        // The epoch after the resumed one is a fresh one-shard epoch.
+        assert_eq!(one.order(3).unwrap().len(), 20);
+
+        let mut other_seed = Sampler::new(SamplerSource::Instances(20), 6, false, 1, 0, 1).unwrap();
+        assert!(other_seed.resume(combined).is_err());
+        assert_eq!(other_seed.epoch(), 0);
+    }
+
+    #[test]
+    fn arguments_are_checked_at_creation() {
+        let e = Sampler::new(SamplerSource::Instances(5), 0, false, 1, 0, 3)
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("order version must be 1 or 2"),
+            "{e}"
+        );
+        assert!(Sampler::new(SamplerSource::Instances(5), 0, true, 1, 0, 1).is_err());
+        assert!(Sampler::new(SamplerSource::Instances(5), 0, false, 2, 2, 1).is_err());
+        let sampler = Sampler::new(SamplerSource::Instances(5), 0, false, 1, 0, 2).unwrap();
+        assert_eq!(sampler.locate(12).unwrap(), (2, 2));
+        assert_eq!(Sampler::record_seed(u64::MAX, 2), (1u128 << 64) + 1);
+    }
+}

@@ -1,0 +1,47 @@
+"""The registered TensorFlow ops' attr defaults are the Rust core's
+(`tfrecord_lirs._lirs.defaults()`, crates/tfrecord-lirs/src/options/defaults.rs): C++
+cannot take them from Rust, so they are compared here, as TensorFlow registered them,
+and LIRSDataset's element spec and tf.errors classes follow the core's tables."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf  # noqa: E402
+from tensorflow.python.framework import op_def_registry  # noqa: E402
+
+from tfrecord_lirs import _checks, _lirs, _native, errors  # noqa: E402
+
+DEFAULTS = _lirs.defaults()
+# LIRSDataset's attrs whose default differs in meaning from the Loader's.
+DATASET_ATTR = {"batch_size": "dataset_batch_size", "deterministic": "dataset_deterministic"}
+
+
+def _value(attr_value):
+    kind = attr_value.WhichOneof("value")
+    value = getattr(attr_value, kind)
+    return value.decode() if kind == "s" else value
+
+
+def test_registered_op_attr_defaults_are_the_cores():
+    assert _native.ops is not None
+    seen = set()
+    for op in ("LIRSDataset", "LIRSRead"):
+        op_def = op_def_registry.get(op)
+        assert op_def is not None, op
+        for attr in op_def.attr:
+            if not attr.HasField("default_value") or attr.name in ("epoch_state", "metadata"):
+                continue
+            key = DATASET_ATTR.get(attr.name, attr.name) if op == "LIRSDataset" else attr.name
+            assert _value(attr.default_value) == DEFAULTS[key], (op, attr.name)
+            seen.add(attr.name)
+    assert {"page_size", "order_version", "backend", "trust_table", "num_parallel_reads",
+            "batch_size", "drop_remainder", "deterministic",
+            "reshuffle_each_iteration"} <= seen
+
+
+def test_each_core_error_class_is_also_its_tf_errors_class():
+    for _kind, name in _lirs.error_classes():
+        both = _checks._as_tf(getattr(errors, name))
+        assert issubclass(both, getattr(tf.errors, name)), name
+        assert issubclass(both, getattr(errors, name)), name

@@ -1,0 +1,184 @@
+"""The front-end contract: every default and every error class is the Rust core's
+(crates/tfrecord-lirs/src/options/), and each front end either takes it from there or
+is checked against it here: the Python signatures (None for "default"), the
+TensorFlow op's attrs (tf_op/lirs_ops.cc, which C++ cannot take from Rust), the CLI's
+`--help`, and docs/FORMAT.md's list of error kinds."""
+
+import ast
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tfrecord_lirs import _lirs, errors
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "python" / "tfrecord_lirs"
+CLI = Path(os.environ.get("TFRECORD_LIRS_CLI") or REPO / "target" / "release" / "tfrecord-lirs")
+
+DEFAULTS = _lirs.defaults()
+
+# The op's attr names that differ from the core's table (LIRSDataset's own meaning).
+OP_ATTR_DEFAULT = {"batch_size": "dataset_batch_size",
+                   "deterministic": "dataset_deterministic"}
+# Attrs with no user-facing default in the table (empty: not given).
+OP_ATTR_WITHOUT_DEFAULT = {"epoch_state", "metadata"}
+
+
+def test_the_core_exports_each_default_once():
+    assert DEFAULTS["page_size"] == 4096
+    assert DEFAULTS["order_version"] == 1
+    assert DEFAULTS["backend"] == "auto"
+    assert DEFAULTS["fit"] == "next"
+    assert DEFAULTS["num_parallel_reads"] == -1
+    assert all(isinstance(v, (bool, int, str)) for v in DEFAULTS.values())
+
+
+def _op_attrs():
+    """(op, attr, type, default text) of every `.Attr("name: type = default")` of the
+    op registrations."""
+    text = (REPO / "tf_op" / "lirs_ops.cc").read_text()
+    attrs = []
+    op = None
+    for line in text.splitlines():
+        m = re.search(r'REGISTER_OP\("(\w+)"\)', line)
+        if m:
+            op = m.group(1)
+        m = re.search(r'\.Attr\("(\w+): (\w+) = ([^"]*)"\)', line)
+        if m:
+            attrs.append((op, *m.groups()))
+    return attrs
+
+
+def _attr_value(kind, text):
+    if kind == "int":
+        return int(text)
+    if kind == "bool":
+        return {"true": True, "false": False}[text]
+    assert kind == "string", kind
+    return text.strip("'")
+
+
+def test_the_op_attrs_defaults_are_the_cores():
+    attrs = _op_attrs()
+    assert {(op, name) for op, name, _, _ in attrs} >= {
+        ("LIRSDataset", "page_size"), ("LIRSDataset", "order_version"),
+        ("LIRSRead", "page_size"), ("LIRSRead", "backend")}
+    for op, name, kind, text in attrs:
+        if name in OP_ATTR_WITHOUT_DEFAULT:
+            assert _attr_value(kind, text) == "", (op, name)
+            continue
+        key = OP_ATTR_DEFAULT.get(name, name) if op == "LIRSDataset" else name
+        assert key in DEFAULTS, f"{op}.{name} has a default the core does not list"
+        assert _attr_value(kind, text) == DEFAULTS[key], (op, name, text, DEFAULTS[key])
+
+
+def _signatures():
+    """(where, parameter, default node) of every parameter with a default in the
+    package's Python functions (read as source: the TensorFlow modules too)."""
+    for path in sorted(PACKAGE.glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = node.args
+            positional = args.posonlyargs + args.args
+            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            for arg, default in pairs:
+                yield f"{path.name}:{node.lineno} {node.name}", arg.arg, default
+
+
+def test_python_signatures_take_none_for_each_core_default():
+    # Each argument the core has a default for defaults to None in Python (the core
+    # applies it), so no Python file repeats a default.
+    checked = set()
+    for where, name, default in _signatures():
+        key = "best_fit_lookahead" if name == "window" else name
+        if key not in DEFAULTS:
+            continue
+        checked.add(name)
+        # None (the core applies its default), or where None is refused (LIRSDataset's
+        # backend) the core's value itself: `_native.DEFAULTS["name"]`.
+        from_core = (isinstance(default, ast.Subscript)
+                     and ast.unparse(default) == f"_native.DEFAULTS[{name!r}]")
+        assert from_core or (isinstance(default, ast.Constant) and default.value is None), (
+            f"{where}: {name}={ast.unparse(default)}; give None (the core's default is "
+            f"{DEFAULTS[key]!r})")
+    assert {"page_size", "backend", "trust_table", "order_version", "seed", "batch_size",
+            "num_shards", "shard_index", "fit", "page_aware", "jobs"} <= checked
+
+
+def test_the_package_writes_no_default_page_size():
+    for path in sorted(PACKAGE.glob("*.py")):
+        assert "4096" not in path.read_text(), path
+
+
+def _help_defaults(*command):
+    """{flag: default text} of `tfrecord-lirs COMMAND --help`."""
+    if not CLI.exists():
+        pytest.skip(f"no CLI at {CLI} (cargo build --release, or set TFRECORD_LIRS_CLI)")
+    text = subprocess.run([str(CLI), *command, "--help"], capture_output=True, text=True,
+                          check=True).stdout
+    found = {}
+    for block in re.split(r"\n(?=\s+(?:-\w, )?--)", text):
+        m = re.match(r"\s+(?:-\w, )?--([\w-]+)", block)
+        d = re.search(r"\[default: ([^\]]+)\]", block)
+        if m and d:
+            found[m.group(1).replace("-", "_")] = d.group(1)
+    return found
+
+
+@pytest.mark.parametrize("command", [("pad",), ("order",), ("index",), ("verify",)])
+def test_the_cli_help_shows_the_cores_defaults(command):
+    found = _help_defaults(*command)
+    for flag, text in found.items():
+        key = {"window": "best_fit_lookahead"}.get(flag, flag)
+        if key not in DEFAULTS or " " in text:
+            continue  # not an option with a default, or one described in words
+        value = DEFAULTS[key]
+        assert text == (str(value).lower() if isinstance(value, bool) else str(value)), (
+            command, flag, text, value)
+    expected = {"pad": {"page_size", "fit", "jobs", "window"},
+                "order": {"page_size", "order_version", "epoch", "num_shards", "shard_index"},
+                "index": {"jobs"}, "verify": {"jobs"}}[command[0]]
+    assert expected <= set(found), found
+
+
+def test_each_error_kind_has_its_class():
+    table = _lirs.error_classes()
+    assert [kind for kind, _ in table] == ["DataLoss", "InvalidArgument", "NotFound",
+                                           "PermissionDenied", "Unavailable", "Internal"]
+    classes = {name for _, name in table}
+    assert classes == {c.__name__ for c in errors.LIRSError.__subclasses__()}
+    assert classes <= set(errors.__all__)
+    # docs/FORMAT.md names every kind `kind()` returns.
+    line = next(l for l in (REPO / "docs" / "FORMAT.md").read_text().splitlines()
+                if "`kind()`" in l)
+    listed = re.search(r"`kind\(\)` \(([^)]*)\)", line).group(1)
+    assert [k.strip("`") for k in listed.split(", ")] == [kind for kind, _ in table]
+
+
+def test_the_extensions_options_default_to_none():
+    # The extension's own signatures (its text signatures): an option with a default
+    # defaults to None there too, the core applying it (no stub repeats them: the
+    # package ships no .pyi, these are the signatures tools see).
+    import inspect
+
+    checked = 0
+    for name in dir(_lirs):
+        obj = getattr(_lirs, name)
+        callables = [obj] + ([getattr(obj, m) for m in vars(obj) if not m.startswith("_")]
+                             if isinstance(obj, type) else [])
+        for fn in callables:
+            try:
+                parameters = inspect.signature(fn).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            for p in parameters:
+                if p.name in DEFAULTS and p.default is not inspect.Parameter.empty:
+                    assert p.default is None, (name, fn, p)
+                    checked += 1
+    assert checked >= 20
