@@ -13,6 +13,7 @@ use crate::seeds::mix_seeds;
 use crate::status::{guard, guard_poisoning, report, FfiError, FfiResult};
 use crate::{checkpoint, elastic, rules};
 use crate::{CursorCheckpoint, CursorConfig, IterationSeeds, Status};
+use core::options::guard::Poison;
 
 // Cursors move between TF threads (always under the iterator's mutex).
 const _: () = {
@@ -73,7 +74,7 @@ impl LirsReader {
                 Ok(Box::new(DatasetCursor {
                     inner,
                     seeds: (config.seed, config.seed2),
-                    poisoned: false,
+                    poison: Poison::new("a handle"),
                 }))
             }),
         )
@@ -86,7 +87,7 @@ pub struct DatasetCursor {
     seeds: (i64, i64),
     /// Set when a method panicked outside the core's own catch: the cursor may be
     /// half-updated.
-    poisoned: bool,
+    poison: Poison,
 }
 
 impl DatasetCursor {
@@ -139,11 +140,9 @@ impl DatasetCursor {
     pub fn next_element(&mut self, status: &mut Status) -> FfiResult<bool> {
         #[cfg(feature = "fault-injection")]
         self.arm_test_panics();
-        // Disjoint borrows: the body does not touch `poisoned`.
-        let DatasetCursor {
-            inner, poisoned, ..
-        } = self;
-        let result = guard_poisoning("next_element", poisoned, || match inner.next_element() {
+        // Disjoint borrows: the body does not touch `poison`.
+        let DatasetCursor { inner, poison, .. } = self;
+        let result = guard_poisoning("next_element", poison, || match inner.next_element() {
             None => Ok(false),
             Some(Ok(_)) => Ok(true),
             Some(Err(e)) => Err(FfiError::from(e)),
@@ -173,10 +172,8 @@ impl DatasetCursor {
     pub fn next_batch(&mut self, status: &mut Status) -> FfiResult<Box<BatchView>> {
         #[cfg(feature = "fault-injection")]
         self.arm_test_panics();
-        let DatasetCursor {
-            inner, poisoned, ..
-        } = self;
-        let result = guard_poisoning("next_batch", poisoned, || match inner.next_batch() {
+        let DatasetCursor { inner, poison, .. } = self;
+        let result = guard_poisoning("next_batch", poison, || match inner.next_batch() {
             None => Ok(Box::default()),
             Some(Ok(batch)) => Ok(Box::new(BatchView { inner: batch })),
             Some(Err(e)) => Err(FfiError::from(e)),

@@ -36,7 +36,6 @@
 //! per-call check.
 
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use tfrecord_lirs as core;
 
@@ -128,43 +127,25 @@ pub(crate) fn report<T>(status: &mut Status, result: FfiResult<T>) -> FfiResult<
 /// Runs `f` (the body of entry point `point`), turning a panic into an `Internal`
 /// error instead of unwinding into C++ or C.
 pub fn guard<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
-    catch(point, f).unwrap_or_else(Err)
+    core::options::guard::guard(point, || armed(point, f))
 }
 
-/// Like [`guard`], for a method of a stateful handle: once its body panicked,
-/// `*poisoned` is set and this and every later call fail with `Internal` (the
-/// handle's state may be half-updated).
+/// Runs `f` as method `point` of a handle that `poison` guards: the core's
+/// [`Poison`](core::options::guard::Poison), so a panic leaves the handle unusable.
 pub fn guard_poisoning<T>(
     point: &str,
-    poisoned: &mut bool,
+    poison: &mut core::options::guard::Poison,
     f: impl FnOnce() -> FfiResult<T>,
 ) -> FfiResult<T> {
-    if *poisoned {
-        return Err(FfiError::internal(format!(
-            "`{point}` on a handle that is unusable after an earlier panic in it"
-        )));
-    }
-    catch(point, f).unwrap_or_else(|panic| {
-        *poisoned = true;
-        Err(panic)
-    })
+    poison.run(point, || armed(point, f))
 }
 
-/// Runs `f`; `Err` only if it panicked (as an `Internal` error). `point` names the
-/// entry point for fault injection (unused without it).
+/// `f`, after the test build's panic point `point` (none in a release build).
 #[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
-fn catch<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> Result<FfiResult<T>, FfiError> {
-    catch_unwind(AssertUnwindSafe(|| {
-        #[cfg(feature = "fault-injection")]
-        fault_injection::panic_if_armed(point);
-        f()
-    }))
-    .map_err(|payload| {
-        FfiError::internal(format!(
-            "panic in tfrecord-lirs (Rust): {}",
-            core::panic_message(payload.as_ref())
-        ))
-    })
+fn armed<T>(point: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
+    #[cfg(feature = "fault-injection")]
+    fault_injection::panic_if_armed(point);
+    f()
 }
 
 #[cfg(test)]
