@@ -158,7 +158,7 @@ pub struct IndexArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Files worked on at once (0: automatic).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::JOBS as usize)]
     pub jobs: usize,
     /// fsync the table and its directory before exiting (durable on power loss).
     #[arg(long)]
@@ -196,13 +196,13 @@ pub struct PadArgs {
     #[arg(long)]
     pub force: bool,
     /// Files worked on at once (0: automatic).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::JOBS as usize)]
     pub jobs: usize,
     /// Page size in bytes: a power of two from 512 to 16777216.
     #[arg(long, default_value_t = defaults::PAGE_SIZE, value_parser = parse_page_size)]
     pub page_size: u64,
     /// Placement policy.
-    #[arg(long, value_enum, default_value = "next")]
+    #[arg(long, value_enum, default_value = defaults::FIT)]
     pub fit: FitArg,
     /// Best-fit look-ahead window, in records (only with --fit best) [default: 1024].
     #[arg(long, value_parser = parse_window)]
@@ -233,7 +233,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub offsets: Option<PathBuf>,
     /// Files worked on at once (0: automatic).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::JOBS as usize)]
     pub jobs: usize,
     /// Check the padded-file invariants for this page size [default: the one the
     /// fillers end on, if the file has fillers].
@@ -256,7 +256,7 @@ pub struct InfoArgs {
     #[arg(long)]
     pub offsets: Option<PathBuf>,
     /// Files worked on at once (0: automatic).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::JOBS as usize)]
     pub jobs: usize,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -301,7 +301,7 @@ pub struct OrderArgs {
     #[arg(long)]
     pub seed: u64,
     /// Epoch number.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::EPOCH)]
     pub epoch: u64,
     /// Shuffle whole pages (units of instances starting in the same page).
     #[arg(long)]
@@ -309,13 +309,13 @@ pub struct OrderArgs {
     /// Number of shards (workers); needs --shard-index.
     #[arg(
         long,
-        default_value_t = 1,
+        default_value_t = defaults::NUM_SHARDS,
         requires = "shard_index",
         value_parser = parse_num_shards
     )]
     pub num_shards: u64,
     /// This shard's index, below --num-shards; needs --num-shards.
-    #[arg(long, default_value_t = 0, requires = "num_shards")]
+    #[arg(long, default_value_t = defaults::SHARD_INDEX, requires = "num_shards")]
     pub shard_index: u64,
     /// Page size for page-aware units.
     #[arg(long, default_value_t = defaults::PAGE_SIZE, value_parser = parse_page_size)]
@@ -327,6 +327,8 @@ pub struct OrderArgs {
     pub trust_table: bool,
     /// Order algorithm: 1 (Fisher-Yates, FORMAT.md 5.1-5.7) or 2 (keyed bijections in
     /// O(1) memory, FORMAT.md 5.8).
+    // "1" is `defaults::ORDER_VERSION` (clap takes text here; tests/without_tf/test_contract.py
+    // checks the `--help` default against the core).
     #[arg(long, default_value = "1", value_parser = parse_order_version)]
     pub order_version: OrderVersion,
 }
