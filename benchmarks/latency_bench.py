@@ -3,7 +3,9 @@
 LIRSDataset over gs:// through TensorFlow's real GCS client (libcurl, TLS) against
 the GCS emulator of tests/gcs_emulator.py, in a private network namespace, with a
 latency injected into every object read (lognormal: median LATENCY_MEDIAN_MS, log-
-space sigma LATENCY_SIGMA, seeded): num_parallel_reads 1, 8, 32, 64, deterministic
+space sigma LATENCY_SIGMA, seeded by each read's object and byte range, so every
+contender meets the same latencies for the same reads, whatever the order they come
+in; tests/latency.py): num_parallel_reads 1, 8, 32, 64, deterministic
 and unordered, and stock TFRecordDataset(url).shuffle(10000) on the same storage,
 all in one process, one after another.
 

@@ -14,8 +14,9 @@ per packet), labelled as such, under two latency models of the same 50 ms mean:
 
 * constant: every GET held SERVER_DELAY_MS. With no variance there is no head-of-line
   blocking, so unordered delivery has nothing to win there (shown, not judged);
-* tailed: each GET held a lognormal draw (tests/s3_server.py, `random.Random(seed)`,
-  drawn in the order requests arrive) of log-space sigma TAIL_SIGMA and median
+* tailed: each GET held a lognormal draw (tests/latency.py: seeded by a hash of the
+  seed, the object and the byte range, so each GET waits the same in every run) of
+  log-space sigma TAIL_SIGMA and median
   SERVER_DELAY_MS * exp(-TAIL_SIGMA**2 / 2), so its mean is SERVER_DELAY_MS: median
   36 ms, p90 101 ms, p99 233 ms, p99.9 428 ms. Object stores' GET latency has such a
   tail (a few percent of requests several times the median), and it is what RINAS's

@@ -19,8 +19,15 @@ Nothing leaves loopback: the namespace has no other interface. Everything is
 bounded: the whole run has a timeout, after which its process group is killed;
 the emulator and the TLS front live in the namespace's first process and end with
 it. `latency` optionally delays each object read (GET of object media) by a
-seeded lognormal draw, to model remote storage (the emulator is made
-multi-threaded here so delayed requests overlap, as on real storage).
+lognormal draw keyed on the read (tests/latency.py: a hash of the seed, the object
+and the byte range, so a run repeats whatever order requests arrive in), to model
+remote storage (the emulator is made multi-threaded here so delayed requests
+overlap, as on real storage).
+
+A snippet can also hold one read on purpose, to make it finish after others:
+`GET {STRAGGLER_URL}/hold?object=NAME&offset=N` (plain HTTP, no proxy) arms a hold
+on every read of NAME covering byte N, `GET {STRAGGLER_URL}/release` lets them go
+and answers {"held": reads held, "timed_out": bool} as JSON.
 
 This file is also the program run inside the namespace (`python gcs_emulator.py
 inner WORKDIR`).
@@ -42,10 +49,13 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from latency import KeyedLatency, Straggler  # noqa: E402
 from namespace_run import run_in_namespace  # noqa: E402
 
 BUCKET = "bkt"
 EMULATOR_PORT = 9023
+# The emulator's control of held reads (see the module docs), as snippets reach it.
+STRAGGLER_URL = f"http://127.0.0.1:{EMULATOR_PORT}/_latency"
 HOSTS = ("storage.googleapis.com", "www.googleapis.com")
 
 
@@ -95,8 +105,8 @@ def run_with_gcs(workdir: Path, objects: dict[str, Path | bytes], code: str, *,
     raises GcsRunError if it failed or did not finish within `timeout` seconds.
 
     `latency`: {"median_ms": m, "sigma": s, "seed": k} delays every object read
-    by a lognormal draw (median m ms, log-space sigma s). `env`: more variables
-    for the snippet.
+    by a lognormal draw (median m ms, log-space sigma s; sigma 0: m ms each) keyed on
+    the read's object and byte range. `env`: more variables for the snippet.
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -213,11 +223,30 @@ def _head_as_get(self):
         self.wfile = stream
 
 
+def _control(handler, straggler: Straggler) -> None:
+    """Answers a snippet's GET {STRAGGLER_URL}/hold or /release."""
+    url = urllib.parse.urlsplit(handler.path)
+    query = urllib.parse.parse_qs(url.query)
+    if url.path == "/_latency/hold":
+        straggler.arm(query["object"][0], int(query["offset"][0]))
+        status, body = 200, b"{}"
+    elif url.path == "/_latency/release":
+        held = straggler.release()
+        status, body = 200, json.dumps({"held": held,
+                                        "timed_out": straggler.timed_out}).encode()
+    else:
+        status, body = 404, b"{}"
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def _start_emulator(latency: dict | None):
     """The emulator in this process, threaded (delayed reads overlap), in memory."""
     import http.server
     import logging
-    import random
 
     # The emulator serves one request at a time (http.server.HTTPServer); remote
     # storage serves many, which is what parallel reads are for.
@@ -228,24 +257,26 @@ def _start_emulator(latency: dict | None):
     emulator.RequestHandler.do_HEAD = _head_as_get
 
     logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
-    if latency:
-        rng = random.Random(latency.get("seed", 0))
-        lock = threading.Lock()
-        handler_get = emulator.RequestHandler.do_GET
-        median_s = latency["median_ms"] / 1000.0
-        sigma = latency.get("sigma", 0.0)
+    model = (KeyedLatency(latency["median_ms"], latency.get("sigma", 0.0),
+                          latency.get("seed", 0)) if latency else None)
+    straggler = Straggler()
+    handler_get = emulator.RequestHandler.do_GET
 
-        def delayed_get(self):
-            # Object media reads only (GET /BUCKET/NAME or ?alt=media); metadata
-            # requests (stat) are not delayed.
-            path = self.path
-            if path.startswith(f"/{BUCKET}/") or "alt=media" in path:
-                with lock:
-                    delay = median_s * rng.lognormvariate(0.0, sigma)
-                time.sleep(delay)
-            return handler_get(self)
+    def delayed_get(self):
+        path = self.path
+        if path.startswith("/_latency/"):
+            return _control(self, straggler)
+        # Object media reads only (GET /BUCKET/NAME or ?alt=media); metadata
+        # requests (stat) are not delayed.
+        if path.startswith(f"/{BUCKET}/") or "alt=media" in path:
+            obj = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+            byte_range = self.headers.get("Range")
+            straggler.wait_if_held(obj, byte_range)
+            if model:
+                time.sleep(model.delay(obj, byte_range))
+        return handler_get(self)
 
-        emulator.RequestHandler.do_GET = delayed_get
+    emulator.RequestHandler.do_GET = delayed_get
     server = emulator.Server("127.0.0.1", EMULATOR_PORT, in_memory=True,
                              default_bucket=BUCKET)
     server.start()

@@ -10,7 +10,9 @@ overrides variables (e.g. wrong credentials).
 
 `faults`: {"auth_after": n} makes the server check credentials after its first n
 requests; {"latency_ms": m, "seed": k} delays every object GET by a lognormal draw of
-median m ms (log-space sigma `latency_sigma`, default 0.8); {"fail_gets": n} answers the
+median m ms (log-space sigma `latency_sigma`, default 0.8; 0: m ms each), keyed on the
+GET's object and byte range (tests/latency.py: a run repeats whatever order requests
+arrive in); {"fail_gets": n} answers the
 first n object GETs with 503 (the client's retries must absorb them); {"netem_delay_ms":
 d} delays every packet on the namespace's loopback by d ms in the kernel (`tc qdisc ...
 netem`: a round trip of 2d), for which `netem_unavailable()` says whether it can.
@@ -28,13 +30,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from latency import KeyedLatency  # noqa: E402
 from namespace_run import run_in_namespace  # noqa: E402
 
 BUCKET = "bkt"
@@ -78,7 +80,8 @@ def run_with_s3(workdir, objects, code, *, faults=None, timeout=600, env=None):
 
 def _faulty_app(app, faults):
     """Wraps moto's WSGI app: delays and 5xx answers of object GETs."""
-    rng = random.Random(faults.get("seed", 0))
+    model = KeyedLatency(faults.get("latency_ms", 0), faults.get("latency_sigma", 0.8),
+                         faults.get("seed", 0))
     lock = threading.Lock()
     state = {"fail_gets": int(faults.get("fail_gets", 0))}
 
@@ -91,8 +94,7 @@ def _faulty_app(app, faults):
                 failing = state["fail_gets"] > 0
                 if failing:
                     state["fail_gets"] -= 1
-                delay = (rng.lognormvariate(0, faults.get("latency_sigma", 0.8))
-                         * faults["latency_ms"] / 1000 if faults.get("latency_ms") else 0)
+            delay = model.delay(path, environ.get("HTTP_RANGE"))
             if delay:
                 threading.Event().wait(delay)
             if failing:

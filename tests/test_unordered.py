@@ -4,8 +4,10 @@ their reads complete. Every epoch is still the same multiset, batches formed in
 the kernel hold the same instances as in deterministic mode, and a checkpoint
 restores exactly the instances not yet delivered.
 
-Local files and ram:// here; gs:// with injected, varying latency (where the
-order really changes) through the GCS emulator (tests/gcs_emulator.py).
+Local files and ram:// here; gs:// through the GCS emulator (tests/gcs_emulator.py)
+with injected latency that repeats (keyed on each read), where one read of the
+order's first window is held until another window has been delivered: the order
+then changes by construction, not by chance.
 """
 
 import collections
@@ -26,7 +28,7 @@ if str(REPO / "python") not in sys.path:
     sys.path.insert(0, str(REPO / "python"))
 
 import tfrecord_lirs  # noqa: E402
-from gcs_emulator import BUCKET, require_namespace, run_with_gcs  # noqa: E402
+from gcs_emulator import BUCKET, STRAGGLER_URL, require_namespace, run_with_gcs  # noqa: E402
 from test_lirs_dataset import items, payloads, write_tf  # noqa: E402
 from tfrecord_lirs import LIRSDataset  # noqa: E402
 
@@ -121,7 +123,7 @@ def test_bad_deterministic_argument(files):
 
 
 SNIPPET = textwrap.dedent("""
-    import pickle, sys
+    import json, pickle, sys, urllib.request
     sys.path.insert(0, {python!r})
     import tensorflow as tf
     from tfrecord_lirs import LIRSDataset
@@ -131,22 +133,39 @@ SNIPPET = textwrap.dedent("""
 
     url = "gs://{bucket}/u/data.tfrecord"
     kw = dict(seed=9, num_parallel_reads=32)
-    out = {{"det": items(LIRSDataset(url, **kw)),
-           "unordered": items(LIRSDataset(url, deterministic=False, **kw))}}
+    offsets = {offsets!r}
+    control = urllib.request.build_opener(urllib.request.ProxyHandler({{}}))
+
+    def held_first(ds, det):
+        # An iterator over the unordered `ds` whose first element is taken while the
+        # read of the order's first record (in the first window, whatever its size) is
+        # held at the emulator: that window cannot be complete, so the first element
+        # comes from another one. Returns the iterator and that element. (Payloads
+        # start with their index; not record 0, whose first bytes opening the file
+        # reads, for the compression check.)
+        held = int(det[0][:6])
+        assert held != 0, "seed 9 starts the order at record 0: choose another"
+        control.open("{straggler}/hold?object=u/data.tfrecord&offset=%d" % offsets[held],
+                     timeout=60).read()
+        it = iter(ds)
+        first = next(it).numpy()
+        released = json.loads(control.open("{straggler}/release", timeout=60).read())
+        assert not released["timed_out"], released
+        return it, first
+
+    out = {{"det": items(LIRSDataset(url, **kw))}}
     options = tf.data.Options()
     options.deterministic = False
-    out["options"] = items(LIRSDataset(url, **kw).with_options(options))
+    for key, ds in (("unordered", LIRSDataset(url, deterministic=False, **kw)),
+                    ("options", LIRSDataset(url, **kw).with_options(options))):
+        it, first = held_first(ds, out["det"])
+        out[key] = [first] + [x.numpy() for x in it]
     out["explicit_true"] = items(LIRSDataset(url, deterministic=True, **kw)
                                  .with_options(options))
-    # A checkpoint of an unordered iterator, taken while windows complete out of
-    # order, restored into a fresh one. Whether the first windows happen to complete
-    # in order is up to the random latencies: a fresh iterator is tried (up to 5)
-    # until they did not.
-    for _ in range(5):
-        it = iter(LIRSDataset(url, deterministic=False, **kw))
-        seen = [next(it).numpy() for _ in range(250)]
-        if seen != out["det"][:250]:
-            break
+    # A checkpoint of an unordered iterator whose windows came out of order, restored
+    # into a fresh one.
+    it, first = held_first(LIRSDataset(url, deterministic=False, **kw), out["det"])
+    seen = [first] + [next(it).numpy() for _ in range(249)]
     prefix = tf.train.Checkpoint(iterator=it).save({ckpt!r})
     it2 = iter(LIRSDataset(url, deterministic=False, **kw))
     tf.train.Checkpoint(iterator=it2).restore(prefix).assert_consumed()
@@ -162,11 +181,18 @@ SNIPPET = textwrap.dedent("""
 def test_gs_with_varying_latency(tmp_path):
     require_namespace()
     recs = payloads(600, seed=7)
+    assert [int(r[:6]) for r in recs] == list(range(len(recs)))
     data = write_tf(tmp_path / "data.tfrecord", recs)
     tfrecord_lirs.build_offset_table(data)
+    # Where each record starts in the plain file: 12 bytes of header, the payload, 4
+    # of footer.
+    offsets = [0]
+    for r in recs[:-1]:
+        offsets.append(offsets[-1] + 16 + len(r))
     results = tmp_path / "u.pkl"
     code = SNIPPET.format(python=str(REPO / "python"), bucket=BUCKET, results=str(results),
-                          ckpt=str(tmp_path / "ckpt"))
+                          ckpt=str(tmp_path / "ckpt"), offsets=offsets,
+                          straggler=STRAGGLER_URL)
     run_with_gcs(tmp_path / "run", {"u/data.tfrecord": Path(data),
                                     "u/data.tfrecord.offsets": Path(data + ".offsets")},
                  code, latency={"median_ms": 5, "sigma": 1.0, "seed": 3}, timeout=600,
@@ -178,10 +204,10 @@ def test_gs_with_varying_latency(tmp_path):
     assert out["explicit_true"] == det
     for key in ("unordered", "options"):
         assert collections.Counter(out[key]) == collections.Counter(det), key
-        # Windows of 64 of 600 records with lognormal read latencies: the windows
-        # complete out of order (a fixed order here would mean nothing was reordered).
-        assert out[key] != det, key
-    assert out["ckpt_seen"] != det[:250]
+        # The first window could not be complete when the first element was taken (a
+        # read of it was held), so that element is another window's.
+        assert out[key][0] != det[0], key
+    assert out["ckpt_seen"][0] != det[0]
     assert collections.Counter(out["ckpt_seen"] + out["ckpt_rest"]) == collections.Counter(det)
     assert sorted(map(sorted, out["unordered_batches"])) == \
         sorted(map(sorted, out["det_batches"]))
