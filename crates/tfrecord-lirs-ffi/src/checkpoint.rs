@@ -12,14 +12,14 @@ use crate::elastic;
 use crate::status::{guard, report, FfiResult};
 use crate::{CursorCheckpoint, IterationSeeds, StateBytes, Status};
 
-/// The cursor state `checkpoint` restores, and the epoch progress its walk started
+/// The cursor state `checkpoint` restores, and the epoch state its walk started
 /// from (`None`: the epoch's start), for a cursor of `order_version` that starts a new
 /// iteration at `epoch_state` (empty: none) when the checkpoint is a fresh one.
 pub(crate) fn starting_point(
     checkpoint: &CursorCheckpoint,
     order_version: core::OrderVersion,
     epoch_state: &[u8],
-) -> core::Result<(core::CursorState, Option<core::EpochProgress>)> {
+) -> core::Result<(core::CursorState, Option<core::EpochState>)> {
     // A checkpoint's shard_state is the whole state, with where the walk started;
     // older checkpoints hold the position, the positions delivered after it and the
     // order version (version 1 when absent) under their own keys, and started at the
@@ -43,7 +43,7 @@ pub(crate) fn starting_point(
     let base = (!epoch_state.is_empty())
         .then(|| elastic::TfEpochState::decode(epoch_state))
         .transpose()?
-        .map(|epoch| epoch.progress);
+        .map(|epoch| epoch.state);
     Ok((state, base))
 }
 

@@ -112,7 +112,7 @@ impl DatasetCursor {
                 let (position, delivered_after) = self.inner.state().to_signed()?;
                 let shard_state = elastic::TfShardState {
                     seeds: seeds.into(),
-                    shard: self.inner.progress(),
+                    shard: self.inner.shard_state(),
                 };
                 Ok(CursorCheckpoint {
                     position,

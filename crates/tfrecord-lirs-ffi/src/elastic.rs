@@ -1,5 +1,5 @@
-//! Elastic resume for the TensorFlow op: the core's [`core::ShardProgress`] and
-//! [`core::EpochProgress`] (docs/FORMAT.md §6) with what TensorFlow needs besides: the
+//! Elastic resume for the TensorFlow op: the core's [`core::ShardState`] and
+//! [`core::EpochState`] (docs/FORMAT.md §6) with what TensorFlow needs besides: the
 //! iteration's seed pair (the core's seed is their mix, one way) and the seed
 //! generator's `num_random_samples`, so that the iterations after the resumed one draw
 //! the seeds a fresh run draws.
@@ -82,18 +82,18 @@ impl TfSeeds {
 }
 
 /// One LIRSDataset iterator's state for elastic resume: its seeds and the core's
-/// shard progress.
+/// shard state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TfShardState {
     /// The iteration's seeds.
     pub seeds: TfSeeds,
     /// What the shard delivered.
-    pub shard: core::ShardProgress,
+    pub shard: core::ShardState,
 }
 
 impl TfShardState {
     /// `LIRSTFS\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
-    /// num_random_samples (i64 each), then [`core::ShardProgress::encode`].
+    /// num_random_samples (i64 each), then [`core::ShardState::encode`].
     pub fn encode(&self) -> Vec<u8> {
         self.seeds.encode(TF_SHARD_MAGIC, &self.shard.encode())
     }
@@ -103,26 +103,26 @@ impl TfShardState {
         let (seeds, rest) = TfSeeds::decode(bytes, TF_SHARD_MAGIC, "shard state")?;
         Ok(TfShardState {
             seeds,
-            shard: core::ShardProgress::decode(rest)?,
+            shard: core::ShardState::decode(rest)?,
         })
     }
 }
 
 /// The state of an epoch for elastic resume of LIRSDatasets: the seeds of the
-/// iteration every worker was in, and the core's epoch progress.
+/// iteration every worker was in, and the core's epoch state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TfEpochState {
     /// The iteration's seeds.
     pub seeds: TfSeeds,
     /// What every shard delivered.
-    pub progress: core::EpochProgress,
+    pub state: core::EpochState,
 }
 
 impl TfEpochState {
     /// `LIRSTFE\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
-    /// num_random_samples (i64 each), then [`core::EpochProgress::encode`].
+    /// num_random_samples (i64 each), then [`core::EpochState::encode`].
     pub fn encode(&self) -> Vec<u8> {
-        self.seeds.encode(TF_EPOCH_MAGIC, &self.progress.encode())
+        self.seeds.encode(TF_EPOCH_MAGIC, &self.state.encode())
     }
 
     /// Reads [`encode`](TfEpochState::encode)'s bytes (`DataLoss` if damaged).
@@ -130,12 +130,12 @@ impl TfEpochState {
         let (seeds, rest) = TfSeeds::decode(bytes, TF_EPOCH_MAGIC, "epoch state")?;
         Ok(TfEpochState {
             seeds,
-            progress: core::EpochProgress::decode(rest)?,
+            state: core::EpochState::decode(rest)?,
         })
     }
 
     /// The epoch state after every worker's `shards` (all of one run and one
-    /// iteration: the same seeds; see [`core::EpochProgress::combine`]).
+    /// iteration: the same seeds; see [`core::EpochState::combine`]).
     pub fn combine(shards: &[TfShardState]) -> core::Result<TfEpochState> {
         let seeds = shards
             .first()
@@ -148,10 +148,10 @@ impl TfEpochState {
                 other.shard.shard_index, other.seeds, shards[0].shard.shard_index, seeds
             )));
         }
-        let progress: Vec<core::ShardProgress> = shards.iter().map(|s| s.shard.clone()).collect();
+        let shards_states: Vec<core::ShardState> = shards.iter().map(|s| s.shard.clone()).collect();
         Ok(TfEpochState {
             seeds,
-            progress: core::EpochProgress::combine(&progress)?,
+            state: core::EpochState::combine(&shards_states)?,
         })
     }
 }
@@ -161,7 +161,7 @@ mod tests {
     use super::*;
 
     fn shard(k: u64, seed: i64) -> TfShardState {
-        let base = core::EpochProgress::fresh(
+        let base = core::EpochState::fresh(
             100,
             &core::OrderParams {
                 seed: 3,
@@ -175,7 +175,7 @@ mod tests {
                 seed2: 2,
                 num_random_samples: 4,
             },
-            shard: core::ShardProgress {
+            shard: core::ShardState {
                 base,
                 num_shards: 2,
                 shard_index: k,
@@ -193,7 +193,7 @@ mod tests {
         let (a, b) = (shard(0, 1), shard(1, 1));
         assert_eq!(TfShardState::decode(&a.encode()).unwrap(), a);
         let epoch = TfEpochState::combine(&[a, b]).unwrap();
-        assert_eq!(epoch.progress.delivered(), &[0..10, 50..60]);
+        assert_eq!(epoch.state.delivered(), &[0..10, 50..60]);
         assert_eq!(TfEpochState::decode(&epoch.encode()).unwrap(), epoch);
         let e = TfEpochState::combine(&[shard(0, 1), shard(1, 9)]).unwrap_err();
         assert_eq!(e.kind(), core::ErrorKind::InvalidArgument);

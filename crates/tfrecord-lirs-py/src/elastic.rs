@@ -1,11 +1,11 @@
 //! Elastic resume for the TensorFlow-free front ends (docs/FORMAT.md §6): the core's
-//! [`core::ShardProgress`] (a worker's state) and [`core::EpochProgress`] (an epoch's,
+//! [`core::ShardState`] (a worker's state) and [`core::EpochState`] (an epoch's,
 //! from every worker's) as bytes, and the order of a shard of what an epoch state has
 //! not delivered. Types converted, nothing decided: the rules are the core's.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use tfrecord_lirs::{self as core, EpochProgress, ShardProgress};
+use tfrecord_lirs::{self as core, EpochState, ShardState};
 
 use super::{IntoPy, NativeReader};
 
@@ -28,7 +28,7 @@ fn fresh_epoch_state<'py>(
         page_aware,
         ..Default::default()
     };
-    let state = EpochProgress::fresh(instances, &order, version);
+    let state = EpochState::fresh(instances, &order, version);
     Ok(PyBytes::new(py, &state.encode()))
 }
 
@@ -44,10 +44,9 @@ fn shard_state<'py>(
     position: u64,
     delivered_after: Vec<u64>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let base = EpochProgress::decode(epoch_state).py_err(py)?;
-    let shard =
-        ShardProgress::of_positions(base, num_shards, shard_index, position, delivered_after)
-            .py_err(py)?;
+    let base = EpochState::decode(epoch_state).py_err(py)?;
+    let shard = ShardState::of_positions(base, num_shards, shard_index, position, delivered_after)
+        .py_err(py)?;
     Ok(PyBytes::new(py, &shard.encode()))
 }
 
@@ -59,10 +58,10 @@ fn combine_shard_states<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let shards = shard_states
         .iter()
-        .map(|b| ShardProgress::decode(b))
+        .map(|b| ShardState::decode(b))
         .collect::<core::Result<Vec<_>>>()
         .py_err(py)?;
-    let epoch = EpochProgress::combine(&shards).py_err(py)?;
+    let epoch = EpochState::combine(&shards).py_err(py)?;
     Ok(PyBytes::new(py, &epoch.encode()))
 }
 
@@ -70,7 +69,7 @@ fn combine_shard_states<'py>(
 /// instances, delivered (a count), undelivered, delivered_ranges ([start, end) pairs).
 #[pyfunction]
 fn epoch_state_info<'py>(py: Python<'py>, epoch_state: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    let state = EpochProgress::decode(epoch_state).py_err(py)?;
+    let state = EpochState::decode(epoch_state).py_err(py)?;
     let out = PyDict::new(py);
     out.set_item("order_version", state.order_version.number())?;
     out.set_item("seed", state.seed)?;
@@ -100,7 +99,7 @@ fn resumed_order<'py>(
     shard_index: u64,
     order_version: u64,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let state = EpochProgress::decode(epoch_state).py_err(py)?;
+    let state = EpochState::decode(epoch_state).py_err(py)?;
     let version = core::options::order_version(order_version).py_err(py)?;
     let order = core::OrderParams {
         seed,

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tfrecord_lirs::{
-    self as core, CursorState, DatasetLoader, EpochProgress, LoaderOptions, LoaderState,
+    self as core, CursorState, DatasetLoader, EpochState, LoaderOptions, LoaderState,
 };
 
 use crate::{IntoPy, NativeReader};
@@ -140,7 +140,7 @@ impl NativeLoader {
         Ok(d)
     }
 
-    /// This worker's share of the current epoch (the core's `ShardProgress`, as
+    /// This worker's share of the current epoch (the core's `ShardState`, as
     /// bytes) for an elastic resume with another number of workers.
     fn shard_state<'py>(
         &self,
@@ -148,21 +148,21 @@ impl NativeLoader {
         worker_count: u64,
         worker_index: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let progress = py
+        let state = py
             .detach(|| {
                 let mut loader = self.lock_detached()?;
                 loader.set_worker(worker_count, worker_index)?;
-                loader.shard_progress()
+                loader.shard_state()
             })
             .py_err(py)?;
-        Ok(PyBytes::new(py, &progress.encode()))
+        Ok(PyBytes::new(py, &state.encode()))
     }
 
     /// Goes on with the epoch `epoch_state` describes (the bytes of
     /// `combine_shard_states`): the next walk is this loader's shard of what it did
     /// not deliver.
     fn resume_epoch(&self, py: Python<'_>, epoch_state: &[u8]) -> PyResult<()> {
-        let epoch_state = EpochProgress::decode(epoch_state).py_err(py)?;
+        let epoch_state = EpochState::decode(epoch_state).py_err(py)?;
         py.detach(|| self.lock_detached()?.resume_epoch(&epoch_state))
             .py_err(py)
     }
@@ -201,7 +201,7 @@ impl NativeLoader {
             // Absent from states saved before elastic resume existed: an ordinary epoch.
             resumed_from: match state.get_item(KEY_RESUMED_FROM)? {
                 Some(v) if !v.is_none() => {
-                    Some(EpochProgress::decode(&v.extract::<Vec<u8>>()?).py_err(py)?)
+                    Some(EpochState::decode(&v.extract::<Vec<u8>>()?).py_err(py)?)
                 }
                 _ => None,
             },

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use tfrecord_lirs::options::defaults;
-use tfrecord_lirs::{self as core, EpochProgress, Sampler, SamplerSource};
+use tfrecord_lirs::{self as core, EpochState, Sampler, SamplerSource};
 
 use crate::{IntoPy, NativeReader};
 
@@ -126,7 +126,7 @@ impl NativeSampler {
 
     /// Goes on with the epoch `epoch_state` describes.
     fn resume(&self, py: Python<'_>, epoch_state: &[u8]) -> PyResult<()> {
-        let state = EpochProgress::decode(epoch_state).py_err(py)?;
+        let state = EpochState::decode(epoch_state).py_err(py)?;
         py.detach(|| self.lock_detached()?.resume(state)).py_err(py)
     }
 

@@ -101,7 +101,8 @@ pub use read::cursor::options::CursorOptions;
 pub use read::cursor::state::CursorState;
 pub use read::cursor::view::BatchView;
 pub use read::cursor::walk::DatasetCursor;
-pub use read::elastic::{EpochProgress, ShardProgress};
+#[allow(deprecated)]
+pub use read::elastic::{EpochProgress, EpochState, ShardProgress, ShardState};
 pub use read::fetch::{
     Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource, Payloads, Resume,
     Window, ORDER_VERSION_1,

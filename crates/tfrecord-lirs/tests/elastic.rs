@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tfrecord_lirs::{
-    CursorOptions, CursorState, DatasetCursor, EpochProgress, ErrorKind, OrderParams, OrderVersion,
-    PaddedWriter, Reader, ShardProgress,
+    CursorOptions, CursorState, DatasetCursor, EpochState, ErrorKind, OrderParams, OrderVersion,
+    PaddedWriter, Reader, ShardState,
 };
 
 const INSTANCES: u32 = 997;
@@ -86,10 +86,10 @@ fn elastic(run: Run, k: u64, k2: u64) {
         before += ids.len() as u64;
         count(&ids, &mut seen);
         // A worker's state travels as bytes.
-        states.push(ShardProgress::decode(&c.progress().encode()).unwrap());
+        states.push(ShardState::decode(&c.shard_state().encode()).unwrap());
     }
     states.reverse();
-    let epoch = EpochProgress::decode(&EpochProgress::combine(&states).unwrap().encode()).unwrap();
+    let epoch = EpochState::decode(&EpochState::combine(&states).unwrap().encode()).unwrap();
     assert_eq!(epoch.delivered_count(), before, "{run:?}");
     assert!(!epoch.is_fresh());
 
@@ -106,7 +106,7 @@ fn elastic(run: Run, k: u64, k2: u64) {
         let mut ids = Vec::new();
         take(&mut c, 3, &mut ids);
         // Checkpoint halfway, restore into a new cursor: the same walk goes on.
-        let saved = ShardProgress::decode(&c.progress().encode()).unwrap();
+        let saved = ShardState::decode(&c.shard_state().encode()).unwrap();
         assert_eq!((saved.num_shards, saved.shard_index), (k2, j));
         let mut again =
             DatasetCursor::resume(Arc::clone(&reader), o, &saved.base, &saved.state).unwrap();
@@ -182,9 +182,9 @@ fn resumed_shards_walk_the_unsharded_order() {
                     DatasetCursor::new(Arc::clone(&reader), o, &CursorState::start_of(run.version))
                         .unwrap();
                 take(&mut c, i as usize, &mut Vec::new());
-                states.push(c.progress());
+                states.push(c.shard_state());
             }
-            let epoch = EpochProgress::combine(&states).unwrap();
+            let epoch = EpochState::combine(&states).unwrap();
             for j in 0..2 {
                 let o = options(&reader, run, 0, 2, j);
                 let mut c = DatasetCursor::resume(
@@ -218,7 +218,7 @@ fn resumes_chain_and_a_fresh_resume_is_the_ordinary_run() {
     let reader = reader(dir.path());
     for run in runs() {
         let mut seen = BTreeMap::new();
-        let mut base = EpochProgress::fresh(
+        let mut base = EpochState::fresh(
             reader.len(),
             &options(&reader, run, 0, 1, 0).order,
             run.version,
@@ -237,9 +237,9 @@ fn resumes_chain_and_a_fresh_resume_is_the_ordinary_run() {
                 let mut ids = Vec::new();
                 take(&mut c, batches, &mut ids);
                 count(&ids, &mut seen);
-                states.push(c.progress());
+                states.push(c.shard_state());
             }
-            base = EpochProgress::combine(&states).unwrap();
+            base = EpochState::combine(&states).unwrap();
         }
         assert_eq!(base.undelivered_count(), 0, "{run:?}");
         assert_eq!(seen.len() as u32, INSTANCES, "{run:?}");
@@ -248,7 +248,7 @@ fn resumes_chain_and_a_fresh_resume_is_the_ordinary_run() {
         // Epoch 1 of three shards: resume at its start == new.
         for j in 0..3 {
             let o = options(&reader, run, 1, 3, j);
-            let fresh = EpochProgress::fresh(reader.len(), &o.order, run.version);
+            let fresh = EpochState::fresh(reader.len(), &o.order, run.version);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let mut c = DatasetCursor::resume(
                 Arc::clone(&reader),
@@ -268,7 +268,7 @@ fn resumes_chain_and_a_fresh_resume_is_the_ordinary_run() {
             a.sort();
             b.sort();
             assert_eq!(a, b, "{run:?}");
-            assert_eq!(c.progress().base, fresh);
+            assert_eq!(c.shard_state().base, fresh);
         }
     }
 }
@@ -283,7 +283,7 @@ fn a_state_of_another_dataset_is_refused() {
         unordered: false,
     };
     let o = options(&reader, run, 0, 2, 0);
-    let epoch = EpochProgress::fresh(reader.len(), &o.order, run.version);
+    let epoch = EpochState::fresh(reader.len(), &o.order, run.version);
     for (change, want) in [
         (
             Box::new(|o: &mut CursorOptions| o.order.seed = 12) as Box<dyn Fn(&mut CursorOptions)>,

@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use crate::options;
 use crate::{
-    BatchView, CursorOptions, CursorState, DatasetCursor, EpochProgress, Error, OrderParams,
-    OrderVersion, Reader, Result, ShardProgress,
+    BatchView, CursorOptions, CursorState, DatasetCursor, EpochState, Error, OrderParams,
+    OrderVersion, Reader, Result, ShardState,
 };
 
 /// The arguments of a loader, as its front ends take them; [`Default`] gives the
@@ -177,7 +177,7 @@ pub struct LoaderState {
     pub cursor: CursorState,
     /// When the epoch is one resumed elastically (docs/FORMAT.md §6): the epoch
     /// state its walk started from; the cursor's positions are positions of that walk.
-    pub resumed_from: Option<EpochProgress>,
+    pub resumed_from: Option<EpochState>,
 }
 
 /// Epochs of batches over a dataset (see the module docs).
@@ -196,7 +196,7 @@ pub struct DatasetLoader {
     restored: Option<LoaderState>,
     /// The epoch state the walk of epoch `resumed_from.epoch` starts from (elastic
     /// resume); dropped when that epoch ends or another is chosen.
-    resumed_from: Option<EpochProgress>,
+    resumed_from: Option<EpochState>,
 }
 
 impl DatasetLoader {
@@ -249,13 +249,13 @@ impl DatasetLoader {
 
     /// Goes on with an epoch other workers began (elastic resume, docs/FORMAT.md §6):
     /// the next walk is this loader's shard (with its worker) of what `epoch_state`
-    /// (from [`EpochProgress::combine`] of the old workers' [`shard_progress`]) did not
+    /// (from [`EpochState::combine`] of the old workers' [`shard_state`]) did not
     /// deliver; later epochs are ordinary ones. A state of another dataset, seed,
     /// page-awareness or order version is refused (`DataLoss` naming what differs)
     /// and the loader is left as it was.
     ///
-    /// [`shard_progress`]: DatasetLoader::shard_progress
-    pub fn resume_epoch(&mut self, epoch_state: &EpochProgress) -> Result<()> {
+    /// [`shard_state`]: DatasetLoader::shard_state
+    pub fn resume_epoch(&mut self, epoch_state: &EpochState) -> Result<()> {
         let mut order = self.cursor_options.order;
         order.epoch = epoch_state.epoch;
         epoch_state.check_fits(&self.reader, &order, self.cursor_options.order_version)?;
@@ -266,12 +266,18 @@ impl DatasetLoader {
         Ok(())
     }
 
+    /// The former name of [`shard_state`](DatasetLoader::shard_state).
+    #[deprecated(since = "0.2.0", note = "renamed `shard_state`")]
+    pub fn shard_progress(&self) -> Result<ShardState> {
+        self.shard_state()
+    }
+
     /// This worker's share of the current epoch for an elastic resume: the epoch state
     /// its walk started from, its shard and what it delivered (a walk not begun has
     /// delivered nothing, or what a state restored says).
-    pub fn shard_progress(&self) -> Result<ShardProgress> {
+    pub fn shard_state(&self) -> Result<ShardState> {
         if let Some(cursor) = &self.cursor {
-            return Ok(cursor.progress());
+            return Ok(cursor.shard_state());
         }
         let (num_shards, shard_index) = self.shard()?;
         let (base, state) = match &self.restored {
@@ -284,9 +290,9 @@ impl DatasetLoader {
         let base = base.unwrap_or_else(|| {
             let mut order = self.cursor_options.order;
             order.epoch = self.epoch;
-            EpochProgress::fresh(self.reader.len(), &order, self.cursor_options.order_version)
+            EpochState::fresh(self.reader.len(), &order, self.cursor_options.order_version)
         });
-        Ok(ShardProgress {
+        Ok(ShardState {
             base,
             num_shards,
             shard_index,
@@ -536,17 +542,17 @@ mod tests {
             };
             let mut delivered = Vec::new();
             // Four workers each take 3 batches of epoch 0, then stop.
-            let progress: Vec<ShardProgress> = (0..4)
+            let shard_states: Vec<ShardState> = (0..4)
                 .map(|k| {
                     let mut old = DatasetLoader::new(Arc::clone(&reader), options(4, k)).unwrap();
                     old.begin().unwrap();
                     for _ in 0..3 {
                         delivered.extend(ids(&old.next_batch().unwrap().unwrap()));
                     }
-                    old.shard_progress().unwrap()
+                    old.shard_state().unwrap()
                 })
                 .collect();
-            let epoch_state = EpochProgress::combine(&progress).unwrap();
+            let epoch_state = EpochState::combine(&shard_states).unwrap();
             assert_eq!(epoch_state.delivered_count(), 4 * 3 * 16);
             for j in 0..3 {
                 let mut new = DatasetLoader::new(Arc::clone(&reader), options(3, j)).unwrap();
@@ -591,10 +597,10 @@ mod tests {
         .unwrap();
         let state = DatasetLoader::new(Arc::clone(&reader), LoaderOptions::default())
             .unwrap()
-            .shard_progress()
+            .shard_state()
             .unwrap();
         let err = other
-            .resume_epoch(&EpochProgress::combine(&[state]).unwrap())
+            .resume_epoch(&EpochState::combine(&[state]).unwrap())
             .unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::DataLoss, "{err}");
         assert_eq!(other.epoch(), 0);

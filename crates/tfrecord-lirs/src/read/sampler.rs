@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::options;
 use crate::read::cursor::state::CursorState;
-use crate::read::elastic::{EpochProgress, ShardProgress};
+use crate::read::elastic::{EpochState, ShardState};
 use crate::read::reader::Reader;
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
@@ -48,7 +48,7 @@ pub struct Sampler {
     len: u64,
     /// An epoch resumed from a state: its order is this shard's part of what the state
     /// did not deliver.
-    resumed: Option<EpochProgress>,
+    resumed: Option<EpochState>,
 }
 
 impl Sampler {
@@ -113,7 +113,7 @@ impl Sampler {
     }
 
     /// The epoch state an epoch was resumed from, if any.
-    pub fn resumed(&self) -> Option<&EpochProgress> {
+    pub fn resumed(&self) -> Option<&EpochState> {
         self.resumed.as_ref()
     }
 
@@ -161,12 +161,12 @@ impl Sampler {
 
     /// This shard's state for elastic resume: the first `consumed` ids of the current
     /// epoch's [`order`](Sampler::order) delivered.
-    pub fn shard_state(&self, consumed: u64) -> Result<ShardProgress> {
+    pub fn shard_state(&self, consumed: u64) -> Result<ShardState> {
         let base = match &self.resumed {
             Some(state) if state.epoch == self.epoch => state.clone(),
-            _ => EpochProgress::fresh(self.instances(), &self.params(self.epoch), self.version),
+            _ => EpochState::fresh(self.instances(), &self.params(self.epoch), self.version),
         };
-        ShardProgress::of_positions(
+        ShardState::of_positions(
             base,
             self.num_shards,
             self.shard_index,
@@ -178,7 +178,7 @@ impl Sampler {
     /// Goes on with the epoch `state` describes: the epoch becomes the state's, and its
     /// order this shard's part of what the state did not deliver. The state is checked
     /// against this sampler (seed, order version, page-awareness, instances) now.
-    pub fn resume(&mut self, state: EpochProgress) -> Result<()> {
+    pub fn resume(&mut self, state: EpochState) -> Result<()> {
         state.shard_ids(self.reader(), &self.params(state.epoch), self.version)?;
         self.epoch = state.epoch;
         self.resumed = Some(state);
@@ -218,23 +218,23 @@ impl Sampler {
     }
 }
 
-impl ShardProgress {
+impl ShardState {
     /// A worker's state: shard `shard_index` of `num_shards` walking from `base`,
     /// having delivered its positions below `position` and those in `delivered_after`
     /// (checked as a decoded state is: ascending, past the position).
     pub fn of_positions(
-        base: EpochProgress,
+        base: EpochState,
         num_shards: u64,
         shard_index: u64,
         position: u64,
         delivered_after: Vec<u64>,
-    ) -> Result<ShardProgress> {
+    ) -> Result<ShardState> {
         options::shard(num_shards, shard_index)?;
         let mut state = CursorState::start_of(base.order_version);
         state.position = position;
         state.delivered_after = delivered_after;
         let state = CursorState::decode(&state.encode())?;
-        Ok(ShardProgress {
+        Ok(ShardState {
             base,
             num_shards,
             shard_index,
@@ -264,14 +264,14 @@ mod tests {
         assert_eq!(sampler.len().unwrap(), 10);
 
         // Two workers deliver 4 and 7 of epoch 2; one new worker walks the other 9.
-        let states: Vec<ShardProgress> = (0..2)
+        let states: Vec<ShardState> = (0..2)
             .map(|k| {
                 let mut s = Sampler::new(SamplerSource::Instances(20), 5, false, 2, k, 1).unwrap();
                 s.set_epoch(2);
                 s.shard_state([4, 7][k as usize]).unwrap()
             })
             .collect();
-        let combined = EpochProgress::combine(&states).unwrap();
+        let combined = EpochState::combine(&states).unwrap();
         let mut one = Sampler::new(SamplerSource::Instances(20), 5, false, 1, 0, 1).unwrap();
         one.resume(combined.clone()).unwrap();
         assert_eq!((one.epoch(), one.len().unwrap()), (2, 9));

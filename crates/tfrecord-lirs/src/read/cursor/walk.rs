@@ -11,7 +11,7 @@ use super::state::CursorState;
 use super::view::BatchView;
 use crate::pool::panic_message;
 use crate::read::elastic::resumed::ResumedOrder;
-use crate::read::elastic::{EpochProgress, ShardProgress};
+use crate::read::elastic::{EpochState, ShardState};
 use crate::read::fetch::{DeliveredLedger, Fetcher, OrderSource, Payloads, Resume};
 use crate::read::reader::Reader;
 
@@ -32,7 +32,7 @@ struct Current {
 fn open_order(
     reader: &Reader,
     options: &CursorOptions,
-    base: Option<&EpochProgress>,
+    base: Option<&EpochState>,
 ) -> Result<Box<dyn OrderSource>> {
     if let Some(base) = base {
         return Ok(Box::new(ResumedOrder::new(
@@ -106,7 +106,7 @@ pub struct DatasetCursor {
     options: CursorOptions,
     /// The elastic resume point the walk started from, when positions of the epoch
     /// were delivered before it (by another set of shards); `None`: the epoch's start.
-    base: Option<Arc<EpochProgress>>,
+    base: Option<Arc<EpochState>>,
     len: u64,
     order_version: u32,
     /// `None` after a window failed as a whole: started again at the next call.
@@ -140,7 +140,7 @@ impl DatasetCursor {
 
     /// Elastic resume: a cursor over shard `options.order.shard_index` of
     /// `options.order.num_shards` of the epoch at `base` (what every shard of an
-    /// earlier run delivered: [`EpochProgress::combine`]), at `state` (a position of
+    /// earlier run delivered: [`EpochState::combine`]), at `state` (a position of
     /// this shard's walk: [`CursorState::start`] for the first cursor of the new run,
     /// its own checkpoint after that). The new shards together deliver every position
     /// `base` does not hold, once (docs/FORMAT.md §6); a fresh `base` is an ordinary
@@ -156,7 +156,7 @@ impl DatasetCursor {
     /// # for i in 0..100u32 { w.write(&i.to_le_bytes())?; }
     /// # w.finish()?;
     /// use std::sync::Arc;
-    /// use tfrecord_lirs::{CursorOptions, CursorState, DatasetCursor, EpochProgress, Reader};
+    /// use tfrecord_lirs::{CursorOptions, CursorState, DatasetCursor, EpochState, Reader};
     /// let reader = Arc::new(Reader::open_one(&path, None, &Default::default())?);
     /// let options = |k, n| -> tfrecord_lirs::Result<CursorOptions> {
     ///     let mut o = CursorOptions::dataset(&reader, 10, -1)?;
@@ -168,9 +168,9 @@ impl DatasetCursor {
     /// for k in 0..2 {
     ///     let mut c = DatasetCursor::new(Arc::clone(&reader), options(k, 2)?, &CursorState::start())?;
     ///     c.next_batch().unwrap()?;
-    ///     states.push(c.progress());
+    ///     states.push(c.shard_state());
     /// }
-    /// let epoch = EpochProgress::combine(&states)?;
+    /// let epoch = EpochState::combine(&states)?;
     /// // Three workers deliver the other 80.
     /// let mut rest = 0;
     /// for j in 0..3 {
@@ -183,7 +183,7 @@ impl DatasetCursor {
     pub fn resume(
         reader: Arc<Reader>,
         options: CursorOptions,
-        base: &EpochProgress,
+        base: &EpochState,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
         base.check_fits(&reader, &options.order, options.order_version)?;
@@ -194,7 +194,7 @@ impl DatasetCursor {
     fn open(
         reader: Arc<Reader>,
         options: CursorOptions,
-        base: Option<Arc<EpochProgress>>,
+        base: Option<Arc<EpochState>>,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
         let order = open_order(&reader, &options, base.as_deref())?;
@@ -232,19 +232,25 @@ impl DatasetCursor {
         Ok(())
     }
 
-    /// What was delivered, for elastic resume ([`EpochProgress::combine`] of every
+    /// The former name of [`shard_state`](DatasetCursor::shard_state).
+    #[deprecated(since = "0.2.0", note = "renamed `shard_state`")]
+    pub fn progress(&self) -> ShardState {
+        self.shard_state()
+    }
+
+    /// What was delivered, for elastic resume ([`EpochState::combine`] of every
     /// shard's): the resume point the walk started from, the shard and
     /// [`state`](DatasetCursor::state).
-    pub fn progress(&self) -> ShardProgress {
+    pub fn shard_state(&self) -> ShardState {
         let base = match &self.base {
             Some(base) => (**base).clone(),
-            None => EpochProgress::fresh(
+            None => EpochState::fresh(
                 self.reader.len(),
                 &self.options.order,
                 self.options.order_version,
             ),
         };
-        ShardProgress {
+        ShardState {
             base,
             num_shards: self.options.order.num_shards,
             shard_index: self.options.order.shard_index,

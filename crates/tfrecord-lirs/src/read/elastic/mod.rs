@@ -4,17 +4,17 @@
 //!
 //! An epoch order is one sequence of *global positions* `0..N`; shard `k` of `K` walks
 //! a part of it. What the `K` workers delivered is a set of global positions, kept as
-//! ranges: an [`EpochProgress`] (order version, seed, epoch, page-aware or not, `N`,
-//! delivered ranges). Shard `j` of `K'` at an `EpochProgress` walks the undelivered
+//! ranges: an [`EpochState`] (order version, seed, epoch, page-aware or not, `N`,
+//! delivered ranges). Shard `j` of `K'` at an `EpochState` walks the undelivered
 //! global positions of rank `[⌊jM/K'⌋, ⌊(j+1)M/K'⌋)` among the `M` undelivered ones, in
 //! ascending global position, each mapped to its id by the epoch's unsharded order. An
 //! epoch where nothing was delivered gives `M = N` and exactly the shards of a fresh
-//! run, so an ordinary `K`-shard epoch is the special case of an empty progress.
+//! run, so an ordinary `K`-shard epoch is the special case of an empty epoch state.
 //!
-//! A worker's checkpoint is a [`ShardProgress`]: the progress its walk started from
+//! A worker's checkpoint is a [`ShardState`]: the epoch state its walk started from
 //! (empty for an ordinary epoch), its shard, and its [`CursorState`] (positions of its
-//! own walk). [`EpochProgress::combine`] takes every worker's and gives the epoch's
-//! progress; [`DatasetCursor::resume`](crate::DatasetCursor::resume) opens shard `j` of
+//! own walk). [`EpochState::combine`] takes every worker's and gives the
+//! epoch's state; [`DatasetCursor::resume`](crate::DatasetCursor::resume) opens shard `j` of
 //! `K'` at it. The following epochs are ordinary (a fresh `K'`-shard run).
 
 pub(crate) mod resumed;
@@ -31,23 +31,23 @@ use crate::read::reader::Reader;
 use crate::storage::table_files::Layout;
 use resumed::ResumedOrder;
 
-/// The first bytes of an encoded [`EpochProgress`].
-const PROGRESS_MAGIC: &[u8; 8] = b"LIRSEPO\0";
-/// The first bytes of an encoded [`ShardProgress`].
+/// The first bytes of an encoded [`EpochState`].
+const EPOCH_STATE_MAGIC: &[u8; 8] = b"LIRSEPO\0";
+/// The first bytes of an encoded [`ShardState`].
 const SHARD_MAGIC: &[u8; 8] = b"LIRSSHP\0";
 /// The version of both encodings.
 const ENCODING_VERSION: u32 = 1;
 /// Magic, encoding version, order version, seed, epoch, page-aware (u64), instances,
 /// count of delivered ranges.
-const PROGRESS_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8;
-/// Magic, encoding version, padding, shards, shard index, bytes of the progress.
+const EPOCH_STATE_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8;
+/// Magic, encoding version, padding, shards, shard index, bytes of the epoch state.
 const SHARD_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8;
 
 /// What every shard of one epoch delivered, as global positions of the epoch's order
 /// (see the module docs). A small value: a few words and one range per run of
 /// delivered positions (about one per shard in order, more with unordered delivery).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EpochProgress {
+pub struct EpochState {
     /// The order algorithm.
     pub order_version: OrderVersion,
     /// The order's seed.
@@ -63,11 +63,11 @@ pub struct EpochProgress {
     delivered: Vec<Range<u64>>,
 }
 
-impl EpochProgress {
+impl EpochState {
     /// An epoch of `instances` ids of `order` (its seed, epoch and page-awareness; the
     /// shard is ignored) where nothing was delivered yet.
-    pub fn fresh(instances: u64, order: &OrderParams, version: OrderVersion) -> EpochProgress {
-        EpochProgress {
+    pub fn fresh(instances: u64, order: &OrderParams, version: OrderVersion) -> EpochState {
+        EpochState {
             order_version: version,
             seed: order.seed,
             epoch: order.epoch,
@@ -98,7 +98,7 @@ impl EpochProgress {
     }
 
     /// The global positions shard `shard_index` of `num_shards` walks from this
-    /// progress, ascending: the undelivered ones of rank `[⌊jM/K⌋, ⌊(j+1)M/K⌋)`.
+    /// epoch state, ascending: the undelivered ones of rank `[⌊jM/K⌋, ⌊(j+1)M/K⌋)`.
     pub fn shard_positions(&self, num_shards: u64, shard_index: u64) -> Result<Vec<Range<u64>>> {
         crate::options::shard(num_shards, shard_index)?;
         let m = self.undelivered_count();
@@ -134,13 +134,13 @@ impl EpochProgress {
             })
     }
 
-    /// The progress of the epoch after the walks of `shards`, every shard of one run
-    /// (the same progress they started from, the same shard count, each shard index
+    /// The epoch state after the walks of `shards`, every shard of one run
+    /// (the same epoch state they started from, the same shard count, each shard index
     /// once). [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
     /// set that is not one run's shards;
     /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for a state that does not
     /// fit its shard.
-    pub fn combine(shards: &[ShardProgress]) -> Result<EpochProgress> {
+    pub fn combine(shards: &[ShardState]) -> Result<EpochState> {
         let first = shards
             .first()
             .ok_or_else(|| Error::invalid_argument("no shard states to combine"))?;
@@ -194,18 +194,18 @@ impl EpochProgress {
                 delivered.extend(local_to_global(&walk, p..p + 1));
             }
         }
-        Ok(EpochProgress {
+        Ok(EpochState {
             delivered: normalized(delivered),
             ..first.base.clone()
         })
     }
 
     /// The ids shard `order.shard_index` of `order.num_shards` walks from this
-    /// progress, in order (what [`DatasetCursor::resume`](crate::DatasetCursor::resume)
+    /// epoch state, in order (what [`DatasetCursor::resume`](crate::DatasetCursor::resume)
     /// walks), for a front end that takes a shard's order whole, e.g. a sampler;
     /// `reader`: the files (needed for page-aware orders), or `None` for instances
     /// described by no file (instance-based only). `order` and `version` must be this
-    /// progress's (as [`check_fits`](EpochProgress::check_fits)).
+    /// epoch state's (as [`check_fits`](EpochState::check_fits)).
     pub fn shard_ids(
         &self,
         reader: Option<&Reader>,
@@ -233,7 +233,7 @@ impl EpochProgress {
         Ok(ids)
     }
 
-    /// Checks that this progress belongs to the epoch `reader` and `order` walk with
+    /// Checks that this epoch state belongs to the epoch `reader` and `order` walk with
     /// `version`; [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) naming what
     /// differs.
     pub fn check_fits(
@@ -252,7 +252,7 @@ impl EpochProgress {
         self.check_order(order, version)
     }
 
-    /// Checks that this progress is of `order`'s seed, epoch and page-awareness and
+    /// Checks that this epoch state is of `order`'s seed, epoch and page-awareness and
     /// of `version`.
     fn check_order(&self, order: &OrderParams, version: OrderVersion) -> Result<()> {
         let mismatch = |what: &str, state: String, here: String| Err(mismatch(what, state, here));
@@ -279,12 +279,12 @@ impl EpochProgress {
         Ok(())
     }
 
-    /// The progress as bytes (little-endian): `LIRSEPO\0`, the encoding version (u32,
+    /// The state as bytes (little-endian): `LIRSEPO\0`, the encoding version (u32,
     /// 1), the order version (u32), seed, epoch, page-aware (0 or 1), instances, the
     /// count of delivered ranges (u64 each) and the ranges (start, end; u64 each).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(PROGRESS_HEADER_BYTES + 16 * self.delivered.len());
-        out.extend_from_slice(PROGRESS_MAGIC);
+        let mut out = Vec::with_capacity(EPOCH_STATE_HEADER_BYTES + 16 * self.delivered.len());
+        out.extend_from_slice(EPOCH_STATE_MAGIC);
         out.extend_from_slice(&ENCODING_VERSION.to_le_bytes());
         // 1 or 2: fits.
         out.extend_from_slice(&(self.order_version.number() as u32).to_le_bytes());
@@ -304,11 +304,11 @@ impl EpochProgress {
         out
     }
 
-    /// Reads [`encode`](EpochProgress::encode)'s bytes;
+    /// Reads [`encode`](EpochState::encode)'s bytes;
     /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for bytes that are not a
-    /// progress (damaged or forged).
-    pub fn decode(bytes: &[u8]) -> Result<EpochProgress> {
-        let mut input = Words::new(bytes, PROGRESS_MAGIC, "epoch state")?;
+    /// state (damaged or forged).
+    pub fn decode(bytes: &[u8]) -> Result<EpochState> {
+        let mut input = Words::new(bytes, EPOCH_STATE_MAGIC, "epoch state")?;
         let order_version = OrderVersion::from_number(u64::from(input.u32()?))
             .map_err(|e| Error::data_loss(format!("epoch state: {e}")))?;
         let seed = input.u64()?;
@@ -343,7 +343,7 @@ impl EpochProgress {
             last_end = Some(end);
             delivered.push(start..end);
         }
-        Ok(EpochProgress {
+        Ok(EpochState {
             order_version,
             seed,
             epoch,
@@ -354,12 +354,12 @@ impl EpochProgress {
     }
 }
 
-/// One worker's checkpoint for elastic resume: the epoch progress its walk started
+/// One worker's checkpoint for elastic resume: the epoch state its walk started
 /// from, its shard, and its cursor's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardProgress {
-    /// The epoch progress the shard's walk started from (fresh for an ordinary epoch).
-    pub base: EpochProgress,
+pub struct ShardState {
+    /// The epoch state the shard's walk started from (fresh for an ordinary epoch).
+    pub base: EpochState,
     /// Shards of the run.
     pub num_shards: u64,
     /// This shard.
@@ -368,10 +368,10 @@ pub struct ShardProgress {
     pub state: CursorState,
 }
 
-impl ShardProgress {
-    /// The progress as bytes (little-endian): `LIRSSHP\0`, the encoding version (u32,
+impl ShardState {
+    /// The state as bytes (little-endian): `LIRSSHP\0`, the encoding version (u32,
     /// 1), 4 bytes of zeros, the shard count, the shard index, the length of the
-    /// encoded base (u64), the base ([`EpochProgress::encode`]) and the cursor state
+    /// encoded base (u64), the base ([`EpochState::encode`]) and the cursor state
     /// ([`CursorState::encode`]).
     pub fn encode(&self) -> Vec<u8> {
         let base = self.base.encode();
@@ -387,10 +387,10 @@ impl ShardProgress {
         out
     }
 
-    /// Reads [`encode`](ShardProgress::encode)'s bytes;
+    /// Reads [`encode`](ShardState::encode)'s bytes;
     /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for bytes that are not a
-    /// shard's progress.
-    pub fn decode(bytes: &[u8]) -> Result<ShardProgress> {
+    /// shard's state.
+    pub fn decode(bytes: &[u8]) -> Result<ShardState> {
         let mut input = Words::new(bytes, SHARD_MAGIC, "shard state")?;
         input.u32()?;
         let num_shards = input.u64()?;
@@ -408,7 +408,7 @@ impl ShardProgress {
                     rest.len()
                 ))
             })?;
-        let base = EpochProgress::decode(&rest[..base_len])?;
+        let base = EpochState::decode(&rest[..base_len])?;
         let state = CursorState::decode(&rest[base_len..])?;
         if state.order_version != base.order_version.number() as u32 {
             return Err(Error::data_loss(format!(
@@ -417,7 +417,7 @@ impl ShardProgress {
                 base.order_version.number()
             )));
         }
-        Ok(ShardProgress {
+        Ok(ShardState {
             base,
             num_shards,
             shard_index,
@@ -478,7 +478,7 @@ impl<'a> Words<'a> {
     }
 }
 
-/// A progress that does not belong to a dataset: `what` differs.
+/// A state that does not belong to a dataset: `what` differs.
 fn mismatch(what: &str, state: String, here: String) -> Error {
     Error::data_loss(format!(
         "epoch state of {what} {state}, but this dataset has {what} {here}"
@@ -523,20 +523,28 @@ fn normalized(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
     out
 }
 
+/// The former name of [`EpochState`] ("progress" now means only how far a scan has got).
+#[deprecated(since = "0.2.0", note = "renamed `EpochState`")]
+pub type EpochProgress = EpochState;
+
+/// The former name of [`ShardState`].
+#[deprecated(since = "0.2.0", note = "renamed `ShardState`")]
+pub type ShardProgress = ShardState;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn progress(instances: u64, delivered: Vec<Range<u64>>) -> EpochProgress {
-        EpochProgress {
+    fn epoch_state(instances: u64, delivered: Vec<Range<u64>>) -> EpochState {
+        EpochState {
             delivered,
-            ..EpochProgress::fresh(instances, &OrderParams::default(), OrderVersion::V2)
+            ..EpochState::fresh(instances, &OrderParams::default(), OrderVersion::V2)
         }
     }
 
     #[test]
     fn a_fresh_epoch_gives_the_ordinary_shards() {
-        let p = progress(103, vec![]);
+        let p = epoch_state(103, vec![]);
         for k in 0..7 {
             let lo = tfrecord_lirs_format::order::shard_bound(103, k, 7);
             let hi = tfrecord_lirs_format::order::shard_bound(103, k + 1, 7);
@@ -546,7 +554,7 @@ mod tests {
 
     #[test]
     fn shards_split_the_undelivered_positions() {
-        let p = progress(20, vec![2..5, 9..10, 15..20]);
+        let p = epoch_state(20, vec![2..5, 9..10, 15..20]);
         assert_eq!(p.undelivered_count(), 11);
         let all: Vec<Vec<Range<u64>>> = (0..3).map(|j| p.shard_positions(3, j).unwrap()).collect();
         assert_eq!(all[0], vec![0..2, 5..6]);
@@ -564,10 +572,10 @@ mod tests {
     }
 
     #[test]
-    fn progress_encodes_and_decodes() {
-        let p = progress(20, vec![2..5, 9..10]);
-        assert_eq!(EpochProgress::decode(&p.encode()).unwrap(), p);
-        let s = ShardProgress {
+    fn epoch_state_encodes_and_decodes() {
+        let p = epoch_state(20, vec![2..5, 9..10]);
+        assert_eq!(EpochState::decode(&p.encode()).unwrap(), p);
+        let s = ShardState {
             base: p,
             num_shards: 3,
             shard_index: 1,
@@ -577,12 +585,12 @@ mod tests {
                 delivered_after: vec![2],
             },
         };
-        assert_eq!(ShardProgress::decode(&s.encode()).unwrap(), s);
+        assert_eq!(ShardState::decode(&s.encode()).unwrap(), s);
     }
 
     #[test]
-    fn damaged_progress_is_data_loss() {
-        let good = progress(20, vec![2..5, 9..10]).encode();
+    fn damaged_epoch_state_is_data_loss() {
+        let good = epoch_state(20, vec![2..5, 9..10]).encode();
         let with = |at: usize, bytes: &[u8]| {
             let mut b = good.clone();
             b[at..at + bytes.len()].copy_from_slice(bytes);
@@ -602,7 +610,7 @@ mod tests {
             (with(72, &5u64.to_le_bytes()), "range 5..10"),
             (with(80, &21u64.to_le_bytes()), "range 9..21"),
         ] {
-            let e = EpochProgress::decode(&bytes).unwrap_err();
+            let e = EpochState::decode(&bytes).unwrap_err();
             assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
             assert!(e.to_string().contains(want), "{e} / {want}");
         }
@@ -610,8 +618,8 @@ mod tests {
 
     #[test]
     fn combining_needs_every_shard_of_one_run() {
-        let base = progress(20, vec![]);
-        let shard = |k: u64, position: u64| ShardProgress {
+        let base = epoch_state(20, vec![]);
+        let shard = |k: u64, position: u64| ShardState {
             base: base.clone(),
             num_shards: 2,
             shard_index: k,
@@ -621,7 +629,7 @@ mod tests {
                 delivered_after: vec![],
             },
         };
-        let p = EpochProgress::combine(&[shard(1, 3), shard(0, 2)]).unwrap();
+        let p = EpochState::combine(&[shard(1, 3), shard(0, 2)]).unwrap();
         assert_eq!(p.delivered(), &[0..2, 10..13]);
         for (shards, want) in [
             (vec![], "no shard states"),
@@ -631,16 +639,16 @@ mod tests {
                 "shard 0's state is given twice",
             ),
         ] {
-            let e = EpochProgress::combine(&shards).unwrap_err();
+            let e = EpochState::combine(&shards).unwrap_err();
             assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{e}");
             assert!(e.to_string().contains(want), "{e}");
         }
-        let e = EpochProgress::combine(&[shard(0, 11), shard(1, 0)]).unwrap_err();
+        let e = EpochState::combine(&[shard(0, 11), shard(1, 0)]).unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
         assert!(e.to_string().contains("position 11 is past the end"), "{e}");
         let mut other = shard(1, 0);
         other.base.seed = 9;
-        let e = EpochProgress::combine(&[shard(0, 1), other]).unwrap_err();
+        let e = EpochState::combine(&[shard(0, 1), other]).unwrap_err();
         assert!(e.to_string().contains("another epoch state"), "{e}");
     }
 }

@@ -1,4 +1,4 @@
-//! The walk of shard `j` of `K'` from an [`EpochProgress`]: the order a resumed
+//! The walk of shard `j` of `K'` from an [`EpochState`]: the order a resumed
 //! [`DatasetCursor`](crate::read::cursor::walk::DatasetCursor) reads.
 
 use std::ops::Range;
@@ -11,9 +11,9 @@ use tfrecord_lirs_format::order_v2::OrderV2;
 use crate::read::fetch::OrderSource;
 use crate::storage::table_files::Layout;
 
-use super::EpochProgress;
+use super::EpochState;
 
-/// The order of shard `j` of `K'` walked from an [`EpochProgress`] with positions
+/// The order of shard `j` of `K'` walked from an [`EpochState`] with positions
 /// delivered: its positions are ranks among the shard's global positions; each maps to
 /// its id through the epoch's unsharded order.
 pub(crate) struct ResumedOrder {
@@ -36,13 +36,13 @@ enum ResumedIds {
 }
 
 impl ResumedOrder {
-    /// Shard `order.shard_index` of `order.num_shards` at `progress` over `layout`.
+    /// Shard `order.shard_index` of `order.num_shards` at `epoch` over `layout`.
     pub(crate) fn new(
         layout: &Arc<Layout>,
-        progress: &EpochProgress,
+        epoch: &EpochState,
         order: &OrderParams,
     ) -> Result<ResumedOrder> {
-        let walk = progress.shard_positions(order.num_shards, order.shard_index)?;
+        let walk = epoch.shard_positions(order.num_shards, order.shard_index)?;
         let mut starts = Vec::with_capacity(walk.len());
         let mut len = 0u64;
         for r in &walk {
@@ -54,7 +54,7 @@ impl ResumedOrder {
             shard_index: 0,
             ..*order
         };
-        let ids = match progress.order_version {
+        let ids = match epoch.order_version {
             OrderVersion::V2 => ResumedIds::Computed(OrderV2::for_layout(layout, &whole)?),
             OrderVersion::V1 => {
                 let mut epoch = EpochOrder::new(layout, &whole, OrderVersion::V1)?;
@@ -80,7 +80,7 @@ impl ResumedOrder {
             }
         };
         Ok(ResumedOrder {
-            version: progress.order_version,
+            version: epoch.order_version,
             walk,
             starts,
             len,
