@@ -19,10 +19,10 @@ pub enum Fit {
 }
 
 impl Fit {
-    /// The default best-fit look-ahead, in records: large enough that pages fill well on
+    /// The default best-fit lookahead, in records: large enough that pages fill well on
     /// mixed record sizes, small enough that the pending payloads stay a few MiB.
     pub const DEFAULT_LOOKAHEAD: usize = 1024;
-    /// Best-fit with the default look-ahead.
+    /// Best-fit with the default lookahead.
     pub const BEST: Fit = Fit::Best {
         lookahead: Fit::DEFAULT_LOOKAHEAD,
     };

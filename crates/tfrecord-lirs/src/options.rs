@@ -46,7 +46,7 @@ pub fn num_shards(num_shards: u64) -> Result<u64> {
 }
 
 /// The placement named `name`, the syntax the Python package and the op library take:
-/// `"next"`, `"best"` (the default window) or `"best:<window>"`. `"auto"` chooses by
+/// `"next"`, `"best"` (the default lookahead) or `"best:<window>"`. `"auto"` chooses by
 /// the records of a whole file, so only `pad` takes it (see the error).
 ///
 /// ```
@@ -64,7 +64,7 @@ pub fn fit(name: &str) -> Result<Fit> {
         "next" => Ok(Fit::Next),
         "best" => Ok(Fit::BEST),
         _ => {
-            let window = name
+            let lookahead = name
                 .strip_prefix("best:")
                 .and_then(|w| w.parse::<u64>().ok())
                 .ok_or_else(|| {
@@ -72,21 +72,22 @@ pub fn fit(name: &str) -> Result<Fit> {
                         "fit must be 'next', 'best' or 'best:<window>', got {name:?}"
                     ))
                 })?;
-            best_fit_lookahead(window)
+            best_fit_lookahead(lookahead)
         }
     }
 }
 
-/// A best-fit look-ahead of `records` pending instances (at least 1): the
-/// [`Fit`] it selects. Next-fit is [`Fit::Next`], never a window of 0.
+/// A best-fit lookahead of `records` pending instances (at least 1): the
+/// [`Fit`] it selects. Next-fit is [`Fit::Next`], never a lookahead of 0.
 pub fn best_fit_lookahead(records: u64) -> Result<Fit> {
     if records == 0 {
         return Err(Error::invalid_argument(
-            "the best-fit window must hold at least 1 record",
+            "the best-fit lookahead ('best:<window>', --window) must hold at least 1 record",
         ));
     }
-    let lookahead = usize::try_from(records)
-        .map_err(|_| Error::invalid_argument(format!("best-fit window {records} is too large")))?;
+    let lookahead = usize::try_from(records).map_err(|_| {
+        Error::invalid_argument(format!("best-fit lookahead {records} is too large"))
+    })?;
     Ok(Fit::Best { lookahead })
 }
 

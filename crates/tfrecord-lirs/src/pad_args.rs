@@ -80,7 +80,7 @@ impl PadArgs<'_> {
 }
 
 /// The fit name of the CLI's `--fit` value (`"next"`, `"best"`, `"auto"`) and its
-/// `--window`: a window names best fit's look-ahead, `"best:<window>"`.
+/// `--window`: the CLI's name of best fit's lookahead, `"best:<window>"`.
 pub fn fit_name(fit: &str, window: Option<usize>) -> String {
     match (fit, window) {
         ("best", Some(window)) => format!("best:{window}"),

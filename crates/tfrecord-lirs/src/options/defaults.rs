@@ -50,7 +50,7 @@ pub const DATASET_DETERMINISTIC: &str = "default";
 pub const RESHUFFLE_EACH_ITERATION: bool = true;
 /// Files worked on at once by the many-file commands: 0 chooses automatically.
 pub const JOBS: u64 = 0;
-/// The look-ahead of best fit, in records.
+/// The lookahead of best fit, in records.
 pub const BEST_FIT_LOOKAHEAD: u64 = tfrecord_lirs_format::fit::Fit::DEFAULT_LOOKAHEAD as u64;
 
 /// A default's value, as the front ends see it.

@@ -85,7 +85,7 @@ pub struct AutoFit {
 }
 
 /// [`pad_file_with`] choosing the placement by the file's record sizes: best fit
-/// (default window) when the padding pays ([`PadSummary::padding_pays`]), else no
+/// (default lookahead) when the padding pays ([`PadSummary::padding_pays`]), else no
 /// padding (a plain copy with its table). The best-fit copy is written and measured
 /// first; a file where it does not pay is written again unpadded. Returns the written
 /// file's summary and the choice.
