@@ -1,7 +1,7 @@
-//! Where the instances are, and the page-aware units they form: the offset tables of a
+//! Where the instances are, and the page units they form: the offset tables of a
 //! set of files, one global id space. Pure (no I/O): the engine's reader builds it from
 //! the tables it opened, whose entries it reads through [`Offsets`]; the orders
-//! ([`EpochOrder`](crate::order::EpochOrder)) read units from it.
+//! ([`EpochOrder`](crate::order::EpochOrder)) read page units from it.
 
 use std::ops::Deref;
 use std::path::PathBuf;
@@ -172,7 +172,7 @@ impl<T: Offsets> FileLayout<T> {
 }
 
 /// Whether instance `i` of a file of `size` bytes with table `entries` starts a
-/// page-aware unit: the first of its page, or next to a span longer than a page.
+/// page unit: the first of its page, or next to a span longer than a page.
 /// Entries not yet checked may be out of order: a span is then measured as
 /// 0 bytes (the read of it reports the table).
 fn starts_unit(entries: &[u64], size: u64, i: usize, page: PageSize) -> bool {
@@ -219,7 +219,7 @@ impl<T: Offsets> Layout<T> {
         self.len == 0
     }
 
-    /// The page size units are computed for.
+    /// The page size the page units are computed for.
     pub fn page_size(&self) -> PageSize {
         self.page
     }
@@ -235,8 +235,8 @@ impl<T: Offsets> Layout<T> {
         (f, (id - self.files[f].first_id) as usize)
     }
 
-    /// Calls `visit(first_id, len)` for every page-aware unit, in file order. Reads
-    /// every table (the units of order version 1); a table that is not mapped is read
+    /// Calls `visit(first_id, len)` for every page unit, in file order. Reads
+    /// every table (the page units of order version 1); a table that is not mapped is read
     /// into memory for the scan, one file at a time.
     pub fn for_each_unit(&self, mut visit: impl FnMut(u64, u64)) -> crate::error::Result<()> {
         for file in &self.files {

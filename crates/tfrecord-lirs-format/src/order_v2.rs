@@ -9,16 +9,16 @@
 //! * **Key schedule**: SplitMix64. `(seed, epoch, purpose, extra)` are absorbed one word
 //!   at a time, `h ← mix64((h ⊕ w) + γ)`, then the 12 round keys are the next 12 outputs
 //!   of a SplitMix64 generator whose state starts at `h`. Purposes: 4 = instances,
-//!   5 = units, 6 = inside one unit (`extra` = the unit's index).
-//! * **Page-aware**: a unit is `C` consecutive ids (`C` = the instances a page holds on
-//!   average, so in a padded file of equal records a unit is one page); units are
-//!   permuted, then the ids inside each unit. Every unit but the last has exactly `C`
-//!   ids, so a position's unit is found with one division and one inverse bijection
-//!   per epoch (where the short unit went), never a prefix sum over units.
+//!   5 = fixed units, 6 = inside one fixed unit (`extra` = the fixed unit's index).
+//! * **Page-aware**: a fixed unit is `C` consecutive ids (`C` = the instances a page holds on
+//!   average, so in a padded file of equal records a fixed unit is one page); fixed units are
+//!   permuted, then the ids inside each fixed unit. Every fixed unit but the last has exactly `C`
+//!   ids, so a position's fixed unit is found with one division and one inverse bijection
+//!   per epoch (where the short fixed unit went), never a prefix sum over fixed units.
 //! * **Shards**: shard `k` of `K` reads positions `[⌊kN/K⌋, ⌊(k+1)N/K⌋)`, as in order
 //!   version 1.
 //!
-//! Nothing is stored per instance or per unit: an [`OrderV2`] is a few words, starting an
+//! Nothing is stored per instance or per fixed unit: an [`OrderV2`] is a few words, starting an
 //! epoch costs a few dozen multiplications, and any position is computed on its own.
 //!
 //! Over 600 lines: one algorithm and one contract (the bijection, the key schedule,
@@ -349,7 +349,7 @@ impl Network for Tabulated<'_> {
     }
 }
 
-/// The ids per page-aware unit of order version 2 for `layout`:
+/// The ids per fixed unit of order version 2 for `layout`:
 /// `max(1, ⌊P·N / B⌋)` with `P` the page size, `N` the instances and `B` the data files'
 /// total size — the instances a page holds on average (1 without instances). Needs only
 /// per-file sizes and counts, no offset table.
@@ -365,7 +365,7 @@ pub fn ids_per_unit<T: Offsets>(layout: &Layout<T>) -> u64 {
 /// One shard's epoch order, version 2: a pure function from a position to an id.
 ///
 /// Holds a few words (the spec, the shard's bounds, two sets of round keys); nothing
-/// per instance or per unit. Positions are the shard's own, `0..len()`.
+/// per instance or per fixed unit. Positions are the shard's own, `0..len()`.
 ///
 /// ```
 /// use tfrecord_lirs::{OrderParams, OrderV2};
@@ -384,13 +384,13 @@ pub struct OrderV2 {
     params: OrderParams,
     /// `N`, all shards' instances.
     instances: u64,
-    /// `C`: ids per unit (1 when instance-based).
+    /// `C`: ids per fixed unit (1 when instance-based).
     unit_len: u64,
-    /// The bijection over instances (instance-based) or over units (page-aware).
+    /// The bijection over instances (instance-based) or over fixed units (page-aware).
     outer: Bijection,
-    /// Page-aware: the epoch slot of the last, possibly short, unit.
+    /// Page-aware: the epoch slot of the last, possibly short, fixed unit.
     short_slot: u64,
-    /// Page-aware: the last unit's length, `1..=C`.
+    /// Page-aware: the last fixed unit's length, `1..=C`.
     last_len: u64,
     /// The shard's positions in the epoch order.
     lo: u64,
@@ -457,7 +457,7 @@ impl OrderV2 {
         Ok(order)
     }
 
-    /// The order of `layout`'s instances for `params` (units of [`ids_per_unit`]).
+    /// The order of `layout`'s instances for `params` (fixed units of [`ids_per_unit`]).
     pub fn for_layout<T: Offsets>(layout: &Layout<T>, params: &OrderParams) -> Result<OrderV2> {
         OrderV2::new(layout.len(), ids_per_unit(layout), params)
     }
@@ -477,7 +477,7 @@ impl OrderV2 {
         &self.params
     }
 
-    /// Ids per unit: `C` page-aware, 1 instance-based.
+    /// Ids per fixed unit: `C` page-aware, 1 instance-based.
     pub fn unit_len(&self) -> u64 {
         self.unit_len
     }
@@ -547,7 +547,7 @@ impl OrderV2 {
         if positions.is_empty() {
             return;
         }
-        // The slots' units in one batch, then slot by slot: the unit's bijection over
+        // The slots' fixed units in one batch, then slot by slot: the fixed unit's bijection over
         // the offsets taken.
         let (mut global, end) = (self.lo + positions.start, self.lo + positions.end);
         let (first_slot, mut offset) = self.slot_of(global);
@@ -569,8 +569,8 @@ impl OrderV2 {
         }
     }
 
-    /// The shard position just past the unit that holds `position` (`< len()`), or
-    /// `len()` if the shard ends first: a window ending there never splits a unit
+    /// The shard position just past the fixed unit that holds `position` (`< len()`), or
+    /// `len()` if the shard ends first: a window ending there never splits a fixed unit
     /// between two reads. Instance-based, `position + 1`.
     pub fn unit_end(&self, position: u64) -> Result<u64> {
         self.check_position(position)?;
@@ -601,7 +601,7 @@ impl OrderV2 {
         self.instances.div_ceil(self.unit_len)
     }
 
-    /// The bijection inside `unit`.
+    /// The bijection inside fixed unit `unit`.
     fn inner(&self, unit: u64) -> Bijection {
         let len = if unit + 1 == self.units() {
             self.last_len
@@ -642,7 +642,7 @@ impl OrderV2 {
         }
     }
 
-    /// The id at epoch position `global`; `unit` caches the last unit's bijection.
+    /// The id at epoch position `global`; `unit` caches the last fixed unit's bijection.
     fn id_at_global(&self, global: u64, unit: &mut Option<(u64, Bijection)>) -> u64 {
         if !self.params.page_aware {
             return self.outer.apply(global);
@@ -834,7 +834,7 @@ mod tests {
         };
         let order = OrderV2::new(1_000_000, 1, &sharded).unwrap();
         assert!(order.tables().is_none());
-        // Page-aware: one outer call per unit of 100 ids (10^4 units: 6·2·2^7 entries).
+        // Page-aware: one outer call per fixed unit of 100 ids (10^4 fixed units: 6·2·2^7 entries).
         let page_aware = OrderParams {
             page_aware: true,
             ..whole
