@@ -45,7 +45,7 @@ pub fn run(args: PadArgs) -> Outcome {
     let outputs = if paths.len() == 1 && !out.is_dir() {
         vec![out]
     } else {
-        tfrecord_lirs::many::pad_outputs(&paths, &out)?
+        tfrecord_lirs::many::pad_outputs_in(&storage(), &paths, &out)?
     };
     let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
     let request = tfrecord_lirs::PadRequest {

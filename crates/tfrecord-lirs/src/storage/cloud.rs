@@ -52,6 +52,16 @@ pub struct ObjectStoreFileSystem {
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
 }
 
+/// The process's object-store client, which every
+/// [`Storage::with_url_file_systems`](crate::Storage::with_url_file_systems) shares:
+/// process-wide because it holds what is costly to make and worth keeping (a runtime
+/// and threads, one client and connection pool per bucket), and one value so that the
+/// storages of a front end compare equal.
+pub fn shared() -> Arc<ObjectStoreFileSystem> {
+    static CLIENT: OnceLock<Arc<ObjectStoreFileSystem>> = OnceLock::new();
+    Arc::clone(CLIENT.get_or_init(|| Arc::new(ObjectStoreFileSystem::new())))
+}
+
 impl Default for ObjectStoreFileSystem {
     fn default() -> Self {
         ObjectStoreFileSystem::new()

@@ -7,7 +7,11 @@
 //! per path whether the path is local (the backends of [`local`]) or a URL (its
 //! [`FileSystem`]), and front ends pass it in explicitly (in
 //! [`ReaderOptions`](crate::ReaderOptions) and [`PadOptions`](crate::PadOptions)):
-//! nothing is registered process-wide.
+//! nothing is registered process-wide. Every module that treats local files and URLs
+//! apart asks the `Storage` it was handed ([`Storage::is_local`] and the methods that
+//! do the thing); what a URL is stays private to this module tree. Which file systems
+//! serve URLs, in which order, is decided for every front end by
+//! [`Storage::with_url_file_systems`].
 
 #![allow(unsafe_code)]
 
@@ -105,9 +109,62 @@ impl Storage {
         Storage { remote: Some(fs) }
     }
 
+    /// The storage of a front end: local files, and URLs through `preferred` (the
+    /// front end's own file systems, such as TensorFlow's, asked in this order), then
+    /// through object storage ([`cloud`]) for every scheme none of them implements
+    /// (they answer `Unsupported`, see [`remote::Layered`]). With no `preferred`,
+    /// URLs go to object storage only (the CLI, and the Python readers). Every value
+    /// shares the process's one object-store client ([`cloud::shared`]).
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use tfrecord_lirs::Storage;
+    /// let storage = Storage::with_url_file_systems(Vec::new());
+    /// assert!(storage.reads_urls());
+    /// assert!(!storage.is_local(Path::new("s3://bucket/x.tfrecord")));
+    /// // One client: two such storages are the same.
+    /// assert_eq!(storage, Storage::with_url_file_systems(Vec::new()));
+    /// ```
+    #[cfg(feature = "object-store")]
+    pub fn with_url_file_systems(preferred: Vec<Arc<dyn FileSystem>>) -> Storage {
+        let last: Arc<dyn FileSystem> = cloud::shared();
+        let fs = preferred.into_iter().rev().fold(last, |rest, fs| {
+            Arc::new(remote::Layered {
+                first: fs,
+                second: rest,
+            })
+        });
+        Storage::with_file_system(fs)
+    }
+
     /// Whether URLs can be opened.
     pub fn reads_urls(&self) -> bool {
         self.remote.is_some()
+    }
+
+    /// Whether `path` names a local file (or directory) rather than a URL
+    /// (`scheme://…`). A URL is one whether or not this storage reads URLs.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use tfrecord_lirs::Storage;
+    /// let storage = Storage::local();
+    /// assert!(!storage.is_local(Path::new("gs://bucket/train.tfrecord")));
+    /// assert!(!storage.is_local(Path::new("ram://x")));
+    /// assert!(storage.is_local(Path::new("/data/train.tfrecord")));
+    /// assert!(storage.is_local(Path::new("c:/x")));
+    /// ```
+    pub fn is_local(&self, path: &Path) -> bool {
+        !remote::is_url(path)
+    }
+
+    /// The metadata of local file `path`; `None` for a URL (not looked at: a look
+    /// costs a request) or a path that cannot be stat'ed.
+    pub(crate) fn local_metadata(&self, path: &Path) -> Option<std::fs::Metadata> {
+        if !self.is_local(path) {
+            return None;
+        }
+        std::fs::metadata(path).ok()
     }
 
     /// Checks that `path` can be reached: a local path, or a URL with a file system.
@@ -117,7 +174,7 @@ impl Storage {
 
     /// Where `path` is; the error for a URL without a file system.
     pub(crate) fn place<'a>(&'a self, path: &'a Path) -> Result<Place<'a>> {
-        if !remote::is_url(path) {
+        if self.is_local(path) {
             return Ok(Place::Local(path));
         }
         match &self.remote {
@@ -167,6 +224,17 @@ impl Storage {
         Ok(self
             .open_deferred(path, backend, mmap_opt_in)?
             .with_records(records))
+    }
+
+    /// `path` for positioned reads without a map: `pread(2)` for a local file, the
+    /// file system's reads for a URL.
+    pub(crate) fn open_unmapped(&self, path: &Path) -> Result<Box<dyn ReadAt>> {
+        let backend = if self.is_local(path) {
+            Backend::Pread
+        } else {
+            Backend::Auto
+        };
+        self.open(path, backend, 1, None)
     }
 
     /// `path` as a stream read front to back, and its size.
