@@ -280,3 +280,84 @@ impl Storage {
         }
     }
 }
+
+#[cfg(all(test, feature = "object-store"))]
+mod tests {
+    use std::io;
+
+    use super::*;
+    use crate::storage::remote::{Durability, RemoteWrite};
+
+    /// A file system that serves the schemes `serves`, each object's bytes its name;
+    /// `Unsupported` (naming it) for every other scheme.
+    struct Named {
+        name: &'static str,
+        serves: &'static [&'static str],
+    }
+
+    impl Named {
+        fn check(&self, url: &str) -> io::Result<()> {
+            let scheme = remote::scheme(Path::new(url)).unwrap_or_default();
+            if self.serves.contains(&scheme) {
+                Ok(())
+            } else {
+                Err(io::Error::new(io::ErrorKind::Unsupported, self.name))
+            }
+        }
+    }
+
+    impl FileSystem for Named {
+        fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+            self.check(url)?;
+            Err(io::Error::other("not read here"))
+        }
+        fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
+            self.check(url).map(|()| self.name.as_bytes().to_vec())
+        }
+        fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+            self.check(url)?;
+            Err(io::Error::other("not written here"))
+        }
+        fn rename(&self, from: &str, _: &str) -> io::Result<()> {
+            self.check(from)
+        }
+        fn delete(&self, url: &str) -> io::Result<()> {
+            self.check(url)
+        }
+        fn durability(&self, _: &str) -> Durability {
+            Durability::Rename
+        }
+    }
+
+    fn read(storage: &Storage, url: &str) -> std::result::Result<Vec<u8>, String> {
+        storage.read_all(Path::new(url)).map_err(|e| match e {
+            remote::ReadAllError::Io(e) => e.to_string(),
+            remote::ReadAllError::Other(e) => e.to_string(),
+        })
+    }
+
+    #[test]
+    fn the_front_ends_file_systems_are_asked_in_order_then_object_storage() {
+        let storage = Storage::with_url_file_systems(vec![
+            Arc::new(Named {
+                name: "first",
+                serves: &["a"],
+            }),
+            Arc::new(Named {
+                name: "second",
+                serves: &["a", "b"],
+            }),
+        ]);
+        assert_eq!(read(&storage, "a://x").unwrap(), b"first");
+        assert_eq!(read(&storage, "b://x").unwrap(), b"second");
+        // A scheme no one serves: the first one's words.
+        let err = read(&storage, "zz://x").unwrap_err();
+        assert!(err.contains("first"), "{err}");
+        // Object storage comes last: its own words for its scheme (a URL without a
+        // bucket, refused before any request).
+        let err = read(&storage, "s3://").unwrap_err();
+        assert!(err.contains("no bucket"), "{err}");
+        // Local paths never reach a file system.
+        assert!(storage.is_local(Path::new("a/x")));
+    }
+}
