@@ -24,7 +24,7 @@ pub fn run(args: InfoArgs) -> Outcome {
         let outcomes = run_files("info", &data, jobs, |file, report| {
             let table = table_for(file, offsets.clone());
             let found = info(file, offsets.clone(), page, trust_table, report)
-                .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
+                .map_err(|e| tfrecord_lirs::advice::explain(&storage(), file, &table, e))?;
             Ok(found.json())
         });
         for o in &outcomes {
@@ -42,7 +42,7 @@ pub fn run(args: InfoArgs) -> Outcome {
     per_file("info", "described", &data, jobs, |file, report| {
         let table = table_for(file, offsets.clone());
         let found = info(file, offsets.clone(), page, trust_table, report)
-            .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
+            .map_err(|e| tfrecord_lirs::advice::explain(&storage(), file, &table, e))?;
         let text = if json {
             format!("{:#}\n", found.json())
         } else {

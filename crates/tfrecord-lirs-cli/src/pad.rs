@@ -46,7 +46,7 @@ pub fn run(args: PadArgs) -> Outcome {
         sync,
     }
     .request(storage())?;
-    let outputs = pad_args::outputs(&paths, &out, false)?;
+    let outputs = pad_args::outputs(&request.options.storage, &paths, &out, false)?;
     let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
     let pad_one = |input: &Path, output: &Path, report: &mut dyn FnMut(u64)| {
         let (summary, chose) = tfrecord_lirs::pad(input, output, &request, report)?;

@@ -2,21 +2,15 @@
 //! default table, and the reader options every reading command shares.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
-
-use tfrecord_lirs::cloud::ObjectStoreFileSystem;
-use tfrecord_lirs::remote::is_url;
 use tfrecord_lirs::{default_table_path, ReaderOptions, Storage};
 
 use crate::report::Failure;
 
 /// Where every path of a command is: local files, and object storage through the
-/// core's `object_store` client (credentials and endpoints from the environment).
+/// core's `object_store` client (credentials and endpoints from the environment). The
+/// CLI has no file systems of its own: the core's rule with none.
 pub fn storage() -> Storage {
-    static STORAGE: OnceLock<Storage> = OnceLock::new();
-    STORAGE
-        .get_or_init(|| Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())))
-        .clone()
+    Storage::with_url_file_systems(Vec::new())
 }
 
 /// The table `--out`/`--offsets` names, else `data`'s default one.
@@ -36,7 +30,7 @@ pub fn reader_options(trust_table: bool) -> ReaderOptions {
 /// The size of local file `path` for a progress bar (0 for a URL: the command's own
 /// open reports a missing object).
 pub fn file_size(path: &Path) -> Result<u64, Failure> {
-    if is_url(path) {
+    if !storage().is_local(path) {
         return Ok(0);
     }
     std::fs::metadata(path)

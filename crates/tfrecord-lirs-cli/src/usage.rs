@@ -5,10 +5,11 @@ use std::path::Path;
 
 use clap::CommandFactory;
 use tfrecord_lirs::cloud::ObjectStoreFileSystem;
-use tfrecord_lirs::remote::{is_url, scheme};
+use tfrecord_lirs::remote::scheme;
 use tfrecord_lirs::text_index;
 
 use crate::args::{Cli, Command, FitArg, IndexArgs, InfoArgs, OrderArgs, PadArgs, VerifyArgs};
+use crate::storage::storage;
 
 /// Exits with a usage error (status 2) if an argument is a URL object storage does
 /// not serve, or if `command`'s arguments do not fit together.
@@ -74,7 +75,7 @@ fn check_arguments(command: &Command) -> Result<(), (&'static str, String)> {
             data,
             from: Some(_),
             ..
-        }) if data.iter().any(|p| is_url(p)) => Err((
+        }) if data.iter().any(|p| !storage().is_local(p)) => Err((
             "index",
             "--from FORMAT reads a local data file and its local text index (URLs: index \
              the object itself, without --from)"

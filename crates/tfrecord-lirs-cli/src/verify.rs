@@ -21,7 +21,7 @@ pub fn run(args: VerifyArgs) -> Outcome {
     per_file("verify", "verified", &data, jobs, |file, report| {
         let table = table_for(file, offsets.clone());
         let text = verify(file, Some(table.clone()), page, trust_table, report)
-            .map_err(|e| tfrecord_lirs::advice::explain(file, &table, e))?;
+            .map_err(|e| tfrecord_lirs::advice::explain(&storage(), file, &table, e))?;
         Ok((text.clone(), text))
     })
 }

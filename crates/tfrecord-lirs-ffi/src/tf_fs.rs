@@ -11,11 +11,11 @@
 //! passes to the core (see `storage` in `reader.rs`); nothing is registered process-wide.
 
 use std::io;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cxx::UniquePtr;
 use tfrecord_lirs::io::ReadAt;
-use tfrecord_lirs::remote::{self, Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::Storage;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::tf")]
@@ -167,16 +167,8 @@ impl FileSystem for TensorFlowFileSystem {
 
 /// Local files, and URLs through TensorFlow's file systems, with object storage
 /// ([`tfrecord_lirs::cloud`]) for the schemes TensorFlow does not implement (`s3://`
-/// in TensorFlow 2.21 without tensorflow-io). One value per process, so the object
-/// stores' clients and runtime are made once.
+/// in TensorFlow 2.21 without tensorflow-io): the core's rule
+/// ([`Storage::with_url_file_systems`]) with TensorFlow's file systems preferred.
 pub fn storage() -> Storage {
-    static STORAGE: OnceLock<Storage> = OnceLock::new();
-    STORAGE
-        .get_or_init(|| {
-            Storage::with_file_system(Arc::new(remote::Layered {
-                first: TensorFlowFileSystem,
-                second: tfrecord_lirs::cloud::ObjectStoreFileSystem::new(),
-            }))
-        })
-        .clone()
+    Storage::with_url_file_systems(vec![Arc::new(TensorFlowFileSystem)])
 }

@@ -4,8 +4,9 @@
 //! TensorFlow op library does (`ram://`, TensorFlow's `gs://`, `hdfs://`, …) with the
 //! same clients, credentials and settings that `LIRSDataset` then reads them with.
 //!
-//! Which file system serves a URL is decided here, in [`write_storage`], once: the
-//! same layering as the op library's (`tf_fs::storage` in crates/tfrecord-lirs-ffi) —
+//! Which file system serves a URL is the core's rule
+//! ([`Storage::with_url_file_systems`]), which [`write_storage`] asks with the same
+//! preference as the op library's (`tf_fs::storage` in crates/tfrecord-lirs-ffi) —
 //! TensorFlow's file systems first when `tensorflow` can be imported, then
 //! `object_store` for the object-storage schemes TensorFlow does not implement
 //! (`s3://` in stock TensorFlow 2.21). Without TensorFlow, object storage only, and any
@@ -15,13 +16,13 @@
 //! (`py.detach`), so worker threads of the core (`jobs` of `pad`) can call in.
 
 use std::io;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyBytes};
 use tfrecord_lirs::io::ReadAt;
-use tfrecord_lirs::remote::{Durability, FileSystem, Layered, RemoteWrite};
+use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::Storage;
 
 /// absl::StatusCode values (a `tf.errors.OpError`'s `error_code`) the core tells apart.
@@ -265,15 +266,7 @@ fn close_quietly(file: Option<Py<PyAny>>) {
 /// Where Python's writes, pads and scans are: local files; URLs through TensorFlow's
 /// file systems when `tensorflow` can be imported, and through `object_store` for the
 /// schemes TensorFlow does not implement (or all of object storage without
-/// TensorFlow). One value for the process.
+/// TensorFlow): the core's rule, the op library's order.
 pub(crate) fn write_storage() -> Storage {
-    static STORAGE: OnceLock<Storage> = OnceLock::new();
-    STORAGE
-        .get_or_init(|| {
-            Storage::with_file_system(Arc::new(Layered {
-                first: GfileFileSystem,
-                second: crate::object_store(),
-            }))
-        })
-        .clone()
+    Storage::with_url_file_systems(vec![Arc::new(GfileFileSystem)])
 }

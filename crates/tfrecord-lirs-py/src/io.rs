@@ -148,9 +148,14 @@ fn pad_file(
 ) -> PyResult<(SummaryFields, String)> {
     let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
     // One input given alone: into `dst`, or into it as a directory (the CLI's rule).
-    let dst = core::pad_args::outputs(std::slice::from_ref(&src), &dst, false)
-        .py_err(py)?
-        .remove(0);
+    let dst = core::pad_args::outputs(
+        &request.options.storage,
+        std::slice::from_ref(&src),
+        &dst,
+        false,
+    )
+    .py_err(py)?
+    .remove(0);
     let (written, chose) = py
         .detach(|| guard("pad_file", || core::pad(&src, &dst, &request, |_| {})))
         .py_err(py)?;
@@ -248,7 +253,8 @@ fn pad_files(
     let jobs = jobs_or_default(jobs);
     let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
     // Inputs given as a list: each into the directory `dst_dir` (the CLI's rule).
-    let outputs = core::pad_args::outputs(&srcs, &dst_dir, true).py_err(py)?;
+    let outputs =
+        core::pad_args::outputs(&request.options.storage, &srcs, &dst_dir, true).py_err(py)?;
     run_many(py, "padded", &srcs, jobs, progress, |file, done| {
         let output = srcs
             .iter()

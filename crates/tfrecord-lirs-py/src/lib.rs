@@ -15,7 +15,7 @@ mod gfile;
 mod sampler;
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 mod loader;
 
@@ -248,21 +248,11 @@ fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
         .py_err(py)
 }
 
-/// The process's object-store client (s3://, gs://, az://, http(s)://): one, so its
-/// buckets' clients and its runtime are made once, shared by [`storage`] and
-/// [`gfile::write_storage`].
-fn object_store() -> Arc<core::cloud::ObjectStoreFileSystem> {
-    static CLIENT: OnceLock<Arc<core::cloud::ObjectStoreFileSystem>> = OnceLock::new();
-    Arc::clone(CLIENT.get_or_init(|| Arc::new(core::cloud::ObjectStoreFileSystem::new())))
-}
-
 /// Where the readers' paths are: local files, and URLs through object_store only (no
-/// TensorFlow, and no GIL on the read path).
+/// TensorFlow, and no GIL on the read path): the core's rule with no file systems of
+/// the extension's own.
 fn storage() -> core::Storage {
-    static STORAGE: OnceLock<core::Storage> = OnceLock::new();
-    STORAGE
-        .get_or_init(|| core::Storage::with_file_system(object_store()))
-        .clone()
+    core::Storage::with_url_file_systems(Vec::new())
 }
 
 /// The module `tfrecord_lirs._lirs`.

@@ -13,6 +13,8 @@ use tfrecord_lirs_format::error::{Error, ErrorKind};
 use tfrecord_lirs_format::framing::{self, FRAMING_LEN, HEADER_LEN};
 use tfrecord_lirs_format::table_path::default_table_path;
 
+use crate::storage::Storage;
+
 /// What a local path given as a TFRecord data file is instead, when that is the
 /// mistake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,13 +34,10 @@ const HEAD_LEN: usize = 16;
 
 /// What `data` is instead of a TFRecord data file, if it is something else; `None`
 /// for a file whose first bytes are a record header, an empty file with a data name,
-/// a URL (not looked at: a read costs a request) or a path that cannot be read (the
-/// caller's own error says why).
-pub fn misuse(data: &Path) -> Option<Misuse> {
-    if crate::storage::remote::is_url(data) {
-        return None;
-    }
-    let meta = std::fs::metadata(data).ok()?;
+/// a URL (not looked at: a read costs a request; `storage` tells it apart) or a path
+/// that cannot be read (the caller's own error says why).
+pub fn misuse(storage: &Storage, data: &Path) -> Option<Misuse> {
+    let meta = storage.local_metadata(data)?;
     if meta.is_dir() {
         return Some(Misuse::Directory);
     }
@@ -100,8 +99,8 @@ pub fn misuse_error(data: &Path, misuse: Misuse) -> Error {
 /// `err`, which came of opening, indexing or reading `data` as a TFRecord data file,
 /// replaced by the real mistake when `data` is not one (a directory, an offset table,
 /// or compressed data, which comes before any advice about its table); else `err`.
-pub fn diagnose(data: &Path, err: Error) -> Error {
-    match misuse(data) {
+pub fn diagnose(storage: &Storage, data: &Path, err: Error) -> Error {
+    match misuse(storage, data) {
         Some(m) => misuse_error(data, m),
         None => err,
     }
@@ -109,8 +108,11 @@ pub fn diagnose(data: &Path, err: Error) -> Error {
 
 /// [`diagnose`] for an input that may be compressed (`pad` decompresses it): only a
 /// directory or an offset table is a mistake; `Ok` otherwise.
-pub(crate) fn check_pad_input(data: &Path) -> tfrecord_lirs_format::error::Result<()> {
-    match misuse(data) {
+pub(crate) fn check_pad_input(
+    storage: &Storage,
+    data: &Path,
+) -> tfrecord_lirs_format::error::Result<()> {
+    match misuse(storage, data) {
         Some(m @ (Misuse::Directory | Misuse::OffsetTable)) => Err(misuse_error(data, m)),
         _ => Ok(()),
     }
@@ -125,11 +127,8 @@ pub(crate) struct Stamp {
 
 impl Stamp {
     /// `path`'s stamp now (`None` for a URL or a path that cannot be stat'ed).
-    pub fn of(path: &Path) -> Option<Stamp> {
-        if crate::storage::remote::is_url(path) {
-            return None;
-        }
-        let meta = std::fs::metadata(path).ok()?;
+    pub fn of(storage: &Storage, path: &Path) -> Option<Stamp> {
+        let meta = storage.local_metadata(path)?;
         Some(Stamp {
             len: meta.len(),
             modified: meta.modified().ok(),
@@ -195,12 +194,13 @@ pub(crate) fn stale_table(
 /// written, with the command that rebuilds it (for callers that check a table without
 /// opening a [`Reader`](crate::Reader), such as `verify`; `Reader::open` does this
 /// itself).
-pub fn explain(data: &Path, table: &Path, err: Error) -> Error {
-    let err = diagnose(data, err);
-    if crate::storage::remote::is_url(data) || matches!(err.kind(), ErrorKind::NotFound) {
+pub fn explain(storage: &Storage, data: &Path, table: &Path, err: Error) -> Error {
+    let err = diagnose(storage, data, err);
+    if matches!(err.kind(), ErrorKind::NotFound) {
         return err;
     }
-    let Ok(size) = std::fs::metadata(data).map(|m| m.len()) else {
+    // A URL is not looked at (a look costs a request).
+    let Some(size) = storage.local_metadata(data).map(|m| m.len()) else {
         return err;
     };
     let last = std::fs::read(table).ok().and_then(|bytes| {
@@ -284,8 +284,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("d.tfrecord");
         std::fs::write(&data, record(b"one")).unwrap();
-        assert_eq!(misuse(&data), None);
-        assert_eq!(misuse(dir.path()), Some(Misuse::Directory));
+        assert_eq!(misuse(&Storage::local(), &data), None);
+        assert_eq!(
+            misuse(&Storage::local(), dir.path()),
+            Some(Misuse::Directory)
+        );
         let e = misuse_error(dir.path(), Misuse::Directory);
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
         assert!(
@@ -297,10 +300,13 @@ mod tests {
         // A table, by its name and by its bytes.
         let table = dir.path().join("d.tfrecord.offsets");
         std::fs::write(&table, crate::encode_table(&[0])).unwrap();
-        assert_eq!(misuse(&table), Some(Misuse::OffsetTable));
+        assert_eq!(misuse(&Storage::local(), &table), Some(Misuse::OffsetTable));
         let renamed = dir.path().join("t.bin");
         std::fs::write(&renamed, crate::encode_table(&[0, 19, 40])).unwrap();
-        assert_eq!(misuse(&renamed), Some(Misuse::OffsetTable));
+        assert_eq!(
+            misuse(&Storage::local(), &renamed),
+            Some(Misuse::OffsetTable)
+        );
         let e = misuse_error(&table, Misuse::OffsetTable);
         assert!(
             e.to_string().contains("is an offset table (of ")
@@ -311,18 +317,21 @@ mod tests {
         // An empty data file is data.
         let empty = dir.path().join("empty.tfrecord");
         std::fs::write(&empty, b"").unwrap();
-        assert_eq!(misuse(&empty), None);
+        assert_eq!(misuse(&Storage::local(), &empty), None);
 
         // GZIP, before any talk of tables.
         let gz = dir.path().join("d.gz");
         std::fs::write(&gz, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4]).unwrap();
-        assert_eq!(misuse(&gz), Some(Misuse::Compressed("GZIP")));
+        assert_eq!(
+            misuse(&Storage::local(), &gz),
+            Some(Misuse::Compressed("GZIP"))
+        );
         let missing = Error::not_a_data_file(&gz, "stand-in");
-        assert!(diagnose(&gz, missing)
+        assert!(diagnose(&Storage::local(), &gz, missing)
             .to_string()
             .contains("GZIP-compressed"));
-        assert!(check_pad_input(&gz).is_ok());
-        assert!(check_pad_input(&table).is_err());
+        assert!(check_pad_input(&Storage::local(), &gz).is_ok());
+        assert!(check_pad_input(&Storage::local(), &table).is_err());
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! assert!(!request.auto);
 //! let dir = std::env::temp_dir();
 //! // One input given alone: into OUT, unless OUT is an existing directory.
-//! assert_eq!(outputs(&["a".into()], "b".as_ref(), false)?, [std::path::PathBuf::from("b")]);
-//! assert_eq!(outputs(&["a".into()], &dir, false)?, [dir.join("a")]);
+//! let local = &request.options.storage;
+//! assert_eq!(outputs(local, &["a".into()], "b".as_ref(), false)?, [std::path::PathBuf::from("b")]);
+//! assert_eq!(outputs(local, &["a".into()], &dir, false)?, [dir.join("a")]);
 //! # Ok::<(), tfrecord_lirs::Error>(())
 //! ```
 
@@ -91,12 +92,18 @@ pub fn fit_name(fit: &str, window: Option<usize>) -> String {
 /// Where `pad` of `inputs` to `output` writes each input's copy: one input given alone
 /// (`listed` false) goes into the file `output`, unless `output` is an existing
 /// directory; several inputs, or inputs given as a list, go into the directory
-/// `output`, each under its file name ([`crate::many::pad_outputs`]).
-pub fn outputs(inputs: &[PathBuf], output: &Path, listed: bool) -> Result<Vec<PathBuf>> {
+/// `output`, each under its file name ([`crate::many::pad_outputs_in`] through
+/// `storage`, the request's: a URL `output` is a prefix).
+pub fn outputs(
+    storage: &Storage,
+    inputs: &[PathBuf],
+    output: &Path,
+    listed: bool,
+) -> Result<Vec<PathBuf>> {
     if !listed && inputs.len() == 1 && !output.is_dir() {
         return Ok(vec![output.to_path_buf()]);
     }
-    crate::inspect::many::pad_outputs(inputs, output)
+    crate::inspect::many::pad_outputs_in(storage, inputs, output)
 }
 
 #[cfg(test)]
@@ -158,18 +165,18 @@ mod tests {
         let a = vec![PathBuf::from("x/a.tfrecord.gz")];
         let file = dir.path().join("out");
         assert_eq!(
-            outputs(&a, &file, false).unwrap(),
+            outputs(&Storage::local(), &a, &file, false).unwrap(),
             std::slice::from_ref(&file)
         );
         assert_eq!(
-            outputs(&a, dir.path(), false).unwrap(),
+            outputs(&Storage::local(), &a, dir.path(), false).unwrap(),
             [dir.path().join("a.tfrecord")]
         );
         assert_eq!(
-            outputs(&a, dir.path(), true).unwrap(),
+            outputs(&Storage::local(), &a, dir.path(), true).unwrap(),
             [dir.path().join("a.tfrecord")]
         );
-        assert!(outputs(&a, &file, true)
+        assert!(outputs(&Storage::local(), &a, &file, true)
             .unwrap_err()
             .to_string()
             .contains("is not a directory"));

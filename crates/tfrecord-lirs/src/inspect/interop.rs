@@ -213,7 +213,7 @@ pub fn export_text_index(data: &Path, out: &Path, sync: bool) -> Result<u64> {
 /// file system for it); the text index `out` is a local file (DALI and the `tfrecord`
 /// package read it from local disk).
 pub fn export_text_index_in(storage: &Storage, data: &Path, out: &Path, sync: bool) -> Result<u64> {
-    if crate::storage::remote::is_url(out) {
+    if !storage.is_local(out) {
         return Err(Error::invalid_argument(format!(
             "{}: a text index is written to a local file (or to stdout): give a local path",
             out.display()

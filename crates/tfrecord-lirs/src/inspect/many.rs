@@ -10,6 +10,8 @@ use std::sync::Mutex;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
+use crate::storage::Storage;
+
 /// The most worker threads [`jobs`] picks by itself: the work is I/O and CRC bound,
 /// and a few files in flight keep a disk or a network busy.
 const MAX_AUTO_JOBS: usize = 8;
@@ -143,7 +145,17 @@ pub fn pad_output_in(out_dir: &Path, input: &Path) -> Result<PathBuf> {
 /// refuses two inputs of the same file name (one copy would replace the other) and an
 /// `out_dir` that is not a directory.
 pub fn pad_outputs(inputs: &[PathBuf], out_dir: &Path) -> Result<Vec<PathBuf>> {
-    if !crate::storage::remote::is_url(out_dir) && !out_dir.is_dir() {
+    pad_outputs_in(&Storage::local(), inputs, out_dir)
+}
+
+/// [`pad_outputs`] into `out_dir` through `storage`: a URL `out_dir` is a prefix, not a
+/// directory to check (object stores have none).
+pub fn pad_outputs_in(
+    storage: &Storage,
+    inputs: &[PathBuf],
+    out_dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    if storage.is_local(out_dir) && !out_dir.is_dir() {
         return Err(Error::invalid_argument(format!(
             "{} is not a directory: pad of several inputs writes each input's padded copy into an output directory (create it first)",
             out_dir.display()

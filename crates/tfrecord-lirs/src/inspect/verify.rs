@@ -10,8 +10,6 @@ use tfrecord_lirs_format::framing::{Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_S
 
 use crate::read::table_check::check_table_shape;
 use crate::scan::{RecordScanner, PROGRESS_EVERY};
-use crate::storage::local;
-use crate::storage::remote;
 use crate::storage::Storage;
 
 /// What a full scan of a data file (and optionally its table) found.
@@ -265,12 +263,7 @@ pub fn inspect_in(
     // The same rule the reader applies at open, before the records are walked.
     if let Some((table_path, offsets)) = table {
         // Positioned reads without a map (a URL has only its file system's reads).
-        let backend = if remote::is_url(data) {
-            local::Backend::Auto
-        } else {
-            local::Backend::Pread
-        };
-        let src = storage.open(data, backend, 1, None)?;
+        let src = storage.open_unmapped(data)?;
         let entry = |i: u64| Ok(offsets[i as usize]);
         check_table_shape(
             (data, table_path),

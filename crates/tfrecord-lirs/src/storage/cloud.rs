@@ -10,12 +10,15 @@
 //! [`Fetcher`](crate::Fetcher)), each blocking on this file system's own runtime, so
 //! nothing async leaks into the rest of the crate.
 //!
+//! A program reaches it through the rule every front end shares,
+//! [`Storage::with_url_file_systems`](crate::Storage::with_url_file_systems) (which
+//! puts the process's one client, [`shared`], after the program's own file systems):
+//!
 //! ```no_run
-//! use std::sync::Arc;
-//! use tfrecord_lirs::{cloud::ObjectStoreFileSystem, Reader, ReaderOptions, Storage};
+//! use tfrecord_lirs::{Reader, ReaderOptions, Storage};
 //! # fn main() -> tfrecord_lirs::Result<()> {
 //! let options = ReaderOptions {
-//!     storage: Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())),
+//!     storage: Storage::with_url_file_systems(Vec::new()),
 //!     ..Default::default()
 //! };
 //! let reader = Reader::open_one("s3://bucket/train.tfrecord".as_ref(), None, &options)?;
@@ -50,6 +53,16 @@ pub struct ObjectStoreFileSystem {
     /// never opens a URL starts no thread.
     runtime: OnceLock<tokio::runtime::Runtime>,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+/// The process's object-store client, which every
+/// [`Storage::with_url_file_systems`](crate::Storage::with_url_file_systems) shares:
+/// process-wide because it holds what is costly to make and worth keeping (a runtime
+/// and threads, one client and connection pool per bucket), and one value so that the
+/// storages of a front end compare equal.
+pub fn shared() -> Arc<ObjectStoreFileSystem> {
+    static CLIENT: OnceLock<Arc<ObjectStoreFileSystem>> = OnceLock::new();
+    Arc::clone(CLIENT.get_or_init(|| Arc::new(ObjectStoreFileSystem::new())))
 }
 
 impl Default for ObjectStoreFileSystem {

@@ -7,7 +7,11 @@
 //! per path whether the path is local (the backends of [`local`]) or a URL (its
 //! [`FileSystem`]), and front ends pass it in explicitly (in
 //! [`ReaderOptions`](crate::ReaderOptions) and [`PadOptions`](crate::PadOptions)):
-//! nothing is registered process-wide.
+//! nothing is registered process-wide. Every module that treats local files and URLs
+//! apart asks the `Storage` it was handed ([`Storage::is_local`] and the methods that
+//! do the thing); what a URL is stays private to this module tree. Which file systems
+//! serve URLs, in which order, is decided for every front end by
+//! [`Storage::with_url_file_systems`].
 
 #![allow(unsafe_code)]
 
@@ -105,9 +109,62 @@ impl Storage {
         Storage { remote: Some(fs) }
     }
 
+    /// The storage of a front end: local files, and URLs through `preferred` (the
+    /// front end's own file systems, such as TensorFlow's, asked in this order), then
+    /// through object storage ([`cloud`]) for every scheme none of them implements
+    /// (they answer `Unsupported`, see [`remote::Layered`]). With no `preferred`,
+    /// URLs go to object storage only (the CLI, and the Python readers). Every value
+    /// shares the process's one object-store client ([`cloud::shared`]).
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use tfrecord_lirs::Storage;
+    /// let storage = Storage::with_url_file_systems(Vec::new());
+    /// assert!(storage.reads_urls());
+    /// assert!(!storage.is_local(Path::new("s3://bucket/x.tfrecord")));
+    /// // One client: two such storages are the same.
+    /// assert_eq!(storage, Storage::with_url_file_systems(Vec::new()));
+    /// ```
+    #[cfg(feature = "object-store")]
+    pub fn with_url_file_systems(preferred: Vec<Arc<dyn FileSystem>>) -> Storage {
+        let last: Arc<dyn FileSystem> = cloud::shared();
+        let fs = preferred.into_iter().rev().fold(last, |rest, fs| {
+            Arc::new(remote::Layered {
+                first: fs,
+                second: rest,
+            })
+        });
+        Storage::with_file_system(fs)
+    }
+
     /// Whether URLs can be opened.
     pub fn reads_urls(&self) -> bool {
         self.remote.is_some()
+    }
+
+    /// Whether `path` names a local file (or directory) rather than a URL
+    /// (`scheme://…`). A URL is one whether or not this storage reads URLs.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use tfrecord_lirs::Storage;
+    /// let storage = Storage::local();
+    /// assert!(!storage.is_local(Path::new("gs://bucket/train.tfrecord")));
+    /// assert!(!storage.is_local(Path::new("ram://x")));
+    /// assert!(storage.is_local(Path::new("/data/train.tfrecord")));
+    /// assert!(storage.is_local(Path::new("c:/x")));
+    /// ```
+    pub fn is_local(&self, path: &Path) -> bool {
+        !remote::is_url(path)
+    }
+
+    /// The metadata of local file `path`; `None` for a URL (not looked at: a look
+    /// costs a request) or a path that cannot be stat'ed.
+    pub(crate) fn local_metadata(&self, path: &Path) -> Option<std::fs::Metadata> {
+        if !self.is_local(path) {
+            return None;
+        }
+        std::fs::metadata(path).ok()
     }
 
     /// Checks that `path` can be reached: a local path, or a URL with a file system.
@@ -117,7 +174,7 @@ impl Storage {
 
     /// Where `path` is; the error for a URL without a file system.
     pub(crate) fn place<'a>(&'a self, path: &'a Path) -> Result<Place<'a>> {
-        if !remote::is_url(path) {
+        if self.is_local(path) {
             return Ok(Place::Local(path));
         }
         match &self.remote {
@@ -169,6 +226,17 @@ impl Storage {
             .with_records(records))
     }
 
+    /// `path` for positioned reads without a map: `pread(2)` for a local file, the
+    /// file system's reads for a URL.
+    pub(crate) fn open_unmapped(&self, path: &Path) -> Result<Box<dyn ReadAt>> {
+        let backend = if self.is_local(path) {
+            Backend::Pread
+        } else {
+            Backend::Auto
+        };
+        self.open(path, backend, 1, None)
+    }
+
     /// `path` as a stream read front to back, and its size.
     pub(crate) fn open_stream(&self, path: &Path) -> Result<(Box<dyn Read + Send>, u64)> {
         match self.place(path)? {
@@ -210,5 +278,86 @@ impl Storage {
                 }
             }),
         }
+    }
+}
+
+#[cfg(all(test, feature = "object-store"))]
+mod tests {
+    use std::io;
+
+    use super::*;
+    use crate::storage::remote::{Durability, RemoteWrite};
+
+    /// A file system that serves the schemes `serves`, each object's bytes its name;
+    /// `Unsupported` (naming it) for every other scheme.
+    struct Named {
+        name: &'static str,
+        serves: &'static [&'static str],
+    }
+
+    impl Named {
+        fn check(&self, url: &str) -> io::Result<()> {
+            let scheme = remote::scheme(Path::new(url)).unwrap_or_default();
+            if self.serves.contains(&scheme) {
+                Ok(())
+            } else {
+                Err(io::Error::new(io::ErrorKind::Unsupported, self.name))
+            }
+        }
+    }
+
+    impl FileSystem for Named {
+        fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+            self.check(url)?;
+            Err(io::Error::other("not read here"))
+        }
+        fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
+            self.check(url).map(|()| self.name.as_bytes().to_vec())
+        }
+        fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+            self.check(url)?;
+            Err(io::Error::other("not written here"))
+        }
+        fn rename(&self, from: &str, _: &str) -> io::Result<()> {
+            self.check(from)
+        }
+        fn delete(&self, url: &str) -> io::Result<()> {
+            self.check(url)
+        }
+        fn durability(&self, _: &str) -> Durability {
+            Durability::Rename
+        }
+    }
+
+    fn read(storage: &Storage, url: &str) -> std::result::Result<Vec<u8>, String> {
+        storage.read_all(Path::new(url)).map_err(|e| match e {
+            remote::ReadAllError::Io(e) => e.to_string(),
+            remote::ReadAllError::Other(e) => e.to_string(),
+        })
+    }
+
+    #[test]
+    fn the_front_ends_file_systems_are_asked_in_order_then_object_storage() {
+        let storage = Storage::with_url_file_systems(vec![
+            Arc::new(Named {
+                name: "first",
+                serves: &["a"],
+            }),
+            Arc::new(Named {
+                name: "second",
+                serves: &["a", "b"],
+            }),
+        ]);
+        assert_eq!(read(&storage, "a://x").unwrap(), b"first");
+        assert_eq!(read(&storage, "b://x").unwrap(), b"second");
+        // A scheme no one serves: the first one's words.
+        let err = read(&storage, "zz://x").unwrap_err();
+        assert!(err.contains("first"), "{err}");
+        // Object storage comes last: its own words for its scheme (a URL without a
+        // bucket, refused before any request).
+        let err = read(&storage, "s3://").unwrap_err();
+        assert!(err.contains("no bucket"), "{err}");
+        // Local paths never reach a file system.
+        assert!(storage.is_local(Path::new("a/x")));
     }
 }

@@ -2,7 +2,8 @@
 //! through a file system the embedding program passes in a [`Storage`](crate::Storage).
 //!
 //! The core decides here, and only here, what a URL is: a path that starts with a
-//! scheme, `^[A-Za-z][A-Za-z0-9+.-]*://` ([`is_url`]). Local paths keep the backends
+//! scheme, `^[A-Za-z][A-Za-z0-9+.-]*://` (see [`scheme`]; the rest of the crate asks
+//! [`Storage::is_local`](crate::Storage::is_local)). Local paths keep the backends
 //! of [`io`](crate::io) unchanged; a URL is opened through the [`FileSystem`] of the
 //! [`Storage`](crate::Storage) it is used with. The TensorFlow op library passes
 //! TensorFlow's own file systems (`tensorflow::Env`), so every scheme TensorFlow knows
@@ -13,11 +14,11 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use tfrecord_lirs::remote::is_url;
-//! assert!(is_url(Path::new("gs://bucket/train.tfrecord")));
-//! assert!(is_url(Path::new("ram://x")));
-//! assert!(!is_url(Path::new("/data/train.tfrecord")));
-//! assert!(!is_url(Path::new("c:/x")));
+//! use tfrecord_lirs::remote::scheme;
+//! assert_eq!(scheme(Path::new("gs://bucket/train.tfrecord")), Some("gs"));
+//! assert_eq!(scheme(Path::new("ram://x")), Some("ram"));
+//! assert_eq!(scheme(Path::new("/data/train.tfrecord")), None);
+//! assert_eq!(scheme(Path::new("c:/x")), None);
 //! ```
 
 use std::io;
@@ -172,8 +173,9 @@ pub fn scheme(path: &Path) -> Option<&str> {
     .then_some(scheme)
 }
 
-/// Whether `path` is a URL (`scheme://…`) rather than a local path.
-pub fn is_url(path: &Path) -> bool {
+/// Whether `path` is a URL (`scheme://…`) rather than a local path: the storage
+/// layer's own test (everything else asks [`Storage::is_local`](crate::Storage::is_local)).
+pub(crate) fn is_url(path: &Path) -> bool {
     scheme(path).is_some()
 }
 

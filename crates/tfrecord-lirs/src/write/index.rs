@@ -38,7 +38,7 @@ pub fn build_offset_table_in(
     progress: impl FnMut(u64),
 ) -> Result<u64> {
     check_table_path(data, table)?;
-    if let Some(misuse) = crate::advice::misuse(data) {
+    if let Some(misuse) = crate::advice::misuse(storage, data) {
         return Err(crate::advice::misuse_error(data, misuse));
     }
     // The offsets go to the table file as the scan puts them in order (no table held

@@ -55,7 +55,7 @@ pub fn pad_file_with(
     compression: Compression,
     mut progress: impl FnMut(u64),
 ) -> Result<PadSummary> {
-    check_pad_paths(src, dst)?;
+    check_pad_paths(&options.storage, src, dst)?;
     let mut scanner =
         crate::scan::RecordScanner::open_compressed_in(&options.storage, src, compression)?;
     let mut writer = PaddedWriter::create(dst, options)?;
@@ -202,7 +202,7 @@ pub fn pad_file_from_table(
     options: &PadOptions,
     mut progress: impl FnMut(u64),
 ) -> Result<PadSummary> {
-    check_pad_paths(src, dst)?;
+    check_pad_paths(&options.storage, src, dst)?;
     let trusted = ReaderOptions {
         trust_table: true,
         storage: options.storage.clone(),
@@ -228,8 +228,8 @@ pub fn pad_file_from_table(
 /// Refuses a `pad` whose output would replace its input: output data or output table
 /// is the input file, or the output data is the input's table. Paths are compared as
 /// files (`x` and `./x`, links), not as strings.
-fn check_pad_paths(src: &Path, dst: &Path) -> Result<()> {
-    crate::advice::check_pad_input(src)?;
+fn check_pad_paths(storage: &Storage, src: &Path, dst: &Path) -> Result<()> {
+    crate::advice::check_pad_input(storage, src)?;
     let dst_table = default_table_path(dst);
     let src_table = default_table_path(src);
     let clash = if same_file(src, dst) {
@@ -261,7 +261,7 @@ pub fn check_pad_output(src: &Path, dst: &Path, overwrite: bool) -> Result<()> {
 
 /// [`check_pad_output`] through `storage`.
 fn check_pad_output_in(storage: &Storage, src: &Path, dst: &Path, overwrite: bool) -> Result<()> {
-    check_pad_paths(src, dst)?;
+    check_pad_paths(storage, src, dst)?;
     if overwrite {
         return Ok(());
     }

@@ -180,7 +180,7 @@ impl Reader {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             // What the file holds now from `start` (a read came up short: it is
             // shorter than at open), not what it held then.
-            let now = Stamp::of(&file.data_path).map_or(file.src.size(), |s| s.len);
+            let now = Stamp::of(&self.storage, &file.data_path).map_or(file.src.size(), |s| s.len);
             let short = Error::frame(
                 &file.data_path,
                 Some(id),

@@ -90,7 +90,7 @@ impl Reader {
     #[inline(never)]
     pub(super) fn if_changed(&self, f: usize, err: Error) -> Error {
         let file = &self.files[f];
-        match (file.opened, Stamp::of(&file.data_path)) {
+        match (file.opened, Stamp::of(&self.storage, &file.data_path)) {
             (Some(opened), Some(now)) => {
                 advice::changed_underneath(&file.data_path, &file.table_path, opened, now, err)
             }

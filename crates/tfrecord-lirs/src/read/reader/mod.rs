@@ -166,6 +166,9 @@ struct OpenFile {
 pub struct Reader {
     layout: Arc<Layout>,
     files: Vec<OpenFile>,
+    /// Where the files are (the options' storage): which are local, and so can be
+    /// stat'ed when a read fails.
+    storage: Storage,
     verify_payload_crc: bool,
     /// What may follow an instance's record in its span ([`ReaderOptions::trust_table`]).
     padding: Padding,
@@ -212,16 +215,16 @@ impl Reader {
             // the default backend only.
             // A directory, a table or compressed data given as data is named as such
             // before any advice about its table.
-            let stamp = Stamp::of(data);
+            let stamp = Stamp::of(&options.storage, data);
             let opened = options
                 .storage
                 .open_deferred(data, options.backend, options.mmap_opt_in)
-                .map_err(|e| advice::diagnose(data, e))?;
+                .map_err(|e| advice::diagnose(&options.storage, data, e))?;
             // The table is opened where it lies, not read whole: only its length, its
             // first and last entries are looked at here (O(1) per file); every other
             // entry is checked when an instance's span is read.
             let table = open_table_of(&options.storage, table_path, Some(data))
-                .map_err(|e| advice::diagnose(data, e))?;
+                .map_err(|e| advice::diagnose(&options.storage, data, e))?;
             let src: Box<dyn ReadAt> = opened.with_records(table.len());
             let size = src.size();
             let layout = FileLayout {
@@ -231,7 +234,7 @@ impl Reader {
                 first_id,
             };
             check_table(data, table_path, &layout, &*src, options.padding()).map_err(|e| {
-                let e = advice::diagnose(data, e);
+                let e = advice::diagnose(&options.storage, data, e);
                 advice::stale_table(data, table_path, layout.size, last_entry(&layout), e)
             })?;
             first_id += layout.len();
@@ -242,7 +245,7 @@ impl Reader {
                 src,
                 opened: stamp,
                 touched: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-                reads_in_pieces: !crate::storage::remote::is_url(data)
+                reads_in_pieces: options.storage.is_local(data)
                     && options.backend != Backend::Direct,
             });
             layouts.push(layout);
@@ -250,6 +253,7 @@ impl Reader {
         Ok(Reader {
             layout: Arc::new(Layout::new(layouts, page)),
             files: open,
+            storage: options.storage.clone(),
             verify_payload_crc: options.verify_payload_crc,
             padding: options.padding(),
             reads: AtomicU64::new(0),
@@ -269,7 +273,7 @@ impl Reader {
     pub fn is_remote(&self) -> bool {
         self.files
             .iter()
-            .any(|f| crate::storage::remote::is_url(&f.data_path))
+            .any(|f| !self.storage.is_local(&f.data_path))
     }
 
     /// Whether batches are read from memory maps now (the mmap backend, or the
