@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tfrecord_lirs as core;
+use tfrecord_lirs::options::shape;
 
 use crate::checkpoint::{self, epoch_state_seeds};
 use crate::cursor::DatasetCursor;
@@ -93,41 +94,38 @@ pub struct LirsDataset {
 }
 
 impl LirsDataset {
+    /// The batch size the walk uses (0: unbatched); checked `>= 0` at open.
+    fn batch_size(&self) -> u64 {
+        u64::try_from(self.config.walk.batch_size).unwrap_or(0)
+    }
+
+    /// tf.data's cardinality: the core's element count, or TensorFlow's
+    /// `kUnknownCardinality` (-2) when the core does not know it.
     pub(crate) fn cardinality(&self) -> i64 {
-        /// TensorFlow's `kUnknownCardinality`.
         const UNKNOWN: i64 = -2;
-        if self.epoch_seeds.is_some() {
-            // The resumed iteration is shorter than the others.
-            return UNKNOWN;
-        }
-        let (n, b) = (self.shard_len as i64, self.config.walk.batch_size);
-        match b {
-            0 => n,
-            _ if self.config.walk.drop_remainder => n / b,
-            _ => (n + b - 1) / b,
-        }
+        let resumed = self.epoch_seeds.is_some();
+        shape::elements(
+            self.shard_len,
+            self.batch_size(),
+            self.config.walk.drop_remainder,
+            resumed,
+        )
+        .map_or(UNKNOWN, |n| n as i64)
     }
 
     pub(crate) fn element_dims(&self) -> Vec<i64> {
-        match self.config.walk.batch_size {
-            0 => vec![],
-            b if self.config.walk.drop_remainder => vec![b],
-            _ => vec![-1],
-        }
+        shape::element_dims(self.batch_size(), self.config.walk.drop_remainder)
     }
 
+    /// `pipeline_deterministic`: TensorFlow's `DeterminismPolicy` (0 nondeterministic,
+    /// 1 deterministic, anything else default).
     pub(crate) fn unordered(&self, pipeline_deterministic: i32) -> bool {
-        // Unordered when the dataset says so, or by default when the pipeline's
-        // options say deterministic=False; in order when neither says.
-        let deterministic = self
-            .deterministic
-            .or(match pipeline_deterministic {
-                0 => Some(false),
-                1 => Some(true),
-                _ => None,
-            })
-            .unwrap_or(true);
-        !deterministic
+        let pipeline = match pipeline_deterministic {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        };
+        shape::unordered(self.deterministic, pipeline)
     }
 
     pub(crate) fn take_epoch_state(&self, seeds: &mut IterationSeeds) -> bool {

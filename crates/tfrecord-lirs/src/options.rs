@@ -16,6 +16,7 @@
 
 pub mod defaults;
 pub mod guard;
+pub mod shape;
 
 use std::path::{Path, PathBuf};
 
