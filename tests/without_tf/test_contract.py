@@ -147,6 +147,23 @@ def test_the_cli_help_shows_the_cores_defaults(command):
     assert expected <= set(found), found
 
 
+@pytest.mark.parametrize("bad", [1000, 256, -4096])
+def test_one_page_size_rule_one_message(bad, tmp_path):
+    # The core words the rule once; Python and the CLI show those words.
+    words = f"page size {bad} is not a power of two from 512 to 16777216 bytes"
+    from tfrecord_lirs.errors import InvalidArgumentError
+    with pytest.raises(InvalidArgumentError) as e:
+        _lirs.check_page_size(bad)
+    assert words in str(e.value)
+    if bad < 0:
+        return  # clap refuses a negative number before the rule
+    if not CLI.exists():
+        pytest.skip(f"no CLI at {CLI} (cargo build --release, or set TFRECORD_LIRS_CLI)")
+    res = subprocess.run([str(CLI), "order", str(tmp_path / "x.tfrecord"), "--seed", "1",
+                          "--page-size", str(bad)], capture_output=True, text=True)
+    assert res.returncode == 2 and words in res.stderr, res.stderr
+
+
 def test_each_error_kind_has_its_class():
     table = _lirs.error_classes()
     assert [kind for kind, _ in table] == ["DataLoss", "InvalidArgument", "NotFound",

@@ -28,7 +28,7 @@ fn parse_page_size(s: &str) -> Result<u64, String> {
     let bytes: u64 = s.parse().map_err(|e| format!("{e}"))?;
     tfrecord_lirs::options::page_size(bytes)
         .map(PageSize::get)
-        .map_err(|_| page_size_words(bytes))
+        .map_err(|e| e.to_string())
 }
 
 /// `--num-shards`: at least 1 (the core's rule).
@@ -53,16 +53,7 @@ fn parse_window(s: &str) -> Result<usize, String> {
 /// A page size `--page-size` gave (already checked by its parser) as the core's type.
 pub fn page_size(bytes: u64) -> Result<PageSize, Failure> {
     tfrecord_lirs::options::page_size(bytes)
-        .map_err(|_| Failure::Message(format!("--page-size {}", page_size_words(bytes))))
-}
-
-/// What is wrong with page size `bytes` (the core's rule, the CLI's words).
-fn page_size_words(bytes: u64) -> String {
-    format!(
-        "{bytes} is not a power of two from {} to {}",
-        tfrecord_lirs::format::MIN_PAGE_SIZE,
-        tfrecord_lirs::format::MAX_PAGE_SIZE
-    )
+        .map_err(|e| Failure::Message(format!("--page-size: {e}")))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

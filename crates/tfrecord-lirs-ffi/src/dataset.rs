@@ -346,7 +346,7 @@ mod tests {
                 ..good.clone()
             },
             ErrorCode::InvalidArgument,
-            "page_size must be a power of two",
+            "page size -4096 is not a power of two from 512 to 16777216 bytes",
         );
         let mut reader = good.reader.clone();
         reader.backend = "io_uring".into();

@@ -476,11 +476,15 @@ impl PageSize {
 
     /// Validates `bytes` as a page size, with an error that says what is allowed.
     pub fn checked(bytes: u64) -> crate::error::Result<PageSize> {
-        PageSize::new(bytes).ok_or_else(|| {
-            crate::error::Error::invalid_argument(format!(
-                "page size {bytes} is not a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE} bytes"
-            ))
-        })
+        PageSize::new(bytes).ok_or_else(|| PageSize::refused(bytes))
+    }
+
+    /// The one error for a page size outside the rule, however the caller typed it
+    /// (signed in Python and TensorFlow, unsigned in Rust and the CLI).
+    pub fn refused(value: impl std::fmt::Display) -> crate::error::Error {
+        crate::error::Error::invalid_argument(format!(
+            "page size {value} is not a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE} bytes"
+        ))
     }
 
     /// The page size in bytes.

@@ -95,17 +95,8 @@ pub fn best_fit_lookahead(records: u64) -> Result<Fit> {
 /// A page size as the foreign callers give it (the signed `page_size` argument of
 /// Python and the TensorFlow op): [`page_size`]'s rule, worded with the argument's name.
 pub fn signed_page_size(page_size: i64) -> Result<u64> {
-    u64::try_from(page_size)
-        .ok()
-        .and_then(|bytes| self::page_size(bytes).ok())
-        .map(PageSize::get)
-        .ok_or_else(|| {
-            Error::invalid_argument(format!(
-                "page_size must be a power of two from {} to {} bytes, got {page_size}",
-                tfrecord_lirs_format::framing::MIN_PAGE_SIZE,
-                tfrecord_lirs_format::framing::MAX_PAGE_SIZE
-            ))
-        })
+    let bytes = u64::try_from(page_size).map_err(|_| PageSize::refused(page_size))?;
+    self::page_size(bytes).map(PageSize::get)
 }
 
 /// `num_shards` and `shard_index` as the foreign callers give them (signed; either may
@@ -390,9 +381,9 @@ mod tests {
             let e = signed_page_size(bad).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument);
             assert!(
-                e.to_string()
-                    .contains("page_size must be a power of two from 512 to 16777216")
-                    && e.to_string().contains(&bad.to_string()),
+                e.to_string().contains(&format!(
+                    "page size {bad} is not a power of two from 512 to 16777216 bytes"
+                )) && e.to_string().contains(&bad.to_string()),
                 "{e}"
             );
         }
