@@ -240,7 +240,8 @@ def test_wheel_contents_and_tags(wheel):
         version = _crate_version()
         cli = f"tfrecord_lirs-{version}.data/scripts/tfrecord-lirs"
         assert {"tfrecord_lirs/_lirs_ops.so", "tfrecord_lirs/_build_info.py",
-                "tfrecord_lirs/_lirs.abi3.so", cli} <= names
+                "tfrecord_lirs/_lirs.abi3.so", "tfrecord_lirs/_lirs.pyi",
+                "tfrecord_lirs/py.typed", cli} <= names
         assert (z.getinfo(cli).external_attr >> 16) & 0o111, "the CLI is not executable"
         assert z.read(cli)[:4] == b"\x7fELF"
         assert not [n for n in names if "libtensorflow" in n], sorted(names)

@@ -180,8 +180,8 @@ def test_each_error_kind_has_its_class():
 
 def test_the_extensions_options_default_to_none():
     # The extension's own signatures (its text signatures): an option with a default
-    # defaults to None there too, the core applying it (no stub repeats them: the
-    # package ships no .pyi, these are the signatures tools see).
+    # defaults to None there too, the core applying it (the .pyi stub repeats them and
+    # is checked against these below).
     import inspect
 
     checked = 0
@@ -199,3 +199,60 @@ def test_the_extensions_options_default_to_none():
                     assert p.default is None, (name, fn, p)
                     checked += 1
     assert checked >= 20
+
+
+def _stub_signatures():
+    """{qualified name: [(parameter, default text or None)]} of python/tfrecord_lirs/_lirs.pyi."""
+    tree = ast.parse((PACKAGE / "_lirs.pyi").read_text())
+    found = {}
+
+    def params(fn, drop_first):
+        args = fn.args.args[1:] if drop_first else fn.args.args
+        defaults = [None] * (len(args) - len(fn.args.defaults)) + [
+            ast.unparse(d) for d in fn.args.defaults]
+        return [(a.arg, d) for a, d in zip(args, defaults)]
+
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = params(node, False)
+        elif isinstance(node, ast.ClassDef):
+            found[node.name] = None
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef):
+                    static = any(ast.unparse(d) == "staticmethod" for d in fn.decorator_list)
+                    name = node.name if fn.name == "__new__" else f"{node.name}.{fn.name}"
+                    found[name] = params(fn, not static)
+    return found
+
+
+def _runtime_signatures():
+    """The same, from the extension's text signatures."""
+    import inspect
+
+    def params(fn):
+        sig = inspect.signature(fn)
+        return [(p.name, None if p.default is inspect.Parameter.empty else repr(p.default))
+                for p in sig.parameters.values() if p.name not in ("self", "cls")]
+
+    found = {}
+    for name in dir(_lirs):
+        obj = getattr(_lirs, name)
+        if name.startswith("_") or not callable(obj):
+            continue
+        found[name] = params(obj)
+        if isinstance(obj, type):
+            for m, attr in vars(obj).items():
+                if m.startswith("__") and m not in ("__len__",):
+                    continue
+                found[f"{name}.{m}"] = [] if m == "__len__" else params(getattr(obj, m))
+    return found
+
+
+def test_the_stub_matches_the_extension():
+    stub, runtime = _stub_signatures(), _runtime_signatures()
+    assert sorted(stub) == sorted(runtime), (
+        "names in the stub only:", sorted(set(stub) - set(runtime)),
+        "names in the extension only:", sorted(set(runtime) - set(stub)))
+    for name, params in runtime.items():
+        if stub[name] is not None:
+            assert stub[name] == params, (name, stub[name], params)
