@@ -9,7 +9,6 @@ use tfrecord_lirs as core;
 #[cfg(feature = "fault-injection")]
 use crate::fault_injection;
 use crate::reader::LirsReader;
-use crate::seeds::mix_seeds;
 use crate::status::{guard, guard_poisoning, report, FfiError, FfiResult};
 use crate::{checkpoint, elastic, rules};
 use crate::{CursorCheckpoint, CursorConfig, IterationSeeds, Status};
@@ -47,7 +46,7 @@ impl LirsReader {
                     walk.num_parallel_reads,
                 )?;
                 options.order = core::OrderParams {
-                    seed: mix_seeds(config.seed, config.seed2),
+                    seed: core::seed_from_pair(config.seed, config.seed2),
                     // The seed generator gives every iteration its own seeds.
                     epoch: 0,
                     page_aware: walk.page_aware,

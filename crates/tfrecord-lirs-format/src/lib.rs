@@ -31,6 +31,7 @@ pub mod framing;
 pub mod layout;
 pub mod order;
 pub mod order_v2;
+pub mod seed_pair;
 pub mod table;
 pub mod table_path;
 pub mod text_index;
