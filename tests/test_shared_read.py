@@ -22,21 +22,38 @@ BATCH = 64
 STEPS = 2000
 
 
+# Run in a process of its own: the totals are the process's, and a reader another test
+# left behind (a prefetch not yet cancelled) would count into them here.
+TOTALS_CASE = """
+import json, sys
+import tfrecord_lirs
+from tfrecord_lirs import LIRSDataset
+path = sys.argv[1]
+before = tfrecord_lirs.process_io_totals()
+got = list(LIRSDataset([path], seed=1, backend="pread").as_numpy_iterator())
+after = tfrecord_lirs.process_io_totals()
+again = tfrecord_lirs.process_io_totals()
+print(json.dumps({"got": len(got), "before": before, "after": after, "again": again}))
+"""
+
+
 def test_process_totals_count_what_readers_read(tmp_path):
     path = str(tmp_path / "a.tfrecord")
     with tfrecord_lirs.PaddedWriter(path) as w:
         for i in range(500):
             w.write(b"%04d" % i + b"y" * 60)
-    before = tfrecord_lirs.process_io_totals()
-    got = list(LIRSDataset([path], seed=1, backend="pread").as_numpy_iterator())
-    after = tfrecord_lirs.process_io_totals()
-    assert len(got) == 500
+    out = subprocess.run([sys.executable, "-c", TOTALS_CASE, path], capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("{")]
+    case = json.loads(line)
+    before, after = case["before"], case["after"]
+    assert case["got"] == 500
     # Every instance was read (each record is 64 payload bytes + 16 framing bytes;
     # neighbours are read together, so fewer reads than records) and nothing else.
     assert after["reads"] - before["reads"] >= 1
     assert 500 * 80 <= after["bytes_read"] - before["bytes_read"] <= os.path.getsize(path)
-    again = tfrecord_lirs.process_io_totals()
-    assert again == after  # counting is not reading
+    assert case["again"] == after  # counting is not reading
 
 
 def run_case(path, mode):
