@@ -39,9 +39,9 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 sys.path[:0] = [{python_dir!r}, {tests_dir!r}]
 import tensorflow as tf
 import tfrecord_lirs
-from tfrecord_lirs import LIRSDataset, _native
+from tfrecord_lirs import LIRSDataset, _op_library
 from fault_injection import expect, only_panic, set_panic_point
-assert _native.LIB_PATH == {library!r}, _native.LIB_PATH
+assert _op_library.LIB_PATH == {library!r}, _op_library.LIB_PATH
 """
 
 
@@ -91,9 +91,9 @@ def set_panic_point(point: str) -> None:
     """Every call of the bridged Rust entry point `point` (its Rust name, e.g. "read";
     "fetch_worker": every job of the fetch threads) panics inside its guard, so it
     must surface as tf.errors.InternalError, until called again with ""."""
-    from tfrecord_lirs import _native
+    from tfrecord_lirs import _op_library
 
-    fn = ctypes.CDLL(_native.LIB_PATH).lirs_test_set_panic_point
+    fn = ctypes.CDLL(_op_library.LIB_PATH).lirs_test_set_panic_point
     fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int
     err = ctypes.create_string_buffer(4096)
@@ -107,6 +107,6 @@ def set_panic_point(point: str) -> None:
 
 def only_panic(message: str = "deliberate panic") -> None:
     """Panics inside Rust (op LIRSTestOnlyPanic); raises tf.errors.InternalError."""
-    from tfrecord_lirs import _native
+    from tfrecord_lirs import _op_library
 
-    _native.ops.lirs_test_only_panic(message)
+    _op_library.ops.lirs_test_only_panic(message)

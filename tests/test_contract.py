@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
-from tfrecord_lirs import _checks, _lirs, _native, errors  # noqa: E402
+from tfrecord_lirs import _checks, _lirs, _op_library, errors  # noqa: E402
 
 DEFAULTS = _lirs.defaults()
 # LIRSDataset's attrs whose default differs in meaning from the Loader's.
@@ -24,7 +24,7 @@ def _value(attr_value):
 
 
 def test_registered_op_attr_defaults_are_the_cores():
-    assert _native.ops is not None
+    assert _op_library.ops is not None
     seen = set()
     for op in ("LIRSDataset", "LIRSRead"):
         op_def = op_def_registry.get(op)

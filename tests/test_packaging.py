@@ -129,10 +129,10 @@ def _fault_injection_traces(library: Path) -> dict:
     probe = subprocess.run(
         [sys.executable, "-c",
          "import ctypes, tfrecord_lirs\n"
-         "from tfrecord_lirs import _native\n"
-         "print(_native.LIB_PATH)\n"
-         "print(hasattr(_native.ops, 'lirs_test_only_panic'))\n"
-         "print(hasattr(ctypes.CDLL(_native.LIB_PATH), 'lirs_test_set_panic_point'))"],
+         "from tfrecord_lirs import _op_library\n"
+         "print(_op_library.LIB_PATH)\n"
+         "print(hasattr(_op_library.ops, 'lirs_test_only_panic'))\n"
+         "print(hasattr(ctypes.CDLL(_op_library.LIB_PATH), 'lirs_test_set_panic_point'))"],
         capture_output=True, text=True, env=env, timeout=300, cwd=REPO,
     )
     assert probe.returncode == 0, probe.stderr[-3000:]

@@ -169,8 +169,8 @@ print(json.dumps({
     "shuffled": lirs != payloads,
     "padded_equal_multiset": collections.Counter(lirs_padded) == collections.Counter(
         stock(tfrecord_lirs.stock_dataset([padded]))),
-    "test_hooks": [hasattr(tfrecord_lirs._native.ops, "lirs_test_only_panic"),
-                   hasattr(ctypes.CDLL(tfrecord_lirs._native.LIB_PATH), "lirs_test_set_panic_point")],
+    "test_hooks": [hasattr(tfrecord_lirs._op_library.ops, "lirs_test_only_panic"),
+                   hasattr(ctypes.CDLL(tfrecord_lirs._op_library.LIB_PATH), "lirs_test_set_panic_point")],
 }))
 shutil.rmtree(work)
 """

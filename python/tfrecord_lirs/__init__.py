@@ -61,7 +61,7 @@ from tfrecord_lirs.writing import (  # noqa: E402
 __version__ = _lirs.__version__
 
 # The names that need TensorFlow, loaded on first use: `import tfrecord_lirs` works
-# without it, and using one of these says which extra to install (tfrecord_lirs._native
+# without it, and using one of these says which extra to install (tfrecord_lirs._op_library
 # also refuses a TensorFlow other than the one the op library was built for).
 _WITH_TENSORFLOW = {
     "LIRSDataset": "tfrecord_lirs.dataset",
@@ -76,7 +76,7 @@ def __getattr__(name):
     module = _WITH_TENSORFLOW.get(name)
     if module is None:
         raise AttributeError(f"module 'tfrecord_lirs' has no attribute {name!r}")
-    importlib.import_module("tfrecord_lirs._native")  # the helpful ImportError first
+    importlib.import_module("tfrecord_lirs._op_library")  # the helpful ImportError first
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # once loaded, a plain attribute
     return value

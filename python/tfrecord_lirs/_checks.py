@@ -44,7 +44,7 @@ def _as_tf(lirs_class):
     return _AS_TF[lirs_class]
 
 
-def native(fn, *args):
+def call_core(fn, *args):
     """Calls the extension's `fn`; with TensorFlow loaded, its error (a
     tfrecord_lirs.errors class) is re-raised as one that is also the matching
     tf.errors class, with the same message and `file`, `instance`, `offset`."""

@@ -7,7 +7,7 @@ from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.data.util import random_seed
 from tensorflow.python.ops import gen_dataset_ops
 
-from tfrecord_lirs import _native
+from tfrecord_lirs import _op_library
 from tfrecord_lirs.io import _string_vector
 
 
@@ -151,33 +151,33 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  num_parallel_reads=None, name=None, offset_tables=None, page_aware=None,
                  seed=None, reshuffle_each_iteration=None, num_shards=None, shard_index=None,
                  page_size=None, batch_size=None, drop_remainder=None,
-                 backend=_native.DEFAULTS["backend"], trust_table=None, deterministic=None,
+                 backend=_op_library.DEFAULTS["backend"], trust_table=None, deterministic=None,
                  order_version=None, epoch_state=None):
         """See the class docstring."""
         # An argument left None takes the Rust core's default (the op needs values).
-        page_aware = _native.or_default(page_aware, "page_aware")
-        num_shards = _native.or_default(num_shards, "num_shards")
-        shard_index = _native.or_default(shard_index, "shard_index")
-        page_size = _native.or_default(page_size, "page_size")
-        drop_remainder = _native.or_default(drop_remainder, "drop_remainder")
+        page_aware = _op_library.or_default(page_aware, "page_aware")
+        num_shards = _op_library.or_default(num_shards, "num_shards")
+        shard_index = _op_library.or_default(shard_index, "shard_index")
+        page_size = _op_library.or_default(page_size, "page_size")
+        drop_remainder = _op_library.or_default(drop_remainder, "drop_remainder")
         # `backend` has the core's default in the signature: None is refused, as
         # TFRecordDataset-style callers must name a backend.
-        trust_table = _native.or_default(trust_table, "trust_table")
-        order_version = _native.or_default(order_version, "order_version")
-        _native.check_compression_type(compression_type)
-        _native.check_buffer_size(buffer_size)
-        _native.check_shard(_static_int(num_shards), _static_int(shard_index))
-        _native.check_page_size(page_size)
+        trust_table = _op_library.or_default(trust_table, "trust_table")
+        order_version = _op_library.or_default(order_version, "order_version")
+        _op_library.check_compression_type(compression_type)
+        _op_library.check_buffer_size(buffer_size)
+        _op_library.check_shard(_static_int(num_shards), _static_int(shard_index))
+        _op_library.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int)):
             # The type only: the value's rule and message are the core's.
             raise ValueError(f"batch_size must be an int or None, got {batch_size!r}")
         if num_parallel_reads is None:  # the core's default, -1: tf.data.AUTOTUNE
-            num_parallel_reads = _native.or_default(num_parallel_reads, "num_parallel_reads")
+            num_parallel_reads = _op_library.or_default(num_parallel_reads, "num_parallel_reads")
         elif isinstance(num_parallel_reads, bool) or not isinstance(num_parallel_reads, int):
             raise ValueError("num_parallel_reads must be an int, None or "
                              f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
-        _native.check_backend(backend)
+        _op_library.check_backend(backend)
         if epoch_state is not None and not isinstance(epoch_state, bytes):
             raise TypeError("epoch_state must be bytes (from "
                             f"LIRSDataset.combine_shard_states) or None, got {epoch_state!r}")
@@ -189,7 +189,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             filenames = [filenames]
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
             offset_tables = [offset_tables]
-        _native.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
+        _op_library.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
                                         None if offset_tables is None else _count(offset_tables))
 
         self._filenames = _filenames_vector(filenames)
@@ -202,11 +202,11 @@ class LIRSDataset(dataset_ops.DatasetSource):
                                                  name="shard_index")
         self._seed, self._seed2 = random_seed.get_seed(seed)
         # None: True, as Dataset.shuffle does.
-        reshuffle_each_iteration = _native.or_default(reshuffle_each_iteration,
+        reshuffle_each_iteration = _op_library.or_default(reshuffle_each_iteration,
                                                       "reshuffle_each_iteration")
         self._reshuffle_each_iteration = bool(reshuffle_each_iteration)
         self._name = name
-        variant_tensor = _native.ops.lirs_dataset(
+        variant_tensor = _op_library.ops.lirs_dataset(
             filenames=self._filenames,
             offset_tables=self._offset_tables,
             page_aware=self._page_aware,
@@ -217,14 +217,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
             shard_index=self._shard_index,
             reshuffle_each_iteration=self._reshuffle_each_iteration,
             page_size=page_size,
-            batch_size=_native.or_default(batch_size, "dataset_batch_size"),
+            batch_size=_op_library.or_default(batch_size, "dataset_batch_size"),
             drop_remainder=self._drop_remainder,
             num_parallel_reads=num_parallel_reads,
             backend=backend,
             trust_table=bool(trust_table),
             order_version=int(order_version),
             epoch_state=epoch_state or b"",
-            deterministic=(_native.or_default(deterministic, "dataset_deterministic")
+            deterministic=(_op_library.or_default(deterministic, "dataset_deterministic")
                            if deterministic is None else str(deterministic).lower()),
             metadata=self._metadata.SerializeToString())
         super().__init__(variant_tensor)
@@ -239,7 +239,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if resource is None:
             raise TypeError("shard_state needs an eager tf.data iterator "
                             f"(iter(dataset)), got {type(iterator).__name__}")
-        return _native.ops.lirs_iterator_shard_state(resource).numpy()
+        return _op_library.ops.lirs_iterator_shard_state(resource).numpy()
 
     @staticmethod
     def combine_shard_states(shard_states):
@@ -247,7 +247,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         in the same iteration of one run; give it as `epoch_state` to the new
         workers' datasets."""
         states = [bytes(s) for s in shard_states]
-        return _native.ops.lirs_combine_shard_states(
+        return _op_library.ops.lirs_combine_shard_states(
             tf.constant(states, dtype=tf.string, shape=[len(states)])).numpy()
 
     @property
@@ -267,5 +267,5 @@ def process_io_totals():
     ``{"reads": int, "bytes_read": int}``, from the op library's readers
     (LIRSDataset, read) wherever they run in this process, e.g. inside tf.data
     service workers. Never reset: measure a span by the difference of two calls."""
-    reads, bytes_read = _native.ops.lirs_process_io_totals()
+    reads, bytes_read = _op_library.ops.lirs_process_io_totals()
     return {"reads": int(reads), "bytes_read": int(bytes_read)}

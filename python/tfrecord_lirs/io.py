@@ -5,7 +5,7 @@ import os
 
 import tensorflow as tf
 
-from tfrecord_lirs import _native
+from tfrecord_lirs import _op_library
 
 # Writing and indexing need no TensorFlow: they live in tfrecord_lirs.writing.
 from tfrecord_lirs.writing import (  # noqa: F401
@@ -42,23 +42,23 @@ def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
     once per batch does not re-read the offset tables. Usable in Dataset.map,
     and such pipelines can be checkpointed.
     """
-    page_size = _native.or_default(page_size, "page_size")
-    backend = _native.or_default(backend, "backend")
-    trust_table = _native.or_default(trust_table, "trust_table")
-    _native.check_page_size(page_size)
-    _native.check_backend(backend)
+    page_size = _op_library.or_default(page_size, "page_size")
+    backend = _op_library.or_default(backend, "backend")
+    trust_table = _op_library.or_default(trust_table, "trust_table")
+    _op_library.check_page_size(page_size)
+    _op_library.check_backend(backend)
     files = _string_vector(filenames, "filenames")
     tables = (tf.constant([], dtype=tf.string) if offset_tables is None
               else _string_vector(offset_tables, "offset_tables"))
     ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
-    return _native.ops.lirs_read(filenames=files, offset_tables=tables, ids=ids,
+    return _op_library.ops.lirs_read(filenames=files, offset_tables=tables, ids=ids,
                                  page_size=page_size, backend=backend,
                                  trust_table=bool(trust_table))
 
 
 def is_filler(record):
     """tf.bool (same shape as `record`): is the payload a LIRS filler record?"""
-    return _native.ops.lirs_is_filler(tf.convert_to_tensor(record, dtype=tf.string))
+    return _op_library.ops.lirs_is_filler(tf.convert_to_tensor(record, dtype=tf.string))
 
 
 def stock_dataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None):

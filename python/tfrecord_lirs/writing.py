@@ -77,7 +77,7 @@ def _run_many(fn, args, what, progress):
     failure with the core's summary naming each one."""
     bar = _Progress(what, progress)
     try:
-        return _checks.native(fn, *args, bar.report)
+        return _checks.call_core(fn, *args, bar.report)
     finally:
         bar.close()
 
@@ -118,7 +118,7 @@ def build_offset_table(files_or_pattern, table=None, *, jobs=None, progress=None
     if files is None:
         path = files_or_pattern
         table = default_table_path(path) if table is None else os.fsdecode(table)
-        _checks.native(_lirs.build_offset_table, _checks.path_str(path), table)
+        _checks.call_core(_lirs.build_offset_table, _checks.path_str(path), table)
         return table
     if table is not None:
         raise ValueError("table names the table of one file; several files get "
@@ -173,7 +173,7 @@ def pad(src, dst, page_size=None, fit=None, compression=None, trust_table=None, 
                          ([_checks.path_str(f) for f in files], _checks.path_str(dst), *spec,
                           jobs), "pad", progress)
         return [_summary(fields) for fields in outs]
-    fields, note = _checks.native(_lirs.pad_file, _checks.path_str(src),
+    fields, note = _checks.call_core(_lirs.pad_file, _checks.path_str(src),
                                   _checks.path_str(dst), *spec)
     return _summary(fields, note)
 
@@ -194,7 +194,7 @@ class PaddedWriter:
         self._handle = None
         self._summary = None
         self._instance_ids = None
-        self._handle = _checks.native(_lirs.PaddedWriter, _checks.path_str(path), page_size,
+        self._handle = _checks.call_core(_lirs.PaddedWriter, _checks.path_str(path), page_size,
                                       fit)
 
     @property
@@ -206,7 +206,7 @@ class PaddedWriter:
             raise ValueError("write() on a closed PaddedWriter")
         if isinstance(record, str):
             record = record.encode("utf-8")
-        return _checks.native(self._handle.write, bytes(record))
+        return _checks.call_core(self._handle.write, bytes(record))
 
     def close(self):
         """Finishes the file and table; returns a PadSummary (idempotent)."""
@@ -215,7 +215,7 @@ class PaddedWriter:
         if self._handle is None:
             raise ValueError("PaddedWriter was discarded")
         try:
-            fields, self._instance_ids = _checks.native(self._handle.finish)
+            fields, self._instance_ids = _checks.call_core(self._handle.finish)
         finally:
             self._free()
         self._summary = _summary(fields)

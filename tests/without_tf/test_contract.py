@@ -101,9 +101,9 @@ def test_python_signatures_take_none_for_each_core_default():
             continue
         checked.add(name)
         # None (the core applies its default), or where None is refused (LIRSDataset's
-        # backend) the core's value itself: `_native.DEFAULTS["name"]`.
+        # backend) the core's value itself: `_op_library.DEFAULTS["name"]`.
         from_core = (isinstance(default, ast.Subscript)
-                     and ast.unparse(default) == f"_native.DEFAULTS[{name!r}]")
+                     and ast.unparse(default) == f"_op_library.DEFAULTS[{name!r}]")
         assert from_core or (isinstance(default, ast.Constant) and default.value is None), (
             f"{where}: {name}={ast.unparse(default)}; give None (the core's default is "
             f"{DEFAULTS[key]!r})")
@@ -150,7 +150,7 @@ def test_the_cli_help_shows_the_cores_defaults(command):
 @pytest.mark.parametrize("bad", [1000, 256, -4096])
 def test_one_page_size_rule_one_message(bad, tmp_path):
     # The core words the rule once; Python and the CLI show those words.
-    words = f"page size {bad} is not a power of two from 512 to 16777216 bytes"
+    words = f"page_size must be a power of two from 512 to 16777216 bytes, got {bad}"
     from tfrecord_lirs.errors import InvalidArgumentError
     with pytest.raises(InvalidArgumentError) as e:
         _lirs.check_page_size(bad)

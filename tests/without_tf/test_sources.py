@@ -104,7 +104,7 @@ def test_errors_name_the_file_instance_and_byte(tmp_path, two_files):
         DataSource(tmp_path / "untabled.tfrecord")
     with pytest.raises(InvalidArgumentError, match="got 1 offset tables for 2 data files"):
         DataSource(paths, offset_tables=[str(paths[0]) + ".offsets"])
-    with pytest.raises(InvalidArgumentError, match="page size 1000 is not a power of two"):
+    with pytest.raises(InvalidArgumentError, match="page_size must be a power of two from 512 to 16777216 bytes, got 1000"):
         DataSource(paths, page_size=1000)
     with pytest.raises(ValueError, match="unknown I/O backend"):
         DataSource(paths, backend="bogus")

@@ -346,7 +346,7 @@ mod tests {
                 ..good.clone()
             },
             ErrorCode::InvalidArgument,
-            "page size -4096 is not a power of two from 512 to 16777216 bytes",
+            "page_size must be a power of two from 512 to 16777216 bytes, got -4096",
         );
         let mut reader = good.reader.clone();
         reader.backend = "io_uring".into();

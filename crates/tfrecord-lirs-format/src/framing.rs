@@ -483,7 +483,7 @@ impl PageSize {
     /// (signed in Python and TensorFlow, unsigned in Rust and the CLI).
     pub fn refused(value: impl std::fmt::Display) -> crate::error::Error {
         crate::error::Error::invalid_argument(format!(
-            "page size {value} is not a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE} bytes"
+            "page_size must be a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE} bytes, got {value}"
         ))
     }
 

@@ -1,5 +1,5 @@
 //! Writing, padding and indexing files, and the argument checks of the Python API
-//! (`tfrecord_lirs.io`, `tfrecord_lirs._native`): the core's functions and rules as
+//! (`tfrecord_lirs.io`, `tfrecord_lirs._op_library`): the core's functions and rules as
 //! Python functions and one class, [`PaddedWriter`]. They convert types and nothing
 //! else; errors are the `tfrecord_lirs.errors` exceptions of their kind, which the
 //! TensorFlow-facing module re-raises as the matching `tf.errors` class too.

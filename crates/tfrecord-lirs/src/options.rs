@@ -382,7 +382,7 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::InvalidArgument);
             assert!(
                 e.to_string().contains(&format!(
-                    "page size {bad} is not a power of two from 512 to 16777216 bytes"
+                    "page_size must be a power of two from 512 to 16777216 bytes, got {bad}"
                 )) && e.to_string().contains(&bad.to_string()),
                 "{e}"
             );

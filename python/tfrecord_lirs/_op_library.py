@@ -28,7 +28,7 @@ from tfrecord_lirs._checks import (  # noqa: F401
     check_page_size,
     check_shard,
     default_table_path,
-    native,
+    call_core,
     or_default,
     path_str,
     text,
