@@ -32,8 +32,7 @@ batch is decoded without the GIL.
 """
 
 import collections
-
-import numpy as np
+import importlib
 
 from tfrecord_lirs import _lirs
 
@@ -59,10 +58,21 @@ class Ragged(collections.namedtuple("Ragged", ["values", "row_lengths"])):
 
     def rows(self):
         """Each record's values, as a list of arrays."""
+        np = _numpy()
         return np.split(self.values, np.cumsum(self.row_lengths)[:-1])
 
 
-_NUMPY = {"int64": np.int64, "float32": np.float32}
+def _numpy():
+    """numpy, imported on first use: `import tfrecord_lirs` needs no numpy (the package
+    depends on nothing), decoding Examples does."""
+    try:
+        return importlib.import_module("numpy")
+    except ImportError as e:
+        raise ImportError("tfrecord_lirs.parse_example returns numpy arrays: "
+                          "pip install numpy") from e
+
+
+_NUMERIC = ("int64", "float32")
 
 
 def _dtype_name(dtype):
@@ -75,7 +85,7 @@ def _dtype_name(dtype):
     if isinstance(name, str):
         return "bytes" if name in ("object", "bytes") else name
     try:
-        return np.dtype(dtype).name
+        return _numpy().dtype(dtype).name
     except TypeError:
         return repr(dtype)
 
@@ -95,17 +105,18 @@ def _spec(name, feature):
     if default is not None:
         if hasattr(default, "numpy"):
             default = default.numpy()
-        if dtype in _NUMPY:
-            default = np.asarray(default, dtype=_NUMPY[dtype]).ravel().tolist()
+        np = _numpy()
+        if dtype in _NUMERIC:
+            default = np.asarray(default, dtype=dtype).ravel().tolist()
         else:
             default = [v if isinstance(v, bytes) else str(v).encode()
                        for v in np.asarray(default, dtype=object).ravel().tolist()]
     return (name, dtype, shape, default)
 
 
-def _values(dtype, values):
-    if dtype in _NUMPY:
-        return np.frombuffer(values, dtype=_NUMPY[dtype])
+def _values(np, dtype, values):
+    if dtype in _NUMERIC:
+        return np.frombuffer(values, dtype=dtype)
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
@@ -121,9 +132,10 @@ def parse_example(records, features=None):
     else:
         batch = [r if type(r) is bytes else bytes(r) for r in records]
     spec = None if features is None else [_spec(n, f) for n, f in features.items()]
+    np = _numpy()
     out = {}
     for name, dtype, shape, values, row_lengths in _lirs.parse_examples(batch, spec):
-        values = _values(dtype, values)
+        values = _values(np, dtype, values)
         if row_lengths is None:
             values = values.reshape((len(batch), *shape))
             out[name] = values[0] if single else values

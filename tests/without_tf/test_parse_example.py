@@ -249,3 +249,12 @@ def test_grain_dataloader_with_parse_example_decodes_image_examples(tmp_path):
             assert (img == image(int(label))).all()
         labels += batch["label"].tolist()
     assert sorted(labels) == list(range(40))
+
+
+def test_import_needs_no_numpy():
+    # The package depends on nothing: numpy is imported when Examples are decoded.
+    import subprocess
+    import sys
+
+    code = "import sys, tfrecord_lirs; assert 'numpy' not in sys.modules, 'numpy imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
