@@ -301,6 +301,53 @@ def bench_without_tf(t, d, out):
     return res
 
 
+# --- row 13: decoding tf.train.Example ------------------------------------------------------
+
+EXAMPLE = os.path.join(ROOT, "benchmarks", "example_contender.py")
+EXAMPLE_RECORDS = max(5_000, round(20_000 * SCALE))
+
+
+def example_contender(name, data):
+    """One contender of row 13 in its own process of this (the TF) venv: the `tfrecord`
+    package and parse_example import no TensorFlow there, tf.io.parse_example does."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = json_lines(run([sys.executable, EXAMPLE, "--contender", name, "--data", data,
+                        "--reps", str(REPS)], env=env))[-1]
+    r["rate"] = r["records"] / statistics.median(r["secs"])
+    log(f"  {name}: {r['rate']:,.0f} rec/s")
+    return r
+
+
+def bench_examples(t, out):
+    """Row 13: `tfrecord_lirs.parse_example` on batches of 256 against the `tfrecord`
+    package's protobuf path per record and tf.io.parse_example on the same batches."""
+    log("row 13: decoding tf.train.Example")
+    data = os.path.join(out, "examples.bin")
+    run([sys.executable, EXAMPLE, "--write", data, "--records", str(EXAMPLE_RECORDS)])
+    res = {name: example_contender(name, data)
+           for name in ("lirs_parse_example", "tfrecord_pypi", "tf_parse_example",
+                        "tf_parse_example_tensors")}
+    os.remove(data)
+    sec = f"13 Example decoding, {EXAMPLE_RECORDS:,} image Examples"
+    lirs, pypi, tfp = (res[n]["rate"] for n in ("lirs_parse_example", "tfrecord_pypi",
+                                                "tf_parse_example"))
+    v_pypi, v_tf = ratio(lirs, pypi), ratio(lirs, tfp)
+    m1 = check(t, "13: parse_example vs the tfrecord package", v_pypi, 5.0)
+    m2 = check(t, "13: parse_example vs tf.io.parse_example", v_tf, 1.0)
+    t.add(sec, "**`tfrecord_lirs.parse_example(batch, spec)`** (256 per batch; image bytes, "
+          "label, 32 floats, 0-19 ids)", fmt_rate(lirs),
+          f"{v_pypi:.1f}x the `tfrecord` package, {v_tf:.2f}x tf.io.parse_example",
+          ">= 5x, >= 1x", m1 and m2)
+    t.add(sec, "`tfrecord` package: `Example.ParseFromString` + `extract_feature_dict` per "
+          "record", fmt_rate(pypi))
+    t.add(sec, "`tf.io.parse_example` (eager, the same batches as string tensors), "
+          "results as numpy", fmt_rate(tfp))
+    tft = res["tf_parse_example_tensors"]["rate"]
+    t.add(sec, "`tf.io.parse_example`, results left as tensors (a tf.data pipeline's case)",
+          fmt_rate(tft), f"parse_example {ratio(lirs, tft):.2f}x this")
+    return res
+
+
 # --- row 10: large records against Arrow and the copy-out limit ----------------------------
 
 def large_contender(name, data, arrow_dir):
@@ -878,15 +925,17 @@ def main():
         report(args.report, t, results["machine"], results["meta"], results)
         log(f"rewrote {args.report} from {args.out}/results.json")
         return
-    for tool in (CLI, RUST):
-        if not os.path.exists(tool):
-            raise SystemExit(f"{tool} is missing: build it first (see the Makefile's bench)")
-    if not shutil.which("fio"):
-        raise SystemExit("fio is not installed (apt-get install -y fio)")
+    only = set(filter(None, args.only.split(",")))
+    # Row 13 needs neither the binaries nor fio (nor the shared data).
+    if only != {"13"}:
+        for tool in (CLI, RUST):
+            if not os.path.exists(tool):
+                raise SystemExit(f"{tool} is missing: build it first (see the Makefile's bench)")
+        if not shutil.which("fio"):
+            raise SystemExit("fio is not installed (apt-get install -y fio)")
     start = time.time()
     load_start = loadavg()
     os.makedirs(args.out, exist_ok=True)
-    only = set(filter(None, args.only.split(",")))
     data_json = os.path.join(args.out, "data.json")
     # A partial run (--only) reuses the data of the previous run at the same scale.
     reuse = None
@@ -896,7 +945,7 @@ def main():
         if reuse.get("scale") != SCALE:
             reuse = None
     # Row 10 makes (and removes) its own data.
-    own_data = only == {"10"}
+    own_data = bool(only) and only <= {"10", "13"}
     if reuse is None and not own_data:
         for name in os.listdir(args.out):  # only what a previous run left
             if name.endswith((".tfrecord", ".offsets", ".json")):
@@ -952,7 +1001,9 @@ def main():
         log("row 12: several trainers on one read (tf.data service)")
         results["shared_read"] = shared_read_bench.run(args.out)
         shared_read_bench.add_rows(t, results["shared_read"], check, row="12")
-    # Table order: rows 1..12.
+    if not only or "13" in only:
+        results["examples"] = bench_examples(t, args.out)
+    # Table order: rows 1..13.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

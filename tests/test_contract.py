@@ -45,3 +45,22 @@ def test_each_core_error_class_is_also_its_tf_errors_class():
         both = _checks._as_tf(getattr(errors, name))
         assert issubclass(both, getattr(tf.errors, name)), name
         assert issubclass(both, getattr(errors, name)), name
+
+
+def test_parse_example_spec_classes_are_tf_ios():
+    # tfrecord_lirs.FixedLenFeature / VarLenFeature have tf.io's fields and defaults,
+    # and parse_example takes tf.io's own feature objects and dtypes alike.
+    import tfrecord_lirs
+
+    assert tfrecord_lirs.FixedLenFeature._fields == tf.io.FixedLenFeature._fields
+    assert tfrecord_lirs.VarLenFeature._fields == tf.io.VarLenFeature._fields
+    assert (tfrecord_lirs.FixedLenFeature([], "int64").default_value
+            == tf.io.FixedLenFeature([], tf.int64).default_value)
+    ex = tf.train.Example(features=tf.train.Features(feature={
+        "a": tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2])),
+        "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"x"]))}))
+    got = tfrecord_lirs.parse_example(ex.SerializeToString(), {
+        "a": tf.io.FixedLenFeature([2], tf.int64),
+        "s": tf.io.VarLenFeature(tf.string),
+        "f": tf.io.FixedLenFeature([], tf.float32, default_value=tf.constant(0.5))})
+    assert got["a"].tolist() == [1, 2] and got["s"].tolist() == [b"x"] and got["f"] == 0.5

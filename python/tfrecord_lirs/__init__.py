@@ -5,6 +5,7 @@ Without TensorFlow (Grain, PyTorch, plain Python):
     source = tfrecord_lirs.DataSource(["train.tfrecord"])      # len(), source[i]
     sampler = tfrecord_lirs.Sampler(source, seed=42)           # an epoch order
     loader = tfrecord_lirs.Loader(["train.tfrecord"], seed=42)  # batches, list[bytes]
+    tfrecord_lirs.parse_example(records, features)             # tf.train.Example -> numpy
 
 With TensorFlow 2.21 (tf.data):
 
@@ -46,6 +47,13 @@ from tfrecord_lirs.errors import (  # noqa: E402
     NotFoundError,
     PermissionDeniedError,
     UnavailableError,
+)
+from tfrecord_lirs.example import (  # noqa: E402
+    FixedLenFeature,
+    ParseExample,
+    Ragged,
+    VarLenFeature,
+    parse_example,
 )
 from tfrecord_lirs.loader import Loader, process_shard  # noqa: E402
 from tfrecord_lirs.sources import DataSource, Sampler  # noqa: E402
@@ -89,6 +97,7 @@ def __dir__():
 __all__ = sorted([
     "DataLossError",
     "DataSource",
+    "FixedLenFeature",
     "InternalError",
     "InvalidArgumentError",
     "LIRSError",
@@ -96,13 +105,17 @@ __all__ = sorted([
     "NotFoundError",
     "PadSummary",
     "PaddedWriter",
+    "ParseExample",
     "PermissionDeniedError",
+    "Ragged",
     "Sampler",
     "UnavailableError",
+    "VarLenFeature",
     "build_offset_table",
     "default_table_path",
     "errors",
     "pad",
+    "parse_example",
     "process_shard",
     *_WITH_TENSORFLOW,
 ])

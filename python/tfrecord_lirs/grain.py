@@ -12,12 +12,16 @@ plain TFRecord files. Two ways to walk it in LIRS orders:
 
 The orders are the core's (docs/FORMAT.md §5): the same as `tfrecord_lirs.Sampler`
 and the CLI's `order` for the same seed and epoch.
+
+`tfrecord_lirs.grain.ParseExample(features)` is a Grain `MapTransform` that decodes
+each record (a serialized `tf.train.Example`) with `tfrecord_lirs.parse_example`.
 """
 
 import grain as _grain
 import numpy as np
 
 from tfrecord_lirs import _lirs
+from tfrecord_lirs import example as _example
 from tfrecord_lirs.sources import DataSource, Sampler
 
 
@@ -126,4 +130,15 @@ class IndexSampler:
                                      record_key=int(self._orders.id_at(index)), rng=rng)
 
 
-__all__ = ["IndexSampler", "LIRSShuffleMapDataset", "shuffle"]
+class ParseExample(_grain.transforms.Map):
+    """A Grain `MapTransform`: each element (a serialized `tf.train.Example`) becomes
+    `tfrecord_lirs.parse_example(element, features)`, a dict of numpy values."""
+
+    def __init__(self, features=None):
+        self.features = features
+
+    def map(self, element):
+        return _example.parse_example(element, self.features)
+
+
+__all__ = ["IndexSampler", "LIRSShuffleMapDataset", "ParseExample", "shuffle"]

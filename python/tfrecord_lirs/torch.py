@@ -13,8 +13,11 @@ every instance of the epoch exactly once. `state_dict`/`load_state_dict` follow
 torchdata's `StatefulDataLoader`, which calls them in each worker.
 """
 
+import numpy as _np
+import torch as _torch
 import torch.utils.data as _tud
 
+from tfrecord_lirs import example as _example
 from tfrecord_lirs import loader as _loader
 
 
@@ -23,4 +26,27 @@ class Loader(_loader.Loader, _tud.IterableDataset):
     (use `batch_size=None`: the batches are the Loader's)."""
 
 
-__all__ = ["Loader"]
+class ExampleCollate(_example.ParseExample):
+    """A `collate_fn` that decodes a batch of serialized `tf.train.Example`s with
+    `tfrecord_lirs.parse_example(records, features)`, numbers as torch tensors (a
+    `Ragged` of tensors for a variable-length feature) and bytes as numpy object
+    arrays. Picklable, so DataLoader worker processes take it under `spawn`:
+
+        collate = tfrecord_lirs.torch.ExampleCollate(FEATURES)
+        data = torch.utils.data.DataLoader(source, batch_size=32, collate_fn=collate,
+                                           num_workers=2, multiprocessing_context="spawn")
+    """
+
+    def __call__(self, records):
+        return {name: _tensors(value) for name, value in super().__call__(records).items()}
+
+
+def _tensors(value):
+    if isinstance(value, _example.Ragged):
+        return _example.Ragged(_tensors(value.values), _tensors(value.row_lengths))
+    if isinstance(value, _np.ndarray) and value.dtype != object:
+        return _torch.from_numpy(value)
+    return value
+
+
+__all__ = ["ExampleCollate", "Loader"]

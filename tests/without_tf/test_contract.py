@@ -256,3 +256,27 @@ def test_the_stub_matches_the_extension():
     for name, params in runtime.items():
         if stub[name] is not None:
             assert stub[name] == params, (name, stub[name], params)
+
+
+def test_parse_example_names_and_arguments():
+    # `parse_example(records, features=None)`: None decodes every feature (the core
+    # decides what), and the spec's classes take tf.io's field names and defaults.
+    import inspect
+
+    import tfrecord_lirs
+
+    for name in ("parse_example", "FixedLenFeature", "VarLenFeature", "Ragged",
+                 "ParseExample"):
+        assert name in tfrecord_lirs.__all__, name
+    params = inspect.signature(tfrecord_lirs.parse_example).parameters
+    assert [(p.name, p.default) for p in params.values()] == [
+        ("records", inspect.Parameter.empty), ("features", None)]
+    native = inspect.signature(_lirs.parse_examples).parameters
+    assert [(p.name, p.default) for p in native.values()] == [
+        ("records", inspect.Parameter.empty), ("features", None)]
+    assert tfrecord_lirs.FixedLenFeature._fields == ("shape", "dtype", "default_value")
+    assert tfrecord_lirs.FixedLenFeature([], "int64").default_value is None
+    assert tfrecord_lirs.VarLenFeature._fields == ("dtype",)
+    assert tfrecord_lirs.Ragged._fields == ("values", "row_lengths")
+    assert list(inspect.signature(tfrecord_lirs.ParseExample).parameters) == ["features"]
+    assert inspect.signature(tfrecord_lirs.ParseExample).parameters["features"].default is None

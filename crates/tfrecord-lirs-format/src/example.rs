@@ -1,8 +1,15 @@
 //! `tf.train.Example` as prost messages (no `protoc` needed), for writing and checking
 //! Example records from Rust. Field numbers follow TensorFlow's `example.proto` and
-//! `feature.proto`.
+//! `feature.proto`. Reading a batch of Examples into one column per feature, with a
+//! [`Spec`] of what each feature must be: [`parse_examples`].
 
 use std::collections::HashMap;
+
+mod decode;
+mod spec;
+
+pub use decode::{parse_example, parse_examples, parse_examples_inferred, Column, ColumnValues};
+pub use spec::{DType, FeatureSpec, Spec, Values};
 
 /// `tf.train.BytesList`.
 #[derive(Clone, PartialEq, prost::Message)]

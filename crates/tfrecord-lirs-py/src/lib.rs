@@ -11,6 +11,7 @@
 
 mod contract;
 mod elastic;
+mod example;
 mod gfile;
 mod sampler;
 
@@ -266,6 +267,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     elastic::register(m)?;
     io::register(m)?;
     contract::register(m)?;
+    example::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

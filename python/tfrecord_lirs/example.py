@@ -1,0 +1,164 @@
+"""`tf.train.Example` records decoded without TensorFlow: `parse_example`.
+
+    FEATURES = {
+        "image": tfrecord_lirs.FixedLenFeature([], "bytes"),
+        "label": tfrecord_lirs.FixedLenFeature([], "int64"),
+        "bbox": tfrecord_lirs.VarLenFeature("float32"),
+    }
+    one = tfrecord_lirs.parse_example(record, FEATURES)      # one record
+    batch = tfrecord_lirs.parse_example(records, FEATURES)   # a list of records
+
+What comes back, per feature (the shapes of `tf.io.parse_single_example` /
+`tf.io.parse_example` with the same spec):
+
+* `FixedLenFeature(shape, dtype, default_value=None)`: a numpy array of `shape` (one
+  record) or `[len(records), *shape]` (a batch): int64, float32, or an object array of
+  `bytes`; a 0-d result is its scalar (`numpy.int64`, `numpy.float32` or `bytes`), as
+  `Tensor.numpy()` gives. A record without the feature takes `default_value` (as many
+  values as `shape` holds); without one it is an `InvalidArgumentError`.
+* `VarLenFeature(dtype)`: one record, a 1-d array of its values; a batch, a
+  `Ragged(values, row_lengths)`: every record's values one after the other and how many
+  each record has (TensorFlow's `SparseTensor` holds the same values; its
+  `dense_shape[1]` is `row_lengths.max()`).
+* no spec (`features=None`): every feature the records have, as `VarLenFeature` of the
+  dtype they hold.
+
+dtypes: "bytes" (or "string", `bytes`, `object`), "int64", "float32"; numpy and
+TensorFlow dtypes work too, and so do `tf.io.FixedLenFeature` / `tf.io.VarLenFeature`
+objects. Errors name the record (its index in the batch) and the feature:
+`InvalidArgumentError` for a missing, mistyped or wrongly sized feature,
+`DataLossError` for bytes that are not an Example. The decoding is the Rust core's; a
+batch is decoded without the GIL.
+"""
+
+import collections
+import importlib
+
+from tfrecord_lirs import _lirs
+
+
+class FixedLenFeature(collections.namedtuple(
+        "FixedLenFeature", ["shape", "dtype", "default_value"], defaults=[None])):
+    """A feature with `prod(shape)` values in every record (`tf.io.FixedLenFeature`)."""
+
+    __slots__ = ()
+
+
+class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
+    """A feature with any number of values, none if missing (`tf.io.VarLenFeature`)."""
+
+    __slots__ = ()
+
+
+class Ragged(collections.namedtuple("Ragged", ["values", "row_lengths"])):
+    """A variable-length feature over a batch: `values` (every record's, in order) and
+    `row_lengths` (int64, one per record)."""
+
+    __slots__ = ()
+
+    def rows(self):
+        """Each record's values, as a list of arrays."""
+        np = _numpy()
+        return np.split(self.values, np.cumsum(self.row_lengths)[:-1])
+
+
+def _numpy():
+    """numpy, imported on first use: `import tfrecord_lirs` needs no numpy (the package
+    depends on nothing), decoding Examples does."""
+    try:
+        return importlib.import_module("numpy")
+    except ImportError as e:
+        raise ImportError("tfrecord_lirs.parse_example returns numpy arrays: "
+                          "pip install numpy") from e
+
+
+_NUMERIC = ("int64", "float32")
+
+
+def _dtype_name(dtype):
+    """The dtype's name for the core (which decides what is valid)."""
+    if isinstance(dtype, str):
+        return dtype
+    if dtype in (bytes, str, object):
+        return "bytes"
+    name = getattr(dtype, "name", None)  # tf.DType, numpy.dtype
+    if isinstance(name, str):
+        return "bytes" if name in ("object", "bytes") else name
+    try:
+        return _numpy().dtype(dtype).name
+    except TypeError:
+        return repr(dtype)
+
+
+def _spec(name, feature):
+    """(name, dtype, shape or None, flat default or None): the extension's form."""
+    kind = type(feature).__name__
+    if kind == "VarLenFeature":
+        return (name, _dtype_name(feature.dtype), None, None)
+    if kind != "FixedLenFeature":
+        raise TypeError(
+            f"feature {name!r}: {kind} is not supported; use tfrecord_lirs.FixedLenFeature "
+            "or tfrecord_lirs.VarLenFeature (or the tf.io ones)")
+    shape = [-1 if d is None else int(d) for d in list(feature.shape)]
+    dtype = _dtype_name(feature.dtype)
+    default = feature.default_value
+    if default is not None:
+        if hasattr(default, "numpy"):
+            default = default.numpy()
+        np = _numpy()
+        if dtype in _NUMERIC:
+            default = np.asarray(default, dtype=dtype).ravel().tolist()
+        else:
+            default = [v if isinstance(v, bytes) else str(v).encode()
+                       for v in np.asarray(default, dtype=object).ravel().tolist()]
+    return (name, dtype, shape, default)
+
+
+def _values(np, dtype, values):
+    if dtype in _NUMERIC:
+        return np.frombuffer(values, dtype=dtype)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def parse_example(records, features=None):
+    """Decodes one serialized `tf.train.Example` (`bytes`) or a batch (a sequence of
+    them) into a dict of feature name -> values (see the module's docs); `features` maps
+    names to `FixedLenFeature`/`VarLenFeature`, `None` decodes every feature."""
+    single = isinstance(records, (bytes, bytearray, memoryview))
+    if single:
+        batch = [bytes(records)]
+    else:
+        batch = [r if type(r) is bytes else bytes(r) for r in records]
+    spec = None if features is None else [_spec(n, f) for n, f in features.items()]
+    np = _numpy()
+    out = {}
+    for name, dtype, shape, values, row_lengths in _lirs.parse_examples(batch, spec):
+        values = _values(np, dtype, values)
+        if row_lengths is None:
+            values = values.reshape((len(batch), *shape))
+            out[name] = values[0] if single else values
+        elif single:
+            out[name] = values
+        else:
+            out[name] = Ragged(values, np.frombuffer(row_lengths, dtype=np.int64))
+    return out
+
+
+class ParseExample:
+    """`parse_example(records, features)` as a picklable callable: a `collate_fn` for a
+    PyTorch DataLoader over raw records (works with worker processes under `spawn`,
+    where a lambda does not), or any map over records."""
+
+    def __init__(self, features=None):
+        self.features = features
+
+    def __call__(self, records):
+        return parse_example(records, self.features)
+
+    def __repr__(self):
+        return f"ParseExample({self.features!r})"
+
+
+__all__ = ["FixedLenFeature", "ParseExample", "Ragged", "VarLenFeature", "parse_example"]
