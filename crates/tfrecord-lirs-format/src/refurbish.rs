@@ -257,6 +257,14 @@ impl RefurbishSchedule {
         Some(self.generation_of_rank(rank, epoch))
     }
 
+    /// The generation a refresh of `id` at epoch `generation` replaces (its
+    /// generation at the epoch before), `None` at epoch 0 or for another shard's id:
+    /// the stored entry whose generation is then over.
+    pub fn replaced_generation(&self, id: u64, generation: u64) -> Option<u64> {
+        let before = generation.checked_sub(1)?;
+        self.generation(id, before)
+    }
+
     /// The schedule of `epoch`, at position 0.
     pub fn epoch(&self, epoch: u64) -> Result<EpochSchedule> {
         let p = &self.params;

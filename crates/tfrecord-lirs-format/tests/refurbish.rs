@@ -80,6 +80,10 @@ proptest! {
                 for u in &epoch {
                     if u.refresh {
                         prop_assert_eq!(u.generation, e);
+                        // The entry this refresh makes over (with r = 1 and shards, the id
+                        // was in another shard the epoch before).
+                        let replaced = if r == 1 { e.checked_sub(1) } else { last_refresh.get(&u.id).copied() };
+                        prop_assert_eq!(s.replaced_generation(u.id, e), replaced);
                         refreshed.entry(u.id).or_default().push(e);
                         last_refresh.insert(u.id, e);
                     } else {

@@ -12,6 +12,7 @@
 mod contract;
 mod elastic;
 mod gfile;
+mod refurbish;
 mod sampler;
 
 use std::path::PathBuf;
@@ -264,6 +265,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     elastic::register(m)?;
+    refurbish::register(m)?;
     io::register(m)?;
     contract::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
