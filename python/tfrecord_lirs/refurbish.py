@@ -211,9 +211,36 @@ class Refurbisher:
         return self._final(sample, final_seed(self._seed, id, epoch))
 
 
+def _function_name(fn):
+    """A callable's module and qualified name (of its class for a callable object)."""
+    named = fn if hasattr(fn, "__qualname__") else type(fn)
+    return f"{named.__module__}.{named.__qualname__}"
+
+
+def _dataset_identity(source):
+    paths = getattr(source, "paths", None)
+    if paths is None:
+        raise TypeError("give dataset_id= (a name of the data) for a source other than "
+                        "tfrecord_lirs.DataSource")
+    return repr(([os.path.abspath(p) for p in paths], len(source)))
+
+
+def open_store(store, source, partial, seed, dataset_id=None, partial_name=None,
+               store_bytes=None):
+    """`store` if it is a `PartialStore`, else the store under the directory `store`
+    (None: in memory) keyed by `dataset_id` (None: the source's absolute paths and
+    length), `partial_name` (None: the partial function's module and qualified name)
+    and `seed`."""
+    if isinstance(store, PartialStore):
+        return store
+    name = partial_name or _function_name(partial)
+    identity = dataset_id if dataset_id is not None else _dataset_identity(source)
+    return PartialStore(store, identity, name, seed, store_bytes)
+
+
 def _pickle_dumps(value):
     return pickle.dumps(value, protocol=5)
 
 
-__all__ = ["PartialStore", "RefurbishSchedule", "Refurbisher", "final_seed",
+__all__ = ["PartialStore", "RefurbishSchedule", "Refurbisher", "final_seed", "open_store",
            "partial_seed"]

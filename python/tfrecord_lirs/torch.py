@@ -29,13 +29,11 @@ augmentation on a refresh, stores it, and the final one on every use):
             ...
 """
 
-import os
-
 import torch.utils.data as _tud
 
 from tfrecord_lirs import errors
 from tfrecord_lirs import loader as _loader
-from tfrecord_lirs.refurbish import PartialStore, RefurbishSchedule, Refurbisher
+from tfrecord_lirs.refurbish import RefurbishSchedule, Refurbisher, open_store
 
 
 class Loader(_loader.Loader, _tud.IterableDataset):
@@ -115,20 +113,6 @@ class RefurbishSampler(_tud.Sampler):
         self._start = position
 
 
-def _function_name(fn):
-    """A callable's module and qualified name (of its class for a callable object)."""
-    named = fn if hasattr(fn, "__qualname__") else type(fn)
-    return f"{named.__module__}.{named.__qualname__}"
-
-
-def _dataset_identity(source):
-    paths = getattr(source, "paths", None)
-    if paths is None:
-        raise TypeError("give dataset_id= (a name of the data) for a source other than "
-                        "tfrecord_lirs.DataSource")
-    return repr(([os.path.abspath(p) for p in paths], len(source)))
-
-
 class RefurbishDataset(_tud.Dataset):
     """A map-style Dataset over the positions a `RefurbishSampler` yields: on a
     refresh it reads the record (`source[id]`), runs `partial(record, seed)` and stores
@@ -153,13 +137,8 @@ class RefurbishDataset(_tud.Dataset):
         if not callable(partial) or not callable(final):
             raise TypeError("partial and final must be callables: partial(record, seed) "
                             "and final(sample, seed)")
-        if isinstance(store, PartialStore):
-            self._store = store
-        else:
-            name = partial_name or _function_name(partial)
-            identity = dataset_id if dataset_id is not None else _dataset_identity(source)
-            self._store = PartialStore(store, identity, name, self._schedule.options["seed"],
-                                       store_bytes)
+        self._store = open_store(store, source, partial, self._schedule.options["seed"],
+                                 dataset_id, partial_name, store_bytes)
         # Opened here, so that a wrong store is an error before the first epoch.
         self._store.stats()
         self._partial, self._final, self._serializer = partial, final, serializer
