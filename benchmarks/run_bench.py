@@ -301,6 +301,46 @@ def bench_without_tf(t, d, out):
     return res
 
 
+# --- row 13: data refurbishing against standard training and data echoing ------------------
+
+REFURBISH = os.path.join(ROOT, "benchmarks", "refurbish_bench.py")
+
+
+def bench_refurbish(t, out):
+    """Row 13: PyTorch DataLoader (2 workers) over PNG Examples with a CPU-heavy
+    augmentation: standard vs refurbish r=2,3 vs data echoing r=2,3, one run."""
+    if not os.path.exists(WITHOUT_TF_PY):
+        t.add("13 data refurbishing", "not run", "make venv-without-tf first")
+        return {"skipped": "no .venv-without-tf"}
+    log("row 13: data refurbishing (PyTorch, 2 workers)")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    rows = json_lines(run([WITHOUT_TF_PY, REFURBISH, "--out", out,
+                           "--images", str(max(256, int(1024 * SCALE)))], env=env))
+    res = {f"{r['pipeline']}_{r['r']}": r for r in rows}
+    std = res["standard_1"]
+    sec = f"13 data refurbishing, {std['images']:,} PNG Examples, {std['epochs']} epochs"
+    t.add(sec, "standard: decode, crop, flip, 5 RandAugment-like layers every use",
+          fmt_rate(std["images_per_s"], "img/s"),
+          f"batch p95/p50 {std['batch_p95_over_p50']:.2f}, diversity {std['diversity']:.3f}")
+    for r, goal in [(2, 1.5), (3, 1.8)]:
+        x = res[f"refurbish_{r}"]
+        v = ratio(x["images_per_s"], std["images_per_s"])
+        m = check(t, f"13: refurbish r={r} vs standard", v, goal)
+        lo, hi = x["refreshes_per_batch"]
+        t.add(sec, f"**refurbish r={r}** (partial: decode..4 layers, stored; final: 1 layer)",
+              fmt_rate(x["images_per_s"], "img/s"), f"{v:.2f}x standard", f">= {goal}x", m)
+        t.add(sec, f"refurbish r={r}: refreshes per batch, batch p95/p50, diversity",
+              f"{lo}..{hi}", f"p95/p50 {x['batch_p95_over_p50']:.2f}, "
+              f"diversity {ratio(x['diversity'], std['diversity']):.3f}x standard's")
+    for r in (2, 3):
+        x = res[f"echo_{r}"]
+        t.add(sec, f"data echoing r={r} (the whole augmentation reused)",
+              fmt_rate(x["images_per_s"], "img/s"),
+              f"{ratio(x['images_per_s'], std['images_per_s']):.2f}x standard, diversity "
+              f"{ratio(x['diversity'], std['diversity']):.3f}x standard's")
+    return res
+
+
 # --- row 10: large records against Arrow and the copy-out limit ----------------------------
 
 def large_contender(name, data, arrow_dir):
@@ -952,7 +992,9 @@ def main():
         log("row 12: several trainers on one read (tf.data service)")
         results["shared_read"] = shared_read_bench.run(args.out)
         shared_read_bench.add_rows(t, results["shared_read"], check, row="12")
-    # Table order: rows 1..12.
+    if not only or "13" in only:
+        results["refurbish"] = bench_refurbish(t, args.out)
+    # Table order: rows 1..13.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),
