@@ -127,7 +127,7 @@ class Standard(tud.Dataset):
         return len(self.source)
 
     def __getitem__(self, i):
-        seed = tfrecord_lirs.refurbish.final_seed(SEED, i, self.epoch)
+        seed = tfrecord_lirs.refurbishing.final_seed(SEED, i, self.epoch)
         return whole(self.source[i], seed)
 
 

@@ -49,7 +49,7 @@ from tfrecord_lirs.errors import (  # noqa: E402
 )
 from tfrecord_lirs.loader import Loader, process_shard  # noqa: E402
 from tfrecord_lirs.sources import DataSource, Sampler  # noqa: E402
-from tfrecord_lirs.refurbish import RefurbishSchedule  # noqa: E402
+from tfrecord_lirs.refurbishing import RefurbishSchedule  # noqa: E402
 from tfrecord_lirs.writing import (  # noqa: E402
     PadSummary,
     PaddedWriter,

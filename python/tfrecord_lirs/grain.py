@@ -18,7 +18,7 @@ import grain as _grain
 import numpy as np
 
 from tfrecord_lirs import _lirs
-from tfrecord_lirs.refurbish import RefurbishSchedule, Refurbisher, open_store
+from tfrecord_lirs.refurbishing import RefurbishSchedule, Refurbisher, open_store
 from tfrecord_lirs.sources import DataSource, Sampler
 
 
@@ -199,4 +199,5 @@ class IndexSampler:
                                      record_key=int(self._orders.id_at(index)), rng=rng)
 
 
-__all__ = ["IndexSampler", "LIRSRefurbishMapDataset", "LIRSShuffleMapDataset", "refurbish", "shuffle"]
+__all__ = ["IndexSampler", "LIRSRefurbishMapDataset", "LIRSShuffleMapDataset", "refurbish",
+           "shuffle"]

@@ -33,7 +33,7 @@ import torch.utils.data as _tud
 
 from tfrecord_lirs import errors
 from tfrecord_lirs import loader as _loader
-from tfrecord_lirs.refurbish import RefurbishSchedule, Refurbisher, open_store
+from tfrecord_lirs.refurbishing import RefurbishSchedule, Refurbisher, open_store
 
 
 class Loader(_loader.Loader, _tud.IterableDataset):
@@ -122,7 +122,7 @@ class RefurbishDataset(_tud.Dataset):
     outputs do not depend on the store.
 
     `store`: a directory (shared by the DataLoader's worker processes, opened lazily
-    in each), a `tfrecord_lirs.refurbish.PartialStore`, or None (this process's
+    in each), a `tfrecord_lirs.refurbishing.PartialStore`, or None (this process's
     memory: only for `num_workers=0`). Stored entries are keyed by `dataset_id`
     (None: the source's absolute paths and length), `partial_name` (None: the partial
     function's module and qualified name; add a version when you change it), the seed,

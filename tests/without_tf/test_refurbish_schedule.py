@@ -8,7 +8,7 @@ import pytest
 
 import tfrecord_lirs
 from tfrecord_lirs import errors
-from tfrecord_lirs.refurbish import final_seed, partial_seed
+from tfrecord_lirs.refurbishing import final_seed, partial_seed
 
 
 @pytest.mark.parametrize("order_version", [1, 2])

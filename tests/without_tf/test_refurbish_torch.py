@@ -11,7 +11,7 @@ import torch.utils.data as tud
 
 import tfrecord_lirs
 from tfrecord_lirs import errors
-from tfrecord_lirs.refurbish import PartialStore
+from tfrecord_lirs.refurbishing import PartialStore
 from tfrecord_lirs.torch import RefurbishDataset, RefurbishSampler
 
 N, BATCH, EPOCHS = 40, 8, 4
