@@ -191,11 +191,12 @@ class Refurbisher:
 
     def use(self, id, refresh, generation, epoch):
         """The final output of `id` at `epoch`."""
+        # A refresh looks too: another job with the same dataset, partial function and
+        # seed (or this one before a restart) may have stored this generation already.
         sample = None
-        if not refresh:
-            stored = self._store.get(id, generation)
-            if stored is not None:
-                sample = self._loads(stored)
+        stored = self._store.get(id, generation)
+        if stored is not None:
+            sample = self._loads(stored)
         if sample is None:
             sample = self._partial(self._read(id), partial_seed(self._seed, id, generation))
             try:

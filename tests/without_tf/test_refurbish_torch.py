@@ -109,6 +109,23 @@ def test_outputs_do_not_depend_on_the_store(source, tmp_path):
     assert per_epoch[1] == sampler.schedule.refreshes(1) + 1
 
 
+def test_a_second_job_on_the_same_store_computes_nothing_stored(source, tmp_path):
+    first, per_epoch, sampler = run(source, tmp_path, "shared", 2)
+    # A second job (fresh sampler, dataset and workers) on the first one's store, walking
+    # its last epoch: every entry it needs is the first job's.
+    log = tmp_path / "second.log"
+    second = RefurbishSampler(source, seed=3, reuse_factor=2, batch_size=BATCH)
+    data = RefurbishDataset(source, Partial(log), final, second,
+                            store=str(tmp_path / "shared-store"))
+    second.set_epoch(EPOCHS - 1)
+    loader = tud.DataLoader(data, sampler=second, batch_size=BATCH, num_workers=2,
+                            collate_fn=list)
+    got = [x.tolist() for batch in loader for x in batch]
+    ids = second.schedule.epoch(EPOCHS - 1)[0].tolist()
+    assert got == [first[-1][i] for i in ids]
+    assert calls(log) == 0
+
+
 def test_reuse_factor_one_is_the_plain_samplers_order(source):
     sampler = RefurbishSampler(source, seed=9, reuse_factor=1, batch_size=BATCH)
     plain = tfrecord_lirs.Sampler(source, seed=9)
