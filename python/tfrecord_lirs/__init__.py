@@ -69,6 +69,7 @@ _WITH_TENSORFLOW = {
     "is_filler": "tfrecord_lirs.io",
     "process_io_totals": "tfrecord_lirs.dataset",
     "read": "tfrecord_lirs.io",
+    "refurbish": "tfrecord_lirs.refurbish_tf",
     "stock_dataset": "tfrecord_lirs.io",
 }
 
