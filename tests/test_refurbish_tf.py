@@ -82,3 +82,31 @@ def test_partial_runs_once_per_refresh_and_the_store_is_a_memo(files, tmp_path):
 def test_a_wrong_reuse_factor_is_refused(files):
     with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
         refurbish(files, make_partial("/dev/null"), final, reuse_factor=0)
+
+
+def test_an_iterator_checkpoint_resumes_exactly(files, tmp_path):
+    def make():
+        return refurbish(files, make_partial(str(tmp_path / "l.log")), final, seed=5,
+                         reuse_factor=2, batch_size=4, store=str(tmp_path / "store"),
+                         epochs=3).batch(4)
+
+    whole = [b.numpy() for b in make()]
+    it = iter(make())
+    head = [next(it).numpy() for _ in range(7)]
+    ckpt = tf.train.Checkpoint(iterator=it)
+    path = ckpt.save(str(tmp_path / "ckpt"))
+    resumed = iter(make())
+    tf.train.Checkpoint(iterator=resumed).restore(path)
+    rest = [b.numpy() for b in resumed]
+    assert len(head) + len(rest) == len(whole)
+    assert all((a == b).all() for a, b in zip(head + rest, whole))
+
+
+def test_shards_take_their_own_ids(files, tmp_path):
+    seen = []
+    for k in range(2):
+        ds = refurbish(files, make_partial(str(tmp_path / "l.log")), final, seed=5,
+                       reuse_factor=2, batch_size=4, num_shards=2, shard_index=k, epochs=2)
+        seen.append([int(x[0, 0, 0]) // 1000 for x in ds])
+    assert sorted(seen[0][:N // 2] + seen[1][:N // 2]) == list(range(N))
+    assert sorted(seen[0][:N // 2]) == sorted(seen[0][N // 2:])  # fixed ids per shard

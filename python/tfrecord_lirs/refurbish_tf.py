@@ -128,7 +128,13 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     parallel = tf.data.AUTOTUNE if num_parallel_calls is None else num_parallel_calls
     ds = epochs_ds.flat_map(uses_of).map(use, num_parallel_calls=parallel,
                                          deterministic=True)
-    return ds
+    # The store and the file reads are the map's only external state, and the store is
+    # a memo (the outputs do not depend on it): an iterator checkpoint keeps positions
+    # only, so it is taken with the store left out.
+    options = tf.data.Options()
+    options.experimental_external_state_policy = (
+        tf.data.experimental.ExternalStatePolicy.IGNORE)
+    return ds.with_options(options)
 
 
 __all__ = ["refurbish"]
