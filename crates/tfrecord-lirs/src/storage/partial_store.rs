@@ -18,7 +18,12 @@
 //! verifies). One file per entry rather than a key-value database: entries are whole
 //! samples (kilobytes to megabytes) written once and read a few times, which a file
 //! system's rename already makes atomic across processes with no lock and no
-//! dependency.
+//! dependency. Measured against LMDB (`heed` 0.22, one committed transaction per put, as
+//! concurrent workers would need) on the loaded 2-core dev machine, µs per entry, files
+//! / LMDB: 2 KB put 578–2558 / 3311–4596, get 18–22 / 0.4; 150 KB put 2094–4546 /
+//! 1125–11448, get 60–70 / 20–25. LMDB reads faster (a memory map), but a get is far
+//! below the partial augmentation it saves (milliseconds), while LMDB adds one writer
+//! lock for every worker process, a fixed map size and a C dependency.
 //!
 //! Bounded: a store holds at most `capacity` bytes of entries as this process counts
 //! them (the entries present at open, plus its own writes, minus its own removals;
