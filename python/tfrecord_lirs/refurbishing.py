@@ -77,6 +77,11 @@ class RefurbishSchedule:
         """Refreshes in `epoch`."""
         return self._native.refreshes(epoch)
 
+    def check_state(self, state):
+        """Checks a saved refurbish state (a dict with the schedule version, the
+        options and `position`) against this schedule (the core's rule)."""
+        self._native.check_state(dict(state))
+
     def replaced_generation(self, id, generation):
         """The generation whose entry a refresh of `id` at epoch `generation` makes
         over (None at epoch 0)."""

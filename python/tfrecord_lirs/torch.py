@@ -31,7 +31,6 @@ augmentation on a refresh, stores it, and the final one on every use):
 
 import torch.utils.data as _tud
 
-from tfrecord_lirs import errors
 from tfrecord_lirs import loader as _loader
 from tfrecord_lirs.refurbishing import RefurbishSchedule, Refurbisher, open_store
 
@@ -97,18 +96,8 @@ class RefurbishSampler(_tud.Sampler):
 
     def load_state_dict(self, state):
         """Goes on from `state` (a `state_dict` of a sampler with the same options)."""
-        ours = self.state_dict(0)
-        for key in ("refurbish_schedule_version", "seed", "reuse_factor", "batch_size",
-                    "num_shards", "shard_index", "order_version"):
-            if state.get(key) != ours[key]:
-                raise errors.InvalidArgumentError(
-                    f"the refurbish state has {key}={state.get(key)!r}, this sampler "
-                    f"{ours[key]!r}: restore it into a sampler made with the same options")
+        self.schedule.check_state(state)
         position = int(state["position"])
-        if not 0 <= position <= len(self.schedule):
-            raise errors.InvalidArgumentError(
-                f"the refurbish state's position {position} is outside the epoch "
-                f"(0..{len(self.schedule)})")
         self._epoch = int(state["epoch"])
         self._start = position
 

@@ -265,6 +265,46 @@ impl RefurbishSchedule {
         self.generation(id, before)
     }
 
+    /// Checks a saved refurbish state (a front end's: schedule version, the options it
+    /// was made with, a position in an epoch) against this schedule: a state of another
+    /// version or options is `InvalidArgument` naming what differs, as is a position
+    /// past the epoch's end.
+    pub fn check_state(&self, version: u64, params: &RefurbishParams, position: u64) -> Result<()> {
+        let ours = &self.params;
+        let fields = [
+            (
+                "refurbish_schedule_version",
+                version,
+                REFURBISH_SCHEDULE_VERSION,
+            ),
+            ("seed", params.seed, ours.seed),
+            ("reuse_factor", params.reuse_factor, ours.reuse_factor),
+            ("batch_size", params.batch_size, ours.batch_size),
+            ("num_shards", params.num_shards, ours.num_shards),
+            ("shard_index", params.shard_index, ours.shard_index),
+            (
+                "order_version",
+                params.order_version.number(),
+                ours.order_version.number(),
+            ),
+        ];
+        for (name, theirs, mine) in fields {
+            if theirs != mine {
+                return Err(Error::invalid_argument(format!(
+                    "the refurbish state has {name}={theirs}, this schedule {name}={mine}: \
+                     restore it into a schedule made with the same options"
+                )));
+            }
+        }
+        if position > self.len {
+            return Err(Error::invalid_argument(format!(
+                "the refurbish state's position {position} is past the epoch's end ({} ids)",
+                self.len
+            )));
+        }
+        Ok(())
+    }
+
     /// The schedule of `epoch`, at position 0.
     pub fn epoch(&self, epoch: u64) -> Result<EpochSchedule> {
         let p = &self.params;

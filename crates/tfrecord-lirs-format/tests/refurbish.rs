@@ -227,6 +227,36 @@ fn wrong_parameters_are_refused_naming_them() {
 }
 
 #[test]
+fn a_saved_state_of_other_options_is_refused_naming_what_differs() {
+    let p = params(1, 3, 4, 2, 1);
+    let s = RefurbishSchedule::new(10, &p).unwrap();
+    s.check_state(1, &p, 5).unwrap();
+    let err = s.check_state(2, &p, 0).unwrap_err();
+    assert!(
+        err.to_string().contains("refurbish_schedule_version=2"),
+        "{err}"
+    );
+    let err = s
+        .check_state(
+            1,
+            &RefurbishParams {
+                reuse_factor: 2,
+                ..p
+            },
+            0,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("reuse_factor=2"), "{err}");
+    let err = s
+        .check_state(1, &RefurbishParams { seed: 9, ..p }, 0)
+        .unwrap_err();
+    assert!(err.to_string().contains("seed=9"), "{err}");
+    let err = s.check_state(1, &p, 6).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("position 6"), "{err}");
+}
+
+#[test]
 fn seeds_follow_id_generation_and_epoch() {
     assert_eq!(partial_seed(1, 2, 3), partial_seed(1, 2, 3));
     assert_ne!(partial_seed(1, 2, 3), partial_seed(1, 2, 4));

@@ -99,6 +99,35 @@ impl NativeRefurbishSchedule {
         self.schedule.refreshes(epoch)
     }
 
+    /// Checks a saved refurbish state (the core's rule): `state` holds the schedule
+    /// version, the options and the position.
+    fn check_state(&self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let get = |key: &str| -> PyResult<u64> {
+            match state.get_item(key)? {
+                Some(v) => v.extract(),
+                None => Err(core::Error::invalid_argument(format!(
+                    "the refurbish state has no {key}"
+                )))
+                .py_err(py),
+            }
+        };
+        let params = RefurbishParams {
+            seed: get("seed")?,
+            reuse_factor: get("reuse_factor")?,
+            batch_size: get("batch_size")?,
+            num_shards: get("num_shards")?,
+            shard_index: get("shard_index")?,
+            order_version: options::order_version(get("order_version")?).py_err(py)?,
+        };
+        self.schedule
+            .check_state(
+                get("refurbish_schedule_version")?,
+                &params,
+                get("position")?,
+            )
+            .py_err(py)
+    }
+
     /// The generation a refresh of `id` at epoch `generation` replaces.
     fn replaced_generation(&self, id: u64, generation: u64) -> Option<u64> {
         self.schedule.replaced_generation(id, generation)
