@@ -345,6 +345,45 @@ def bench_examples(t, out):
     tft = res["tf_parse_example_tensors"]["rate"]
     t.add(sec, "`tf.io.parse_example`, results left as tensors (a tf.data pipeline's case)",
           fmt_rate(tft), f"parse_example {ratio(lirs, tft):.2f}x this")
+
+
+# --- row 14: data refurbishing against standard training and data echoing ------------------
+
+REFURBISH = os.path.join(ROOT, "benchmarks", "refurbish_bench.py")
+
+
+def bench_refurbish(t, out):
+    """Row 14: PyTorch DataLoader (2 workers) over PNG Examples with a CPU-heavy
+    augmentation: standard vs refurbish r=2,3 vs data echoing r=2,3, one run."""
+    if not os.path.exists(WITHOUT_TF_PY):
+        t.add("14 data refurbishing", "not run", "make venv-without-tf first")
+        return {"skipped": "no .venv-without-tf"}
+    log("row 14: data refurbishing (PyTorch, 2 workers)")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    rows = json_lines(run([WITHOUT_TF_PY, REFURBISH, "--out", out,
+                           "--images", str(max(256, int(1024 * SCALE)))], env=env))
+    res = {f"{r['pipeline']}_{r['r']}": r for r in rows}
+    std = res["standard_1"]
+    sec = f"14 data refurbishing, {std['images']:,} PNG Examples, {std['epochs']} epochs"
+    t.add(sec, "standard: decode, crop, flip, 5 RandAugment-like layers every use",
+          fmt_rate(std["images_per_s"], "img/s"),
+          f"batch p95/p50 {std['batch_p95_over_p50']:.2f}, diversity {std['diversity']:.3f}")
+    for r, goal in [(2, 1.5), (3, 1.8)]:
+        x = res[f"refurbish_{r}"]
+        v = ratio(x["images_per_s"], std["images_per_s"])
+        m = check(t, f"14: refurbish r={r} vs standard", v, goal)
+        lo, hi = x["refreshes_per_batch"]
+        t.add(sec, f"**refurbish r={r}** (partial: decode..4 layers, stored; final: 1 layer)",
+              fmt_rate(x["images_per_s"], "img/s"), f"{v:.2f}x standard", f">= {goal}x", m)
+        t.add(sec, f"refurbish r={r}: refreshes per batch, batch p95/p50, diversity",
+              f"{lo}..{hi}", f"p95/p50 {x['batch_p95_over_p50']:.2f}, "
+              f"diversity {ratio(x['diversity'], std['diversity']):.3f}x standard's")
+    for r in (2, 3):
+        x = res[f"echo_{r}"]
+        t.add(sec, f"data echoing r={r} (the whole augmentation reused)",
+              fmt_rate(x["images_per_s"], "img/s"),
+              f"{ratio(x['images_per_s'], std['images_per_s']):.2f}x standard, diversity "
+              f"{ratio(x['diversity'], std['diversity']):.3f}x standard's")
     return res
 
 
@@ -926,8 +965,8 @@ def main():
         log(f"rewrote {args.report} from {args.out}/results.json")
         return
     only = set(filter(None, args.only.split(",")))
-    # Row 13 needs neither the binaries nor fio (nor the shared data).
-    if only != {"13"}:
+    # Rows 13 and 14 need neither the binaries nor fio (nor the shared data).
+    if not only or not only <= {"13", "14"}:
         for tool in (CLI, RUST):
             if not os.path.exists(tool):
                 raise SystemExit(f"{tool} is missing: build it first (see the Makefile's bench)")
@@ -945,7 +984,7 @@ def main():
         if reuse.get("scale") != SCALE:
             reuse = None
     # Row 10 makes (and removes) its own data.
-    own_data = bool(only) and only <= {"10", "13"}
+    own_data = bool(only) and only <= {"10", "13", "14"}
     if reuse is None and not own_data:
         for name in os.listdir(args.out):  # only what a previous run left
             if name.endswith((".tfrecord", ".offsets", ".json")):
@@ -1003,7 +1042,9 @@ def main():
         shared_read_bench.add_rows(t, results["shared_read"], check, row="12")
     if not only or "13" in only:
         results["examples"] = bench_examples(t, args.out)
-    # Table order: rows 1..13.
+    if not only or "14" in only:
+        results["refurbish"] = bench_refurbish(t, args.out)
+    # Table order: rows 1..14.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

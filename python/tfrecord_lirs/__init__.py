@@ -57,6 +57,7 @@ from tfrecord_lirs.example import (  # noqa: E402
 )
 from tfrecord_lirs.loader import Loader, process_shard  # noqa: E402
 from tfrecord_lirs.sources import DataSource, Sampler  # noqa: E402
+from tfrecord_lirs.refurbishing import RefurbishSchedule  # noqa: E402
 from tfrecord_lirs.writing import (  # noqa: E402
     PadSummary,
     PaddedWriter,
@@ -76,6 +77,7 @@ _WITH_TENSORFLOW = {
     "is_filler": "tfrecord_lirs.io",
     "process_io_totals": "tfrecord_lirs.dataset",
     "read": "tfrecord_lirs.io",
+    "refurbish": "tfrecord_lirs.refurbish_tf",
     "stock_dataset": "tfrecord_lirs.io",
 }
 
@@ -108,6 +110,7 @@ __all__ = sorted([
     "ParseExample",
     "PermissionDeniedError",
     "Ragged",
+    "RefurbishSchedule",
     "Sampler",
     "UnavailableError",
     "VarLenFeature",

@@ -22,6 +22,9 @@ import numpy as np
 
 from tfrecord_lirs import _lirs
 from tfrecord_lirs import example as _example
+
+
+from tfrecord_lirs.refurbishing import RefurbishSchedule, Refurbisher, open_store
 from tfrecord_lirs.sources import DataSource, Sampler
 
 
@@ -83,6 +86,78 @@ class LIRSShuffleMapDataset(_grain.MapDataset):
         return self._source.__getitems__([self._orders.id_at(i) for i in indices])
 
 
+class LIRSRefurbishMapDataset(_grain.MapDataset):
+    """Data refurbishing (docs/FORMAT.md §7): index `i` is position `i % len` of epoch
+    `i // len` of the refurbish schedule; the element is `final(partial(record,
+    seed), seed)` with the partial output stored on a refresh and reused from the store
+    otherwise. Build it with `refurbish(...)`."""
+
+    def __init__(self, source, partial, final, *, seed, reuse_factor=None, batch_size=None,
+                 store=None, num_shards=None, shard_index=None, order_version=None,
+                 dataset_id=None, partial_name=None, serializer=None, store_bytes=None):
+        if not isinstance(source, DataSource):
+            raise TypeError(f"source must be a tfrecord_lirs.DataSource, got {source!r}")
+        super().__init__()
+        self._source = source
+        self._schedule = RefurbishSchedule(source, seed=seed, reuse_factor=reuse_factor,
+                                           batch_size=batch_size, num_shards=num_shards,
+                                           shard_index=shard_index,
+                                           order_version=order_version)
+        self._store = open_store(store, source, partial, self._schedule.options["seed"],
+                                 dataset_id, partial_name, store_bytes)
+        self._store.stats()  # a wrong store is an error here, not in a worker
+        self._refurbisher = Refurbisher(source.__getitem__, partial, final, self._schedule,
+                                        self._store, serializer)
+        self._uses = None
+
+    @property
+    def schedule(self):
+        """The `RefurbishSchedule`."""
+        return self._schedule
+
+    @property
+    def store(self):
+        """The `PartialStore` (this process's counters: `store.stats()`)."""
+        return self._store
+
+    def __len__(self):
+        return len(self._schedule)
+
+    def __str__(self):
+        return "LIRSRefurbishMapDataset"
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        with self._stats.record_self_time():
+            epoch, position = divmod(index, len(self._schedule))
+            # One attribute for the epoch and its uses: Grain's threads share it.
+            cached = self._uses
+            if cached is None or cached[0] != epoch:
+                ids, refresh, generation = self._schedule.epoch(epoch)
+                cached = (epoch, ids.tolist(), refresh.tolist(), generation.tolist())
+                self._uses = cached
+            _, ids, refresh, generation = cached
+            out = self._refurbisher.use(ids[position], refresh[position],
+                                        generation[position], epoch)
+            return self._stats.record_output_spec(out)
+
+
+def refurbish(source, partial, final, *, seed, reuse_factor=None, batch_size=None,
+              store=None, num_shards=None, shard_index=None, order_version=None,
+              dataset_id=None, partial_name=None, serializer=None, store_bytes=None):
+    """A `grain.MapDataset` of `final(partial(record, seed), seed)` over the refurbish
+    schedule: the partial output is stored on a refresh and reused for `reuse_factor`
+    epochs (`store`: a directory shared by Grain's worker processes, or None for this
+    process's memory). Arguments left None take the core's defaults; see
+    `tfrecord_lirs.torch.RefurbishDataset` for the store's keys and `serializer`."""
+    return LIRSRefurbishMapDataset(
+        source, partial, final, seed=seed, reuse_factor=reuse_factor, batch_size=batch_size,
+        store=store, num_shards=num_shards, shard_index=shard_index,
+        order_version=order_version, dataset_id=dataset_id, partial_name=partial_name,
+        serializer=serializer, store_bytes=store_bytes)
+
+
 def shuffle(source, *, seed, page_aware=None, num_shards=None, shard_index=None,
             order_version=None):
     """A `grain.MapDataset` of `source`'s payloads in LIRS epoch orders.
@@ -141,4 +216,5 @@ class ParseExample(_grain.transforms.Map):
         return _example.parse_example(element, self.features)
 
 
-__all__ = ["IndexSampler", "LIRSShuffleMapDataset", "ParseExample", "shuffle"]
+__all__ = ["IndexSampler", "LIRSRefurbishMapDataset", "LIRSShuffleMapDataset", "ParseExample",
+           "refurbish", "shuffle"]

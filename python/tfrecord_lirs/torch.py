@@ -11,6 +11,22 @@ In each worker process the Loader reads shard `shard_index * num_workers + worke
 of `num_shards * num_workers` (the Rust core's rule), so the workers together read
 every instance of the epoch exactly once. `state_dict`/`load_state_dict` follow
 torchdata's `StatefulDataLoader`, which calls them in each worker.
+
+Data refurbishing (docs/FORMAT.md §7): a `RefurbishSampler` (the schedule: which id is
+refreshed or reused at each position) and a `RefurbishDataset` (runs the partial
+augmentation on a refresh, stores it, and the final one on every use):
+
+    sampler = tfrecord_lirs.torch.RefurbishSampler(source, seed=42, reuse_factor=3,
+                                                   batch_size=256)
+    data = tfrecord_lirs.torch.RefurbishDataset(source, partial=crop_flip,
+                                                final=rand_augment, sampler=sampler,
+                                                store="/dev/shm/partials")
+    loader = torch.utils.data.DataLoader(data, sampler=sampler, batch_size=256,
+                                         num_workers=2)
+    for epoch in range(90):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            ...
 """
 
 import numpy as _np
@@ -19,6 +35,7 @@ import torch.utils.data as _tud
 
 from tfrecord_lirs import example as _example
 from tfrecord_lirs import loader as _loader
+from tfrecord_lirs.refurbishing import RefurbishSchedule, Refurbisher, open_store
 
 
 class Loader(_loader.Loader, _tud.IterableDataset):
@@ -49,4 +66,119 @@ def _tensors(value):
     return value
 
 
-__all__ = ["ExampleCollate", "Loader"]
+class RefurbishSampler(_tud.Sampler):
+    """The refurbish schedule as a PyTorch `Sampler`: yields `(id, refresh,
+    generation, epoch)` for a `RefurbishDataset`, in the core's delivery order (see
+    `tfrecord_lirs.RefurbishSchedule`; give the DataLoader the same `batch_size`, so
+    every batch holds its share of refreshes). Call `set_epoch(e)` before each epoch.
+
+    `state_dict(consumed)` / `load_state_dict(state)`: the refurbish state, a dict of
+    its own (epoch, position, reuse_factor, schedule version, seed and the schedule's
+    other options); `consumed` is how many samples of the epoch training has taken
+    (batches × batch_size; the DataLoader fetches ahead, so what the sampler handed out
+    is more). The next iteration after `load_state_dict` starts at that position.
+    """
+
+    def __init__(self, source_or_len, seed=None, reuse_factor=None, batch_size=None,
+                 num_shards=None, shard_index=None, order_version=None):
+        self.schedule = RefurbishSchedule(source_or_len, seed=seed, reuse_factor=reuse_factor,
+                                          batch_size=batch_size, num_shards=num_shards,
+                                          shard_index=shard_index,
+                                          order_version=order_version)
+        self._epoch = 0
+        self._start = 0
+        self._handed_out = 0
+
+    @property
+    def epoch(self):
+        """The epoch the next iteration walks."""
+        return self._epoch
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration walks (from its start)."""
+        self._epoch = int(epoch)
+        self._start = 0
+
+    def __len__(self):
+        return len(self.schedule)
+
+    def __iter__(self):
+        epoch, start = self._epoch, self._start
+        self._start = 0
+        ids, refresh, generation = self.schedule.epoch(epoch, start)
+        self._handed_out = start
+        for i, f, g in zip(ids.tolist(), refresh.tolist(), generation.tolist()):
+            self._handed_out += 1
+            yield (i, f, g, epoch)
+
+    def state_dict(self, consumed=None):
+        """The refurbish state: where to go on (`consumed`: samples of the epoch
+        taken; None: those this sampler handed out)."""
+        state = {"refurbish_schedule_version": self.schedule.version,
+                 **self.schedule.options,
+                 "epoch": self._epoch,
+                 "position": self._handed_out if consumed is None else int(consumed)}
+        return state
+
+    def load_state_dict(self, state):
+        """Goes on from `state` (a `state_dict` of a sampler with the same options)."""
+        self.schedule.check_state(state)
+        position = int(state["position"])
+        self._epoch = int(state["epoch"])
+        self._start = position
+
+
+class RefurbishDataset(_tud.Dataset):
+    """A map-style Dataset over the positions a `RefurbishSampler` yields: on a
+    refresh it reads the record (`source[id]`), runs `partial(record, seed)` and stores
+    the output; on a reuse it takes the stored output (recomputing it if the entry is
+    lost, torn or corrupt); then `final(sample, seed)` on every use. The seeds are
+    derived from (seed, id, generation) and (seed, id, epoch) by the core, so the
+    outputs do not depend on the store.
+
+    `store`: a directory (shared by the DataLoader's worker processes, opened lazily
+    in each), a `tfrecord_lirs.refurbishing.PartialStore`, or None (this process's
+    memory: only for `num_workers=0`). Stored entries are keyed by `dataset_id`
+    (None: the source's absolute paths and length), `partial_name` (None: the partial
+    function's module and qualified name; add a version when you change it), the seed,
+    the id and the generation. `serializer`: `(dumps, loads)` (None: pickle).
+    """
+
+    def __init__(self, source, partial, final, sampler, store=None, dataset_id=None,
+                 partial_name=None, serializer=None, store_bytes=None):
+        self._source = source
+        self._schedule = sampler.schedule if isinstance(sampler, RefurbishSampler) \
+            else sampler
+        if not callable(partial) or not callable(final):
+            raise TypeError("partial and final must be callables: partial(record, seed) "
+                            "and final(sample, seed)")
+        self._store = open_store(store, source, partial, self._schedule.options["seed"],
+                                 dataset_id, partial_name, store_bytes)
+        # Opened here, so that a wrong store is an error before the first epoch.
+        self._store.stats()
+        self._partial, self._final, self._serializer = partial, final, serializer
+        self._refurbisher = None
+
+    @property
+    def store(self):
+        """The `PartialStore` (this process's counters: `store.stats()`)."""
+        return self._store
+
+    def __len__(self):
+        return len(self._schedule)
+
+    def __getitem__(self, use):
+        if self._refurbisher is None:
+            self._refurbisher = Refurbisher(self._source.__getitem__, self._partial,
+                                            self._final, self._schedule, self._store,
+                                            self._serializer)
+        id, refresh, generation, epoch = use
+        return self._refurbisher.use(id, refresh, generation, epoch)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_refurbisher"] = None
+        return state
+
+
+__all__ = ["ExampleCollate", "Loader", "RefurbishDataset", "RefurbishSampler"]

@@ -108,7 +108,7 @@ def test_python_signatures_take_none_for_each_core_default():
             f"{where}: {name}={ast.unparse(default)}; give None (the core's default is "
             f"{DEFAULTS[key]!r})")
     assert {"page_size", "backend", "trust_table", "order_version", "seed", "batch_size",
-            "num_shards", "shard_index", "fit", "page_aware", "jobs"} <= checked
+            "num_shards", "shard_index", "fit", "page_aware", "jobs", "reuse_factor"} <= checked
 
 
 def test_the_package_writes_no_default_page_size():
@@ -142,7 +142,8 @@ def test_the_cli_help_shows_the_cores_defaults(command):
         assert text == (str(value).lower() if isinstance(value, bool) else str(value)), (
             command, flag, text, value)
     expected = {"pad": {"page_size", "fit", "jobs", "window"},
-                "order": {"page_size", "order_version", "epoch", "num_shards", "shard_index"},
+                "order": {"page_size", "order_version", "epoch", "num_shards", "shard_index",
+                          "batch_size"},
                 "index": {"jobs"}, "verify": {"jobs"}}[command[0]]
     assert expected <= set(found), found
 

@@ -37,6 +37,20 @@ fn parse_num_shards(s: &str) -> Result<u64, String> {
     tfrecord_lirs::options::num_shards(n).map_err(|e| e.to_string())
 }
 
+/// `--reuse-factor`: a whole number >= 1 (the core's rule; "1.5" is refused).
+fn parse_reuse_factor(s: &str) -> Result<u64, String> {
+    let number = s.parse::<f64>().map_err(|e| format!("{e}"))?;
+    tfrecord_lirs::options::reuse_factor(number).map_err(|e| e.to_string())
+}
+
+/// `--batch-size` of the refurbish schedule: >= 1.
+fn parse_batch_size(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>().map_err(|e| format!("{e}"))? {
+        0 => Err("batch_size must be >= 1, got 0".to_string()),
+        n => Ok(n),
+    }
+}
+
 /// `--order-version`: 1 or 2.
 fn parse_order_version(s: &str) -> Result<OrderVersion, String> {
     let number = s.parse::<u64>().map_err(|e| format!("{e}"))?;
@@ -322,4 +336,17 @@ pub struct OrderArgs {
     // checks the `--help` default against the core).
     #[arg(long, default_value = "1", value_parser = parse_order_version)]
     pub order_version: OrderVersion,
+    /// Print the refurbish schedule (FORMAT.md 7) instead: one line per position,
+    /// `ID<TAB>refresh|reuse<TAB>GENERATION`; R epochs a partial output serves
+    /// (an integer >= 1; 1 is this order, every id a refresh).
+    #[arg(long, value_name = "R", value_parser = parse_reuse_factor, conflicts_with = "page_aware")]
+    pub reuse_factor: Option<u64>,
+    /// The refurbish schedule's batch: refreshes are spread evenly over its batches.
+    #[arg(
+        long,
+        default_value_t = defaults::BATCH_SIZE as u64,
+        requires = "reuse_factor",
+        value_parser = parse_batch_size
+    )]
+    pub batch_size: u64,
 }

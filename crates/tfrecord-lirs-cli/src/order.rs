@@ -1,6 +1,7 @@
-//! `order`: one epoch's shuffled instance ids, one per line.
+//! `order`: one epoch's shuffled instance ids, one per line; with `--reuse-factor`,
+//! the epoch's refurbish schedule (id, refresh or reuse, generation).
 
-use tfrecord_lirs::{OrderParams, Reader, ReaderOptions};
+use tfrecord_lirs::{OrderParams, Reader, ReaderOptions, RefurbishParams, RefurbishSchedule};
 
 use crate::args::{page_size, OrderArgs};
 use crate::report::{write_stdout, Outcome};
@@ -18,6 +19,8 @@ pub fn run(args: OrderArgs) -> Outcome {
         page_size: p,
         trust_table,
         order_version,
+        reuse_factor,
+        batch_size,
     } = args;
     page_size(p)?;
     let table = table_for(&data, offsets);
@@ -26,6 +29,24 @@ pub fn run(args: OrderArgs) -> Outcome {
         ..reader_options(trust_table)
     };
     let reader = Reader::open_one(&data, Some(&table), &options)?;
+    if let Some(reuse_factor) = reuse_factor {
+        let params = RefurbishParams {
+            seed,
+            reuse_factor,
+            batch_size,
+            num_shards,
+            shard_index,
+            order_version,
+        };
+        let schedule = RefurbishSchedule::new(reader.len(), &params)?.epoch(epoch)?;
+        return write_stdout(|out| {
+            for u in schedule {
+                let what = if u.refresh { "refresh" } else { "reuse" };
+                writeln!(out, "{}\t{what}\t{}", u.id, u.generation)?;
+            }
+            Ok(())
+        });
+    }
     let params = OrderParams {
         seed,
         epoch,

@@ -387,3 +387,83 @@ fn order_version_selects_the_algorithm() {
         }
     }
 }
+
+#[test]
+fn reuse_factor_prints_the_refurbish_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("m.tfrecord");
+    std::fs::copy(testdata("mixed.tfrecord"), &data).unwrap();
+    ok(&run(&["index", s(&data)]));
+    let d = s(&data);
+    let reader =
+        tfrecord_lirs::Reader::open_one(&data, None, &tfrecord_lirs::ReaderOptions::default())
+            .unwrap();
+    let lines = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["order", d, "--seed", "5", "--epoch", "2"];
+        all.extend_from_slice(args);
+        ok(&run(&all)).lines().map(str::to_string).collect()
+    };
+    for (r, batch, k, i) in [(3u64, 4u64, 1u64, 0u64), (2, 3, 3, 1), (1, 5, 2, 1)] {
+        let params = tfrecord_lirs::RefurbishParams {
+            seed: 5,
+            reuse_factor: r,
+            batch_size: batch,
+            num_shards: k,
+            shard_index: i,
+            order_version: tfrecord_lirs::OrderVersion::V1,
+        };
+        let expected: Vec<String> = tfrecord_lirs::RefurbishSchedule::new(reader.len(), &params)
+            .unwrap()
+            .epoch(2)
+            .unwrap()
+            .map(|u| {
+                let what = if u.refresh { "refresh" } else { "reuse" };
+                format!("{}\t{what}\t{}", u.id, u.generation)
+            })
+            .collect();
+        let (r, batch, k, i) = (
+            r.to_string(),
+            batch.to_string(),
+            k.to_string(),
+            i.to_string(),
+        );
+        let args = [
+            "--reuse-factor",
+            &r,
+            "--batch-size",
+            &batch,
+            "--num-shards",
+            &k,
+            "--shard-index",
+            &i,
+        ];
+        assert_eq!(lines(&args), expected, "{args:?}");
+    }
+    // r = 1 is the plain order's ids, every one a refresh of this epoch.
+    let plain = lines(&[]);
+    let once: Vec<String> = lines(&["--reuse-factor", "1"])
+        .iter()
+        .map(|l| {
+            assert!(l.ends_with("\trefresh\t2"), "{l}");
+            l.split('\t').next().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(once, plain);
+    // Wrong use: a usage error (exit 2) naming the parameter, never a panic.
+    for bad in [
+        &["--reuse-factor", "0"][..],
+        &["--reuse-factor", "1.5"],
+        &["--reuse-factor", "2", "--batch-size", "0"],
+        &["--batch-size", "4"],
+        &["--reuse-factor", "2", "--page-aware"],
+    ] {
+        let mut all = vec!["order", d, "--seed", "5"];
+        all.extend_from_slice(bad);
+        let res = run(&all);
+        let stderr = String::from_utf8_lossy(&res.stderr);
+        assert_eq!(res.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let res = run(&["order", d, "--seed", "5", "--reuse-factor", "1.5"]);
+    assert!(String::from_utf8_lossy(&res.stderr).contains("reuse_factor"));
+}

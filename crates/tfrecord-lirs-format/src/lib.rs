@@ -12,7 +12,8 @@
 //! * [`layout`] — the instances of a set of files, one global id space; it reads a
 //!   file's entries through the [`Offsets`](layout::Offsets) trait, which the storage
 //!   layer implements.
-//! * [`order`], [`order_v2`]: the version-stable epoch orders.
+//! * [`order`], [`order_v2`]: the version-stable epoch orders; [`refurbish`] — the
+//!   refurbish schedule (which id is refreshed or reused at each position of an epoch).
 //! * [`text_index`] — the text indexes of NVIDIA DALI and the `tfrecord` Python package.
 //! * [`example`] — `tf.train.Example`.
 //! * [`error`] — the one error type of tfrecord-lirs (the engine re-exports it).
@@ -32,6 +33,7 @@ pub mod layout;
 pub mod order;
 pub mod order_v2;
 pub mod seed_pair;
+pub mod refurbish;
 pub mod table;
 pub mod table_path;
 pub mod text_index;

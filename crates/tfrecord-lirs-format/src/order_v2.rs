@@ -54,14 +54,14 @@ pub(crate) const PURPOSE_UNITS: u64 = 5;
 pub(crate) const PURPOSE_IN_UNIT: u64 = 6;
 
 /// The SplitMix64 finalizer: a bijection of `u64` with full avalanche.
-fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
 
 /// The round keys for `(seed, epoch, purpose, extra)`.
-fn round_keys(seed: u64, epoch: u64, purpose: u64, extra: u64) -> [u64; ROUNDS] {
+pub(crate) fn round_keys(seed: u64, epoch: u64, purpose: u64, extra: u64) -> [u64; ROUNDS] {
     let mut h = 0u64;
     for word in [seed, epoch, purpose, extra] {
         h = mix64((h ^ word).wrapping_add(GAMMA));

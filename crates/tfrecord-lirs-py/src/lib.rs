@@ -13,6 +13,7 @@ mod contract;
 mod elastic;
 mod example;
 mod gfile;
+mod refurbish;
 mod sampler;
 
 use std::path::PathBuf;
@@ -265,6 +266,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     elastic::register(m)?;
+    refurbish::register(m)?;
     io::register(m)?;
     contract::register(m)?;
     example::register(m)?;

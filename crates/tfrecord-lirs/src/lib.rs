@@ -114,6 +114,7 @@ pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use storage::local::{Backend, MmapOptIn};
+pub use storage::partial_store::{PartialStore, StoreIdentity, StoreStats};
 pub use storage::table_files::{
     read_table, read_table_for, read_table_for_in, write_table, Layout,
 };
@@ -124,6 +125,10 @@ pub use tfrecord_lirs_format::framing::PageSize;
 pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, PositionIds};
 pub use tfrecord_lirs_format::order_v2::{ids_per_unit, OrderV2};
 pub use tfrecord_lirs_format::seed_pair::seed_from_pair;
+pub use tfrecord_lirs_format::refurbish::{
+    final_seed, partial_seed, EpochSchedule, RefurbishParams, RefurbishSchedule, Use,
+    REFURBISH_SCHEDULE_VERSION,
+};
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};
 pub use tfrecord_lirs_format::table_path::default_table_path;
 pub use write::index::{build_offset_table, build_offset_table_in, build_offset_table_with};

@@ -254,6 +254,12 @@ pub fn order_version(number: u64) -> Result<OrderVersion> {
     OrderVersion::from_number(number)
 }
 
+/// A reuse factor as a front end gives it (a number): a whole number `>= 1`
+/// (`docs/FORMAT.md` §7: a fractional one is refused).
+pub fn reuse_factor(number: f64) -> Result<u64> {
+    tfrecord_lirs_format::refurbish::reuse_factor_from_f64(number)
+}
+
 /// An I/O backend by name: `"auto"`, `"pread"`, `"mmap"` or `"direct"` (see
 /// [`Backend`]'s `FromStr`).
 pub fn backend(name: &str) -> Result<Backend> {

@@ -32,6 +32,13 @@ pub const NUM_SHARDS: u64 = 1;
 pub const SHARD_INDEX: u64 = 0;
 /// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically.
 pub const NUM_PARALLEL_READS: i64 = -1;
+/// The refurbish schedule's reuse factor: 1, no reuse (every sample refreshed every
+/// epoch, today's order); reuse changes what training sees, so it is asked for.
+pub const REUSE_FACTOR: u64 = 1;
+/// The bytes a store of partially augmented samples holds at most (8 GiB: a
+/// generation of ImageNet's 1.28 M crops at 224×224×3 `uint8` is 193 GB, so a bound
+/// the user raises for a real run; small sets fit).
+pub const STORE_BYTES: u64 = 8 << 30;
 /// The `Loader`'s batch: the batch of the benchmarks and of the TensorFlow examples.
 pub const BATCH_SIZE: i64 = 256;
 /// LIRSDataset's `batch_size` as the op takes it: 0, elements are single records
@@ -79,6 +86,8 @@ pub const TABLE: &[(&str, Value)] = &[
     ("shard_index", Value::Int(SHARD_INDEX as i64)),
     ("num_parallel_reads", Value::Int(NUM_PARALLEL_READS)),
     ("batch_size", Value::Int(BATCH_SIZE)),
+    ("reuse_factor", Value::Int(REUSE_FACTOR as i64)),
+    ("store_bytes", Value::Int(STORE_BYTES as i64)),
     ("dataset_batch_size", Value::Int(DATASET_BATCH_SIZE)),
     ("drop_remainder", Value::Bool(DROP_REMAINDER)),
     ("trust_table", Value::Bool(TRUST_TABLE)),
@@ -114,6 +123,7 @@ mod tests {
         super::super::compression(COMPRESSION).unwrap();
         super::super::shard(NUM_SHARDS, SHARD_INDEX).unwrap();
         super::super::best_fit_lookahead(BEST_FIT_LOOKAHEAD).unwrap();
+        tfrecord_lirs_format::refurbish::check_reuse_factor(REUSE_FACTOR).unwrap();
         super::super::dataset_arguments(Some(BATCH_SIZE), NUM_PARALLEL_READS, None, None).unwrap();
         assert_eq!(get("page_size"), Some(Value::Int(4096)));
         assert_eq!(get("nonesuch"), None);

@@ -1,0 +1,284 @@
+//! `NativeRefurbishSchedule`: the core's [`RefurbishSchedule`] for Python's
+//! `tfrecord_lirs.RefurbishSchedule`. Types only: an epoch as three little-endian byte
+//! strings (ids u64, refresh u8, generation u64); and `NativePartialStore`, the core's
+//! [`PartialStore`]. Every rule is the core's.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use tfrecord_lirs::options::{self, defaults};
+use tfrecord_lirs::{
+    self as core, PartialStore, RefurbishParams, RefurbishSchedule, StoreIdentity, Use,
+};
+
+use crate::IntoPy;
+
+/// The refurbish schedule of one shard of `n` ids.
+#[pyclass(module = "tfrecord_lirs._lirs", frozen)]
+pub(crate) struct NativeRefurbishSchedule {
+    schedule: RefurbishSchedule,
+}
+
+/// `(ids, refresh, generation)` of `uses` as little-endian bytes.
+fn use_bytes(uses: &[Use]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let ids = uses.iter().flat_map(|u| u.id.to_le_bytes()).collect();
+    let refresh = uses.iter().map(|u| u8::from(u.refresh)).collect();
+    let generation = uses
+        .iter()
+        .flat_map(|u| u.generation.to_le_bytes())
+        .collect();
+    (ids, refresh, generation)
+}
+
+#[pymethods]
+impl NativeRefurbishSchedule {
+    /// The schedule of `n` ids; each option left `None` takes the core's default.
+    #[new]
+    #[pyo3(signature = (n, seed=None, reuse_factor=None, batch_size=None, num_shards=None,
+        shard_index=None, order_version=None))]
+    #[allow(clippy::too_many_arguments)] // the schedule's options, as Python passes them
+    fn new(
+        py: Python<'_>,
+        n: u64,
+        seed: Option<u64>,
+        reuse_factor: Option<f64>,
+        batch_size: Option<i64>,
+        num_shards: Option<u64>,
+        shard_index: Option<u64>,
+        order_version: Option<u64>,
+    ) -> PyResult<Self> {
+        let reuse_factor = match reuse_factor {
+            Some(r) => options::reuse_factor(r).py_err(py)?,
+            None => defaults::REUSE_FACTOR,
+        };
+        let batch_size = batch_size.unwrap_or(defaults::BATCH_SIZE);
+        let batch_size = u64::try_from(batch_size)
+            .map_err(|_| {
+                core::Error::invalid_argument(format!("batch_size must be >= 1, got {batch_size}"))
+            })
+            .py_err(py)?;
+        let params = RefurbishParams {
+            seed: seed.unwrap_or(defaults::SEED),
+            reuse_factor,
+            batch_size,
+            num_shards: num_shards.unwrap_or(defaults::NUM_SHARDS),
+            shard_index: shard_index.unwrap_or(defaults::SHARD_INDEX),
+            order_version: options::order_version(order_version.unwrap_or(defaults::ORDER_VERSION))
+                .py_err(py)?,
+        };
+        let schedule = RefurbishSchedule::new(n, &params).py_err(py)?;
+        Ok(NativeRefurbishSchedule { schedule })
+    }
+
+    /// The options in effect, as keyword arguments.
+    fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.schedule.params();
+        let d = PyDict::new(py);
+        d.set_item("seed", p.seed)?;
+        d.set_item("reuse_factor", p.reuse_factor)?;
+        d.set_item("batch_size", p.batch_size)?;
+        d.set_item("num_shards", p.num_shards)?;
+        d.set_item("shard_index", p.shard_index)?;
+        d.set_item("order_version", p.order_version.number())?;
+        Ok(d)
+    }
+
+    /// Ids in this shard (every epoch).
+    fn len(&self) -> u64 {
+        self.schedule.len()
+    }
+
+    /// Ids of every shard.
+    fn total(&self) -> u64 {
+        self.schedule.total()
+    }
+
+    /// Refreshes in `epoch`.
+    fn refreshes(&self, epoch: u64) -> u64 {
+        self.schedule.refreshes(epoch)
+    }
+
+    /// Checks a saved refurbish state (the core's rule): `state` holds the schedule
+    /// version, the options and the position.
+    fn check_state(&self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let get = |key: &str| -> PyResult<u64> {
+            match state.get_item(key)? {
+                Some(v) => v.extract(),
+                None => Err(core::Error::invalid_argument(format!(
+                    "the refurbish state has no {key}"
+                )))
+                .py_err(py),
+            }
+        };
+        let params = RefurbishParams {
+            seed: get("seed")?,
+            reuse_factor: get("reuse_factor")?,
+            batch_size: get("batch_size")?,
+            num_shards: get("num_shards")?,
+            shard_index: get("shard_index")?,
+            order_version: options::order_version(get("order_version")?).py_err(py)?,
+        };
+        self.schedule
+            .check_state(
+                get("refurbish_schedule_version")?,
+                &params,
+                get("position")?,
+            )
+            .py_err(py)
+    }
+
+    /// The generation a refresh of `id` at epoch `generation` replaces.
+    fn replaced_generation(&self, id: u64, generation: u64) -> Option<u64> {
+        self.schedule.replaced_generation(id, generation)
+    }
+
+    /// The generation of `id` at `epoch` (`None`: another shard's id).
+    fn generation(&self, id: u64, epoch: u64) -> Option<u64> {
+        self.schedule.generation(id, epoch)
+    }
+
+    /// The uses of `epoch` from `start` (up to `count`; `None`: to the end) as
+    /// `(ids u64, refresh u8, generation u64)` little-endian bytes.
+    #[pyo3(signature = (epoch, start=0, count=None))]
+    fn epoch<'py>(
+        &self,
+        py: Python<'py>,
+        epoch: u64,
+        start: u64,
+        count: Option<u64>,
+    ) -> PyResult<(
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+    )> {
+        let (ids, refresh, generation) = py
+            .detach(|| -> core::Result<_> {
+                let mut walk = self.schedule.epoch(epoch)?;
+                walk.seek(start)?;
+                let left = walk.len() - start;
+                let take = count.map_or(left, |c| c.min(left));
+                let mut uses = Vec::with_capacity(take as usize);
+                walk.next_uses(take as usize, &mut uses);
+                Ok(use_bytes(&uses))
+            })
+            .py_err(py)?;
+        Ok((
+            PyBytes::new(py, &ids),
+            PyBytes::new(py, &refresh),
+            PyBytes::new(py, &generation),
+        ))
+    }
+}
+
+/// The seed of the partial augmentation of `id` refreshed at epoch `generation`.
+#[pyfunction]
+fn partial_seed(seed: u64, id: u64, generation: u64) -> u64 {
+    core::partial_seed(seed, id, generation)
+}
+
+/// The seed of the final augmentation of `id` at `epoch`.
+#[pyfunction]
+fn final_seed(seed: u64, id: u64, epoch: u64) -> u64 {
+    core::final_seed(seed, id, epoch)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeRefurbishSchedule>()?;
+    m.add_class::<NativePartialStore>()?;
+    m.add_function(wrap_pyfunction!(partial_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(final_seed, m)?)?;
+    m.add(
+        "REFURBISH_SCHEDULE_VERSION",
+        core::REFURBISH_SCHEDULE_VERSION,
+    )?;
+    Ok(())
+}
+
+/// The store of partially augmented samples: in memory (`path` None) or under the
+/// directory `path`, for one dataset, partial function and seed.
+#[pyclass(module = "tfrecord_lirs._lirs", frozen)]
+pub(crate) struct NativePartialStore {
+    store: PartialStore,
+}
+
+#[pymethods]
+impl NativePartialStore {
+    /// Opens the store; each option left `None` takes the core's default.
+    #[new]
+    #[pyo3(signature = (path, dataset, partial, seed=None, store_bytes=None))]
+    fn new(
+        py: Python<'_>,
+        path: Option<PathBuf>,
+        dataset: String,
+        partial: String,
+        seed: Option<u64>,
+        store_bytes: Option<u64>,
+    ) -> PyResult<Self> {
+        let identity = StoreIdentity {
+            dataset,
+            partial,
+            seed: seed.unwrap_or(defaults::SEED),
+        };
+        let capacity = store_bytes.unwrap_or(defaults::STORE_BYTES);
+        let store = match path {
+            Some(path) => py
+                .detach(|| PartialStore::open_dir(&path, &identity, capacity))
+                .py_err(py)?,
+            None => PartialStore::memory(&identity, capacity),
+        };
+        Ok(NativePartialStore { store })
+    }
+
+    /// The stored partial output of `(id, generation)`, `None` if there is none that
+    /// verifies.
+    fn get<'py>(&self, py: Python<'py>, id: u64, generation: u64) -> Option<Bound<'py, PyBytes>> {
+        let payload = py.detach(|| self.store.get(id, generation))?;
+        Some(PyBytes::new(py, &payload))
+    }
+
+    /// Stores `payload`; removes generation `over` of the id. Whether it was stored.
+    #[pyo3(signature = (id, generation, payload, over, recompute))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        id: u64,
+        generation: u64,
+        payload: &[u8],
+        over: Option<u64>,
+        recompute: bool,
+    ) -> PyResult<bool> {
+        let payload = payload.to_vec();
+        py.detach(|| self.store.put(id, generation, &payload, over, recompute))
+            .py_err(py)
+    }
+
+    /// Removes entry `(id, generation)`.
+    fn retire(&self, py: Python<'_>, id: u64, generation: u64) {
+        py.detach(|| self.store.retire(id, generation))
+    }
+
+    /// The directory of the entries (`None` in memory).
+    fn dir(&self) -> Option<PathBuf> {
+        self.store.dir().map(PathBuf::from)
+    }
+
+    /// The file of entry `(id, generation)` (`None` in memory).
+    fn entry_path(&self, id: u64, generation: u64) -> Option<PathBuf> {
+        self.store.entry_path(id, generation)
+    }
+
+    /// This process's counters.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.store.stats();
+        let d = PyDict::new(py);
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("hits", s.hits)?;
+        d.set_item("misses", s.misses)?;
+        d.set_item("corrupt", s.corrupt)?;
+        d.set_item("refreshes", s.refreshes)?;
+        d.set_item("recomputes", s.recomputes)?;
+        d.set_item("unstored", s.unstored)?;
+        Ok(d)
+    }
+}

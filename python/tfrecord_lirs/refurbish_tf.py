@@ -1,0 +1,140 @@
+"""Data refurbishing as a `tf.data.Dataset` (docs/FORMAT.md §7): `tfrecord_lirs.refurbish`.
+
+    ds = tfrecord_lirs.refurbish(files, partial=crop_flip, final=rand_augment, seed=42,
+                                 reuse_factor=3, batch_size=256, store="/dev/shm/p")
+    ds = ds.batch(256).prefetch(tf.data.AUTOTUNE)
+
+`partial(record, seed)` and `final(sample, seed)` are TensorFlow functions of a scalar
+`tf.string` record (resp. the partial output, a tensor or a structure of tensors) and a
+stateless seed (`int64[2]`, for `tf.image.stateless_random_*`). The schedule, the seeds
+and the store are the Rust core's: a refresh reads the record and stores the partial
+output (`tf.io.serialize_tensor`); a reuse reads the store and not the TFRecord file.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tfrecord_lirs.refurbishing import (RefurbishSchedule, final_seed, open_store,
+                                        partial_seed)
+from tfrecord_lirs.sources import DataSource
+
+
+def _seed_pair(value):
+    """A u64 seed as the int64[2] of TensorFlow's stateless ops."""
+    return np.array([value >> 32, value & 0xFFFFFFFF], dtype=np.int64)
+
+
+def _serialize(sample):
+    parts = [tf.io.serialize_tensor(t) for t in tf.nest.flatten(sample)]
+    return tf.io.serialize_tensor(tf.stack(parts))
+
+
+def _deserialize(payload, spec):
+    flat = tf.nest.flatten(spec)
+    parts = tf.io.parse_tensor(payload, tf.string)
+    out = []
+    for i, s in enumerate(flat):
+        t = tf.io.parse_tensor(parts[i], s.dtype)
+        t.set_shape(s.shape)
+        out.append(t)
+    return tf.nest.pack_sequence_as(spec, out)
+
+
+def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size=None,
+              store=None, num_shards=None, shard_index=None, order_version=None,
+              epochs=None, start_epoch=0, dataset_id=None, partial_name=None,
+              store_bytes=None, offset_tables=None, num_parallel_calls=None):
+    """A `tf.data.Dataset` of `final(partial(record, seed), seed)` over the refurbish
+    schedule of `files` (their offset tables are needed), epoch after epoch from
+    `start_epoch` (`epochs`: how many; None: without end). The partial output is stored
+    on a refresh and reused for `reuse_factor` epochs: `store` is a directory (shared by
+    processes and jobs with the same files, partial function and seed) or None (this
+    process's memory). Arguments left None take the core's defaults;
+    `num_parallel_calls` (None: `tf.data.AUTOTUNE`) is the map's, which keeps the
+    schedule's order."""
+    source = DataSource(files, offset_tables)
+    schedule = RefurbishSchedule(source, seed=seed, reuse_factor=reuse_factor,
+                                 batch_size=batch_size, num_shards=num_shards,
+                                 shard_index=shard_index, order_version=order_version)
+    run_seed = schedule.options["seed"]
+    partial_store = open_store(store, source, partial, run_seed, dataset_id, partial_name,
+                               store_bytes)
+    partial_store.stats()  # a wrong store is an error here
+
+    def epoch_uses(epoch):
+        ids, refresh, generation = schedule.epoch(int(epoch))
+        return ids.astype(np.int64), refresh, generation.astype(np.int64)
+
+    def uses_of(epoch):
+        ids, refresh, generation = tf.numpy_function(
+            epoch_uses, [epoch], [tf.int64, tf.bool, tf.int64], stateful=False)
+        for t in (ids, refresh, generation):
+            t.set_shape([None])
+        return tf.data.Dataset.from_tensor_slices(
+            (ids, refresh, generation, tf.fill(tf.shape(ids), epoch)))
+
+    def stored(id, refresh, generation):
+        # A refresh looks too: another job (or this one before a restart) may have
+        # stored this generation already.
+        payload = partial_store.get(int(id), int(generation))
+        return payload is not None, payload or b""
+
+    def put(id, generation, payload, refresh):
+        partial_store.put(int(id), int(generation), bytes(payload),
+                          schedule.replaced_generation(int(id), int(generation)),
+                          not bool(refresh))
+        return True
+
+    def read(id):
+        return source[int(id)]
+
+    def seeds(id, generation, epoch):
+        return (_seed_pair(partial_seed(run_seed, int(id), int(generation))),
+                _seed_pair(final_seed(run_seed, int(id), int(epoch))))
+
+    record_spec = tf.TensorSpec([], tf.string)
+    seed_spec = tf.TensorSpec([2], tf.int64)
+    out_spec = tf.nest.map_structure(
+        lambda t: tf.TensorSpec(t.shape, t.dtype),
+        tf.function(partial).get_concrete_function(record_spec, seed_spec).structured_outputs)
+
+    def use(id, refresh, generation, epoch):
+        pseed, fseed = tf.numpy_function(seeds, [id, generation, epoch], [tf.int64, tf.int64],
+                                         stateful=False)
+        pseed.set_shape([2])
+        fseed.set_shape([2])
+        found, payload = tf.numpy_function(stored, [id, refresh, generation],
+                                           [tf.bool, tf.string])
+        found.set_shape([])
+        payload.set_shape([])
+
+        def compute():
+            record = tf.numpy_function(read, [id], tf.string)
+            record.set_shape([])
+            sample = partial(record, pseed)
+            done = tf.numpy_function(put, [id, generation, _serialize(sample), refresh],
+                                     tf.bool)
+            with tf.control_dependencies([done]):
+                return tf.nest.map_structure(tf.identity, sample)
+
+        sample = tf.cond(found, lambda: _deserialize(payload, out_spec), compute)
+        sample = tf.nest.map_structure(lambda t, s: tf.ensure_shape(t, s.shape), sample,
+                                       out_spec)
+        return final(sample, fseed)
+
+    count = -1 if epochs is None else int(epochs)
+    epochs_ds = tf.data.Dataset.range(start_epoch, tf.int64.max if count < 0
+                                      else start_epoch + count)
+    parallel = tf.data.AUTOTUNE if num_parallel_calls is None else num_parallel_calls
+    ds = epochs_ds.flat_map(uses_of).map(use, num_parallel_calls=parallel,
+                                         deterministic=True)
+    # The store and the file reads are the map's only external state, and the store is
+    # a memo (the outputs do not depend on it): an iterator checkpoint keeps positions
+    # only, so it is taken with the store left out.
+    options = tf.data.Options()
+    options.experimental_external_state_policy = (
+        tf.data.experimental.ExternalStatePolicy.IGNORE)
+    return ds.with_options(options)
+
+
+__all__ = ["refurbish"]

@@ -1,0 +1,112 @@
+"""Data refurbishing as a tf.data.Dataset (`tfrecord_lirs.refurbish`): stateless seeds
+from the core's schedule, a parallel map in the schedule's order, a store that is only a
+memo (docs/FORMAT.md §7)."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfrecord_lirs
+from tfrecord_lirs import errors
+from tfrecord_lirs.refurbish_tf import refurbish
+
+N, EPOCHS = 24, 4
+
+
+@pytest.fixture()
+def files(tmp_path):
+    path = tmp_path / "d.tfrecord"
+    with tfrecord_lirs.PaddedWriter(str(path)) as w:
+        for i in range(N):
+            w.write(np.full(16, i, np.uint8).tobytes())
+    return [str(path)]
+
+
+def make_partial(log):
+    def note(record):
+        with open(log, "a") as f:
+            f.write(f"{record[0]}\n")
+        return np.int64(0)
+
+    def partial(record, seed):
+        x = tf.reshape(tf.io.decode_raw(record, tf.uint8), [4, 4, 1])
+        n = tf.numpy_function(note, [record], tf.int64)
+        with tf.control_dependencies([n]):
+            x = tf.image.stateless_random_flip_left_right(x, seed)
+            noise = tf.random.stateless_uniform([4, 4, 1], seed, maxval=900, dtype=tf.int32)
+        return tf.cast(x, tf.int32) * 1000 + noise
+
+    return partial
+
+
+def final(sample, seed):
+    return sample + tf.random.stateless_uniform(tf.shape(sample), seed, maxval=7,
+                                                dtype=tf.int32)
+
+
+def calls(log):
+    return len(open(log).read().split()) if os.path.exists(log) else 0
+
+
+def test_partial_runs_once_per_refresh_and_the_store_is_a_memo(files, tmp_path):
+    log = str(tmp_path / "a.log")
+    ds = refurbish(files, make_partial(log), final, seed=3, reuse_factor=3, batch_size=6,
+                   store=str(tmp_path / "store"), epochs=EPOCHS)
+    got = [x.numpy() for x in ds]
+    assert len(got) == EPOCHS * N
+    schedule = tfrecord_lirs.RefurbishSchedule(N, seed=3, reuse_factor=3, batch_size=6)
+    refreshes = [schedule.refreshes(e) for e in range(EPOCHS)]
+    assert calls(log) == sum(refreshes)
+    # Each element is its id's: the partial output's high part is the record's value.
+    ids = [i for e in range(EPOCHS) for i in schedule.epoch(e)[0].tolist()]
+    assert [int(x[0, 0, 0]) // 1000 for x in got] == ids
+    # Without the store (deleted), the same elements; every use then recomputes.
+    shutil.rmtree(tmp_path / "store")
+    log2 = str(tmp_path / "b.log")
+    again = refurbish(files, make_partial(log2), final, seed=3, reuse_factor=3, batch_size=6,
+                      store=str(tmp_path / "store"), epochs=EPOCHS)
+    assert all((a == b).all() for a, b in zip(got, [x.numpy() for x in again]))
+    # A second job on the same store computes none of the partial outputs the first
+    # one stored (the last generation of every id), and gives the same elements.
+    log3 = str(tmp_path / "c.log")
+    third = refurbish(files, make_partial(log3), final, seed=3, reuse_factor=3,
+                      batch_size=6, store=str(tmp_path / "store"), epochs=1,
+                      start_epoch=EPOCHS - 1)
+    assert all((a == b.numpy()).all() for a, b in zip(got[-N:], third))
+    assert calls(log3) == 0
+
+
+def test_a_wrong_reuse_factor_is_refused(files):
+    with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
+        refurbish(files, make_partial("/dev/null"), final, reuse_factor=0)
+
+
+def test_an_iterator_checkpoint_resumes_exactly(files, tmp_path):
+    def make():
+        return refurbish(files, make_partial(str(tmp_path / "l.log")), final, seed=5,
+                         reuse_factor=2, batch_size=4, store=str(tmp_path / "store"),
+                         epochs=3).batch(4)
+
+    whole = [b.numpy() for b in make()]
+    it = iter(make())
+    head = [next(it).numpy() for _ in range(7)]
+    ckpt = tf.train.Checkpoint(iterator=it)
+    path = ckpt.save(str(tmp_path / "ckpt"))
+    resumed = iter(make())
+    tf.train.Checkpoint(iterator=resumed).restore(path)
+    rest = [b.numpy() for b in resumed]
+    assert len(head) + len(rest) == len(whole)
+    assert all((a == b).all() for a, b in zip(head + rest, whole))
+
+
+def test_shards_take_their_own_ids(files, tmp_path):
+    seen = []
+    for k in range(2):
+        ds = refurbish(files, make_partial(str(tmp_path / "l.log")), final, seed=5,
+                       reuse_factor=2, batch_size=4, num_shards=2, shard_index=k, epochs=2)
+        seen.append([int(x[0, 0, 0]) // 1000 for x in ds])
+    assert sorted(seen[0][:N // 2] + seen[1][:N // 2]) == list(range(N))
+    assert sorted(seen[0][:N // 2]) == sorted(seen[0][N // 2:])  # fixed ids per shard

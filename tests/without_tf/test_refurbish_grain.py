@@ -1,0 +1,92 @@
+"""Data refurbishing in Grain: `tfrecord_lirs.grain.refurbish` as a MapDataset, driven
+by the core's refurbish schedule (docs/FORMAT.md §7)."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import tfrecord_lirs
+from tfrecord_lirs import errors
+
+grain = pytest.importorskip("grain")
+from tfrecord_lirs import grain as lirs_grain  # noqa: E402
+
+N, BATCH, EPOCHS = 30, 6, 4
+
+
+@pytest.fixture()
+def source(tmp_path):
+    path = tmp_path / "d.tfrecord"
+    with tfrecord_lirs.PaddedWriter(str(path)) as w:
+        for i in range(N):
+            w.write(bytes([i]) * (2 + i % 3))
+    return tfrecord_lirs.DataSource([str(path)])
+
+
+class Partial:
+    def __init__(self, log):
+        self.log = str(log)
+
+    def __call__(self, record, seed):
+        with open(self.log, "a") as f:
+            f.write(f"{record[0]}\n")
+        return int(record[0]) * 1000 + int(np.random.default_rng(seed).integers(0, 1000))
+
+
+def final(sample, seed):
+    return (sample, int(np.random.default_rng(seed).integers(0, 1 << 20)))
+
+
+def calls(log):
+    return len(open(log).read().split()) if os.path.exists(log) else 0
+
+
+def test_grain_refurbish_calls_partial_once_per_refresh(source, tmp_path):
+    log = tmp_path / "p.log"
+    ds = lirs_grain.refurbish(source, Partial(log), final, seed=5, reuse_factor=3,
+                              batch_size=BATCH, store=str(tmp_path / "store"))
+    assert len(ds) == N
+    outputs = []
+    for epoch in range(EPOCHS):
+        before = calls(log)
+        outputs.append([ds[epoch * N + i] for i in range(N)])
+        assert calls(log) - before == ds.schedule.refreshes(epoch)
+        ids = ds.schedule.epoch(epoch)[0].tolist()
+        assert [o[0] // 1000 for o in outputs[-1]] == ids
+    # The same through Grain's repeat (index // len is the epoch), batching and an
+    # iterator with prefetch threads, on a store deleted first: the same elements (the
+    # store is a memo).
+    shutil.rmtree(ds.store.dir)
+    again = lirs_grain.refurbish(source, Partial(tmp_path / "q.log"), final, seed=5,
+                                 reuse_factor=3, batch_size=BATCH,
+                                 store=str(tmp_path / "store"))
+    it = again.repeat(EPOCHS).batch(BATCH, batch_fn=list).to_iter_dataset(
+        grain.ReadOptions(num_threads=4, prefetch_buffer_size=8))
+    got = [x for batch in it for x in batch]
+    assert got == [x for epoch in outputs for x in epoch]
+
+
+def test_grain_refurbish_wrong_use(source, tmp_path):
+    with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
+        lirs_grain.refurbish(source, Partial(tmp_path / "l"), final, seed=1, reuse_factor=1.5)
+    with pytest.raises(TypeError, match="DataSource"):
+        lirs_grain.refurbish([b"x"], Partial(tmp_path / "l"), final, seed=1)
+
+
+def test_grain_worker_processes_share_the_store(source, tmp_path):
+    ds = lirs_grain.refurbish(source, Partial(tmp_path / "a.log"), final, seed=8,
+                              reuse_factor=2, batch_size=BATCH)
+    expected = [ds[i] for i in range(EPOCHS * N)]
+    log = tmp_path / "b.log"
+    shared = lirs_grain.refurbish(source, Partial(log), final, seed=8, reuse_factor=2,
+                                  batch_size=BATCH, store=str(tmp_path / "store"))
+    it = shared.repeat(EPOCHS).to_iter_dataset().mp_prefetch(
+        grain.MultiprocessingOptions(num_workers=2))
+    assert list(it) == expected
+    # Two processes: a reuse whose refresh the other worker has not stored yet is
+    # recomputed (to the same output, checked above): every refresh ran once, and at
+    # most one call per use.
+    refreshes = sum(shared.schedule.refreshes(e) for e in range(EPOCHS))
+    assert refreshes <= calls(log) <= EPOCHS * N
