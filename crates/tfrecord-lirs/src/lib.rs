@@ -124,11 +124,11 @@ pub use tfrecord_lirs_format::fit::Fit;
 pub use tfrecord_lirs_format::framing::PageSize;
 pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, PositionIds};
 pub use tfrecord_lirs_format::order_v2::{ids_per_unit, OrderV2};
-pub use tfrecord_lirs_format::seed_pair::seed_from_pair;
 pub use tfrecord_lirs_format::refurbish::{
     final_seed, partial_seed, EpochSchedule, RefurbishParams, RefurbishSchedule, Use,
     REFURBISH_SCHEDULE_VERSION,
 };
+pub use tfrecord_lirs_format::seed_pair::seed_from_pair;
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};
 pub use tfrecord_lirs_format::table_path::default_table_path;
 pub use write::index::{build_offset_table, build_offset_table_in, build_offset_table_with};
