@@ -9,6 +9,7 @@ from tensorflow.python.ops import gen_dataset_ops
 
 from tfrecord_lirs import _native
 from tfrecord_lirs.io import _string_vector
+from tfrecord_lirs.sources import data_files
 
 
 def _static_int(value):
@@ -185,8 +186,12 @@ class LIRSDataset(dataset_ops.DatasetSource):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
         self._drop_remainder = bool(drop_remainder)
-        if isinstance(filenames, (str, bytes, os.PathLike)):
-            filenames = [filenames]
+        if _is_path(filenames) or (isinstance(filenames, (list, tuple)) and filenames
+                                   and all(_is_path(f) for f in filenames)):
+            # Paths and patterns: the core's file list (patterns expanded, tables never
+            # taken for data, a pattern of nothing an error naming it). An empty list
+            # stays the empty dataset TFRecordDataset([]) is.
+            filenames = data_files(filenames, "filenames")
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
             offset_tables = [offset_tables]
         _native.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
@@ -255,6 +260,10 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if self._batch_size is None:
             return tf.TensorSpec([], tf.string)
         return tf.TensorSpec([self._batch_size if self._drop_remainder else None], tf.string)
+
+
+def _is_path(value):
+    return isinstance(value, (str, bytes, os.PathLike))
 
 
 def _count(paths):

@@ -1,10 +1,13 @@
-//! `order`: one epoch's shuffled instance ids, one per line.
+//! `order`: one epoch's shuffled instance ids, one per line, over one file or several
+//! (one dataset, as the loaders see it).
+
+use std::path::PathBuf;
 
 use tfrecord_lirs::{OrderParams, Reader, ReaderOptions};
 
 use crate::args::{page_size, OrderArgs};
 use crate::report::{write_stdout, Outcome};
-use crate::storage::{reader_options, table_for};
+use crate::storage::{data_files, one_table_for_one_file, reader_options, table_for};
 
 pub fn run(args: OrderArgs) -> Outcome {
     let OrderArgs {
@@ -20,12 +23,20 @@ pub fn run(args: OrderArgs) -> Outcome {
         order_version,
     } = args;
     page_size(p)?;
-    let table = table_for(&data, offsets);
+    let data = data_files(&data)?;
+    one_table_for_one_file(&data, offsets.is_some(), "--offsets")?;
+    let files: Vec<(PathBuf, PathBuf)> = data
+        .into_iter()
+        .map(|file| {
+            let table = table_for(&file, offsets.clone());
+            (file, table)
+        })
+        .collect();
     let options = ReaderOptions {
         page_size: p,
         ..reader_options(trust_table)
     };
-    let reader = Reader::open_one(&data, Some(&table), &options)?;
+    let reader = Reader::open(&files, &options)?;
     let params = OrderParams {
         seed,
         epoch,

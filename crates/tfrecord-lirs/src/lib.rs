@@ -113,6 +113,7 @@ pub use read::sampler::{Sampler, SamplerSource};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
+pub use storage::file_list::{expand_files, expand_shell_files};
 pub use storage::local::{Backend, MmapOptIn};
 pub use storage::table_files::{
     read_table, read_table_for, read_table_for_in, write_table, Layout,
@@ -125,7 +126,9 @@ pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, Pos
 pub use tfrecord_lirs_format::order_v2::{ids_per_unit, OrderV2};
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};
 pub use tfrecord_lirs_format::table_path::default_table_path;
-pub use write::index::{build_offset_table, build_offset_table_in, build_offset_table_with};
+pub use write::index::{
+    build_offset_table, build_offset_table_in, build_offset_table_with, index_file_in, Indexed,
+};
 pub use write::pad::{
     check_pad_output, pad, pad_file, pad_file_auto, pad_file_from_table, pad_file_with,
     pad_file_with_progress, AutoFit, PadRequest,
