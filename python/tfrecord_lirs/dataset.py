@@ -15,7 +15,8 @@ from tfrecord_lirs.sources import data_files
 def _static_int(value):
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
+        # A float is checked by the core (not an integer: the typed error naming it).
         return value
     try:
         return int(tf.get_static_value(value))
