@@ -82,3 +82,26 @@ def test_bad_loader_integers_name_the_parameter(tmp_path):
         with pytest.raises(InvalidArgumentError, match=says):
             Loader(path, **kwargs)
     assert tfrecord_lirs.errors.InvalidArgumentError is InvalidArgumentError
+
+
+# Each rank's shard is split among its 2 workers: 6 equal shards of 100 (16 or 17).
+@pytest.mark.parametrize("rule, each", [("drop", 32), ("pad", 34)])
+def test_loader_ranks_with_dataloader_workers_get_the_same_count(tmp_path, rule, each):
+    path = tmp_path / "d.tfrecord"
+    data, table = framed([b"%d" % i for i in range(100)])
+    path.write_bytes(data)
+    (tmp_path / "d.tfrecord.offsets").write_bytes(table)
+    import torch.utils.data as tud
+    import tfrecord_lirs.torch as lirs_torch
+    got = []
+    for rank in range(3):
+        loader = lirs_torch.Loader(path, seed=4, batch_size=5, num_shards=3, shard_index=rank,
+                                   shard_remainder=rule)
+        ids = [int(p) for b in tud.DataLoader(loader, batch_size=None, num_workers=2)
+               for p in b]
+        assert len(ids) == each
+        got += ids
+    if rule == "drop":
+        assert len(set(got)) == len(got) == 96
+    else:
+        assert set(got) == set(range(100)) and len(got) == 102

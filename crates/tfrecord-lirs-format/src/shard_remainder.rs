@@ -97,6 +97,21 @@ impl ShardRemainder {
         (fit(start), fit(end))
     }
 
+    /// [`positions`](ShardRemainder::positions) as ranges of the unsharded order, in
+    /// walk order (Pad: the order's start again after its end).
+    pub fn ranges(self, n: u64, num_shards: u64, shard_index: u64) -> Vec<std::ops::Range<u64>> {
+        let (start, end) = self.bounds(n, num_shards, shard_index);
+        let mut ranges = Vec::new();
+        let mut at = start;
+        while at < end && n > 0 {
+            let (lap, offset) = (at / n, at % n);
+            let stop = end.min((lap + 1) * n);
+            ranges.push(offset..offset + (stop - at));
+            at = stop;
+        }
+        ranges
+    }
+
     /// How many positions each shard walks (every shard of `num_shards` alike for Drop
     /// and Pad; shard `shard_index`'s for Keep).
     pub fn shard_len(self, n: u64, num_shards: u64, shard_index: u64) -> u64 {
@@ -108,6 +123,22 @@ impl ShardRemainder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_are_the_positions() {
+        for rule in [
+            ShardRemainder::Keep,
+            ShardRemainder::Drop,
+            ShardRemainder::Pad,
+        ] {
+            for (n, k) in [(10u64, 3u64), (2, 5), (7, 7), (0, 2)] {
+                for i in 0..k {
+                    let flat: Vec<u64> = rule.ranges(n, k, i).into_iter().flatten().collect();
+                    assert_eq!(flat, rule.positions(n, k, i).collect::<Vec<_>>());
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_rank_gets_the_same_count_and_the_rules_cover_the_epoch() {

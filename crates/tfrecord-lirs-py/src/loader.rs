@@ -23,6 +23,8 @@ const KEY_FILES: &str = "files";
 const KEY_NAMES: &str = "names";
 /// The state's version: absent in version 1 (no names), 2 since names were kept.
 const KEY_VERSION: &str = "version";
+/// What the shards do with the remainder (version 2 on; absent: "keep").
+const KEY_SHARD_REMAINDER: &str = "shard_remainder";
 const STATE_VERSION: u64 = 2;
 const KEY_SEED: &str = "seed";
 const KEY_PAGE_AWARE: &str = "page_aware";
@@ -43,7 +45,7 @@ impl NativeLoader {
     #[new]
     #[pyo3(signature = (reader, seed=None, batch_size=None, page_aware=None, deterministic=None,
         num_parallel_reads=None, num_shards=None, shard_index=None, drop_remainder=None,
-        order_version=None))]
+        order_version=None, shard_remainder=None))]
     #[allow(clippy::too_many_arguments)] // the loader's options, as Python passes them
     fn new(
         py: Python<'_>,
@@ -57,7 +59,12 @@ impl NativeLoader {
         shard_index: Option<&Bound<'_, PyAny>>,
         drop_remainder: Option<bool>,
         order_version: Option<&Bound<'_, PyAny>>,
+        shard_remainder: Option<&str>,
     ) -> PyResult<Self> {
+        let shard_remainder = core::options::shard_remainder(
+            shard_remainder.unwrap_or(core::options::defaults::SHARD_REMAINDER),
+        )
+        .py_err(py)?;
         let seed = args::count(py, "seed", seed)?;
         let batch_size = args::signed(py, "batch_size", batch_size)?;
         let num_parallel_reads = args::signed(py, "num_parallel_reads", num_parallel_reads)?;
@@ -75,6 +82,7 @@ impl NativeLoader {
             shard_index: shard_index.unwrap_or(d.shard_index),
             drop_remainder: drop_remainder.unwrap_or(d.drop_remainder),
             order_version: order_version.unwrap_or(d.order_version),
+            shard_remainder,
         };
         let loader = DatasetLoader::new(reader.reader.clone(), options).py_err(py)?;
         Ok(NativeLoader {
@@ -95,6 +103,7 @@ impl NativeLoader {
         d.set_item("shard_index", o.shard_index)?;
         d.set_item("drop_remainder", o.drop_remainder)?;
         d.set_item("order_version", o.order_version)?;
+        d.set_item("shard_remainder", o.shard_remainder.name())?;
         Ok(d)
     }
 
@@ -157,6 +166,7 @@ impl NativeLoader {
         d.set_item(KEY_PAGE_AWARE, state.walk.page_aware)?;
         d.set_item(KEY_NUM_SHARDS, state.walk.num_shards)?;
         d.set_item(KEY_SHARD_INDEX, state.walk.shard_index)?;
+        d.set_item(KEY_SHARD_REMAINDER, state.walk.shard_remainder.name())?;
         let resumed_from = state.resumed_from.map(|e| PyBytes::new(py, &e.encode()));
         d.set_item(KEY_RESUMED_FROM, resumed_from)?;
         Ok(d)
@@ -220,6 +230,12 @@ impl NativeLoader {
                 },
                 seed: item(KEY_SEED)?.extract()?,
                 page_aware: item(KEY_PAGE_AWARE)?.extract()?,
+                shard_remainder: match state.get_item(KEY_SHARD_REMAINDER)? {
+                    Some(v) if !v.is_none() => {
+                        core::options::shard_remainder(&v.extract::<String>()?).py_err(py)?
+                    }
+                    _ => core::format::shard_remainder::ShardRemainder::Keep,
+                },
                 num_shards: item(KEY_NUM_SHARDS)?.extract()?,
                 shard_index: item(KEY_SHARD_INDEX)?.extract()?,
             },

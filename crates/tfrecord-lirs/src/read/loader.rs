@@ -33,6 +33,7 @@ use crate::{
     BatchView, CursorOptions, CursorState, DatasetCursor, EpochState, Error, OrderParams,
     OrderVersion, Reader, Result, ShardState,
 };
+use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 /// The arguments of a loader, as its front ends take them; [`Default`] gives the
 /// defaults of every one a caller leaves out.
@@ -57,6 +58,9 @@ pub struct LoaderOptions {
     pub drop_remainder: bool,
     /// The order algorithm: 1 or 2 (docs/FORMAT.md §5).
     pub order_version: u64,
+    /// What the shards do with the remainder: `Drop`/`Pad` give every shard (and
+    /// worker) the same count (docs/FORMAT.md §5.5).
+    pub shard_remainder: ShardRemainder,
 }
 
 impl Default for LoaderOptions {
@@ -72,6 +76,7 @@ impl Default for LoaderOptions {
             shard_index: defaults::SHARD_INDEX,
             drop_remainder: defaults::DROP_REMAINDER,
             order_version: defaults::ORDER_VERSION,
+            shard_remainder: ShardRemainder::Keep,
         }
     }
 }
@@ -126,6 +131,8 @@ pub struct WalkIdentity {
     pub num_shards: u64,
     /// The composed shard.
     pub shard_index: u64,
+    /// What the shards do with the remainder.
+    pub shard_remainder: ShardRemainder,
 }
 
 impl WalkIdentity {
@@ -151,6 +158,13 @@ impl WalkIdentity {
             return refuse(format!(
                 "page_aware={} (this Loader has page_aware={})",
                 saved.page_aware, self.page_aware
+            ));
+        }
+        if saved.shard_remainder != self.shard_remainder {
+            return refuse(format!(
+                "shard_remainder=\"{}\" (this Loader has shard_remainder=\"{}\")",
+                saved.shard_remainder.name(),
+                self.shard_remainder.name()
             ));
         }
         // Another sharding (a job resumed on more or fewer workers) is refused here;
@@ -272,6 +286,7 @@ impl DatasetLoader {
         cursor_options.order_version = options::order_version(options.order_version)?;
         cursor_options.unordered = !options.deterministic;
         cursor_options.drop_remainder = options.drop_remainder;
+        cursor_options.shard_remainder = options.shard_remainder;
         cursor_options.order = OrderParams {
             seed: options.seed,
             epoch: 0,
@@ -320,6 +335,7 @@ impl DatasetLoader {
     ///
     /// [`shard_state`]: DatasetLoader::shard_state
     pub fn resume_epoch(&mut self, epoch_state: &EpochState) -> Result<()> {
+        self.check_elastic()?;
         let mut order = self.cursor_options.order;
         order.epoch = epoch_state.epoch;
         epoch_state.check_fits(&self.reader, &order, self.cursor_options.order_version)?;
@@ -340,6 +356,7 @@ impl DatasetLoader {
     /// its walk started from, its shard and what it delivered (a walk not begun has
     /// delivered nothing, or what a state restored says).
     pub fn shard_state(&self) -> Result<ShardState> {
+        self.check_elastic()?;
         if let Some(cursor) = &self.cursor {
             return Ok(cursor.shard_state());
         }
@@ -393,7 +410,22 @@ impl DatasetLoader {
     /// Instances in each epoch of the shard walked.
     pub fn shard_len(&self) -> Result<u64> {
         let (n, i) = self.shard()?;
-        self.reader.shard_len(n, i)
+        match self.options.shard_remainder {
+            ShardRemainder::Keep => self.reader.shard_len(n, i),
+            rule => Ok(rule.shard_len(self.reader.len(), n, i)),
+        }
+    }
+
+    /// Elastic resume maps positions of `Keep` shards (docs/FORMAT.md §6).
+    fn check_elastic(&self) -> Result<()> {
+        match self.options.shard_remainder {
+            ShardRemainder::Keep => Ok(()),
+            rule => Err(Error::invalid_argument(format!(
+                "elastic resume (shard_state, resume_epoch) works on shards with \
+                 shard_remainder=\"keep\"; this Loader has shard_remainder=\"{}\"",
+                rule.name()
+            ))),
+        }
     }
 
     /// What the current walk is (the identity of its checkpoints).
@@ -412,6 +444,7 @@ impl DatasetLoader {
             page_aware: self.options.page_aware,
             num_shards,
             shard_index,
+            shard_remainder: self.options.shard_remainder,
         })
     }
 
@@ -880,6 +913,79 @@ mod tests {
             late.set_worker(2, 0).unwrap();
             assert!(late.begin().is_err());
         }
+    }
+
+    #[test]
+    fn drop_and_pad_shards_give_every_rank_and_worker_the_same_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 1000);
+        for version in [1, 2] {
+            let whole = {
+                let options = LoaderOptions {
+                    seed: 6,
+                    batch_size: 7,
+                    order_version: version,
+                    ..Default::default()
+                };
+                walk(&mut DatasetLoader::new(Arc::clone(&reader), options).unwrap()).concat()
+            };
+            for (rule, each) in [(ShardRemainder::Drop, 83), (ShardRemainder::Pad, 84)] {
+                let mut all = Vec::new();
+                for rank in 0..3 {
+                    for worker in 0..4 {
+                        let options = LoaderOptions {
+                            seed: 6,
+                            batch_size: 7,
+                            order_version: version,
+                            num_shards: 3,
+                            shard_index: rank,
+                            shard_remainder: rule,
+                            ..Default::default()
+                        };
+                        let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+                        loader.set_worker(4, worker).unwrap();
+                        assert_eq!(loader.shard_len().unwrap(), each);
+                        let ids = walk(&mut loader).concat();
+                        assert_eq!(ids.len() as u64, each, "{rule:?} v{version}");
+                        all.extend(ids);
+                    }
+                }
+                match rule {
+                    ShardRemainder::Drop => assert_eq!(all, whole[..996]),
+                    _ => assert_eq!(all, [&whole[..], &whole[..8]].concat()),
+                }
+            }
+        }
+        // A padded shard's state restores the rest exactly; a Keep loader refuses it.
+        let options = LoaderOptions {
+            seed: 6,
+            batch_size: 10,
+            num_shards: 3,
+            shard_index: 2,
+            shard_remainder: ShardRemainder::Pad,
+            ..Default::default()
+        };
+        let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        loader.begin().unwrap();
+        let first = ids(&loader.next_batch().unwrap().unwrap());
+        let state = loader.state().unwrap();
+        let rest: Vec<u64> = std::iter::from_fn(|| loader.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        assert_eq!(first.len() + rest.len(), 334);
+        let mut again = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        again.restore(&state).unwrap();
+        assert_eq!(walk(&mut again).concat(), rest);
+        let keep = LoaderOptions {
+            shard_remainder: ShardRemainder::Keep,
+            ..options
+        };
+        let e = DatasetLoader::new(Arc::clone(&reader), keep)
+            .unwrap()
+            .restore(&state)
+            .unwrap_err();
+        assert!(e.to_string().contains("shard_remainder=\"pad\""), "{e}");
+        assert!(loader.shard_state().is_err());
     }
 
     /// Files of the sizes of `sizes`, named `names`, in `dir`, as one reader.

@@ -5,6 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::{first_window, CursorOptions};
 use super::state::CursorState;
@@ -40,6 +41,10 @@ fn open_order(
             base,
             &options.order,
         )?));
+    }
+    if options.shard_remainder != ShardRemainder::Keep {
+        let order = ResumedOrder::equal_shard(reader.layout(), options)?;
+        return Ok(Box::new(order));
     }
     Ok(Box::new(reader.epoch_order_with_version(
         &options.order,
