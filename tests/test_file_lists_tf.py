@@ -50,3 +50,24 @@ def test_bad_shards_are_typed_errors_naming_the_parameter(tmp_path, kwargs, says
     tfrecord_lirs.build_offset_table(path)
     with pytest.raises(tfrecord_lirs.errors.InvalidArgumentError, match=says):
         LIRSDataset(path, **kwargs)
+
+
+@pytest.mark.parametrize("rule, each", [("keep", None), ("drop", 3), ("pad", 4)])
+def test_shard_remainder_gives_every_rank_the_same_count(tmp_path, rule, each):
+    payloads = shards(tmp_path, 2)  # 5 + 6 = 11 instances over 3 ranks
+    pattern = str(tmp_path / "t.tfrecord-*")
+    tfrecord_lirs.build_offset_table(pattern)
+    ranks = [[x.numpy() for x in LIRSDataset(pattern, seed=3, num_shards=3, shard_index=k,
+                                             shard_remainder=rule)]
+             for k in range(3)]
+    counts = [len(r) for r in ranks]
+    flat = [p for r in ranks for p in r]
+    if each is None:
+        assert counts == [3, 4, 4] and sorted(flat) == sorted(payloads)
+    else:
+        assert counts == [each] * 3
+        assert set(flat) <= set(payloads)
+        assert len(set(flat)) == (9 if rule == "drop" else 11)
+    # The op's cardinality agrees.
+    ds = LIRSDataset(pattern, seed=3, num_shards=3, shard_index=0, shard_remainder=rule)
+    assert int(ds.cardinality()) == counts[0]

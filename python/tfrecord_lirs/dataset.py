@@ -126,6 +126,10 @@ class LIRSDataset(dataset_ops.DatasetSource):
         position, nothing held per instance, an epoch starts in O(1): for 10^8
         instances and more). A checkpoint restores only into a dataset of the
         version it was taken with (older checkpoints are version 1).
+      shard_remainder: what the shards do with the remainder (docs/FORMAT.md §5.5):
+        "keep" (default: lengths differ by at most one), "drop" or "pad" (every shard
+        the same count, as DistributedSampler's drop_last and padding; not with
+        epoch_state).
       epoch_state: elastic resume (docs/FORMAT.md §6): bytes from
         `LIRSDataset.combine_shard_states`, the state of an epoch that K workers
         checkpointed. This dataset's first iteration walks shard `shard_index` of
@@ -154,7 +158,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  seed=None, reshuffle_each_iteration=None, num_shards=None, shard_index=None,
                  page_size=None, batch_size=None, drop_remainder=None,
                  backend=_native.DEFAULTS["backend"], trust_table=None, deterministic=None,
-                 order_version=None, epoch_state=None):
+                 order_version=None, epoch_state=None, shard_remainder=None):
         """See the class docstring."""
         # An argument left None takes the Rust core's default (the op needs values).
         page_aware = _native.or_default(page_aware, "page_aware")
@@ -166,6 +170,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         # TFRecordDataset-style callers must name a backend.
         trust_table = _native.or_default(trust_table, "trust_table")
         order_version = _native.or_default(order_version, "order_version")
+        shard_remainder = _native.or_default(shard_remainder, "shard_remainder")
         _native.check_compression_type(compression_type)
         _native.check_buffer_size(buffer_size)
         _native.check_shard(_static_int(num_shards), _static_int(shard_index))
@@ -229,6 +234,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             backend=backend,
             trust_table=bool(trust_table),
             order_version=int(order_version),
+            shard_remainder=shard_remainder,
             epoch_state=epoch_state or b"",
             deterministic=(_native.or_default(deterministic, "dataset_deterministic")
                            if deterministic is None else str(deterministic).lower()),

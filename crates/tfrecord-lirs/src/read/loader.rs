@@ -986,6 +986,36 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("shard_remainder=\"pad\""), "{e}");
         assert!(loader.shard_state().is_err());
+
+        // The op's checkpoints: a cursor's shard state (a fresh base) resumes the rest.
+        let mut cursor_options = CursorOptions::dataset(&reader, 10, 2).unwrap();
+        cursor_options.order = OrderParams {
+            seed: 6,
+            epoch: 0,
+            page_aware: false,
+            num_shards: 3,
+            shard_index: 1,
+        };
+        cursor_options.shard_remainder = ShardRemainder::Drop;
+        let mut cursor =
+            DatasetCursor::new(Arc::clone(&reader), cursor_options, &CursorState::start()).unwrap();
+        let first = ids(&cursor.next_batch().unwrap().unwrap());
+        let saved = cursor.shard_state();
+        let rest: Vec<u64> = std::iter::from_fn(|| cursor.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        assert_eq!(first.len() + rest.len(), 333);
+        let mut again = DatasetCursor::resume(
+            Arc::clone(&reader),
+            cursor_options,
+            &saved.base,
+            &saved.state,
+        )
+        .unwrap();
+        let resumed: Vec<u64> = std::iter::from_fn(|| again.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        assert_eq!(resumed, rest);
     }
 
     /// Files of the sizes of `sizes`, named `names`, in `dir`, as one reader.

@@ -35,16 +35,17 @@ fn open_order(
     options: &CursorOptions,
     base: Option<&EpochState>,
 ) -> Result<Box<dyn OrderSource>> {
+    if options.shard_remainder != ShardRemainder::Keep {
+        // A fresh base (a checkpoint's walk from the epoch's start) is the equal shard.
+        let order = ResumedOrder::equal_shard(reader.layout(), options, base)?;
+        return Ok(Box::new(order));
+    }
     if let Some(base) = base {
         return Ok(Box::new(ResumedOrder::new(
             reader.layout(),
             base,
             &options.order,
         )?));
-    }
-    if options.shard_remainder != ShardRemainder::Keep {
-        let order = ResumedOrder::equal_shard(reader.layout(), options)?;
-        return Ok(Box::new(order));
     }
     Ok(Box::new(reader.epoch_order_with_version(
         &options.order,

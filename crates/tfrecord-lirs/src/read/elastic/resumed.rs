@@ -90,11 +90,20 @@ impl ResumedOrder {
     }
 
     /// The shard of `options` under its equal-shard rule (`Drop` or `Pad`,
-    /// docs/FORMAT.md §5.5): ranges of the unsharded order.
+    /// docs/FORMAT.md §5.5): ranges of the unsharded order. `base`, a walk's starting
+    /// point, must be the epoch's start: elastic resume maps `Keep` shards only.
     pub(crate) fn equal_shard(
         layout: &Arc<Layout>,
         options: &crate::read::cursor::options::CursorOptions,
+        base: Option<&EpochState>,
     ) -> Result<ResumedOrder> {
+        if base.is_some_and(|b| !b.is_fresh()) {
+            return Err(Error::invalid_argument(format!(
+                "elastic resume (an epoch state with instances delivered) works on shards \
+                 with shard_remainder=\"keep\", not \"{}\"",
+                options.shard_remainder.name()
+            )));
+        }
         let order = &options.order;
         crate::options::shard(order.num_shards, order.shard_index)?;
         let walk =
