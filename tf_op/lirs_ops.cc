@@ -43,6 +43,9 @@ REGISTER_OP("LIRSDataset")
     .Attr("deterministic: string = 'default'")
     // The order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks it).
     .Attr("order_version: int = 1")
+    // What shards do with the remainder (docs/FORMAT.md §5.5): "keep", "drop"
+    // (every shard floor(N/K)) or "pad" (ceil(N/K), the order repeated); Rust checks it.
+    .Attr("shard_remainder: string = 'keep'")
     // Elastic resume: an epoch state (LIRSCombineShardStates) the first
     // iteration starts from, as this shard of num_shards; '' = none.
     .Attr("epoch_state: string = ''")

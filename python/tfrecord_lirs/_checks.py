@@ -60,12 +60,10 @@ def call_core(fn, *args):
 
 
 def check(fn, *args):
-    """Calls one of the extension's argument checks; raises ValueError with the
-    core's message."""
-    try:
-        return fn(*args)
-    except errors.InvalidArgumentError as e:
-        raise ValueError(str(e)) from None
+    """Calls one of the extension's argument checks; raises the core's
+    `tfrecord_lirs.errors.InvalidArgumentError` (a ValueError, and with TensorFlow
+    loaded also a tf.errors.InvalidArgumentError) with the core's message."""
+    return call_core(fn, *args)
 
 
 def text(value, name):

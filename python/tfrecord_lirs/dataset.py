@@ -9,12 +9,14 @@ from tensorflow.python.ops import gen_dataset_ops
 
 from tfrecord_lirs import _op_library
 from tfrecord_lirs.io import _string_vector
+from tfrecord_lirs.sources import data_files
 
 
 def _static_int(value):
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
+        # A float is checked by the core (not an integer: the typed error naming it).
         return value
     try:
         return int(tf.get_static_value(value))
@@ -124,6 +126,10 @@ class LIRSDataset(dataset_ops.DatasetSource):
         position, nothing held per instance, an epoch starts in O(1): for 10^8
         instances and more). A checkpoint restores only into a dataset of the
         version it was taken with (older checkpoints are version 1).
+      shard_remainder: what the shards do with the remainder (docs/FORMAT.md §5.5):
+        "keep" (default: lengths differ by at most one), "drop" or "pad" (every shard
+        the same count, as DistributedSampler's drop_last and padding; not with
+        epoch_state).
       epoch_state: elastic resume (docs/FORMAT.md §6): bytes from
         `LIRSDataset.combine_shard_states`, the state of an epoch that K workers
         checkpointed. This dataset's first iteration walks shard `shard_index` of
@@ -152,7 +158,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  seed=None, reshuffle_each_iteration=None, num_shards=None, shard_index=None,
                  page_size=None, batch_size=None, drop_remainder=None,
                  backend=_op_library.DEFAULTS["backend"], trust_table=None, deterministic=None,
-                 order_version=None, epoch_state=None):
+                 order_version=None, epoch_state=None, shard_remainder=None):
         """See the class docstring."""
         # An argument left None takes the Rust core's default (the op needs values).
         page_aware = _op_library.or_default(page_aware, "page_aware")
@@ -164,6 +170,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         # TFRecordDataset-style callers must name a backend.
         trust_table = _op_library.or_default(trust_table, "trust_table")
         order_version = _op_library.or_default(order_version, "order_version")
+        shard_remainder = _op_library.or_default(shard_remainder, "shard_remainder")
         _op_library.check_compression_type(compression_type)
         _op_library.check_buffer_size(buffer_size)
         _op_library.check_shard(_static_int(num_shards), _static_int(shard_index))
@@ -185,8 +192,12 @@ class LIRSDataset(dataset_ops.DatasetSource):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
         self._drop_remainder = bool(drop_remainder)
-        if isinstance(filenames, (str, bytes, os.PathLike)):
-            filenames = [filenames]
+        if _is_path(filenames) or (isinstance(filenames, (list, tuple)) and filenames
+                                   and all(_is_path(f) for f in filenames)):
+            # Paths and patterns: the core's file list (patterns expanded, tables never
+            # taken for data, a pattern of nothing an error naming it). An empty list
+            # stays the empty dataset TFRecordDataset([]) is.
+            filenames = data_files(filenames, "filenames")
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
             offset_tables = [offset_tables]
         _op_library.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
@@ -223,6 +234,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             backend=backend,
             trust_table=bool(trust_table),
             order_version=int(order_version),
+            shard_remainder=shard_remainder,
             epoch_state=epoch_state or b"",
             deterministic=(_op_library.or_default(deterministic, "dataset_deterministic")
                            if deterministic is None else str(deterministic).lower()),
@@ -255,6 +267,10 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if self._batch_size is None:
             return tf.TensorSpec([], tf.string)
         return tf.TensorSpec([self._batch_size if self._drop_remainder else None], tf.string)
+
+
+def _is_path(value):
+    return isinstance(value, (str, bytes, os.PathLike))
 
 
 def _count(paths):

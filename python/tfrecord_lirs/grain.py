@@ -60,14 +60,15 @@ class LIRSShuffleMapDataset(_grain.MapDataset):
     epoch `i // len`. Build it with `shuffle(...)`."""
 
     def __init__(self, source, *, seed, page_aware=None, num_shards=None, shard_index=None,
-                 order_version=None):
+                 order_version=None, shard_remainder=None):
         if not isinstance(source, DataSource):
             raise TypeError(f"source must be a tfrecord_lirs.DataSource, got {source!r}")
         super().__init__()
         self._source = source
         self._orders = _EpochOrders(Sampler(source, seed=seed, page_aware=page_aware,
                                             num_shards=num_shards, shard_index=shard_index,
-                                            order_version=order_version))
+                                            order_version=order_version,
+                                            shard_remainder=shard_remainder))
 
     def __len__(self):
         return len(self._orders)
@@ -159,17 +160,18 @@ def refurbish(source, partial, final, *, seed, reuse_factor=None, batch_size=Non
 
 
 def shuffle(source, *, seed, page_aware=None, num_shards=None, shard_index=None,
-            order_version=None):
+            order_version=None, shard_remainder=None):
     """A `grain.MapDataset` of `source`'s payloads in LIRS epoch orders.
 
     `num_shards`/`shard_index`: this process's slice of every epoch (e.g.
     `jax.process_count()`/`jax.process_index()`); every instance is in exactly one.
-    `order_version`: as for `tfrecord_lirs.Sampler`. Arguments left None take the
-    core's defaults (as for `Sampler`).
+    `order_version`, `shard_remainder` ("drop"/"pad": every process the same count):
+    as for `tfrecord_lirs.Sampler`. Arguments left None take the core's defaults (as
+    for `Sampler`).
     """
     return LIRSShuffleMapDataset(source, seed=seed, page_aware=page_aware,
                                  num_shards=num_shards, shard_index=shard_index,
-                                 order_version=order_version)
+                                 order_version=order_version, shard_remainder=shard_remainder)
 
 
 class IndexSampler:

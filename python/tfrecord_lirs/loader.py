@@ -54,8 +54,10 @@ class Loader:
       complete, RINAS: the same batches' multiset per epoch, another order);
       num_parallel_reads [-1: automatic]; num_shards [1] / shard_index [0] (this
       process's slice of every epoch; inside a PyTorch DataLoader worker it is split
-      further among the workers); drop_remainder [False]; order_version [1] (or 2,
-      docs/FORMAT.md §5.8). `offset_tables`, `page_size`, `backend`, `trust_table`: as
+      further among the workers); drop_remainder [False] (the short last batch);
+      order_version [1] (or 2, docs/FORMAT.md §5.8); shard_remainder ["keep"] ("drop"
+      or "pad": every shard, and every DataLoader worker of it, the same count, as for
+      `Sampler`). `offset_tables`, `page_size`, `backend`, `trust_table`: as
       for `DataSource`. `paths` may also be a `DataSource`.
 
     Iterating walks the current epoch from its start (or from a state just loaded);
@@ -81,8 +83,8 @@ class Loader:
 
     def __init__(self, paths, seed=None, batch_size=None, page_aware=None, deterministic=None,
                  num_parallel_reads=None, num_shards=None, shard_index=None,
-                 drop_remainder=None, order_version=None, *, offset_tables=None,
-                 page_size=None, backend=None, trust_table=None):
+                 drop_remainder=None, order_version=None, shard_remainder=None, *,
+                 offset_tables=None, page_size=None, backend=None, trust_table=None):
         if isinstance(paths, DataSource):
             self._source = paths
         else:
@@ -92,7 +94,7 @@ class Loader:
             self._source._reader, seed=seed, batch_size=batch_size, page_aware=page_aware,
             deterministic=deterministic, num_parallel_reads=num_parallel_reads,
             num_shards=num_shards, shard_index=shard_index, drop_remainder=drop_remainder,
-            order_version=order_version)
+            order_version=order_version, shard_remainder=shard_remainder)
 
     def __iter__(self):
         self._native.begin(*_worker())

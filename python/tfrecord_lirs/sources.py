@@ -14,17 +14,26 @@ import array
 import os
 import sys
 
-from tfrecord_lirs import _lirs
+from tfrecord_lirs import _checks, _lirs
 
 
 def _paths(value, name):
-    """A path or a sequence of paths as a list of str (os.fsdecode of each)."""
+    """A path or a sequence of paths as a list of str (os.fsdecode of each), without
+    expanding patterns."""
     if isinstance(value, (str, bytes, os.PathLike)):
         return [os.fsdecode(value)]
     try:
         return [os.fsdecode(p) for p in value]
     except TypeError as e:
         raise TypeError(f"{name} must be a path or a sequence of paths, got {value!r}") from e
+
+
+def data_files(value, name="paths"):
+    """The data files a path, a pattern (`tf.io.gfile.glob` syntax, local or URL) or a
+    sequence of them names, as a list of str: the core's rule (a pattern's matches
+    sorted, offset tables never taken for data; a pattern or list that matches nothing
+    raises `tfrecord_lirs.errors.NotFoundError` naming it)."""
+    return [os.fsdecode(f) for f in _checks.call_core(_lirs.expand_files, _paths(value, name))]
 
 
 def _ids(data):
@@ -56,7 +65,7 @@ class DataSource:
     def __init__(self, paths, offset_tables=None, *, page_size=None, backend=None,
                  trust_table=None):
         self._args = (
-            _paths(paths, "paths"),
+            data_files(paths, "paths"),
             None if offset_tables is None else [
                 None if t is None else os.fsdecode(t) for t in _paths_or_none(offset_tables)
             ],
@@ -113,6 +122,11 @@ def _paths_or_none(value):
     return list(value)
 
 
+def _lirs_count(value):
+    """A length given for a Sampler, by the core's rule for counts."""
+    return _checks.call_core(_lirs.check_count, "source_or_len", value)
+
+
 class Sampler:
     """The LIRS epoch order of a `DataSource` (or of `n` instances): every epoch a
     fresh permutation of the whole dataset, the same for the same (seed, epoch) on
@@ -135,18 +149,27 @@ class Sampler:
     part of the instances no old worker consumed (every one in exactly one new
     shard), and `set_epoch(e + 1)` goes on as a fresh K'-shard run.
 
+    `shard_remainder`: what shards do with the instances left over when the count is
+    not a multiple of `num_shards`. "keep" (the default): shard lengths differ by at
+    most one. For `DistributedDataParallel`, where every rank must run the same number
+    of steps: "drop" (as `DistributedSampler(drop_last=True)`: every shard has
+    `len // num_shards`, the last `len % num_shards` ids of the epoch's order are left
+    out) or "pad" (as `DistributedSampler(drop_last=False)`: every shard has
+    `ceil(len / num_shards)`, the order repeated from its start). Elastic resume takes
+    "keep" shards only.
+
     The epoch counter, the orders and the resume states are the Rust core's sampler
     (`tfrecord_lirs._lirs.NativeSampler`); arguments left None take its defaults
-    (seed 0, page_aware False, one shard, order_version 1).
+    (seed 0, page_aware False, one shard, order_version 1, shard_remainder "keep").
     """
 
     def __init__(self, source_or_len, seed=None, page_aware=None, num_shards=None,
-                 shard_index=None, order_version=None):
+                 shard_index=None, order_version=None, shard_remainder=None):
         self._source = source_or_len if isinstance(source_or_len, DataSource) else None
-        self._instances = 0 if self._source is not None else int(source_or_len)
+        self._instances = 0 if self._source is not None else _lirs_count(source_or_len)
         self._native = _lirs.NativeSampler(
             None if self._source is None else self._source._reader, self._instances,
-            seed, page_aware, num_shards, shard_index, order_version)
+            seed, page_aware, num_shards, shard_index, order_version, shard_remainder)
 
     def _option(self, name):
         return self._native.options()[name]
@@ -175,6 +198,11 @@ class Sampler:
     def order_version(self):
         """The order algorithm, 1 or 2."""
         return self._option("order_version")
+
+    @property
+    def shard_remainder(self):
+        """What shards do with the remainder: "keep", "drop" or "pad"."""
+        return self._option("shard_remainder")
 
     @property
     def epoch(self):

@@ -4,11 +4,11 @@ the Rust core in the extension: no TensorFlow needed. Errors are the
 loaded."""
 
 import collections
-import glob
 import os
 import sys
 
 from tfrecord_lirs import _checks, _lirs
+from tfrecord_lirs.sources import data_files
 
 PadSummary = collections.namedtuple(
     "PadSummary", ["instances", "pages", "filler_bytes", "data_bytes", "page_reads",
@@ -26,32 +26,16 @@ def _summary(fields, note=""):
 
 
 def _file_list(files_or_pattern):
-    """A list of paths from a list (or tuple) of paths, or from one path or
-    `tf.io.gfile.glob` pattern (None for a single path that is no pattern)."""
+    """A list of data files from a list (or tuple) of paths and patterns, or from one
+    `tf.io.gfile.glob` pattern (None for a single path that is no pattern): the core's
+    rule (`tfrecord_lirs.sources.data_files`)."""
     if isinstance(files_or_pattern, (list, tuple)):
-        return [os.fspath(f) if isinstance(f, os.PathLike) else f for f in files_or_pattern]
-    path = os.fspath(files_or_pattern)
-    text = os.fsdecode(path)
-    if not any(c in text for c in "*?["):
+        return data_files(files_or_pattern, "files")
+    text = _checks.path_str(files_or_pattern)
+    if not _lirs.is_pattern(text):
         return None
-    tf = _gfile_tensorflow(text)
-    if tf is not None:
-        return None if tf.io.gfile.exists(text) else sorted(tf.io.gfile.glob(text))
-    return None if os.path.exists(text) else sorted(glob.glob(text))
-
-
-def _gfile_tensorflow(pattern):
-    """TensorFlow, when `pattern` is expanded by `tf.io.gfile.glob`: a URL (its file
-    systems list them), or any pattern once TensorFlow is loaded (as it always was);
-    None for a local pattern without TensorFlow (Python's glob, the same matches)."""
-    if "://" not in pattern:
-        return sys.modules.get("tensorflow")
-    try:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-        raise ImportError(f"expanding the pattern {pattern!r} needs TensorFlow's "
-                          f"tf.io.gfile.glob ({e}); give the list of files instead") from e
-    return tf
+    files = data_files(text, "files_or_pattern")
+    return None if files == [text] else files
 
 
 class _Progress:

@@ -65,6 +65,7 @@ def test_the_op_attrs_defaults_are_the_cores():
     attrs = _op_attrs()
     assert {(op, name) for op, name, _, _ in attrs} >= {
         ("LIRSDataset", "page_size"), ("LIRSDataset", "order_version"),
+        ("LIRSDataset", "shard_remainder"),
         ("LIRSRead", "page_size"), ("LIRSRead", "backend")}
     for op, name, kind, text in attrs:
         if name in OP_ATTR_WITHOUT_DEFAULT:
@@ -108,7 +109,8 @@ def test_python_signatures_take_none_for_each_core_default():
             f"{where}: {name}={ast.unparse(default)}; give None (the core's default is "
             f"{DEFAULTS[key]!r})")
     assert {"page_size", "backend", "trust_table", "order_version", "seed", "batch_size",
-            "num_shards", "shard_index", "fit", "page_aware", "jobs", "reuse_factor"} <= checked
+            "num_shards", "shard_index", "fit", "page_aware", "jobs",
+            "shard_remainder", "reuse_factor"} <= checked
 
 
 def test_the_package_writes_no_default_page_size():

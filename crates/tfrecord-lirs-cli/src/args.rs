@@ -143,6 +143,10 @@ pub enum Command {
     /// Write exactly the payload bytes of instance ID to stdout.
     Get(GetArgs),
     /// Print one epoch's shuffled instance ids, one per line.
+    ///
+    /// Several files (or a pattern) are one dataset, ids running through them in
+    /// order: the order is exactly the one `Loader`/`Sampler` walk for the same files
+    /// and seed.
     Order(OrderArgs),
 }
 
@@ -297,9 +301,11 @@ pub struct GetArgs {
 // `order`.
 #[derive(Args)]
 pub struct OrderArgs {
-    /// The TFRecord file.
-    pub data: PathBuf,
-    /// The offset table [default: DATA.offsets].
+    /// The TFRecord files (ids run through them in this order, a pattern's matches
+    /// sorted: the ids of `Loader`, `Sampler` and `DataSource` given the same files).
+    #[arg(required = true, value_name = "DATA")]
+    pub data: Vec<PathBuf>,
+    /// The offset table [default: DATA.offsets] (one DATA only).
     #[arg(long)]
     pub offsets: Option<PathBuf>,
     /// Shuffle seed.

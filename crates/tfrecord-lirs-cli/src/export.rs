@@ -15,6 +15,7 @@ pub fn run(args: ExportArgs) -> Outcome {
         sync,
     } = args;
     let format = TextIndexFormat::from(format);
+    let data = crate::storage::data_file(&data, "export")?;
     match out {
         Some(out) if out.as_os_str() == "-" => {
             let records = tfrecord_lirs::instance_records_in(&storage(), &data)?;

@@ -13,6 +13,7 @@ pub fn run(args: GetArgs) -> Outcome {
         offsets,
         trust_table,
     } = args;
+    let data = crate::storage::data_file(&data, "get")?;
     let table = table_for(&data, offsets);
     let reader = Reader::open_one(&data, Some(&table), &reader_options(trust_table))?;
     let payload = reader.read(id)?;

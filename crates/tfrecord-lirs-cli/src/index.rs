@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use crate::args::IndexArgs;
 use crate::report::{per_file, Failure, Outcome};
-use crate::storage::{storage, table_for};
+use tfrecord_lirs::Indexed;
+
+use crate::storage::{data_files, one_table_for_one_file, storage, table_for};
 
 pub fn run(args: IndexArgs) -> Outcome {
     let IndexArgs {
@@ -31,9 +33,22 @@ pub fn run(args: IndexArgs) -> Outcome {
         println!("{n}");
         return Ok(());
     }
+    let data = data_files(&data)?;
+    one_table_for_one_file(&data, out.is_some(), "--out")?;
     per_file("index", "indexed", &data, jobs, |file, report| {
         let table = table_for(file, out.clone());
-        let n = tfrecord_lirs::build_offset_table_in(&storage(), file, &table, sync, report)?;
-        Ok((n.to_string(), format!("{n} instances")))
+        match tfrecord_lirs::index_file_in(&storage(), file, &table, sync, report)? {
+            Indexed::Built(n) => Ok((n.to_string(), format!("{n} instances"))),
+            // stdout keeps the count alone (a script reads it); stderr says why nothing
+            // was written.
+            Indexed::Current(n) => {
+                eprintln!(
+                    "{}: table {} is current (not rebuilt)",
+                    file.display(),
+                    table.display()
+                );
+                Ok((n.to_string(), format!("{n} instances (table current)")))
+            }
+        }
     })
 }

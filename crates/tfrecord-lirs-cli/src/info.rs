@@ -19,6 +19,8 @@ pub fn run(args: InfoArgs) -> Outcome {
         trust_table,
     } = args;
     let page = p.map(page_size).transpose()?;
+    let data = crate::storage::data_files(&data)?;
+    crate::storage::one_table_for_one_file(&data, offsets.is_some(), "--offsets")?;
     if json && data.len() > 1 {
         let mut values = Vec::new();
         let outcomes = run_files("info", &data, jobs, |file, report| {

@@ -1,11 +1,14 @@
-//! `order`: one epoch's shuffled instance ids, one per line; with `--reuse-factor`,
-//! the epoch's refurbish schedule (id, refresh or reuse, generation).
+//! `order`: one epoch's shuffled instance ids, one per line, over one file or several
+//! (one dataset, as the loaders see it); with `--reuse-factor`, the epoch's refurbish
+//! schedule (id, refresh or reuse, generation).
+
+use std::path::PathBuf;
 
 use tfrecord_lirs::{OrderParams, Reader, ReaderOptions, RefurbishParams, RefurbishSchedule};
 
 use crate::args::{page_size, OrderArgs};
 use crate::report::{write_stdout, Outcome};
-use crate::storage::{reader_options, table_for};
+use crate::storage::{data_files, one_table_for_one_file, reader_options, table_for};
 
 pub fn run(args: OrderArgs) -> Outcome {
     let OrderArgs {
@@ -23,12 +26,20 @@ pub fn run(args: OrderArgs) -> Outcome {
         batch_size,
     } = args;
     page_size(p)?;
-    let table = table_for(&data, offsets);
+    let data = data_files(&data)?;
+    one_table_for_one_file(&data, offsets.is_some(), "--offsets")?;
+    let files: Vec<(PathBuf, PathBuf)> = data
+        .into_iter()
+        .map(|file| {
+            let table = table_for(&file, offsets.clone());
+            (file, table)
+        })
+        .collect();
     let options = ReaderOptions {
         page_size: p,
         ..reader_options(trust_table)
     };
-    let reader = Reader::open_one(&data, Some(&table), &options)?;
+    let reader = Reader::open(&files, &options)?;
     if let Some(reuse_factor) = reuse_factor {
         let params = RefurbishParams {
             seed,

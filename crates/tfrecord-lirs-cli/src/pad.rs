@@ -46,7 +46,13 @@ pub fn run(args: PadArgs) -> Outcome {
         sync,
     }
     .request(storage())?;
-    let outputs = pad_args::outputs(&request.options.storage, &paths, &out, false)?;
+    // A pattern is a list, even of one match: OUT is then a directory.
+    let listed = paths.iter().any(|p| {
+        p.to_str()
+            .is_some_and(tfrecord_lirs::format::file_list::is_pattern)
+    });
+    let paths = crate::storage::data_files(&paths)?;
+    let outputs = pad_args::outputs(&request.options.storage, &paths, &out, listed)?;
     let inputs: Vec<(PathBuf, PathBuf)> = paths.into_iter().zip(outputs).collect();
     let pad_one = |input: &Path, output: &Path, report: &mut dyn FnMut(u64)| {
         let (summary, chose) = tfrecord_lirs::pad(input, output, &request, report)?;

@@ -37,3 +37,34 @@ pub fn file_size(path: &Path) -> Result<u64, Failure> {
         .map(|m| m.len())
         .map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
 }
+
+/// The data files arguments `inputs` name: the core's rule for a command line
+/// ([`tfrecord_lirs::expand_shell_files`]: a quoted pattern expanded, offset tables a
+/// shell's expansion picked up left out, a pattern that matches nothing an error naming
+/// it).
+pub fn data_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    Ok(tfrecord_lirs::expand_shell_files(&storage(), inputs)?)
+}
+
+/// The one data file argument `input` names (a pattern must match exactly one).
+pub fn data_file(input: &Path, command: &str) -> Result<PathBuf, Failure> {
+    let mut files = data_files(std::slice::from_ref(&input.to_path_buf()))?;
+    match files.len() {
+        1 => Ok(files.remove(0)),
+        n => Err(Failure::Message(format!(
+            "{}: the pattern matches {n} data files; `{command}` takes one",
+            input.display()
+        ))),
+    }
+}
+
+/// The error for `flag` (one table) given with several data files (a pattern's).
+pub fn one_table_for_one_file(files: &[PathBuf], given: bool, flag: &str) -> Result<(), Failure> {
+    if given && files.len() > 1 {
+        return Err(Failure::Message(format!(
+            "{flag} names one table, but the arguments name {} data files: give one DATA with it",
+            files.len()
+        )));
+    }
+    Ok(())
+}

@@ -18,6 +18,8 @@ pub fn run(args: VerifyArgs) -> Outcome {
         trust_table,
     } = args;
     let page = p.map(page_size).transpose()?;
+    let data = crate::storage::data_files(&data)?;
+    crate::storage::one_table_for_one_file(&data, offsets.is_some(), "--offsets")?;
     per_file("verify", "verified", &data, jobs, |file, report| {
         let table = table_for(file, offsets.clone());
         let text = verify(file, Some(table.clone()), page, trust_table, report)

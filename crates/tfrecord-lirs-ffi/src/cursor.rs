@@ -54,6 +54,7 @@ impl LirsReader {
                     shard_index,
                 };
                 options.drop_remainder = walk.drop_remainder;
+                options.shard_remainder = core::options::shard_remainder(&walk.shard_remainder)?;
                 options.unordered = config.unordered;
                 options.order_version = rules::order_version_of(walk.order_version)?;
                 let (state, base) = checkpoint::starting_point(

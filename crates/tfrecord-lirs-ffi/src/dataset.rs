@@ -59,9 +59,15 @@ pub fn open_dataset_config(
             let (num_shards, shard_index) =
                 rules::check_shard(Some(config.walk.num_shards), Some(config.walk.shard_index))?;
             rules::order_version_of(config.walk.order_version)?;
+            let remainder = core::options::shard_remainder(&config.walk.shard_remainder)?;
             let mut st = ok_status();
             let reader = open_reader(&config.reader, &mut st)?;
-            let shard_len = reader.core().shard_len(num_shards, shard_index)?;
+            let shard_len = match remainder {
+                core::format::shard_remainder::ShardRemainder::Keep => {
+                    reader.core().shard_len(num_shards, shard_index)?
+                }
+                rule => rule.shard_len(reader.core().len(), num_shards, shard_index),
+            };
             core::CursorOptions::dataset(
                 reader.core(),
                 config.walk.batch_size,

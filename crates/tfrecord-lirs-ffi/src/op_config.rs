@@ -33,6 +33,8 @@ pub struct WalkConfig {
     pub drop_remainder: bool,
     pub num_parallel_reads: i64,
     pub order_version: i64,
+    /// "keep", "drop" or "pad" (docs/FORMAT.md §5.5: equal shards).
+    pub shard_remainder: String,
 }
 
 /// One iteration of a LIRSDataset: the (`seed`, `seed2`) pair the iteration drew,
@@ -177,7 +179,7 @@ pub fn dataset_config(
     files: &[FilePath],
     tables: &[FilePath],
 ) -> FfiResult<DatasetConfig> {
-    const DATASET_ARGS: [&str; 10] = [
+    const DATASET_ARGS: [&str; 11] = [
         "page_aware",
         "num_shards",
         "shard_index",
@@ -185,6 +187,7 @@ pub fn dataset_config(
         "drop_remainder",
         "num_parallel_reads",
         "order_version",
+        "shard_remainder",
         "epoch_state",
         "deterministic",
         // The kernel's seed-generator protocol reads it; nothing here depends on it.
@@ -202,6 +205,7 @@ pub fn dataset_config(
             drop_remainder: args.bool("drop_remainder")?,
             num_parallel_reads: args.int("num_parallel_reads")?,
             order_version: args.int("order_version")?,
+            shard_remainder: args.string("shard_remainder")?,
         },
         epoch_state: args.bytes("epoch_state")?,
         deterministic: args.string("deterministic")?,
@@ -315,6 +319,7 @@ mod tests {
             int("trust_table", 0),
             text("deterministic", b"false"),
             int("order_version", 2),
+            text("shard_remainder", b"pad"),
             text("epoch_state", b"\x00\x01"),
             int("page_aware", 1),
             int("num_shards", 4),
@@ -345,6 +350,7 @@ mod tests {
         );
         assert_eq!(c.epoch_state, b"\x00\x01");
         assert_eq!(c.deterministic, "false");
+        assert_eq!(w.shard_remainder, "pad");
         let r = reader_config(
             &[
                 int("page_size", 512),

@@ -36,6 +36,7 @@ pub fn cursor_config(batch_size: i64, num_parallel_reads: i64) -> CursorConfig {
             drop_remainder: false,
             num_parallel_reads,
             order_version: 1,
+            shard_remainder: "keep".into(),
         },
     }
 }

@@ -255,6 +255,25 @@ impl Error {
         }
     }
 
+    /// The error for a pattern no data file matches, or an empty list (`pattern` names
+    /// it): [`ErrorKind::NotFound`], as `tf.data.Dataset.list_files` says, not an empty
+    /// dataset.
+    pub fn no_match(pattern: &Path) -> Error {
+        let what = if pattern.as_os_str().is_empty() {
+            "no files given: the list is empty".to_string()
+        } else {
+            "no data file matches this pattern (offset tables `*.offsets` and temporary \
+             files `.lirs-tmp-*` are never taken for data)"
+                .to_string()
+        };
+        Error {
+            kind: ErrorKind::NotFound,
+            at: (!pattern.as_os_str().is_empty()).then(|| Location::new(pattern, None, None)),
+            advice: None,
+            detail: Detail::Reason(what),
+        }
+    }
+
     /// This error with `advice` (what to do about it) printed after its message; a
     /// second call replaces the first advice.
     pub fn with_advice(mut self, advice: impl Into<String>) -> Error {

@@ -7,6 +7,7 @@
 //!   `tf.io.TFRecordWriter` writes it (`docs/FORMAT.md` §1), filler records and the
 //!   page-placement rule.
 //! * [`fit`] — how a writer places instances into pages.
+//! * [`file_list`] — which names of a list or a pattern's matches are data files.
 //! * [`table`] — the offset table as bytes (encoding, parsing, the builder of the spec);
 //!   [`table_path`] — where a table lies beside its data file.
 //! * [`layout`] — the instances of a set of files, one global id space; it reads a
@@ -27,6 +28,7 @@
 pub mod error;
 mod error_classes;
 pub mod example;
+pub mod file_list;
 pub mod fit;
 pub mod framing;
 pub mod layout;
@@ -34,6 +36,7 @@ pub mod order;
 pub mod order_v2;
 pub mod refurbish;
 pub mod seed_pair;
+pub mod shard_remainder;
 pub mod table;
 pub mod table_path;
 pub mod text_index;

@@ -157,6 +157,26 @@ impl FileSystem for GfileFileSystem {
             _ => Durability::WholeObject,
         }
     }
+
+    /// `tf.io.gfile.glob`'s matches (the core leaves out tables and sorts them); a
+    /// scheme TensorFlow does not implement goes on to object storage.
+    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
+        with_gfile(|_, gfile| {
+            if !implements(gfile, pattern)? {
+                return Ok(None);
+            }
+            gfile.call_method1("glob", (pattern,))?.extract().map(Some)
+        })?
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "File system scheme '{}' not implemented (file: '{pattern}')",
+                    scheme_of(pattern)
+                ),
+            )
+        })
+    }
 }
 
 /// The scheme of `url` ("" for none).

@@ -54,7 +54,13 @@ fn check_page_size(py: Python<'_>, page_size: i64) -> PyResult<u64> {
 /// ([`core::options::signed_shard`]).
 #[pyfunction]
 #[pyo3(signature = (num_shards, shard_index))]
-fn check_shard(py: Python<'_>, num_shards: Option<i64>, shard_index: Option<i64>) -> PyResult<()> {
+fn check_shard(
+    py: Python<'_>,
+    num_shards: Option<&Bound<'_, PyAny>>,
+    shard_index: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let num_shards = crate::args::signed(py, "num_shards", num_shards)?;
+    let shard_index = crate::args::signed(py, "shard_index", shard_index)?;
     core::options::signed_shard(num_shards, shard_index)
         .map(drop)
         .py_err(py)
@@ -80,11 +86,15 @@ fn check_buffer_size(py: Python<'_>, buffer_size: Option<i64>) -> PyResult<()> {
 #[pyo3(signature = (batch_size, num_parallel_reads, files, tables))]
 fn check_dataset_arguments(
     py: Python<'_>,
-    batch_size: Option<i64>,
-    num_parallel_reads: i64,
+    batch_size: Option<&Bound<'_, PyAny>>,
+    num_parallel_reads: &Bound<'_, PyAny>,
     files: Option<u64>,
     tables: Option<u64>,
 ) -> PyResult<()> {
+    let batch_size = crate::args::signed(py, "batch_size", batch_size)?;
+    let num_parallel_reads =
+        crate::args::signed(py, "num_parallel_reads", Some(num_parallel_reads))?
+            .unwrap_or(defaults::NUM_PARALLEL_READS);
     core::options::dataset_arguments(batch_size, num_parallel_reads, files, tables).py_err(py)
 }
 
@@ -96,16 +106,43 @@ fn default_table_path(path: PathBuf) -> std::ffi::OsString {
     core::default_table_path(&path).into_os_string()
 }
 
-/// Scans TFRecord file `data` and writes its offset table to `table`; returns the
-/// instance count.
+/// Scans TFRecord file `data` and writes its offset table to `table` unless that is
+/// current ([`core::index_file_in`]); returns the instance count.
 #[pyfunction]
 fn build_offset_table(py: Python<'_>, data: PathBuf, table: PathBuf) -> PyResult<u64> {
     py.detach(|| {
         guard("build_offset_table", || {
-            core::build_offset_table_in(&write_storage(), &data, &table, false, |_| {})
+            core::index_file_in(&write_storage(), &data, &table, false, |_| {})
+                .map(core::Indexed::instances)
         })
     })
     .py_err(py)
+}
+
+/// The data files `inputs` (paths and patterns) name ([`core::expand_files`]).
+#[pyfunction]
+fn expand_files(py: Python<'_>, inputs: Vec<PathBuf>) -> PyResult<Vec<std::ffi::OsString>> {
+    // OsStrings, not pathlib.Paths, whose normalisation would turn `ram://x` into `ram:/x`.
+    py.detach(|| {
+        guard("expand_files", || {
+            core::expand_files(&write_storage(), &inputs)
+        })
+    })
+    .map(|files| files.into_iter().map(PathBuf::into_os_string).collect())
+    .py_err(py)
+}
+
+/// `value` as a count or index `>= 0` ([`core::options::integer::non_negative`]),
+/// the error naming `name`.
+#[pyfunction]
+fn check_count(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    Ok(crate::args::count(py, name, Some(value))?.unwrap_or_default())
+}
+
+/// Whether `path` is a pattern ([`core::format::file_list::is_pattern`]).
+#[pyfunction]
+fn is_pattern(path: &str) -> bool {
+    core::format::file_list::is_pattern(path)
 }
 
 /// The core's request for `pad` of one input, from `pad()`'s arguments (`None`: the
@@ -227,7 +264,8 @@ fn build_offset_tables(
         progress,
         |file, done| {
             let table = core::default_table_path(file);
-            core::build_offset_table_in(&write_storage(), file, &table, false, done)
+            core::index_file_in(&write_storage(), file, &table, false, done)
+                .map(core::Indexed::instances)
         },
     )
 }
@@ -408,6 +446,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_dataset_arguments, m)?)?;
     m.add_function(wrap_pyfunction!(default_table_path, m)?)?;
     m.add_function(wrap_pyfunction!(build_offset_table, m)?)?;
+    m.add_function(wrap_pyfunction!(expand_files, m)?)?;
+    m.add_function(wrap_pyfunction!(is_pattern, m)?)?;
+    m.add_function(wrap_pyfunction!(check_count, m)?)?;
     m.add_function(wrap_pyfunction!(build_offset_tables, m)?)?;
     m.add_function(wrap_pyfunction!(pad_file, m)?)?;
     m.add_function(wrap_pyfunction!(pad_files, m)?)?;

@@ -9,6 +9,7 @@
 //! [`ErrorKind`](core::ErrorKind), the core's table), with the core's message and its `file`, `instance` and `offset`
 //! as attributes. Reads release the GIL.
 
+mod args;
 mod contract;
 mod elastic;
 mod example;

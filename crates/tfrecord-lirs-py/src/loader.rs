@@ -12,13 +12,20 @@ use tfrecord_lirs::{
     self as core, CursorState, DatasetLoader, EpochState, LoaderOptions, LoaderState,
 };
 
-use crate::{IntoPy, NativeReader};
+use crate::{args, IntoPy, NativeReader};
 
 /// The keys of a `state_dict` (torchdata's `StatefulDataLoader` convention: a dict of
 /// picklable values).
 const KEY_EPOCH: &str = "epoch";
 const KEY_CURSOR: &str = "cursor";
 const KEY_FILES: &str = "files";
+/// Each file's base name (version 2 on; docs/FORMAT.md §6).
+const KEY_NAMES: &str = "names";
+/// The state's version: absent in version 1 (no names), 2 since names were kept.
+const KEY_VERSION: &str = "version";
+/// What the shards do with the remainder (version 2 on; absent: "keep").
+const KEY_SHARD_REMAINDER: &str = "shard_remainder";
+const STATE_VERSION: u64 = 2;
 const KEY_SEED: &str = "seed";
 const KEY_PAGE_AWARE: &str = "page_aware";
 const KEY_NUM_SHARDS: &str = "num_shards";
@@ -38,21 +45,32 @@ impl NativeLoader {
     #[new]
     #[pyo3(signature = (reader, seed=None, batch_size=None, page_aware=None, deterministic=None,
         num_parallel_reads=None, num_shards=None, shard_index=None, drop_remainder=None,
-        order_version=None))]
+        order_version=None, shard_remainder=None))]
     #[allow(clippy::too_many_arguments)] // the loader's options, as Python passes them
     fn new(
         py: Python<'_>,
         reader: &NativeReader,
-        seed: Option<u64>,
-        batch_size: Option<i64>,
+        seed: Option<&Bound<'_, PyAny>>,
+        batch_size: Option<&Bound<'_, PyAny>>,
         page_aware: Option<bool>,
         deterministic: Option<bool>,
-        num_parallel_reads: Option<i64>,
-        num_shards: Option<u64>,
-        shard_index: Option<u64>,
+        num_parallel_reads: Option<&Bound<'_, PyAny>>,
+        num_shards: Option<&Bound<'_, PyAny>>,
+        shard_index: Option<&Bound<'_, PyAny>>,
         drop_remainder: Option<bool>,
-        order_version: Option<u64>,
+        order_version: Option<&Bound<'_, PyAny>>,
+        shard_remainder: Option<&str>,
     ) -> PyResult<Self> {
+        let shard_remainder = core::options::shard_remainder(
+            shard_remainder.unwrap_or(core::options::defaults::SHARD_REMAINDER),
+        )
+        .py_err(py)?;
+        let seed = args::count(py, "seed", seed)?;
+        let batch_size = args::signed(py, "batch_size", batch_size)?;
+        let num_parallel_reads = args::signed(py, "num_parallel_reads", num_parallel_reads)?;
+        let num_shards = args::num_shards(py, num_shards)?;
+        let shard_index = args::count(py, "shard_index", shard_index)?;
+        let order_version = args::count(py, "order_version", order_version)?;
         let d = LoaderOptions::default();
         let options = LoaderOptions {
             seed: seed.unwrap_or(d.seed),
@@ -64,6 +82,7 @@ impl NativeLoader {
             shard_index: shard_index.unwrap_or(d.shard_index),
             drop_remainder: drop_remainder.unwrap_or(d.drop_remainder),
             order_version: order_version.unwrap_or(d.order_version),
+            shard_remainder,
         };
         let loader = DatasetLoader::new(reader.reader.clone(), options).py_err(py)?;
         Ok(NativeLoader {
@@ -84,6 +103,7 @@ impl NativeLoader {
         d.set_item("shard_index", o.shard_index)?;
         d.set_item("drop_remainder", o.drop_remainder)?;
         d.set_item("order_version", o.order_version)?;
+        d.set_item("shard_remainder", o.shard_remainder.name())?;
         Ok(d)
     }
 
@@ -93,7 +113,8 @@ impl NativeLoader {
     }
 
     /// Sets the epoch the next walk walks from its start.
-    fn set_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+    fn set_epoch(&self, py: Python<'_>, epoch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let epoch = args::count(py, "epoch", Some(epoch))?.unwrap_or_default();
         self.lock(py)?.set_epoch(epoch);
         Ok(())
     }
@@ -122,19 +143,30 @@ impl NativeLoader {
             .transpose()
     }
 
-    /// The checkpoint as a dict: `epoch`, `cursor` (the cursor state's bytes) and what
-    /// identifies the walk (`files`: each file's (instances, bytes); `seed`,
-    /// `page_aware`, `num_shards`, `shard_index`).
+    /// Marks this loader as walked by copies in other processes (DataLoader workers):
+    /// its `state_dict` is then the core's error saying to use StatefulDataLoader.
+    fn set_walked_elsewhere(&self, py: Python<'_>) -> PyResult<()> {
+        self.lock(py)?.set_walked_elsewhere();
+        Ok(())
+    }
+
+    /// The checkpoint as a dict: `version` (2), `epoch`, `cursor` (the cursor state's
+    /// bytes) and what identifies the walk (`files`: each file's (instances, bytes);
+    /// `names`: each file's base name; `seed`, `page_aware`, `num_shards`,
+    /// `shard_index`).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let state = py.detach(|| self.lock_detached()?.state()).py_err(py)?;
         let d = PyDict::new(py);
         d.set_item(KEY_EPOCH, state.epoch)?;
         d.set_item(KEY_CURSOR, PyBytes::new(py, &state.cursor.encode()))?;
+        d.set_item(KEY_VERSION, STATE_VERSION)?;
         d.set_item(KEY_FILES, state.walk.files)?;
+        d.set_item(KEY_NAMES, state.walk.names)?;
         d.set_item(KEY_SEED, state.walk.seed)?;
         d.set_item(KEY_PAGE_AWARE, state.walk.page_aware)?;
         d.set_item(KEY_NUM_SHARDS, state.walk.num_shards)?;
         d.set_item(KEY_SHARD_INDEX, state.walk.shard_index)?;
+        d.set_item(KEY_SHARD_REMAINDER, state.walk.shard_remainder.name())?;
         let resumed_from = state.resumed_from.map(|e| PyBytes::new(py, &e.encode()));
         d.set_item(KEY_RESUMED_FROM, resumed_from)?;
         Ok(d)
@@ -191,8 +223,19 @@ impl NativeLoader {
         let saved = LoaderState {
             walk: core::WalkIdentity {
                 files: item(KEY_FILES)?.extract()?,
+                // Absent from version 1 states: not compared.
+                names: match state.get_item(KEY_NAMES)? {
+                    Some(v) if !v.is_none() => Some(v.extract()?),
+                    _ => None,
+                },
                 seed: item(KEY_SEED)?.extract()?,
                 page_aware: item(KEY_PAGE_AWARE)?.extract()?,
+                shard_remainder: match state.get_item(KEY_SHARD_REMAINDER)? {
+                    Some(v) if !v.is_none() => {
+                        core::options::shard_remainder(&v.extract::<String>()?).py_err(py)?
+                    }
+                    _ => core::format::shard_remainder::ShardRemainder::Keep,
+                },
                 num_shards: item(KEY_NUM_SHARDS)?.extract()?,
                 shard_index: item(KEY_SHARD_INDEX)?.extract()?,
             },

@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use tfrecord_lirs::options::defaults;
 use tfrecord_lirs::{self as core, EpochState, Sampler, SamplerSource};
 
-use crate::{IntoPy, NativeReader};
+use crate::{args, IntoPy, NativeReader};
 
 /// The epoch orders of one shard of a `NativeReader`'s files, or of `instances`
 /// described by no file.
@@ -31,18 +31,26 @@ impl NativeSampler {
     /// `None` takes the core's default.
     #[new]
     #[pyo3(signature = (reader, instances, seed=None, page_aware=None, num_shards=None,
-        shard_index=None, order_version=None))]
+        shard_index=None, order_version=None, shard_remainder=None))]
     #[allow(clippy::too_many_arguments)] // the sampler's options, as Python passes them
     fn new(
         py: Python<'_>,
         reader: Option<&NativeReader>,
         instances: u64,
-        seed: Option<u64>,
+        seed: Option<&Bound<'_, PyAny>>,
         page_aware: Option<bool>,
-        num_shards: Option<u64>,
-        shard_index: Option<u64>,
-        order_version: Option<u64>,
+        num_shards: Option<&Bound<'_, PyAny>>,
+        shard_index: Option<&Bound<'_, PyAny>>,
+        order_version: Option<&Bound<'_, PyAny>>,
+        shard_remainder: Option<&str>,
     ) -> PyResult<Self> {
+        let remainder =
+            core::options::shard_remainder(shard_remainder.unwrap_or(defaults::SHARD_REMAINDER))
+                .py_err(py)?;
+        let seed = args::count(py, "seed", seed)?;
+        let num_shards = args::num_shards(py, num_shards)?;
+        let shard_index = args::count(py, "shard_index", shard_index)?;
+        let order_version = args::count(py, "order_version", order_version)?;
         let source = match reader {
             Some(r) => SamplerSource::Files(r.reader.clone()),
             None => SamplerSource::Instances(instances),
@@ -57,6 +65,7 @@ impl NativeSampler {
                     shard_index.unwrap_or(defaults::SHARD_INDEX),
                     order_version.unwrap_or(defaults::ORDER_VERSION),
                 )
+                .map(|s| s.with_remainder(remainder))
             })
             .py_err(py)?;
         Ok(NativeSampler {
@@ -74,6 +83,7 @@ impl NativeSampler {
         d.set_item("num_shards", num_shards)?;
         d.set_item("shard_index", shard_index)?;
         d.set_item("order_version", s.order_version().number())?;
+        d.set_item("shard_remainder", s.remainder().name())?;
         Ok(d)
     }
 
@@ -83,7 +93,8 @@ impl NativeSampler {
     }
 
     /// Sets the epoch the next iteration walks.
-    fn set_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+    fn set_epoch(&self, py: Python<'_>, epoch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let epoch = args::count(py, "epoch", Some(epoch))?.unwrap_or_default();
         self.lock(py)?.set_epoch(epoch);
         Ok(())
     }

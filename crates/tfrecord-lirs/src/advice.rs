@@ -13,6 +13,8 @@ use tfrecord_lirs_format::error::{Error, ErrorKind};
 use tfrecord_lirs_format::framing::{self, FRAMING_LEN, HEADER_LEN};
 use tfrecord_lirs_format::table_path::default_table_path;
 
+use crate::storage::local::{read_exact_at, ReadAt};
+use crate::storage::table_files::{open_table_of, FileLayout};
 use crate::storage::Storage;
 
 /// What a local path given as a TFRecord data file is instead, when that is the
@@ -154,39 +156,174 @@ fn rebuild_command(data: &Path, table: &Path) -> String {
     }
 }
 
-/// `err`, an error that the table at `table` does not match data file `data` (of
-/// `size` bytes, its table's last entry at `last_offset`), with the advice that fits:
-/// a data file that ends before its table's last record was truncated since (restore
-/// it, or rebuild the table if it is complete as it is); one modified after its table
-/// was rewritten (rebuild the table). Without either sign `err` is returned as it is
-/// (the table may belong to another tool; its message says so).
+/// `err` (a table that does not match data file `data` of `size` bytes, its table's
+/// last entry at `last_offset`) with the advice that fits, decided by what the bytes
+/// show ([`judge_change`]), never by which side is shorter: a file cut short (every
+/// entry the file still reaches frames a record, and the file ends inside a record or
+/// before the table's last entry) was truncated (restore it, or rebuild the table if
+/// it is complete as it is); a file whose bytes at the table's entries are not
+/// records was rewritten or replaced (rebuild the table). A file whose framing still
+/// matches but was modified after its table was rewritten in place (a local file's
+/// modification time tells). Local files and URLs are judged alike, through `src`
+/// (the data, opened) and `layout` (its table); a few small reads, on an error path
+/// only. Without any sign `err` is returned as it is (the table may belong to another
+/// tool; its message says so).
 pub(crate) fn stale_table(
-    data: &Path,
-    table: &Path,
-    size: u64,
-    last_offset: Option<u64>,
+    (data, table): (&Path, &Path),
+    layout: &FileLayout,
+    src: &dyn ReadAt,
     err: Error,
 ) -> Error {
+    let (size, last_offset) = (layout.size, last_entry(layout));
     if err.advice().is_some()
         || !matches!(err.kind(), ErrorKind::InvalidArgument | ErrorKind::DataLoss)
     {
         return err;
     }
     let rebuild = rebuild_command(data, table);
-    let d = data.display();
-    if let Some(last) = last_offset.filter(|&last| last >= size) {
-        return err.with_advice(format!(
-            "{d} was truncated after its table was written (it ends at byte {size}, the table's last record starts at byte {last}): restore the file, or if it is complete as it is, rebuild the table with {rebuild}"
-        ));
-    }
+    let (d, t) = (data.display(), table.display());
+    let truncated = |how: String| {
+        format!(
+            "{d} was truncated after its table was written ({how}): restore the file, or if it is complete as it is, rebuild the table with {rebuild}"
+        )
+    };
+    let rewritten = |how: String| {
+        format!(
+            "{d} was rewritten after its table {t} was written, or replaced by another file ({how}): rebuild the table with {rebuild}"
+        )
+    };
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    match (modified(data), modified(table)) {
-        (Some(d_time), Some(t_time)) if d_time > t_time => err.with_advice(format!(
-            "{d} was rewritten after its table {} was written: rebuild the table with {rebuild}",
-            table.display()
-        )),
-        _ => err,
+    match judge_change(layout, src) {
+        Some(Change::Truncated { size, entry, at }) => {
+            err.with_advice(truncated(match entry {
+                Some((id, end)) => format!(
+                    "it ends at byte {size}, inside the record of instance {id}, which the table puts at byte {at} and whose framing runs to byte {end}"
+                ),
+                None => format!(
+                    "it ends at byte {size}, where a record ends, before the table's last record at byte {at}"
+                ),
+            }))
+        }
+        Some(Change::Replaced { id, at, why }) => err.with_advice(rewritten(format!(
+            "the bytes at byte {at}, where the table puts instance {id}, {why}"
+        ))),
+        Some(Change::None) => match (modified(data), modified(table)) {
+            (Some(d_time), Some(t_time)) if d_time > t_time => err.with_advice(rewritten(
+                "its records are where the table says, but it was modified since".into(),
+            )),
+            _ => err,
+        },
+        // Bytes that cannot be read: the sizes are all there is.
+        None => match last_offset.filter(|&last| last >= size) {
+            Some(last) => err.with_advice(truncated(format!(
+                "it ends at byte {size}, the table's last record starts at byte {last}"
+            ))),
+            None => err,
+        },
     }
+}
+
+/// What the bytes of a data file show about how it changed since its table was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Change {
+    /// Cut short at byte `size`: inside the record of `entry` (its id and framing end),
+    /// or at a record's end before the table's last record (`entry` `None`, `at` that
+    /// record's start).
+    Truncated {
+        size: u64,
+        entry: Option<(u64, u64)>,
+        at: u64,
+    },
+    /// The bytes at entry `id` (byte `at`) are not the record the table says: `why`.
+    Replaced { id: u64, at: u64, why: String },
+    /// Every entry the file reaches frames a record that fits: no sign in the framing.
+    None,
+}
+
+/// Entries [`judge_change`] looks at, spread over the table (the first and last ones
+/// always): each costs one 12-byte read, on an error path only.
+const JUDGED_ENTRIES: u64 = 64;
+
+/// The last entry of `layout`'s table, if it has one.
+fn last_entry(layout: &FileLayout) -> Option<u64> {
+    layout
+        .len()
+        .checked_sub(1)
+        .and_then(|i| layout.table.get(i).ok())
+}
+
+/// What the data file read through `src` and its table (`layout`) show ([`Change`]);
+/// `None` when they cannot be read.
+fn judge_change(layout: &FileLayout, src: &dyn ReadAt) -> Option<Change> {
+    let entry = |i: u64| layout.table.get(i).ok();
+    let size = src.size();
+    let n = layout.len();
+    let last = entry(n.checked_sub(1)?)?;
+    // Entries the file still reaches: those below `size` (entries increase).
+    let (mut lo, mut hi) = (0u64, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if entry(mid)? < size {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let reached = lo;
+    let step = reached.div_ceil(JUDGED_ENTRIES).max(1);
+    let mut ids: Vec<u64> = (0..reached).step_by(step as usize).collect();
+    ids.extend(reached.checked_sub(1));
+    ids.dedup();
+    let mut last_end = None;
+    for &id in &ids {
+        let at = entry(id)?;
+        if at + HEADER_LEN as u64 > size {
+            // The file ends inside this record's header.
+            return Some(Change::Truncated {
+                size,
+                entry: Some((id, at + HEADER_LEN as u64)),
+                at,
+            });
+        }
+        let mut header = [0u8; HEADER_LEN];
+        read_exact_at(src, &mut header, at).ok()?;
+        let len = match framing::decode_header(&header) {
+            Ok(len) => len,
+            Err(e) => {
+                return Some(Change::Replaced {
+                    id,
+                    at,
+                    why: format!("are not a record header ({e})"),
+                })
+            }
+        };
+        let end = at.saturating_add(len).saturating_add(FRAMING_LEN);
+        if let Some(next) = (id + 1 < reached).then(|| entry(id + 1)).flatten() {
+            if end > next {
+                return Some(Change::Replaced {
+                    id,
+                    at,
+                    why: format!(
+                        "frame a record running to byte {end}, past the table's next entry at byte {next}"
+                    ),
+                });
+            }
+        }
+        last_end = Some((id, end, at));
+    }
+    Some(match last_end {
+        Some((id, end, at)) if end > size => Change::Truncated {
+            size,
+            entry: Some((id, end)),
+            at,
+        },
+        _ if reached < n => Change::Truncated {
+            size,
+            entry: None,
+            at: last,
+        },
+        _ => Change::None,
+    })
 }
 
 /// [`diagnose`], then for an error that the table at `table` does not match data file
@@ -200,17 +337,22 @@ pub fn explain(storage: &Storage, data: &Path, table: &Path, err: Error) -> Erro
         return err;
     }
     // A URL is not looked at (a look costs a request).
-    let Some(size) = storage.local_metadata(data).map(|m| m.len()) else {
+    if !storage.is_local(data) || !storage.is_local(table) {
+        return err;
+    }
+    let Ok(src) = storage.open_unmapped(data) else {
         return err;
     };
-    let last = std::fs::read(table).ok().and_then(|bytes| {
-        let tail = bytes
-            .len()
-            .checked_sub(8)
-            .filter(|_| bytes.len() % 8 == 0)?;
-        Some(LittleEndian::read_u64(&bytes[tail..]))
-    });
-    stale_table(data, table, size, last, err)
+    let Ok(table_entries) = open_table_of(storage, table, Some(data)) else {
+        return err;
+    };
+    let layout = FileLayout {
+        table: table_entries,
+        table_path: table.to_path_buf(),
+        size: src.size(),
+        first_id: 0,
+    };
+    stale_table((data, table), &layout, &*src, err)
 }
 
 /// `err`, from reading `data` (opened with stamp `opened`, which is now `now`),
@@ -334,42 +476,72 @@ mod tests {
         assert!(check_pad_input(&Storage::local(), &table).is_err());
     }
 
+    /// `n` records of `len` bytes each (payload byte `fill`), and their offsets.
+    fn records(n: usize, len: usize, fill: u8) -> (Vec<u8>, Vec<u64>) {
+        let (mut bytes, mut offsets) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            offsets.push(bytes.len() as u64);
+            framing::encode_record(&vec![fill; len], &mut bytes);
+        }
+        (bytes, offsets)
+    }
+
+    fn set_modified(path: &Path, secs: u64) {
+        let when = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+
     #[test]
-    fn stale_tables_are_told_apart() {
+    fn stale_tables_are_told_apart_by_their_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("d");
         let table = default_table_path(&data);
-        std::fs::write(&table, b"").unwrap();
-        std::fs::write(&data, b"x").unwrap();
-        let base = || Error::not_a_data_file(&table, "does not match");
-        let truncated = stale_table(&data, &table, 100, Some(150), base()).to_string();
+        let (bytes, offsets) = records(10, 100, b'a');
+        std::fs::write(&table, tfrecord_lirs_format::table::encode_table(&offsets)).unwrap();
+        let advice = |contents: &[u8], data_secs: u64| {
+            std::fs::write(&data, contents).unwrap();
+            set_modified(&table, 1_000_000);
+            set_modified(&data, data_secs);
+            let base = Error::not_a_data_file(&table, "does not match");
+            let e = explain(&Storage::local(), &data, &table, base);
+            e.advice().unwrap_or_default().to_string()
+        };
+        // Cut by 50 bytes after indexing (newer than its table): truncated, inside the
+        // last record, not "rewritten".
+        let cut = advice(&bytes[..bytes.len() - 50], 2_000_000);
         assert!(
-            truncated.contains("was truncated after its table was written")
-                && truncated.contains("`tfrecord-lirs index "),
-            "{truncated}"
+            cut.contains("was truncated after its table was written"),
+            "{cut}"
         );
-        // Data written after its table: rewritten.
-        let old = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-        std::fs::File::options()
-            .write(true)
-            .open(&table)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
-        let rewritten = stale_table(&data, &table, 100, Some(50), base()).to_string();
+        assert!(cut.contains("inside the record of instance 9"), "{cut}");
+        assert!(cut.contains("`tfrecord-lirs index "), "{cut}");
+        // Cut at a record's end: truncated too.
+        let boundary = advice(&bytes[..offsets[5] as usize], 2_000_000);
+        assert!(boundary.contains("was truncated after"), "{boundary}");
+        // Replaced by a smaller file of other records: rewritten, not "truncated".
+        let (smaller, _) = records(4, 150, b'b');
+        let replaced = advice(&smaller, 2_000_000);
         assert!(
-            rewritten.contains("was rewritten after its table"),
-            "{rewritten}"
+            replaced.contains("was rewritten after its table"),
+            "{replaced}"
         );
+        assert!(replaced.contains("instance 0"), "{replaced}");
+        // Replaced by a larger one (even one older than the table): rewritten.
+        let (larger, _) = records(30, 90, b'c');
+        let larger = advice(&larger, 500_000);
+        assert!(larger.contains("was rewritten after its table"), "{larger}");
+        // The same framing, a payload changed after the table: rewritten in place.
+        let mut changed = bytes.clone();
+        changed[20] ^= 1;
+        let in_place = advice(&changed, 2_000_000);
+        assert!(in_place.contains("modified since"), "{in_place}");
         // No sign either way: no advice.
-        std::fs::File::options()
-            .write(true)
-            .open(&data)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
-        let plain = stale_table(&data, &table, 100, Some(50), base());
-        assert_eq!(plain.advice(), None);
+        assert_eq!(advice(&changed, 500_000), "");
     }
 
     #[test]

@@ -7,4 +7,4 @@
 
 pub use tfrecord_lirs_format::fit::Fit;
 pub use tfrecord_lirs_format::framing::*;
-pub use tfrecord_lirs_format::{example, text_index};
+pub use tfrecord_lirs_format::{example, file_list, shard_remainder, text_index};

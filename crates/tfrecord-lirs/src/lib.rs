@@ -113,6 +113,7 @@ pub use read::sampler::{Sampler, SamplerSource};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
+pub use storage::file_list::{expand_files, expand_shell_files};
 pub use storage::local::{Backend, MmapOptIn};
 pub use storage::partial_store::{PartialStore, StoreIdentity, StoreStats};
 pub use storage::table_files::{
@@ -131,7 +132,9 @@ pub use tfrecord_lirs_format::refurbish::{
 pub use tfrecord_lirs_format::seed_pair::seed_from_pair;
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};
 pub use tfrecord_lirs_format::table_path::default_table_path;
-pub use write::index::{build_offset_table, build_offset_table_in, build_offset_table_with};
+pub use write::index::{
+    build_offset_table, build_offset_table_in, build_offset_table_with, index_file_in, Indexed,
+};
 pub use write::pad::{
     check_pad_output, pad, pad_file, pad_file_auto, pad_file_from_table, pad_file_with,
     pad_file_with_progress, AutoFit, PadRequest,

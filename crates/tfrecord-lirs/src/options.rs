@@ -16,6 +16,7 @@
 
 pub mod defaults;
 pub mod guard;
+pub mod integer;
 pub mod shape;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,16 @@ pub fn page_size(bytes: u64) -> Result<PageSize> {
 /// (the orders' rule, [`OrderParams::check_shard`](crate::OrderParams::check_shard)).
 pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
     tfrecord_lirs_format::order::check_shard(num_shards, shard_index)
+}
+
+/// What shards do with the remainder of the instances: "keep", "drop" or "pad"
+/// ([`ShardRemainder`]).
+///
+/// [`ShardRemainder`]: tfrecord_lirs_format::shard_remainder::ShardRemainder
+pub fn shard_remainder(
+    name: &str,
+) -> Result<tfrecord_lirs_format::shard_remainder::ShardRemainder> {
+    tfrecord_lirs_format::shard_remainder::ShardRemainder::from_name(name)
 }
 
 /// A number of shards alone (its index not known yet): at least 1.

@@ -30,6 +30,9 @@ pub const PAGE_AWARE: bool = false;
 pub const NUM_SHARDS: u64 = 1;
 /// The first (only) shard.
 pub const SHARD_INDEX: u64 = 0;
+/// Shards keep the remainder: lengths differ by at most one (the orders of every
+/// earlier release); "drop"/"pad" give every data-parallel rank the same count.
+pub const SHARD_REMAINDER: &str = "keep";
 /// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically.
 pub const NUM_PARALLEL_READS: i64 = -1;
 /// The refurbish schedule's reuse factor: 1, no reuse (every sample refreshed every
@@ -84,6 +87,7 @@ pub const TABLE: &[(&str, Value)] = &[
     ("page_aware", Value::Bool(PAGE_AWARE)),
     ("num_shards", Value::Int(NUM_SHARDS as i64)),
     ("shard_index", Value::Int(SHARD_INDEX as i64)),
+    ("shard_remainder", Value::Str(SHARD_REMAINDER)),
     ("num_parallel_reads", Value::Int(NUM_PARALLEL_READS)),
     ("batch_size", Value::Int(BATCH_SIZE)),
     ("reuse_factor", Value::Int(REUSE_FACTOR as i64)),
@@ -122,6 +126,7 @@ mod tests {
         super::super::fit(FIT).unwrap();
         super::super::compression(COMPRESSION).unwrap();
         super::super::shard(NUM_SHARDS, SHARD_INDEX).unwrap();
+        super::super::shard_remainder(SHARD_REMAINDER).unwrap();
         super::super::best_fit_lookahead(BEST_FIT_LOOKAHEAD).unwrap();
         tfrecord_lirs_format::refurbish::check_reuse_factor(REUSE_FACTOR).unwrap();
         super::super::dataset_arguments(Some(BATCH_SIZE), NUM_PARALLEL_READS, None, None).unwrap();

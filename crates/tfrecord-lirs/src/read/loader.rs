@@ -33,6 +33,7 @@ use crate::{
     BatchView, CursorOptions, CursorState, DatasetCursor, EpochState, Error, OrderParams,
     OrderVersion, Reader, Result, ShardState,
 };
+use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 /// The arguments of a loader, as its front ends take them; [`Default`] gives the
 /// defaults of every one a caller leaves out.
@@ -57,6 +58,9 @@ pub struct LoaderOptions {
     pub drop_remainder: bool,
     /// The order algorithm: 1 or 2 (docs/FORMAT.md §5).
     pub order_version: u64,
+    /// What the shards do with the remainder: `Drop`/`Pad` give every shard (and
+    /// worker) the same count (docs/FORMAT.md §5.5).
+    pub shard_remainder: ShardRemainder,
 }
 
 impl Default for LoaderOptions {
@@ -72,6 +76,7 @@ impl Default for LoaderOptions {
             shard_index: defaults::SHARD_INDEX,
             drop_remainder: defaults::DROP_REMAINDER,
             order_version: defaults::ORDER_VERSION,
+            shard_remainder: ShardRemainder::Keep,
         }
     }
 }
@@ -103,13 +108,21 @@ pub fn compose_shards(
     Ok((shards, index))
 }
 
-/// What a checkpoint's positions are positions of: the dataset (each file's instances
-/// and bytes, not its path, so a dataset moved elsewhere still restores) and the order
-/// (seed, page-aware or not, composed shard). The order version is the cursor state's.
+/// What a checkpoint's positions are positions of: the dataset (each file's instances,
+/// bytes and file name) and the order (seed, page-aware or not, composed shard). The
+/// order version is the cursor state's.
+///
+/// Files are named by their base names, not their full paths: a dataset moved
+/// elsewhere (another mount point, a local copy of a bucket, another node of a job)
+/// still restores, while the names tell two splits of the same sizes apart (TFDS and
+/// Beam name the split in every shard: `mnist-train.tfrecord-00000-of-00004`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalkIdentity {
     /// Each file's (instances, bytes), in id order.
     pub files: Vec<(u64, u64)>,
+    /// Each file's base name, in id order; `None` in a state saved
+    /// before names were kept (not compared then).
+    pub names: Option<Vec<String>>,
     /// The order's seed.
     pub seed: u64,
     /// Page-aware order.
@@ -118,6 +131,8 @@ pub struct WalkIdentity {
     pub num_shards: u64,
     /// The composed shard.
     pub shard_index: u64,
+    /// What the shards do with the remainder.
+    pub shard_remainder: ShardRemainder,
 }
 
 impl WalkIdentity {
@@ -130,16 +145,8 @@ impl WalkIdentity {
                  same files, seed, page_aware and shard"
             )))
         };
-        if saved.files != self.files {
-            let count = |files: &[(u64, u64)]| files.iter().map(|f| f.0).sum::<u64>();
-            return refuse(format!(
-                "another dataset ({} files of {} instances; this Loader has {} files of {} \
-                 instances, or files of other sizes)",
-                saved.files.len(),
-                count(&saved.files),
-                self.files.len(),
-                count(&self.files)
-            ));
+        if let Some(what) = files_differ(saved, self) {
+            return refuse(format!("another dataset ({what})"));
         }
         if saved.seed != self.seed {
             return refuse(format!(
@@ -153,6 +160,13 @@ impl WalkIdentity {
                 saved.page_aware, self.page_aware
             ));
         }
+        if saved.shard_remainder != self.shard_remainder {
+            return refuse(format!(
+                "shard_remainder=\"{}\" (this Loader has shard_remainder=\"{}\")",
+                saved.shard_remainder.name(),
+                self.shard_remainder.name()
+            ));
+        }
         // Another sharding (a job resumed on more or fewer workers) is refused here;
         // resuming K shards' states as K' shards would map them at this point.
         if (saved.num_shards, saved.shard_index) != (self.num_shards, self.shard_index) {
@@ -163,6 +177,66 @@ impl WalkIdentity {
         }
         Ok(())
     }
+}
+
+/// The base name of data file `path` (the whole path when it has none), as a
+/// checkpoint names it (see [`WalkIdentity`]).
+pub fn file_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .unwrap_or(path.as_os_str())
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// How the files of a `saved` walk differ from `this` one's, naming each file that
+/// differs (by position, with its name where both states have names); `None` if
+/// they are the same.
+fn files_differ(saved: &WalkIdentity, this: &WalkIdentity) -> Option<String> {
+    let names_differ = match (&saved.names, &this.names) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    };
+    if saved.files == this.files && !names_differ {
+        return None;
+    }
+    let name = |w: &WalkIdentity, i: usize| {
+        w.names
+            .as_ref()
+            .and_then(|n| n.get(i))
+            .map_or_else(|| format!("file {i}"), |n| format!("file {i} {n}"))
+    };
+    let describe = |w: &WalkIdentity, i: usize| match w.files.get(i) {
+        Some((n, bytes)) => format!("{} ({n} instances, {bytes} bytes)", name(w, i)),
+        None => "no such file".to_string(),
+    };
+    let mut differ = Vec::new();
+    for i in 0..saved.files.len().max(this.files.len()) {
+        let same_shape = saved.files.get(i) == this.files.get(i);
+        let same_name = match (&saved.names, &this.names) {
+            (Some(a), Some(b)) => a.get(i) == b.get(i),
+            _ => true,
+        };
+        if !(same_shape && same_name) {
+            differ.push(format!(
+                "the state's {}, this Loader's {}",
+                describe(saved, i),
+                describe(this, i)
+            ));
+        }
+    }
+    let shown = differ.len().min(3);
+    let more = differ.len() - shown;
+    Some(format!(
+        "{} files in the state, {} in this Loader; they differ at: {}{}",
+        saved.files.len(),
+        this.files.len(),
+        differ[..shown].join("; "),
+        if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// A loader's checkpoint: the epoch, the cursor's position in it and the walk it
@@ -197,6 +271,9 @@ pub struct DatasetLoader {
     /// The epoch state the walk of epoch `resumed_from.epoch` starts from (elastic
     /// resume); dropped when that epoch ends or another is chosen.
     resumed_from: Option<EpochState>,
+    /// This loader's walks run in other processes (copies of it in a `DataLoader`'s
+    /// worker processes), which hold the states: this one has none to give.
+    walked_elsewhere: bool,
 }
 
 impl DatasetLoader {
@@ -209,6 +286,7 @@ impl DatasetLoader {
         cursor_options.order_version = options::order_version(options.order_version)?;
         cursor_options.unordered = !options.deterministic;
         cursor_options.drop_remainder = options.drop_remainder;
+        cursor_options.shard_remainder = options.shard_remainder;
         cursor_options.order = OrderParams {
             seed: options.seed,
             epoch: 0,
@@ -225,6 +303,7 @@ impl DatasetLoader {
             cursor: None,
             restored: None,
             resumed_from: None,
+            walked_elsewhere: false,
         })
     }
 
@@ -256,6 +335,7 @@ impl DatasetLoader {
     ///
     /// [`shard_state`]: DatasetLoader::shard_state
     pub fn resume_epoch(&mut self, epoch_state: &EpochState) -> Result<()> {
+        self.check_elastic()?;
         let mut order = self.cursor_options.order;
         order.epoch = epoch_state.epoch;
         epoch_state.check_fits(&self.reader, &order, self.cursor_options.order_version)?;
@@ -276,6 +356,7 @@ impl DatasetLoader {
     /// its walk started from, its shard and what it delivered (a walk not begun has
     /// delivered nothing, or what a state restored says).
     pub fn shard_state(&self) -> Result<ShardState> {
+        self.check_elastic()?;
         if let Some(cursor) = &self.cursor {
             return Ok(cursor.shard_state());
         }
@@ -329,7 +410,22 @@ impl DatasetLoader {
     /// Instances in each epoch of the shard walked.
     pub fn shard_len(&self) -> Result<u64> {
         let (n, i) = self.shard()?;
-        self.reader.shard_len(n, i)
+        match self.options.shard_remainder {
+            ShardRemainder::Keep => self.reader.shard_len(n, i),
+            rule => Ok(rule.shard_len(self.reader.len(), n, i)),
+        }
+    }
+
+    /// Elastic resume maps positions of `Keep` shards (docs/FORMAT.md §6).
+    fn check_elastic(&self) -> Result<()> {
+        match self.options.shard_remainder {
+            ShardRemainder::Keep => Ok(()),
+            rule => Err(Error::invalid_argument(format!(
+                "elastic resume (shard_state, resume_epoch) works on shards with \
+                 shard_remainder=\"keep\"; this Loader has shard_remainder=\"{}\"",
+                rule.name()
+            ))),
+        }
     }
 
     /// What the current walk is (the identity of its checkpoints).
@@ -343,10 +439,12 @@ impl DatasetLoader {
                 .iter()
                 .map(|f| (f.len(), f.size))
                 .collect(),
+            names: Some(self.reader.data_paths().map(file_name).collect()),
             seed: self.options.seed,
             page_aware: self.options.page_aware,
             num_shards,
             shard_index,
+            shard_remainder: self.options.shard_remainder,
         })
     }
 
@@ -392,9 +490,28 @@ impl DatasetLoader {
         next
     }
 
+    /// Marks this loader as one whose walks run in copies of it in other processes
+    /// (a PyTorch `DataLoader`'s worker processes): its [`state`](DatasetLoader::state)
+    /// is then an error saying where the states are, not the start of a walk it never
+    /// made (a resume from which would replay the epoch).
+    pub fn set_walked_elsewhere(&mut self) {
+        self.walked_elsewhere = true;
+    }
+
     /// The checkpoint: where the walk in progress is, else the state restored and not
-    /// yet walked, else the start of the current epoch.
+    /// yet walked, else the start of the current epoch. An error for a loader whose
+    /// walks run elsewhere ([`set_walked_elsewhere`](DatasetLoader::set_walked_elsewhere)).
     pub fn state(&self) -> Result<LoaderState> {
+        if self.walked_elsewhere {
+            return Err(Error::invalid_argument(
+                "this Loader's epochs are walked by copies of it in DataLoader worker \
+                 processes, which hold its state: this copy has none (its state would be the \
+                 start of the epoch, and a resume from it would replay the epoch). Use \
+                 torchdata's StatefulDataLoader (torchdata.stateful_dataloader), whose \
+                 state_dict() collects each worker's state and whose load_state_dict() \
+                 restores each in its worker, or num_workers=0",
+            ));
+        }
         if let Some(restored) = &self.restored {
             return Ok(restored.clone());
         }
@@ -796,5 +913,186 @@ mod tests {
             late.set_worker(2, 0).unwrap();
             assert!(late.begin().is_err());
         }
+    }
+
+    #[test]
+    fn drop_and_pad_shards_give_every_rank_and_worker_the_same_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 1000);
+        for version in [1, 2] {
+            let whole = {
+                let options = LoaderOptions {
+                    seed: 6,
+                    batch_size: 7,
+                    order_version: version,
+                    ..Default::default()
+                };
+                walk(&mut DatasetLoader::new(Arc::clone(&reader), options).unwrap()).concat()
+            };
+            for (rule, each) in [(ShardRemainder::Drop, 83), (ShardRemainder::Pad, 84)] {
+                let mut all = Vec::new();
+                for rank in 0..3 {
+                    for worker in 0..4 {
+                        let options = LoaderOptions {
+                            seed: 6,
+                            batch_size: 7,
+                            order_version: version,
+                            num_shards: 3,
+                            shard_index: rank,
+                            shard_remainder: rule,
+                            ..Default::default()
+                        };
+                        let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+                        loader.set_worker(4, worker).unwrap();
+                        assert_eq!(loader.shard_len().unwrap(), each);
+                        let ids = walk(&mut loader).concat();
+                        assert_eq!(ids.len() as u64, each, "{rule:?} v{version}");
+                        all.extend(ids);
+                    }
+                }
+                match rule {
+                    ShardRemainder::Drop => assert_eq!(all, whole[..996]),
+                    _ => assert_eq!(all, [&whole[..], &whole[..8]].concat()),
+                }
+            }
+        }
+        // A padded shard's state restores the rest exactly; a Keep loader refuses it.
+        let options = LoaderOptions {
+            seed: 6,
+            batch_size: 10,
+            num_shards: 3,
+            shard_index: 2,
+            shard_remainder: ShardRemainder::Pad,
+            ..Default::default()
+        };
+        let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        loader.begin().unwrap();
+        let first = ids(&loader.next_batch().unwrap().unwrap());
+        let state = loader.state().unwrap();
+        let rest: Vec<u64> = std::iter::from_fn(|| loader.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        assert_eq!(first.len() + rest.len(), 334);
+        let mut again = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        again.restore(&state).unwrap();
+        assert_eq!(walk(&mut again).concat(), rest);
+        let keep = LoaderOptions {
+            shard_remainder: ShardRemainder::Keep,
+            ..options
+        };
+        let e = DatasetLoader::new(Arc::clone(&reader), keep)
+            .unwrap()
+            .restore(&state)
+            .unwrap_err();
+        assert!(e.to_string().contains("shard_remainder=\"pad\""), "{e}");
+        assert!(loader.shard_state().is_err());
+
+        // The op's checkpoints: a cursor's shard state (a fresh base) resumes the rest.
+        let mut cursor_options = CursorOptions::dataset(&reader, 10, 2).unwrap();
+        cursor_options.order = OrderParams {
+            seed: 6,
+            epoch: 0,
+            page_aware: false,
+            num_shards: 3,
+            shard_index: 1,
+        };
+        cursor_options.shard_remainder = ShardRemainder::Drop;
+        let mut cursor =
+            DatasetCursor::new(Arc::clone(&reader), cursor_options, &CursorState::start()).unwrap();
+        let first = ids(&cursor.next_batch().unwrap().unwrap());
+        let saved = cursor.shard_state();
+        let rest: Vec<u64> = std::iter::from_fn(|| cursor.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        assert_eq!(first.len() + rest.len(), 333);
+        let mut again = DatasetCursor::resume(
+            Arc::clone(&reader),
+            cursor_options,
+            &saved.base,
+            &saved.state,
+        )
+        .unwrap();
+        let resumed: Vec<u64> = std::iter::from_fn(|| again.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        assert_eq!(resumed, rest);
+    }
+
+    /// Files of the sizes of `sizes`, named `names`, in `dir`, as one reader.
+    fn reader_of_named(dir: &std::path::Path, names: &[&str]) -> Arc<Reader> {
+        let files: Vec<(std::path::PathBuf, std::path::PathBuf)> = names
+            .iter()
+            .map(|name| {
+                let path = dir.join(name);
+                let mut w = crate::PaddedWriter::create(&path, &Default::default()).unwrap();
+                for i in 0..100u32 {
+                    w.write(&i.to_le_bytes()).unwrap();
+                }
+                w.finish().unwrap();
+                let table = tfrecord_lirs_format::table_path::default_table_path(&path);
+                (path, table)
+            })
+            .collect();
+        Arc::new(Reader::open(&files, &Default::default()).unwrap())
+    }
+
+    #[test]
+    fn states_name_their_files_and_refuse_other_splits_or_orders_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let train = ["t-00000-of-00002", "t-00001-of-00002"];
+        let reader = reader_of_named(dir.path(), &train);
+        let options = LoaderOptions {
+            seed: 1,
+            batch_size: 10,
+            ..Default::default()
+        };
+        let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        loader.begin().unwrap();
+        loader.next_batch().unwrap().unwrap();
+        let state = loader.state().unwrap();
+        assert_eq!(state.walk.names, Some(train.map(String::from).to_vec()));
+        // The same files in another order: same counts and sizes, refused naming them.
+        let swapped = reader_of_named(dir.path(), &[train[1], train[0]]);
+        let e = DatasetLoader::new(swapped, options)
+            .unwrap()
+            .restore(&state)
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+        let text = e.to_string();
+        assert!(text.contains("another dataset"), "{text}");
+        assert!(
+            text.contains("the state's file 0 t-00000-of-00002 (100 instances")
+                && text.contains("this Loader's file 0 t-00001-of-00002 (100 instances"),
+            "{text}"
+        );
+        // Another split of the same sizes: refused.
+        let other = tempfile::tempdir().unwrap();
+        let valid = reader_of_named(other.path(), &["v-00000-of-00002", "v-00001-of-00002"]);
+        let e = DatasetLoader::new(valid, options)
+            .unwrap()
+            .restore(&state)
+            .unwrap_err();
+        assert!(e.to_string().contains("v-00000-of-00002"), "{e}");
+        // The same names elsewhere (a moved dataset): restores.
+        let moved = tempfile::tempdir().unwrap();
+        let moved = reader_of_named(moved.path(), &train);
+        DatasetLoader::new(moved, options)
+            .unwrap()
+            .restore(&state)
+            .unwrap();
+        // A copy whose walks run in worker processes has no state of its own.
+        let mut main_copy = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        main_copy.set_walked_elsewhere();
+        let e = main_copy.state().unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("StatefulDataLoader"), "{e}");
+        // A state saved before names were kept (version 1) restores as before.
+        let mut old = state.clone();
+        old.walk.names = None;
+        let swapped = reader_of_named(dir.path(), &[train[1], train[0]]);
+        DatasetLoader::new(swapped, options)
+            .unwrap()
+            .restore(&old)
+            .unwrap();
     }
 }

@@ -24,6 +24,7 @@ use crate::read::elastic::{EpochState, ShardState};
 use crate::read::reader::Reader;
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
+use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 /// What a [`Sampler`] orders.
 #[derive(Clone)]
@@ -43,6 +44,8 @@ pub struct Sampler {
     num_shards: u64,
     shard_index: u64,
     version: OrderVersion,
+    /// What the shards do with the remainder (equal shards for data-parallel ranks).
+    remainder: ShardRemainder,
     epoch: u64,
     /// Instances of this shard in every fresh epoch.
     len: u64,
@@ -71,6 +74,7 @@ impl Sampler {
             num_shards,
             shard_index,
             version,
+            remainder: ShardRemainder::Keep,
             epoch: options::defaults::EPOCH,
             len: 0,
             resumed: None,
@@ -80,6 +84,24 @@ impl Sampler {
             SamplerSource::Instances(_) => sampler.fresh_order(0)?.len(),
         };
         Ok(sampler)
+    }
+
+    /// This sampler with shards that treat the remainder by `remainder`
+    /// ([`ShardRemainder`]: `Drop` and `Pad` give every shard the same length, as
+    /// `DistributedSampler(drop_last=True/False)`). Elastic resume
+    /// ([`shard_state`](Sampler::shard_state), [`resume`](Sampler::resume)) takes
+    /// `Keep` shards only.
+    pub fn with_remainder(mut self, remainder: ShardRemainder) -> Sampler {
+        self.remainder = remainder;
+        if remainder != ShardRemainder::Keep {
+            self.len = remainder.shard_len(self.instances(), self.num_shards, self.shard_index);
+        }
+        self
+    }
+
+    /// What the shards do with the remainder.
+    pub fn remainder(&self) -> ShardRemainder {
+        self.remainder
     }
 
     /// The order's seed.
@@ -124,6 +146,16 @@ impl Sampler {
             Some(state) if state.epoch == epoch => {
                 state.shard_ids(self.reader(), &self.params(epoch), self.version)
             }
+            _ if self.remainder != ShardRemainder::Keep => {
+                // The unsharded order, cut (or extended) into equal shards.
+                let whole: Vec<u64> = self.unsharded_order(epoch)?.collect();
+                let n = whole.len() as u64;
+                Ok(self
+                    .remainder
+                    .positions(n, self.num_shards, self.shard_index)
+                    .map(|p| whole[p as usize])
+                    .collect())
+            }
             _ => Ok(self.fresh_order(epoch)?.collect()),
         }
     }
@@ -162,6 +194,7 @@ impl Sampler {
     /// This shard's state for elastic resume: the first `consumed` ids of the current
     /// epoch's [`order`](Sampler::order) delivered.
     pub fn shard_state(&self, consumed: u64) -> Result<ShardState> {
+        self.check_elastic()?;
         let base = match &self.resumed {
             Some(state) if state.epoch == self.epoch => state.clone(),
             _ => EpochState::fresh(self.instances(), &self.params(self.epoch), self.version),
@@ -179,6 +212,7 @@ impl Sampler {
     /// order this shard's part of what the state did not deliver. The state is checked
     /// against this sampler (seed, order version, page-awareness, instances) now.
     pub fn resume(&mut self, state: EpochState) -> Result<()> {
+        self.check_elastic()?;
         state.shard_ids(self.reader(), &self.params(state.epoch), self.version)?;
         self.epoch = state.epoch;
         self.resumed = Some(state);
@@ -206,6 +240,30 @@ impl Sampler {
             page_aware: self.page_aware,
             num_shards: self.num_shards,
             shard_index: self.shard_index,
+        }
+    }
+
+    /// Elastic resume maps positions of `Keep` shards (docs/FORMAT.md §6).
+    fn check_elastic(&self) -> Result<()> {
+        if self.remainder == ShardRemainder::Keep {
+            return Ok(());
+        }
+        Err(Error::invalid_argument(format!(
+            "elastic resume (shard_state, resume) works on shards with shard_remainder=\"keep\"; \
+             this sampler has shard_remainder=\"{}\"",
+            self.remainder.name()
+        )))
+    }
+
+    fn unsharded_order(&self, epoch: u64) -> Result<EpochOrder> {
+        let params = OrderParams {
+            num_shards: 1,
+            shard_index: 0,
+            ..self.params(epoch)
+        };
+        match &self.source {
+            SamplerSource::Files(reader) => reader.epoch_order_with_version(&params, self.version),
+            SamplerSource::Instances(n) => EpochOrder::of_len(*n, &params, self.version),
         }
     }
 
@@ -246,6 +304,44 @@ impl ShardState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drop_and_pad_give_every_rank_the_same_count() {
+        // 400 over 3 ranks: 133/133/134 kept, 133 each dropped, 134 each padded.
+        let rank = |k: u64, rule: ShardRemainder| {
+            Sampler::new(SamplerSource::Instances(400), 9, false, 3, k, 2)
+                .unwrap()
+                .with_remainder(rule)
+        };
+        let lens = |rule| {
+            (0..3)
+                .map(|k| rank(k, rule).len().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(lens(ShardRemainder::Keep), [133, 133, 134]);
+        assert_eq!(lens(ShardRemainder::Drop), [133, 133, 133]);
+        assert_eq!(lens(ShardRemainder::Pad), [134, 134, 134]);
+        let whole = Sampler::new(SamplerSource::Instances(400), 9, false, 1, 0, 2)
+            .unwrap()
+            .order(4)
+            .unwrap();
+        for rule in [ShardRemainder::Drop, ShardRemainder::Pad] {
+            let mut all = Vec::new();
+            for k in 0..3 {
+                let ids = rank(k, rule).order(4).unwrap();
+                assert_eq!(ids.len() as u64, rank(k, rule).len().unwrap());
+                all.extend(ids);
+            }
+            match rule {
+                // Distinct ids: the whole order less its last 400 mod 3 positions.
+                ShardRemainder::Drop => assert_eq!(all, whole[..399]),
+                // Every id, then the order's first 2 again (DistributedSampler's padding).
+                _ => assert_eq!(all, [&whole[..], &whole[..2]].concat()),
+            }
+        }
+        let e = rank(0, ShardRemainder::Pad).shard_state(3).unwrap_err();
+        assert!(e.to_string().contains("shard_remainder"), "{e}");
+    }
 
     #[test]
     fn the_orders_are_the_epoch_orders_and_resume_walks_the_rest() {

@@ -308,6 +308,37 @@ impl FileSystem for ObjectStoreFileSystem {
     fn durability(&self, _url: &str) -> Durability {
         Durability::WholeObject
     }
+
+    /// Lists the objects under the pattern's literal directory and keeps those whose
+    /// URL it matches (`*` and `?` never match `/`, as `tf.io.gfile.glob`).
+    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
+        use futures::TryStreamExt;
+        let matcher = glob::Pattern::new(pattern)
+            .map_err(|e| invalid(format!("{pattern}: not a pattern ({e})")))?;
+        let dir = tfrecord_lirs_format::file_list::literal_dir(pattern);
+        let (store, prefix, scheme) = self.locate(dir)?;
+        let parsed = Url::parse(dir).map_err(|e| invalid(format!("{dir}: not a URL ({e})")))?;
+        let base = format!(
+            "{}://{}{}",
+            scheme,
+            parsed.host_str().unwrap_or_default(),
+            port_suffix(&parsed)
+        );
+        let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
+        let metas: Vec<object_store::ObjectMeta> = self
+            .runtime()?
+            .block_on(store.list(prefix.as_ref()).try_collect())
+            .map_err(|e| store_error(&scheme, e))?;
+        let options = glob::MatchOptions {
+            require_literal_separator: true,
+            ..glob::MatchOptions::new()
+        };
+        Ok(metas
+            .into_iter()
+            .map(|m| format!("{base}/{}", m.location))
+            .filter(|url| matcher.matches_with(url, options))
+            .collect())
+    }
 }
 
 /// One object, read by ranged GETs.

@@ -27,6 +27,7 @@ use remote::FileSystem;
 
 #[cfg(feature = "object-store")]
 pub mod cloud;
+pub(crate) mod file_list;
 pub mod local;
 pub mod partial_store;
 pub mod remote;

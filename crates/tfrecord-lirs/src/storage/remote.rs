@@ -59,6 +59,16 @@ pub trait FileSystem: Send + Sync {
 
     /// What a finished write at `url` guarantees.
     fn durability(&self, url: &str) -> Durability;
+
+    /// The URLs of the objects `pattern` matches (the syntax of `tf.io.gfile.glob`),
+    /// in any order; the core leaves out derived files and sorts them.
+    /// `Unsupported` where the file system cannot list.
+    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{pattern}: this file system cannot list a pattern's matches; give the list of files"),
+        ))
+    }
 }
 
 /// A shared file system is one too (one object-store client serving several
@@ -86,6 +96,10 @@ impl<T: FileSystem + ?Sized> FileSystem for std::sync::Arc<T> {
 
     fn durability(&self, url: &str) -> Durability {
         (**self).durability(url)
+    }
+
+    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
+        (**self).glob(pattern)
     }
 }
 
@@ -159,6 +173,10 @@ impl<A: FileSystem, B: FileSystem> FileSystem for Layered<A, B> {
         // Without a rename of its own the first gives WholeObject, which is also what
         // object storage guarantees.
         self.first.durability(url)
+    }
+
+    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
+        self.either(|fs| fs.glob(pattern))
     }
 }
 

@@ -3,6 +3,7 @@
 
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
+use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use crate::read::fetch::FetchOptions;
 use crate::read::reader::Reader;
@@ -85,6 +86,9 @@ pub struct CursorOptions {
     /// Hand windows out as they complete (RINAS): the same multiset (and, batched,
     /// the same batches) in another order; a slow read holds up only its window.
     pub unordered: bool,
+    /// What the shards do with the remainder (equal shards for data-parallel ranks;
+    /// docs/FORMAT.md §5.5).
+    pub shard_remainder: ShardRemainder,
 }
 
 impl CursorOptions {
@@ -139,6 +143,7 @@ impl CursorOptions {
             batch_size,
             drop_remainder: false,
             unordered: false,
+            shard_remainder: ShardRemainder::Keep,
         })
     }
 

@@ -5,6 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::{first_window, CursorOptions};
 use super::state::CursorState;
@@ -34,6 +35,11 @@ fn open_order(
     options: &CursorOptions,
     base: Option<&EpochState>,
 ) -> Result<Box<dyn OrderSource>> {
+    if options.shard_remainder != ShardRemainder::Keep {
+        // A fresh base (a checkpoint's walk from the epoch's start) is the equal shard.
+        let order = ResumedOrder::equal_shard(reader.layout(), options, base)?;
+        return Ok(Box::new(order));
+    }
     if let Some(base) = base {
         return Ok(Box::new(ResumedOrder::new(
             reader.layout(),

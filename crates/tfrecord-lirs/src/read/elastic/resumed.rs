@@ -89,6 +89,72 @@ impl ResumedOrder {
         })
     }
 
+    /// The shard of `options` under its equal-shard rule (`Drop` or `Pad`,
+    /// docs/FORMAT.md §5.5): ranges of the unsharded order. `base`, a walk's starting
+    /// point, must be the epoch's start: elastic resume maps `Keep` shards only.
+    pub(crate) fn equal_shard(
+        layout: &Arc<Layout>,
+        options: &crate::read::cursor::options::CursorOptions,
+        base: Option<&EpochState>,
+    ) -> Result<ResumedOrder> {
+        if base.is_some_and(|b| !b.is_fresh()) {
+            return Err(Error::invalid_argument(format!(
+                "elastic resume (an epoch state with instances delivered) works on shards \
+                 with shard_remainder=\"keep\", not \"{}\"",
+                options.shard_remainder.name()
+            )));
+        }
+        let order = &options.order;
+        crate::options::shard(order.num_shards, order.shard_index)?;
+        let walk =
+            options
+                .shard_remainder
+                .ranges(layout.len(), order.num_shards, order.shard_index);
+        ResumedOrder::of_ranges(layout, walk, order, options.order_version)
+    }
+
+    /// The walk of `walk`, ranges of positions of the unsharded order of `order`'s
+    /// epoch in walk order (any order, repeats allowed: the equal shards of
+    /// [`ShardRemainder`](tfrecord_lirs_format::shard_remainder::ShardRemainder)).
+    pub(crate) fn of_ranges(
+        layout: &Arc<Layout>,
+        walk: Vec<Range<u64>>,
+        order: &OrderParams,
+        version: OrderVersion,
+    ) -> Result<ResumedOrder> {
+        let mut starts = Vec::with_capacity(walk.len());
+        let mut len = 0u64;
+        for r in &walk {
+            starts.push(len);
+            len += r.end - r.start;
+        }
+        let whole = OrderParams {
+            num_shards: 1,
+            shard_index: 0,
+            ..*order
+        };
+        let ids = match version {
+            OrderVersion::V2 => ResumedIds::Computed(OrderV2::for_layout(layout, &whole)?),
+            OrderVersion::V1 => {
+                // Version 1 computes the whole permutation anyway.
+                let all: Vec<u64> = EpochOrder::new(layout, &whole, OrderVersion::V1)?.collect();
+                let ids = walk
+                    .iter()
+                    .flat_map(|r| all[r.start as usize..r.end as usize].iter().copied())
+                    .collect();
+                ResumedIds::Listed(ids)
+            }
+        };
+        Ok(ResumedOrder {
+            version,
+            walk,
+            starts,
+            len,
+            position: 0,
+            ids,
+        })
+    }
+
     /// The range of `walk` holding shard position `position` (`< len`).
     fn range_of(&self, position: u64) -> usize {
         self.starts.partition_point(|&s| s <= position) - 1

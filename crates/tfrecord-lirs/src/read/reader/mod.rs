@@ -235,7 +235,7 @@ impl Reader {
             };
             check_table(data, table_path, &layout, &*src, options.padding()).map_err(|e| {
                 let e = advice::diagnose(&options.storage, data, e);
-                advice::stale_table(data, table_path, layout.size, last_entry(&layout), e)
+                advice::stale_table((data, table_path), &layout, &*src, e)
             })?;
             first_id += layout.len();
             let pages = size.div_ceil(page.get());
@@ -297,6 +297,11 @@ impl Reader {
         &self.layout
     }
 
+    /// The data files, in id order.
+    pub fn data_paths(&self) -> impl ExactSizeIterator<Item = &Path> {
+        self.files.iter().map(|f| f.data_path.as_path())
+    }
+
     /// The data file holding global `id`, and the id's byte offset in it.
     pub fn location(&self, id: u64) -> Result<(&Path, u64)> {
         self.check_id(id)?;
@@ -340,7 +345,7 @@ impl Reader {
         let layout = &self.layout.files()[f];
         let (data, table) = (&file.data_path, &file.table_path);
         let err = bad_span_error((data, table), layout.size, id, bad);
-        let err = advice::stale_table(data, table, layout.size, last_entry(layout), err);
+        let err = advice::stale_table((data, table), layout, &*file.src, err);
         self.if_changed(f, err)
     }
 
@@ -580,13 +585,4 @@ impl Reader {
     pub fn shard_len(&self, num_shards: u64, shard_index: u64) -> Result<u64> {
         order::shard_len(&self.layout, num_shards, shard_index)
     }
-}
-
-/// The table's last entry, if it has one that can be read (for the advice of whether
-/// the data file was truncated after its table was written).
-fn last_entry(layout: &FileLayout) -> Option<u64> {
-    layout
-        .len()
-        .checked_sub(1)
-        .and_then(|i| layout.table.get(i).ok())
 }
