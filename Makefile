@@ -69,14 +69,23 @@ $(VENV)/.tfrecord_lirs-installed: python/pyproject.toml python/setup.py Cargo.to
 # op compiles against the installed TensorFlow), then `auditwheel repair` gives it its
 # manylinux tag; TensorFlow's own libraries stay out of the wheel (--exclude): the op
 # library uses the ones of the TensorFlow it is loaded into.
-WHEEL_RAW := target/wheel
+# The native files are built for glibc $(WHEEL_GLIBC) (cargo-zigbuild and zig from the venv,
+# python/setup.py) and stripped, their debug info kept in $(WHEEL_DEBUG); auditwheel
+# must then give the wheel manylinux_$(WHEEL_GLIBC) (--plat: it fails otherwise). The Rust
+# parts use Cargo.toml's `wheel` profile (whose output is target/wheel, kept between runs).
+WHEEL_RAW := target/wheel-raw
+WHEEL_GLIBC := 2.28
+WHEEL_DEBUG := target/wheel-debug
 wheel: venv
-	rm -rf $(WHEEL_RAW) python/build
-	$(PY) -m pip wheel --quiet --no-build-isolation --no-deps -w $(WHEEL_RAW) ./python
+	rm -rf $(WHEEL_RAW) $(WHEEL_DEBUG) python/build
+	PATH="$(abspath $(VENV))/bin:$$PATH" TFRECORD_LIRS_GLIBC=$(WHEEL_GLIBC) \
+	  TFRECORD_LIRS_DEBUG_DIR=$(abspath $(WHEEL_DEBUG)) \
+	  $(PY) -m pip wheel --quiet --no-build-isolation --no-deps -w $(WHEEL_RAW) ./python
 	rm -f dist/tfrecord_lirs-*.whl
 	PATH="$(abspath $(VENV))/bin:$$PATH" auditwheel repair --exclude 'libtensorflow_framework.so.2' \
-	  --exclude 'libtensorflow_cc.so.2' -w dist $(WHEEL_RAW)/tfrecord_lirs-*.whl
-	ls dist/tfrecord_lirs-*.whl
+	  --exclude 'libtensorflow_cc.so.2' --plat manylinux_$(subst .,_,$(WHEEL_GLIBC))_x86_64 \
+	  -w dist $(WHEEL_RAW)/tfrecord_lirs-*.whl
+	ls -l dist/tfrecord_lirs-*.whl
 
 # tests/test_wheel.py installs the wheel into fresh venvs (with `tensorflow`, and with
 # the [cpu] extra); it builds it with `make wheel` itself when run alone.

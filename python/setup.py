@@ -46,6 +46,18 @@ CLI_NAME = "tfrecord-lirs"
 # The PyO3 extension's file name: the stable ABI (abi3) tag, so every CPython >= 3.10
 # loads the same file.
 EXTENSION = "_lirs.abi3.so"
+# `make wheel` sets TFRECORD_LIRS_GLIBC (2.28): the extension and the CLI are built by
+# cargo-zigbuild against that glibc's symbol versions, and the op library linked by
+# zig for it (tf_op/Makefile's ZIG_GLIBC), so the wheel installs wherever TensorFlow
+# 2.21 and PyTorch do (manylinux_2_28). Unset (a build from source for this machine):
+# the system toolchain.
+GLIBC = os.environ.get("TFRECORD_LIRS_GLIBC", "")
+RUST_TARGET = "x86_64-unknown-linux-gnu"
+# The wheel's cargo profile (Cargo.toml: release with LTO, for its size).
+PROFILE = "wheel" if GLIBC else "release"
+# TFRECORD_LIRS_DEBUG_DIR: where the native files' debug info goes (FILE.debug, named
+# by a .gnu_debuglink in FILE) before they are stripped; unset, it is dropped.
+DEBUG_DIR = os.environ.get("TFRECORD_LIRS_DEBUG_DIR", "")
 
 
 def _fail(message):
@@ -54,6 +66,11 @@ def _fail(message):
 
 def _target_dir():
     return Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target").resolve()
+
+
+def _rust_out():
+    """Where cargo puts the extension and the CLI."""
+    return _target_dir() / RUST_TARGET / PROFILE if GLIBC else _target_dir() / PROFILE
 
 
 def _run(cmd, **kwargs):
@@ -111,22 +128,36 @@ def _build_native(package_dir):
     tf_version = _check_tensorflow()
     print(f"tfrecord-lirs: building the op library for TensorFlow {tf_version}", flush=True)
     env = {**os.environ, "CARGO_TARGET_DIR": str(_target_dir())}
-    _run(["cargo", "build", "--release", "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-ffi",
-          "-p", "tfrecord-lirs-py"], cwd=ROOT, env=env)
+    if GLIBC:
+        _run(["cargo", "zigbuild", "--profile", PROFILE, "--target", f"{RUST_TARGET}.{GLIBC}",
+              "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-py"], cwd=ROOT, env=env)
+    else:
+        _run(["cargo", "build", "--release", "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-py"],
+             cwd=ROOT, env=env)
     extension = Path(package_dir).resolve() / EXTENSION
-    shutil.copy2(_target_dir() / "release" / "lib_lirs.so", extension)
-    _strip_debug(extension)
+    shutil.copy2(_rust_out() / "lib_lirs.so", extension)
+    _strip(extension)
     library = Path(package_dir).resolve() / "_lirs_ops.so"
     _run(["make", "-C", ROOT / "tf_op", f"PYTHON={sys.executable}",
-          f"CARGO_TARGET_DIR={_target_dir()}", f"OUT={library}"], env=env)
-    _strip_debug(library)
+          f"CARGO_TARGET_DIR={_target_dir()}", f"OUT={library}", f"ZIG_GLIBC={GLIBC}",
+          f"CARGO_PROFILE={PROFILE}"], env=env)
+    _strip(library)
 
 
-def _strip_debug(path):
-    """Drops debug info (the release profile keeps some for the development tree's
-    backtraces) from a file going into the wheel: about 20 MB less; symbols stay."""
-    if shutil.which("strip"):
-        _run(["strip", "--strip-debug", path])
+def _strip(path):
+    """Drops debug info and local symbols (the release profile keeps debug info for the
+    development tree's backtraces) from a file going into the wheel: ~45 MB less per
+    file; the dynamic symbols stay. With DEBUG_DIR, the debug info is kept there."""
+    if not shutil.which("strip"):
+        return
+    if DEBUG_DIR:
+        os.makedirs(DEBUG_DIR, exist_ok=True)
+        debug = Path(DEBUG_DIR) / (Path(path).name + ".debug")
+        _run(["objcopy", "--only-keep-debug", path, debug])
+        _run(["strip", "--strip-unneeded", path])
+        _run(["objcopy", f"--add-gnu-debuglink={debug}", path])
+    else:
+        _run(["strip", "--strip-unneeded", path])
 
 
 class build_py(_build_py):
@@ -159,11 +190,11 @@ class build_scripts(_build_scripts):
         self.mkpath(self.build_dir)
         if self.editable_mode:
             return
-        binary = _target_dir() / "release" / CLI_NAME
+        binary = _rust_out() / CLI_NAME
         if not binary.is_file():
             _fail(f"{binary} is missing: cargo build --release -p tfrecord-lirs-cli")
         shutil.copy2(binary, Path(self.build_dir) / CLI_NAME)
-        _strip_debug(Path(self.build_dir) / CLI_NAME)
+        _strip(Path(self.build_dir) / CLI_NAME)
 
     def get_outputs(self):
         return [] if self.editable_mode else [str(Path(self.build_dir) / CLI_NAME)]

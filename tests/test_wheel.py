@@ -282,3 +282,79 @@ def test_wheel_in_a_bare_venv_with_the_cpu_extra(wheel, wheelhouse, venv):
     assert installed["tensorflow-cpu"].startswith("2.21."), installed
     assert "tensorflow" not in installed, installed
     _check_install(venv, wheel)
+
+
+# What TensorFlow 2.21 (manylinux_2_27) and PyTorch (manylinux_2_28) install on: the
+# wheel's tag and every ELF file in it need glibc 2.28 at the most.
+MAX_GLIBC = (2, 28)
+MAX_WHEEL_BYTES = 10 * 1024 * 1024
+
+
+def _glibc_versions(elf_bytes):
+    """{GLIBC_x.y version: [symbols]} that an ELF file's dynamic symbols require."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
+
+    elf = ELFFile(io.BytesIO(elf_bytes))
+    versions = {}  # vna_other index -> name
+    for section in elf.iter_sections():
+        if isinstance(section, GNUVerNeedSection):
+            for _, aux in section.iter_versions():
+                for a in aux:
+                    versions[a["vna_other"]] = a.name
+    needed = {}
+    dynsym = elf.get_section_by_name(".dynsym")
+    versym = next((s for s in elf.iter_sections() if isinstance(s, GNUVerSymSection)), None)
+    if dynsym is None or versym is None:
+        return needed
+    for i, sym in enumerate(dynsym.iter_symbols()):
+        name = versions.get(versym.get_symbol(i)["ndx"])
+        if name and name.startswith("GLIBC_") and sym["st_shndx"] == "SHN_UNDEF":
+            needed.setdefault(name, []).append(sym.name)
+    return needed
+
+
+def _version(name):
+    return tuple(int(x) for x in name.split("_", 1)[1].split("."))
+
+
+def test_wheel_installs_where_tensorflow_and_pytorch_do(wheel):
+    # auditwheel's tag: manylinux_2_28 or older (a tag per policy the wheel meets).
+    platforms = wheel.stem.split("-")[-1].split(".")
+    tags = [tuple(int(x) for x in p.split("_")[1:3]) for p in platforms
+            if p.startswith("manylinux_")]
+    assert tags and min(tags) <= MAX_GLIBC, wheel.name
+    show = subprocess.run([str(Path(sys.executable).parent / "auditwheel"), "show", str(wheel)],
+                          capture_output=True, text=True, check=True).stdout
+    assert "manylinux_2_28_x86_64" in " ".join(show.split()), show
+    # Every ELF file: no symbol of a glibc newer than 2.28.
+    elves = 0
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            data = z.read(name)
+            if data[:4] != b"\x7fELF":
+                continue
+            elves += 1
+            needed = _glibc_versions(data)
+            newest = max(needed, key=_version)
+            assert _version(newest) <= MAX_GLIBC, (
+                f"{name} needs {newest}: "
+                + "; ".join(f"{v}: {', '.join(sorted(s))}" for v, s in sorted(needed.items())
+                            if _version(v) > MAX_GLIBC))
+            # Stripped: no debug info and no static symbol table in what users install
+            # (Rust's loaded `.debug_gdb_scripts` section is a few bytes, not debug info).
+            sections = set(_section_names(data))
+            assert not sections & {".debug_info", ".debug_line", ".debug_str", ".symtab"}, (
+                name, sorted(sections))
+    assert elves == 3  # the extension, the op library and the CLI
+    assert wheel.stat().st_size <= MAX_WHEEL_BYTES, wheel.stat().st_size
+
+
+def _section_names(elf_bytes):
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    return [s.name for s in ELFFile(io.BytesIO(elf_bytes)).iter_sections()]
