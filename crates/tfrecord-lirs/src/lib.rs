@@ -108,7 +108,9 @@ pub use read::fetch::{
     Window, ORDER_VERSION_1,
 };
 pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
-pub use read::reader::{Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_THREADS};
+pub use read::reader::{
+    Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
+};
 pub use read::sampler::{Sampler, SamplerSource};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;

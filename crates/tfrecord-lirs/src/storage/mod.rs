@@ -28,6 +28,7 @@ use remote::FileSystem;
 #[cfg(feature = "object-store")]
 pub mod cloud;
 pub mod local;
+pub mod ranged;
 pub mod remote;
 pub(crate) mod table_files;
 

@@ -6,12 +6,14 @@
 //! statistics, orders. A batch is read by one strategy over that core (as ripgrep's
 //! searcher has one per input kind): `mapped.rs` (memory copies out of mapped files),
 //! `copied.rs` (positioned reads, coalesced), `concurrent.rs` (many reads in flight on
-//! remote storage); `decode.rs` decodes and checks a span for all of them.
+//! remote storage), `ranged.rs` (requests in flight on object storage's runtime, no
+//! thread each); `decode.rs` decodes and checks a span for all of them.
 
 mod concurrent;
 mod copied;
 mod decode;
 mod mapped;
+mod ranged;
 
 use decode::SpanCrc;
 
@@ -39,6 +41,11 @@ use crate::storage::Storage;
 /// preference ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads)), and
 /// the parts of [`Reader::read_batch_concurrent`].
 pub const REMOTE_AUTO_THREADS: usize = 32;
+
+/// Requests in flight on object storage when the caller has no preference
+/// ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads) of a reader whose
+/// files are read by requests on the storage's runtime, not threads).
+pub const REMOTE_AUTO_IN_FLIGHT: usize = 512;
 
 /// How a [`Reader::read_batch_unless_stopped`] ended (unless it failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
