@@ -87,6 +87,7 @@ pub use pool::panic_message;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
 pub use storage::local as io;
+pub use storage::ranged;
 pub use storage::remote;
 pub use tfrecord_lirs_format::{example, text_index};
 

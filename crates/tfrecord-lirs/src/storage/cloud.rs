@@ -104,7 +104,7 @@ impl ObjectStoreFileSystem {
 
     /// This file system, retrying a failed request up to `max_retries` times with
     /// backoff from `first_backoff` (doubling), within `timeout` in all (the default:
-    /// [`MAX_RETRIES`] from 100 ms, within 3 minutes).
+    /// 10 from 100 ms, within 3 minutes).
     pub fn with_retries(
         mut self,
         max_retries: usize,
