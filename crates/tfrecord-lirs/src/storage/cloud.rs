@@ -406,11 +406,14 @@ impl RangedRead for ObjectReader {
         let path = self.path.clone();
         let scheme = self.scheme.clone();
         let permits = Arc::clone(&scope.permits);
-        let in_flight = scope.in_flight_counter();
+        let (in_flight, unanswered) = scope.counters();
+        // Counted from now until answered (or dropped with the task).
+        let asked: Vec<Counted> = gets.iter().map(|_| Counted::new(&unanswered)).collect();
         let task = self.runtime.spawn(async move {
-            let requests = gets.into_iter().map(|range| {
+            let requests = gets.into_iter().zip(asked).map(|(range, asked)| {
                 let (store, path, permits, in_flight) = (&store, &path, &permits, &in_flight);
                 async move {
+                    let _asked = asked;
                     // Closed only if the scope is gone, and with it whoever waits.
                     let _permit =
                         permits
@@ -446,17 +449,17 @@ impl RangedRead for ObjectReader {
     }
 }
 
-/// One request in flight, counted while it lives (a cancelled one too).
-struct Counted<'a>(&'a std::sync::atomic::AtomicUsize);
+/// One request, counted while it lives (a cancelled one too).
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
 
-impl<'a> Counted<'a> {
-    fn new(counter: &'a std::sync::atomic::AtomicUsize) -> Counted<'a> {
+impl Counted {
+    fn new(counter: &Arc<std::sync::atomic::AtomicUsize>) -> Counted {
         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Counted(counter)
+        Counted(Arc::clone(counter))
     }
 }
 
-impl Drop for Counted<'_> {
+impl Drop for Counted {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }

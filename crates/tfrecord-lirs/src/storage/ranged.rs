@@ -30,6 +30,8 @@ pub struct ReadScope {
     limit: usize,
     /// Requests started and not yet answered.
     in_flight: Arc<AtomicUsize>,
+    /// Requests asked for and not yet answered (in flight, or waiting their turn).
+    unanswered: Arc<AtomicUsize>,
     #[cfg(feature = "object-store")]
     pub(crate) permits: Arc<tokio::sync::Semaphore>,
     #[cfg(feature = "object-store")]
@@ -46,6 +48,7 @@ impl ReadScope {
         ReadScope {
             limit,
             in_flight: Arc::new(AtomicUsize::new(0)),
+            unanswered: Arc::new(AtomicUsize::new(0)),
             #[cfg(feature = "object-store")]
             permits: Arc::new(tokio::sync::Semaphore::new(limit)),
             tasks: Mutex::new(Vec::new()),
@@ -62,10 +65,15 @@ impl ReadScope {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// The counter of requests in flight, for the storage to keep.
+    /// Requests asked for and not yet answered: in flight, or waiting their turn.
+    pub fn unanswered(&self) -> usize {
+        self.unanswered.load(Ordering::Relaxed)
+    }
+
+    /// The counters of requests in flight and unanswered, for the storage to keep.
     #[cfg(feature = "object-store")]
-    pub(crate) fn in_flight_counter(&self) -> Arc<AtomicUsize> {
-        Arc::clone(&self.in_flight)
+    pub(crate) fn counters(&self) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        (Arc::clone(&self.in_flight), Arc::clone(&self.unanswered))
     }
 
     /// Keeps `task` to cancel with the scope; forgets those already finished.

@@ -7,7 +7,9 @@
 //! Dropping it cancels every request in flight.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "fault-injection")]
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use tfrecord_lirs_format::error::Error;
@@ -42,8 +44,6 @@ pub(super) struct Requests {
     scope: ReadScope,
     sent: mpsc::Sender<Arrived>,
     arrived: mpsc::Receiver<Arrived>,
-    /// Runs started and not yet in.
-    runs: Arc<AtomicUsize>,
     /// Windows in flight at most.
     pub(super) max_windows: usize,
     #[cfg(feature = "fault-injection")]
@@ -67,7 +67,6 @@ impl Requests {
             scope: ReadScope::new(limit),
             sent,
             arrived,
-            runs: Arc::new(AtomicUsize::new(0)),
             max_windows: max_windows(reader, limit, window, depth),
             #[cfg(feature = "fault-injection")]
             test_panic: Arc::clone(test_panic),
@@ -75,10 +74,13 @@ impl Requests {
     }
 
     /// Whether more windows would keep more requests in flight: fewer than twice the
-    /// limit are started and not in (those beyond the limit wait their turn in the
-    /// storage, so the next ones start the moment one is in).
+    /// limit are asked for and not answered (those beyond the limit wait their turn in
+    /// the storage, so the next ones start the moment one is answered). Counted by
+    /// request, not by window: a window waiting for its slowest request holds none of
+    /// the others' places (counted by window, one slow request of a lognormal tail cut
+    /// the requests in flight at 512 to a third).
     pub(super) fn wants_more(&self) -> bool {
-        self.runs.load(Ordering::Relaxed) < 2 * self.scope.limit()
+        self.scope.unanswered() < 2 * self.scope.limit()
     }
 
     /// Requests in flight now.
@@ -109,9 +111,7 @@ impl Requests {
                 });
                 continue;
             };
-            let runs = plan.runs();
-            self.runs.fetch_add(runs, Ordering::Relaxed);
-            let (sent, started) = (self.sent.clone(), Arc::clone(&self.runs));
+            let sent = self.sent.clone();
             let reader = Arc::clone(&self.reader);
             let ids = job.ids.clone();
             self.reader.read_batch_ranged(
@@ -122,7 +122,6 @@ impl Requests {
                 Box::new(move |assembled| {
                     // Checked here, on the storage's thread, as they come in.
                     let batch = assembled.decode(&reader);
-                    started.fetch_sub(runs, Ordering::Relaxed);
                     let _ = sent.send(Arrived {
                         job,
                         batch,

@@ -35,13 +35,6 @@ struct Run {
     spans: Vec<(u64, u64)>,
 }
 
-impl RangedPlan {
-    /// Its runs (ranged reads; neighbours may share a request).
-    pub(crate) fn runs(&self) -> usize {
-        self.runs.len()
-    }
-}
-
 impl Run {
     fn range(&self) -> std::ops::Range<u64> {
         self.spans[0].0..self.spans[self.spans.len() - 1].1
