@@ -76,6 +76,10 @@ enum Command {
         /// Uploads an object of this many bytes as `--key` first (0: it is there).
         #[arg(long, default_value_t = 0)]
         put_bytes: usize,
+        /// Reads the whole object front to back instead (`--requests` is then the
+        /// object's ranges): a sequential reader's pattern.
+        #[arg(long)]
+        sequential: bool,
     },
 }
 
@@ -101,12 +105,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             range_bytes,
             threads,
             put_bytes,
+            sequential,
         } => runtime(threads)?.block_on(load(
             &endpoint,
             &bucket,
             &key,
             (requests, in_flight, range_bytes),
-            put_bytes,
+            (put_bytes, sequential),
         )),
     }
 }
@@ -125,7 +130,7 @@ async fn load(
     bucket: &str,
     key: &str,
     (requests, in_flight, range_bytes): (usize, usize, u64),
-    put_bytes: usize,
+    (put_bytes, sequential): (usize, bool),
 ) -> Result<(), Box<dyn std::error::Error>> {
     use futures::StreamExt;
     use object_store::ObjectStore;
@@ -143,19 +148,25 @@ async fn load(
         store.put(&path, bytes.into()).await?;
     }
     let size = store.head(&path).await?.size;
-    let slots = (size / range_bytes).max(1);
+    let slots = size.div_ceil(range_bytes).max(1);
+    let requests = if sequential {
+        slots as usize
+    } else {
+        requests
+    };
     let started = Instant::now();
     let mut bytes = 0u64;
     let mut gets = futures::stream::iter(0..requests as u64)
         .map(|i| {
             // A stride coprime with most slot counts: every slot, in a scattered order.
-            let at = (i.wrapping_mul(7919) % slots) * range_bytes;
+            let slot = if sequential { i } else { i.wrapping_mul(7919) % slots };
+            let at = slot * range_bytes;
             let range = at..(at + range_bytes).min(size);
             let store = &store;
             let path = &path;
             async move { store.get_range(path, range).await }
         })
-        .buffer_unordered(in_flight.max(1));
+        .buffered(in_flight.max(1));
     while let Some(got) = gets.next().await {
         bytes += got?.len() as u64;
     }
