@@ -165,6 +165,9 @@ bench: venv venv-without-tf venv-bench build py-ext tf-op python-install
 	# tc (iproute2): the kernel latency (netem) of the S3 row.
 	command -v tc >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2; }
 	cargo build --release -p tfrecord-lirs --example lirs_bench
+	# The object-storage rows' S3 server (its own crate, outside the workspace).
+	CARGO_TARGET_DIR=$(abspath target) cargo build --release --locked \
+	  --manifest-path benchmarks/s3-bench-server/Cargo.toml
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
 
 clean:

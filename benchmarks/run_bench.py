@@ -935,6 +935,16 @@ def report(path, t, m, meta, results):
         "32 reads in flight vs 1 is judged there) and page-aware order (one coalesced GET "
         "per page; unordered vs deterministic is judged there, on the lognormal model: "
         "the bench's docstring says why).",
+        "* Object storage vs a sequential read (row 15, `benchmarks/objstore_bench.py`): one "
+        "process in a private network namespace; `LIRSDataset` and `Loader` over `s3://` "
+        "(the core's object_store client, requests in flight on its runtime) from "
+        "`benchmarks/s3-bench-server` (s3s + s3s-fs, async; 18 us of server CPU per GET, "
+        "so not the limit), stock `TFRecordDataset(gs://).shuffle(10000)` from the GCS "
+        "emulator, and a sequential pass in 256 KB ranged GETs, one at a time, over the "
+        "S3 server; every object GET of both servers waits the same lognormal draw (mean "
+        "50 ms) keyed by object and range. GETs per record and bytes fetched per byte "
+        "delivered are the S3 server's own counts; CPU per record is the reading "
+        "process's `time.process_time`.",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
@@ -1034,6 +1044,12 @@ def main():
         log("row 11: S3 with latency (moto, netem)")
         results["s3_latency"] = s3_latency_bench.run_s3_latency(args.out)
         s3_latency_bench.add_rows(t, results["s3_latency"], check, fmt_rate)
+    if not only or "15" in only:
+        # Row 15: object storage vs a sequential read (s3-bench-server, GCS emulator).
+        import objstore_bench
+        log("row 15: object storage vs a sequential read (s3-bench-server)")
+        results["objstore"] = objstore_bench.run_objstore(args.out)
+        objstore_bench.add_rows(t, results["objstore"], check, fmt_rate)
     if not only or "12" in only:
         # Row 12: trainers sharing one LIRS read (tf.data service, cross-trainer cache).
         import shared_read_bench
@@ -1044,7 +1060,7 @@ def main():
         results["examples"] = bench_examples(t, args.out)
     if not only or "14" in only:
         results["refurbish"] = bench_refurbish(t, args.out)
-    # Table order: rows 1..14.
+    # Table order: rows 1..15.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

@@ -87,6 +87,7 @@ pub use pool::panic_message;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
 pub use storage::local as io;
+pub use storage::ranged;
 pub use storage::remote;
 pub use tfrecord_lirs_format::{example, text_index};
 
@@ -108,7 +109,9 @@ pub use read::fetch::{
     Window, ORDER_VERSION_1,
 };
 pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
-pub use read::reader::{Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_THREADS};
+pub use read::reader::{
+    Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
+};
 pub use read::sampler::{Sampler, SamplerSource};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;

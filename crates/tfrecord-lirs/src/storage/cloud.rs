@@ -6,8 +6,10 @@
 //! read them (`AWS_*` for S3, `GOOGLE_*` for GCS, `AZURE_*` for Azure: the builders'
 //! `from_env`), so `AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true` points S3 at
 //! a local server. Each read is one ranged GET; the client retries failed requests with
-//! backoff. Many reads in flight come from the callers' threads (the fetch windows of
-//! [`Fetcher`](crate::Fetcher)), each blocking on this file system's own runtime, so
+//! backoff. A positioned read ([`ReadAt::read_at`]) blocks its caller on this file
+//! system's own runtime; the reads of a fetch window are requests started on that
+//! runtime instead ([`RangedRead`]: hundreds in flight on its two threads, neighbouring
+//! ranges of one object merged into one GET across at most [`MERGE_GAP`] bytes), so
 //! nothing async leaks into the rest of the crate.
 //!
 //! A program reaches it through the rule every front end shares,
@@ -35,11 +37,21 @@ use object_store::{ObjectStore, PutPayload};
 use url::Url;
 
 use crate::storage::local::ReadAt;
+use crate::storage::ranged::{merge_ranges, RangedRead, RangesDone, ReadScope};
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
 
-/// Worker threads of the client's runtime: they only drive sockets (the callers'
-/// threads wait on them), so two serve the 32+ reads in flight that pay on slow storage.
+/// Worker threads of the client's runtime: they drive the sockets and check the
+/// records of ranged reads as they arrive (the callers' positioned reads wait on them);
+/// two keep thousands of requests in flight.
 const RUNTIME_THREADS: usize = 2;
+
+/// Ranges of one object at most this many bytes apart are read by one GET (the bytes
+/// between them fetched and dropped): a request costs about as much as this many bytes
+/// on the wire at a store's per-request latency and bandwidth.
+pub const MERGE_GAP: u64 = 4096;
+
+/// The most bytes one merged GET asks for (longer ranges are a GET of their own).
+const MAX_MERGED_GET: u64 = 4 << 20;
 
 /// The schemes this file system serves.
 pub const SCHEMES: &[&str] = &[
@@ -53,6 +65,7 @@ pub struct ObjectStoreFileSystem {
     /// never opens a URL starts no thread.
     runtime: OnceLock<tokio::runtime::Runtime>,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    retry: object_store::RetryConfig,
 }
 
 /// The process's object-store client, which every
@@ -85,7 +98,28 @@ impl ObjectStoreFileSystem {
         ObjectStoreFileSystem {
             runtime: OnceLock::new(),
             stores: Mutex::new(HashMap::new()),
+            retry: retry_config(),
         }
+    }
+
+    /// This file system, retrying a failed request up to `max_retries` times with
+    /// backoff from `first_backoff` (doubling), within `timeout` in all (the default:
+    /// 10 from 100 ms, within 3 minutes).
+    pub fn with_retries(
+        mut self,
+        max_retries: usize,
+        first_backoff: std::time::Duration,
+        timeout: std::time::Duration,
+    ) -> ObjectStoreFileSystem {
+        self.retry = object_store::RetryConfig {
+            max_retries,
+            retry_timeout: timeout,
+            backoff: object_store::BackoffConfig {
+                init_backoff: first_backoff,
+                ..Default::default()
+            },
+        };
+        self
     }
 
     fn runtime(&self) -> io::Result<&tokio::runtime::Runtime> {
@@ -128,7 +162,7 @@ impl ObjectStoreFileSystem {
         if let Some(store) = stores.get(&key) {
             return Ok((Arc::clone(store), path, scheme));
         }
-        let store = build_store(&scheme, &key).map_err(|e| store_error(&scheme, e))?;
+        let store = build_store(&scheme, &key, &self.retry).map_err(|e| store_error(&scheme, e))?;
         stores.insert(key, Arc::clone(&store));
         Ok((store, path, scheme))
     }
@@ -139,8 +173,13 @@ fn port_suffix(url: &Url) -> String {
 }
 
 /// A client for the bucket (or HTTP origin) `base`, configured from the environment,
-/// retrying as [`retry_config`] says.
-fn build_store(scheme: &str, base: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
+/// retrying as `retry` says.
+fn build_store(
+    scheme: &str,
+    base: &str,
+    retry: &object_store::RetryConfig,
+) -> object_store::Result<Arc<dyn ObjectStore>> {
+    let retry_config = || retry.clone();
     Ok(match scheme {
         "s3" | "s3a" => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
@@ -156,9 +195,14 @@ fn build_store(scheme: &str, base: &str) -> object_store::Result<Arc<dyn ObjectS
                 .with_retry(retry_config())
                 .build()?,
         ),
+        // An http:// URL is the user's choice of plain HTTP (the client refuses it
+        // unless told).
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(base)
+                .with_client_options(
+                    object_store::ClientOptions::new().with_allow_http(scheme == "http"),
+                )
                 .with_retry(retry_config())
                 .build()?,
         ),
@@ -369,6 +413,86 @@ impl ReadAt for ObjectReader {
 
     fn size(&self) -> u64 {
         self.size
+    }
+
+    fn ranged(&self) -> Option<&dyn RangedRead> {
+        Some(self)
+    }
+}
+
+impl RangedRead for ObjectReader {
+    fn read_ranges(&self, ranges: &[Range<u64>], scope: &ReadScope, done: RangesDone) {
+        if let Some(r) = ranges.iter().find(|r| r.end > self.size || r.start > r.end) {
+            return done(Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "bytes {}..{} of an object of {} bytes",
+                    r.start, r.end, self.size
+                ),
+            )));
+        }
+        let (gets, at) = merge_ranges(ranges, MERGE_GAP, MAX_MERGED_GET);
+        let lens: Vec<usize> = ranges.iter().map(|r| (r.end - r.start) as usize).collect();
+        let store = Arc::clone(&self.store);
+        let path = self.path.clone();
+        let scheme = self.scheme.clone();
+        let permits = Arc::clone(&scope.permits);
+        let (in_flight, unanswered) = scope.counters();
+        // Counted from now until answered (or dropped with the task).
+        let asked: Vec<Counted> = gets.iter().map(|_| Counted::new(&unanswered)).collect();
+        let task = self.runtime.spawn(async move {
+            let requests = gets.into_iter().zip(asked).map(|(range, asked)| {
+                let (store, path, permits, in_flight) = (&store, &path, &permits, &in_flight);
+                async move {
+                    let _asked = asked;
+                    // Closed only if the scope is gone, and with it whoever waits.
+                    let _permit =
+                        permits
+                            .acquire()
+                            .await
+                            .map_err(|e| object_store::Error::Generic {
+                                store: "tfrecord-lirs",
+                                source: Box::new(e),
+                            })?;
+                    let _counted = Counted::new(in_flight);
+                    store.get_range(path, range).await
+                }
+            });
+            match futures::future::try_join_all(requests).await {
+                Ok(bytes) => {
+                    let slices: Option<Vec<&[u8]>> = at
+                        .iter()
+                        .zip(&lens)
+                        .map(|(&(get, from), &len)| bytes.get(get)?.get(from..from + len))
+                        .collect();
+                    match slices {
+                        Some(slices) => done(Ok(&slices)),
+                        None => done(Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the storage answered a ranged GET with fewer bytes than asked",
+                        ))),
+                    }
+                }
+                Err(e) => done(Err(store_error(&scheme, e))),
+            }
+        });
+        scope.track(task.abort_handle());
+    }
+}
+
+/// One request, counted while it lives (a cancelled one too).
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Counted {
+    fn new(counter: &Arc<std::sync::atomic::AtomicUsize>) -> Counted {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Counted(Arc::clone(counter))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

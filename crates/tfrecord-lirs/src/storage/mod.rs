@@ -30,6 +30,7 @@ pub mod cloud;
 pub(crate) mod file_list;
 pub mod local;
 pub mod partial_store;
+pub mod ranged;
 pub mod remote;
 pub(crate) mod table_files;
 

@@ -32,10 +32,10 @@ mod ledger;
 mod parts;
 mod payloads;
 mod pool;
+mod requests;
 mod schedule;
 mod workers;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::Ordering;
@@ -48,12 +48,10 @@ pub use payloads::{Payloads, Window};
 use pool::Pool;
 pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 
-use workers::Workers;
-
 use tfrecord_lirs_format::error::{Error, Result};
 
 use crate::read::batch::Batch;
-use crate::read::reader::{Reader, REMOTE_AUTO_THREADS};
+use crate::read::reader::{Reader, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS};
 
 /// Settings of a [`Fetcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +72,10 @@ impl FetchOptions {
     /// are syscall-bound and overlap; more threads than the 2 cores TF leaves would only
     /// compete with TensorFlow's own threads).
     pub fn auto_threads(reader: &Reader) -> usize {
+        if reader.reads_ranged() {
+            // Object storage: requests in flight, no thread each.
+            return REMOTE_AUTO_IN_FLIGHT;
+        }
         if reader.is_remote() {
             // Remote storage: each read waits on the network, not a core, so
             // throughput grows with the reads in flight.
@@ -180,7 +182,7 @@ enum Delivery {
     /// On the consumer's thread, when it asks (no threads).
     Inline(Arc<Reader>),
     /// By a pool of fetch threads, `depth` windows ahead.
-    Pooled(Pool),
+    Pooled(Box<Pool>),
 }
 
 impl Fetcher {
@@ -195,50 +197,43 @@ impl Fetcher {
                 "fetch options need window and depth of at least 1, got {options:?}"
             )));
         }
+        // Object storage: each window is one part, its runs requests in flight on the
+        // storage's runtime, `threads` of them at once (no thread each).
+        let ranged = options.threads > 0 && reader.reads_ranged();
         let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
         // Each window is read into one buffer per part (one with no threads).
-        let parts_per_window = options
-            .threads
-            .min(options.window.div_ceil(min_part_ids))
-            .max(1);
-        let spares = Spares {
+        let parts_per_window = if ranged {
+            1
+        } else {
+            options
+                .threads
+                .min(options.window.div_ceil(min_part_ids))
+                .max(1)
+        };
+        let mut spares = Spares {
             pool: reader.spare_batches().clone(),
             keep: batches_to_keep(parts_per_window, options, 1),
         };
         #[cfg(feature = "fault-injection")]
         let test_panic = Arc::new(AtomicBool::new(false));
-        let delivery = if options.threads == 0 {
-            Delivery::Inline(Arc::clone(&reader))
+        let (delivery, options) = if options.threads == 0 {
+            (Delivery::Inline(Arc::clone(&reader)), options)
         } else {
-            Delivery::Pooled(Pool {
-                workers: Workers::start(
-                    options.threads,
-                    &reader,
-                    &spares,
-                    #[cfg(feature = "fault-injection")]
-                    &test_panic,
-                )?,
-                pending: BTreeMap::new(),
-                threads: options.threads,
-                depth: options.depth,
-                next_window: 0,
-                next_deliver: 0,
-                min_part_ids,
-                unordered: false,
-                cut_all: false,
-                refill_at: if options.window == 1 {
-                    options
-                        .depth
-                        .saturating_sub(ONE_RECORD_GROUP * options.threads)
-                } else {
-                    options.depth - 1
-                },
-                group_jobs: if options.window == 1 {
-                    ONE_RECORD_GROUP
-                } else {
-                    1
-                },
-            })
+            let pool = Pool::new(
+                &reader,
+                &spares,
+                options,
+                (ranged, min_part_ids),
+                #[cfg(feature = "fault-injection")]
+                &test_panic,
+            )?;
+            // Buffers for every window the pool may have in flight.
+            let options = FetchOptions {
+                depth: pool.max_windows(),
+                ..options
+            };
+            spares.keep = batches_to_keep(parts_per_window, options, 1);
+            (Delivery::Pooled(Box::new(pool)), options)
         };
         let position = order.position();
         Ok(Fetcher {
@@ -306,6 +301,14 @@ impl Fetcher {
         let mut ledger = self.ledger.clone();
         ledger.deliver_all(&self.last[..served]);
         ledger.resume()
+    }
+
+    /// Requests in flight now on object storage (0 where fetch threads read).
+    pub fn requests_in_flight(&self) -> usize {
+        match &self.delivery {
+            Delivery::Pooled(pool) => pool.requests_in_flight(),
+            Delivery::Inline(_) => 0,
+        }
     }
 
     /// Ids handed out so far in this epoch (failed windows included).

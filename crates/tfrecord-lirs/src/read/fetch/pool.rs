@@ -3,14 +3,43 @@
 //! complete.
 
 use std::collections::BTreeMap;
+#[cfg(feature = "fault-injection")]
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-use tfrecord_lirs_format::error::Error;
+use tfrecord_lirs_format::error::{Error, Result};
 
 use super::parts::{assemble, split_runs, PartRead};
 use super::payloads::Spares;
+use super::requests::Requests;
 use super::schedule::{Cut, DeferredIds, FetchSchedule};
-use super::workers::{Job, Workers};
-use super::Window;
+use super::workers::{Done, Job, Threads};
+use super::{FetchOptions, Window, ONE_RECORD_GROUP};
+use crate::read::reader::Reader;
+
+/// What reads a pool's parts: fetch threads, or requests on object storage's runtime.
+pub(super) enum Workers {
+    Threads(Threads),
+    Requests(Requests),
+}
+
+impl Workers {
+    /// Queues `group` (see [`Threads::send`]).
+    pub fn send(&self, group: Vec<Job>) {
+        match self {
+            Workers::Threads(t) => t.send(group),
+            Workers::Requests(r) => r.send(group),
+        }
+    }
+
+    /// The parts of the next group read (see [`Threads::recv`]).
+    pub fn recv(&self) -> Option<Vec<Done>> {
+        match self {
+            Workers::Threads(t) => t.recv(),
+            Workers::Requests(r) => r.recv(),
+        }
+    }
+}
 
 /// A window being fetched by the pool: its ids and positions, where each payload
 /// will be, and the parts that came back.
@@ -51,13 +80,92 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// Queues windows until `depth` are in flight or the schedule is exhausted.
+    /// The pool of a fetch over `reader` with `options`: requests on object storage's
+    /// runtime where `ranged` ([`Reader::reads_ranged`]), else fetch threads.
+    pub(super) fn new(
+        reader: &Arc<Reader>,
+        spares: &Spares,
+        options: FetchOptions,
+        (ranged, min_part_ids): (bool, usize),
+        #[cfg(feature = "fault-injection")] test_panic: &Arc<AtomicBool>,
+    ) -> Result<Pool> {
+        let one_record = options.window == 1 && !ranged;
+        let workers = if ranged {
+            Workers::Requests(Requests::new(
+                reader,
+                spares,
+                options.threads,
+                (options.window, options.depth),
+                #[cfg(feature = "fault-injection")]
+                test_panic,
+            ))
+        } else {
+            Workers::Threads(Threads::start(
+                options.threads,
+                reader,
+                spares,
+                #[cfg(feature = "fault-injection")]
+                test_panic,
+            )?)
+        };
+        Ok(Pool {
+            workers,
+            pending: BTreeMap::new(),
+            // One part per window for requests: its runs are all in flight at once.
+            threads: if ranged { 1 } else { options.threads },
+            depth: options.depth,
+            next_window: 0,
+            next_deliver: 0,
+            min_part_ids,
+            unordered: false,
+            cut_all: false,
+            refill_at: if one_record {
+                options
+                    .depth
+                    .saturating_sub(ONE_RECORD_GROUP * options.threads)
+            } else if ranged {
+                usize::MAX
+            } else {
+                options.depth - 1
+            },
+            group_jobs: if one_record { ONE_RECORD_GROUP } else { 1 },
+        })
+    }
+
+    /// Windows in flight at most.
+    pub(super) fn max_windows(&self) -> usize {
+        match &self.workers {
+            Workers::Requests(r) => r.max_windows,
+            Workers::Threads(_) => self.depth,
+        }
+    }
+
+    /// Requests in flight now (object storage; 0 for fetch threads).
+    pub(super) fn requests_in_flight(&self) -> usize {
+        match &self.workers {
+            Workers::Requests(r) => r.in_flight(),
+            Workers::Threads(_) => 0,
+        }
+    }
+
+    /// Whether another window goes in flight: below `depth`, or, for requests, while
+    /// it keeps more of them in flight (up to their most windows).
+    fn wants_window(&self) -> bool {
+        let n = self.pending.len();
+        match &self.workers {
+            Workers::Threads(_) => n < self.depth,
+            Workers::Requests(r) => n < self.depth || (n < r.max_windows && r.wants_more()),
+        }
+    }
+
+    /// Queues windows until `depth` are in flight (see [`wants_window`](Self::wants_window))
+    /// or the schedule is exhausted.
     pub(super) fn submit(&mut self, schedule: &mut FetchSchedule) {
         if self.pending.len() > self.refill_at {
             return;
         }
         let mut group = Vec::new();
-        while self.pending.len() < self.depth {
+        while self.wants_window() {
             // With one thread a window is one part, read in the order's order: its ids
             // are not needed to split it, and the thread computes them (when the order
             // can) instead of the consumer, whose thread is the busier one.
@@ -190,6 +298,7 @@ impl Pool {
                     )),
                 });
             };
+            let requests = matches!(self.workers, Workers::Requests(_));
             for done in group {
                 let Some(p) = self.pending.get_mut(&done.window) else {
                     continue;
@@ -208,6 +317,10 @@ impl Pool {
                         p.error.get_or_insert(e);
                     }
                 }
+            }
+            if requests {
+                // Requests came in: start the next ones while waiting for this window.
+                self.submit(schedule);
             }
         }
         // Present: the loop above only breaks when the head window is complete.

@@ -36,7 +36,7 @@ pub(super) struct Done {
 /// The fetch threads and their two channels; dropping it stops and joins them. Jobs go
 /// out in groups, read one after the other by one thread, whose results come back
 /// together: one wake-up of each side per group.
-pub(super) struct Workers {
+pub(super) struct Threads {
     jobs: Option<mpsc::Sender<Vec<Job>>>,
     done: mpsc::Receiver<Vec<Done>>,
     /// Set on drop: the workers pass over the jobs still queued instead of reading
@@ -47,7 +47,7 @@ pub(super) struct Workers {
     threads: Vec<JoinHandle<()>>,
 }
 
-impl Workers {
+impl Threads {
     /// Starts `threads` fetch threads reading from `reader` into buffers from
     /// `spares`; while `test_panic` is set (feature `fault-injection`), every job
     /// panics.
@@ -56,7 +56,7 @@ impl Workers {
         reader: &Arc<Reader>,
         spares: &Spares,
         #[cfg(feature = "fault-injection")] test_panic: &Arc<AtomicBool>,
-    ) -> Result<Workers> {
+    ) -> Result<Threads> {
         let (job_tx, job_rx) = mpsc::channel::<Vec<Job>>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         let stopping = Arc::new(AtomicBool::new(false));
@@ -122,7 +122,7 @@ impl Workers {
             })
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::invalid_argument(format!("cannot start fetch threads: {e}")))?;
-        Ok(Workers {
+        Ok(Threads {
             jobs: Some(job_tx),
             done: done_rx,
             stopping,
@@ -145,7 +145,7 @@ impl Workers {
     }
 }
 
-impl Drop for Workers {
+impl Drop for Threads {
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::Relaxed);
         self.jobs = None; // workers see the closed channel and exit
@@ -156,7 +156,7 @@ impl Drop for Workers {
 }
 
 /// The window-level error for a panic while reading `job`.
-fn part_panic(job: &Job, payload: &(dyn std::any::Any + Send)) -> Error {
+pub(super) fn part_panic(job: &Job, payload: &(dyn std::any::Any + Send)) -> Error {
     let message = crate::pool::panic_message(payload);
     Error::internal(match &job.deferred {
         Some(deferred) => format!(

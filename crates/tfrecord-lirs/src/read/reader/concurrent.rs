@@ -1,11 +1,14 @@
-//! A batch read with many reads in flight (remote storage): the sorted ids cut
-//! between runs into parts, each part read by a thread through the copied strategy.
+//! A batch read with many reads in flight (remote storage): on object storage, every
+//! run a request in flight (`ranged.rs`); through other file systems, the sorted ids
+//! cut between runs into parts, each part read by a thread through the copied
+//! strategy.
 
 use tfrecord_lirs_format::error::{Error, Result};
 
 use crate::read::batch::Batch;
+use crate::storage::ranged::ReadScope;
 
-use super::{Reader, REMOTE_AUTO_THREADS};
+use super::{Reader, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS};
 
 impl Reader {
     /// [`read_batch`](Reader::read_batch) with many reads in flight where they pay: on
@@ -18,6 +21,29 @@ impl Reader {
     /// id's, as `read_batch` reports it), are those of `read_batch`; a panic in a read
     /// is an [`Internal`](crate::ErrorKind::Internal) error.
     pub fn read_batch_concurrent(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
+        if self.reads_ranged() {
+            if let Some(plan) = self.plan_ranged(ids) {
+                // Object storage: every run a request in flight, no thread each; what
+                // the ranged read leaves (an error to name) is read as read_batch does.
+                let scope = ReadScope::new(REMOTE_AUTO_IN_FLIGHT);
+                let (sent, arrived) = std::sync::mpsc::channel();
+                let batch = std::mem::take(out);
+                self.read_batch_ranged(
+                    ids.to_vec(),
+                    plan,
+                    batch,
+                    &scope,
+                    Box::new(move |assembled| {
+                        let _ = sent.send(assembled);
+                    }),
+                );
+                if let Some(batch) = arrived.recv().ok().and_then(|a| a.decode(self)) {
+                    *out = batch;
+                    return Ok(());
+                }
+                return self.read_batch(ids, out);
+            }
+        }
         let parts = if self.is_remote() {
             REMOTE_AUTO_THREADS.min(ids.len())
         } else {

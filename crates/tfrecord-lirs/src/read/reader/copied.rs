@@ -57,34 +57,7 @@ impl Reader {
                 }
                 continue;
             }
-            // Extend the run while ids are consecutive, in this file, and within the cap;
-            // the spans of the run, in id order (each checked against its neighbour).
-            let file_len = self.layout.files()[f].len();
-            spans.clear();
-            spans.push((first_start, first_end));
-            let mut end = k + 1;
-            while end < by_id.len() {
-                let next = ids[by_id[end]];
-                let prev = ids[by_id[end - 1]];
-                if next == prev {
-                    end += 1; // the same id twice: read once, served twice
-                    continue;
-                }
-                let local = i + (next - first) as usize;
-                if next != prev + 1 || local as u64 >= file_len {
-                    break;
-                }
-                // A span the table gets wrong ends the run: its own read reports it, in
-                // id order.
-                let Ok(span) = self.span(f, local, next) else {
-                    break;
-                };
-                if span.1 - first_start > MAX_COALESCED_READ {
-                    break;
-                }
-                spans.push(span);
-                end += 1;
-            }
+            let end = self.extend_run(ids, &by_id, k, (f, i), (first_start, first_end), &mut spans);
             let (start, stop) = (first_start, spans[spans.len() - 1].1);
             let len = self.span_len_usize(f, first, start, stop)?;
             out.align_for(start, len);
@@ -104,6 +77,50 @@ impl Reader {
         }
         out.ids.extend_from_slice(ids);
         Ok(BatchRead::Complete)
+    }
+
+    /// The end (in `by_id`, the positions of `ids` by id) of the run that starts at
+    /// `k`, instance `i` of file `f` with span `first`: it goes on while ids are
+    /// consecutive, in this file, and within [`MAX_COALESCED_READ`]. `spans` is set to
+    /// the spans of the run, in id order (each checked against its neighbour); the
+    /// same id twice is read once, served twice.
+    pub(super) fn extend_run(
+        &self,
+        ids: &[u64],
+        by_id: &[usize],
+        k: usize,
+        (f, i): (usize, usize),
+        first: (u64, u64),
+        spans: &mut Vec<(u64, u64)>,
+    ) -> usize {
+        let first_id = ids[by_id[k]];
+        let file_len = self.layout.files()[f].len();
+        spans.clear();
+        spans.push(first);
+        let mut end = k + 1;
+        while end < by_id.len() {
+            let next = ids[by_id[end]];
+            let prev = ids[by_id[end - 1]];
+            if next == prev {
+                end += 1;
+                continue;
+            }
+            let local = i + (next - first_id) as usize;
+            if next != prev + 1 || local as u64 >= file_len {
+                break;
+            }
+            // A span the table gets wrong ends the run: its own read reports it, in
+            // id order.
+            let Ok(span) = self.span(f, local, next) else {
+                break;
+            };
+            if span.1 - first.0 > MAX_COALESCED_READ {
+                break;
+            }
+            spans.push(span);
+            end += 1;
+        }
+        end
     }
 
     /// `stop - start` as a memory size; `id` names the error.

@@ -62,6 +62,12 @@ pub trait ReadAt: Send + Sync {
     fn map_view(&self) -> Option<MapView<'_>> {
         self.mapped().map(|bytes| MapView(View::Plain(bytes)))
     }
+
+    /// The same source as one whose reads are requests started on a runtime
+    /// (object storage), if it is one: many are then in flight without a thread each.
+    fn ranged(&self) -> Option<&dyn crate::storage::ranged::RangedRead> {
+        None
+    }
 }
 
 /// A mapped file, readable while this view lives (see [`ReadAt::map_view`]).

@@ -1,0 +1,242 @@
+"""Row 15 of `make bench`: object storage at the speed of a sequential read.
+
+One process in a private network namespace (tests/gcs_emulator.py's), one latency model
+for every contender: each object GET waits a lognormal draw of mean SERVER_DELAY_MS
+(median SERVER_DELAY_MS * exp(-TAIL_SIGMA**2 / 2), log-space sigma TAIL_SIGMA, seeded by
+object and byte range, so the same reads wait the same in every run and for every
+contender), or a constant SERVER_DELAY_MS in the constant model.
+
+* stock `tf.data.TFRecordDataset(gs://...).shuffle(10000)`: TensorFlow's GCS client
+  against the GCS emulator (sequential 256 KB reads; GCS_READ_CACHE_BLOCK_SIZE_MB=0 as
+  in row 8);
+* a sequential pass over the same objects through the fast S3 server
+  (benchmarks/s3-bench-server) in 256 KB ranged GETs, one at a time (the stock
+  reader's pattern), by its `load --sequential`;
+* `LIRSDataset` and `Loader` over s3:// (the core's object_store client: requests in
+  flight on its runtime, no thread each) at num_parallel_reads 32/128/512/2048 and the
+  default, in instance and page-aware order, ordered and unordered.
+
+For each: records/s, GETs per record and bytes fetched per byte delivered (from the
+server's own counts, `/_bench/stats`), and the client's CPU per record
+(`time.process_time`, the reading process only; the servers are other processes).
+
+    .venv/bin/python benchmarks/objstore_bench.py [--out bench_out] [--quick]
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "python"))
+
+SERVER_DELAY_MS = 50
+TAIL_SIGMA = 0.8
+TAIL_SEED = 11
+FILES = 4
+RECORDS = 6000
+RECORD_BYTES = (200, 1200)
+IN_FLIGHT = [32, 128, 512, 2048, -1]
+# Records timed per contender (after the first batch): the epoch's first part.
+TAKE = 16000
+TAKE_STOCK = 12000
+SERVER = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "s3-bench-server"
+
+SNIPPET = textwrap.dedent("""
+    import json, os, subprocess, sys, time, urllib.request
+    sys.path.insert(0, {python!r})
+    cfg = {cfg!r}
+    srv = subprocess.Popen([cfg["server"], "serve", "--root", cfg["root"],
+                            "--latency-ms", str(cfg["median_ms"]), "--sigma", str(cfg["sigma"]),
+                            "--seed", str(cfg["seed"])], stdout=subprocess.PIPE, text=True)
+    endpoint = srv.stdout.readline().split()[-1]
+    os.environ.update(AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true", AWS_SKIP_SIGNATURE="true",
+                      AWS_REGION="us-east-1")
+    import tensorflow as tf
+    import tfrecord_lirs
+    rows = []
+
+    def stats():
+        with urllib.request.urlopen(endpoint + "/_bench/stats") as r:
+            return json.loads(r.read())
+
+    def timed(name, make, n, count_server=True, **info):
+        # The server's counts cover the iterator's whole life (its table and first
+        # reads, and what it read ahead past the last record taken), over every record
+        # it handed out: an upper bound of an epoch's GETs per record.
+        s0 = stats()
+        it = make()
+        first = next(it)
+        items = first if isinstance(first, list) else [first]
+        delivered, payload = len(items), sum(len(x) for x in items)
+        c0, t0 = time.process_time(), time.perf_counter()
+        records = 0
+        while records < n:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            items = batch if isinstance(batch, list) else [batch]
+            records += len(items)
+            payload += sum(len(x) for x in items)
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        del it
+        s1 = stats()
+        delivered += records
+        row = dict(name=name, records=records, seconds=dt, rate=records / dt,
+                   cpu_us_per_record=1e6 * cpu / max(records, 1), **info)
+        if count_server:
+            row["gets_per_record"] = (s1["gets"] - s0["gets"]) / max(delivered, 1)
+            row["bytes_per_byte"] = (s1["bytes"] - s0["bytes"]) / max(payload, 1)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    def lirs_dataset(urls, reads, page_aware, deterministic):
+        ds = tfrecord_lirs.LIRSDataset(urls, seed=7, num_parallel_reads=reads,
+                                       deterministic=deterministic, page_aware=page_aware)
+        return (x.numpy() for x in ds)
+
+    for page_aware in (False, True):
+        for reads in cfg["in_flight"]:
+            for deterministic in (True, False):
+                info = dict(reads=reads, page_aware=page_aware, deterministic=deterministic)
+                timed("LIRSDataset", lambda: lirs_dataset(cfg["s3_urls"], reads, page_aware,
+                                                          deterministic), cfg["take"], **info)
+                timed("Loader", lambda: iter(tfrecord_lirs.Loader(
+                    cfg["s3_urls"], seed=7, batch_size=256, page_aware=page_aware,
+                    deterministic=deterministic, num_parallel_reads=reads)), cfg["take"], **info)
+    # The sequential pass: 256 KB GETs one at a time over each object, as the stock
+    # reader does.
+    s0, t0 = stats(), time.perf_counter()
+    for key in cfg["keys"]:
+        subprocess.run([cfg["server"], "load", "--endpoint", endpoint, "--bucket", "bench",
+                        "--key", key, "--range-bytes", "262144", "--in-flight", "1",
+                        "--sequential"], check=True, capture_output=True)
+    dt, s1 = time.perf_counter() - t0, stats()
+    rows.append(dict(name="sequential 256 KB", records=cfg["records"], seconds=dt,
+                     rate=cfg["records"] / dt,
+                     gets_per_record=(s1["gets"] - s0["gets"]) / cfg["records"]))
+    print(json.dumps(rows[-1]), flush=True)
+    stock = tf.data.TFRecordDataset(cfg["gs_urls"]).shuffle(10000, seed=7)
+    timed("stock", lambda: (x.numpy() for x in stock), cfg["take_stock"], count_server=False)
+    srv.terminate()
+    srv.wait()
+    with open(cfg["results"], "w") as f:
+        json.dump(dict(rows=rows), f)
+""")
+
+
+def run_objstore(out_dir, quick=False, sigma=TAIL_SIGMA):
+    """Measures row 15; returns its results (or why not)."""
+    import shutil
+
+    import numpy as np
+
+    import tfrecord_lirs
+    from gcs_emulator import BUCKET, namespace_unavailable, run_with_gcs
+
+    why = namespace_unavailable()
+    if why:
+        return {"skipped": why}
+    if not SERVER.exists():
+        return {"skipped": f"{SERVER} is not built (make bench builds it)"}
+    work = Path(out_dir) / "objstore"
+    work.mkdir(parents=True, exist_ok=True)
+    root = work / "s3root"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "bench").mkdir(parents=True)
+    rng = np.random.default_rng(13)
+    files = [work / f"remote-{f}.tfrecord" for f in range(FILES)]
+    for f, data in enumerate(files):
+        with tfrecord_lirs.PaddedWriter(str(data)) as w:
+            for i in range(RECORDS):
+                n = int(rng.integers(*RECORD_BYTES))
+                w.write(b"%08d" % (f * RECORDS + i)
+                        + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
+        # The S3 server's objects: files in its bucket directory.
+        shutil.copy(data, root / "bench" / data.name)
+        shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
+    median = SERVER_DELAY_MS * math.exp(-sigma ** 2 / 2)
+    results = work / "results.json"
+    cfg = dict(server=str(SERVER), root=str(root), median_ms=median, sigma=sigma,
+               seed=TAIL_SEED, in_flight=[32, -1] if quick else IN_FLIGHT,
+               take=2000 if quick else TAKE, take_stock=2000 if quick else TAKE_STOCK,
+               s3_urls=[f"s3://bench/{d.name}" for d in files],
+               gs_urls=[f"gs://{BUCKET}/bench/{d.name}" for d in files],
+               keys=[d.name for d in files], records=FILES * RECORDS, results=str(results))
+    objects = {}
+    for data in files:
+        objects[f"bench/{data.name}"] = data
+    start = time.time()
+    latency = {"median_ms": median, "sigma": sigma, "seed": TAIL_SEED}
+    run_with_gcs(work / "run", objects, SNIPPET.format(python=str(ROOT / "python"), cfg=cfg),
+                 latency=latency, timeout=3600, env={"GCS_READ_CACHE_BLOCK_SIZE_MB": "0"})
+    out = json.loads(results.read_text())
+    out.update(latency=latency, records=FILES * RECORDS, minutes=(time.time() - start) / 60)
+    return out
+
+
+def _row(res, name, **info):
+    for r in res["rows"]:
+        if r["name"] == name and all(r.get(k) == v for k, v in info.items()):
+            return r
+    return None
+
+
+def add_rows(t, res, check, fmt_rate):
+    """Adds row 15 to the `make bench` table `t` (run_bench.Table)."""
+    sec = "15 object storage vs a sequential read (s3-bench-server, 50 ms mean)"
+    if "skipped" in res:
+        t.add(sec, "not run", res["skipped"])
+        return
+    stock = _row(res, "stock")
+    seq = _row(res, "sequential 256 KB")
+    if stock:
+        t.add(sec, "stock TFRecordDataset(gs://).shuffle(10000)", fmt_rate(stock["rate"]),
+              f"GCS emulator, same latency; {stock['cpu_us_per_record']:.0f} us CPU/record")
+    if seq:
+        t.add(sec, "sequential 256 KB ranged GETs, one at a time", fmt_rate(seq["rate"]),
+              f"{seq['gets_per_record']:.3f} GET/record")
+    base = max((stock or {}).get("rate", 0), (seq or {}).get("rate", 0)) or None
+    for name in ("LIRSDataset", "Loader"):
+        for page_aware in (False, True):
+            for reads in IN_FLIGHT:
+                det = _row(res, name, reads=reads, page_aware=page_aware, deterministic=True)
+                un = _row(res, name, reads=reads, page_aware=page_aware, deterministic=False)
+                if not det:
+                    continue
+                label = (f"{name}, {'page-aware' if page_aware else 'instance order'}, "
+                         f"{'default' if reads == -1 else reads} in flight")
+                note = (f"{det['gets_per_record']:.2f} GET/rec, "
+                        f"{det['bytes_per_byte']:.2f} B fetched/B, "
+                        f"{det['cpu_us_per_record']:.0f} us CPU/rec")
+                if base:
+                    note = f"{det['rate'] / base:.2f}x sequential; " + note
+                if un:
+                    note += f"; unordered {fmt_rate(un['rate'])} ({un['rate'] / det['rate']:.2f}x)"
+                if reads == -1 and name == "LIRSDataset" and base:
+                    goal = 1.0 if page_aware else 0.5
+                    m = check(t, f"15: {label} vs sequential", det["rate"] / base, goal)
+                    t.add(sec, f"**{label}**", fmt_rate(det["rate"]), note, f">= {goal}x", m)
+                else:
+                    t.add(sec, label, fmt_rate(det["rate"]), note)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "bench_out"))
+    ap.add_argument("--quick", action="store_true", help="32 and default in flight, few records")
+    ap.add_argument("--sigma", type=float, default=TAIL_SIGMA, help="0: constant latency")
+    args = ap.parse_args()
+    print(json.dumps(run_objstore(args.out, args.quick, args.sigma), indent=1))
+
+
+if __name__ == "__main__":
+    main()

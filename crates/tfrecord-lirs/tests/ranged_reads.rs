@@ -1,0 +1,275 @@
+//! Object storage read by requests in flight on the storage's runtime (no thread
+//! each): through object_store's `http://` client against this test's own server
+//! (tests/http_server), one per test, so the GETs each test counts are its own. The
+//! same payloads as the local file in every order and delivery; neighbouring records
+//! one GET; a dropped fetch cancels its requests; a failing server retried, then the
+//! error names the object, the instance and the byte. Nothing waits on a clock: reads
+//! in flight are held at the server's gate.
+#![cfg(feature = "object-store")]
+
+mod common;
+mod http_server;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{kdd_sizes, payload, write_padded};
+use http_server::Server;
+use tfrecord_lirs::cloud::ObjectStoreFileSystem;
+use tfrecord_lirs::{
+    Batch, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions, Storage,
+};
+
+/// A padded file of `n` kdd-sized records, locally and on `server` as `name` (with
+/// its table); the local reader and the URL's.
+fn dataset(
+    server: &Server,
+    fs: ObjectStoreFileSystem,
+    n: usize,
+) -> (PathBuf, Arc<Reader>, Arc<Reader>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let all: Vec<Vec<u8>> = kdd_sizes(n, 7)
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| payload(i, s))
+        .collect();
+    let (path, _) = write_padded(dir.path(), "d.tfrecord", &all, 4096, Fit::Next);
+    server.put("d.tfrecord", std::fs::read(&path).unwrap());
+    let table = tfrecord_lirs::default_table_path(&path);
+    server.put("d.tfrecord.offsets", std::fs::read(table).unwrap());
+    let local = Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap());
+    let options = ReaderOptions {
+        storage: Storage::with_file_system(Arc::new(fs)),
+        ..Default::default()
+    };
+    let url = server.url("d.tfrecord");
+    let remote = Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap());
+    (path, local, remote, dir)
+}
+
+/// The (id, payload) pairs of one epoch, in delivery order.
+fn epoch(
+    reader: &Arc<Reader>,
+    params: &OrderParams,
+    options: FetchOptions,
+    unordered: bool,
+) -> Vec<(u64, Vec<u8>)> {
+    let order = reader.epoch_order(params).unwrap();
+    let mut fetcher = Fetcher::new(Arc::clone(reader), order, options).unwrap();
+    if unordered {
+        fetcher = fetcher.unordered();
+    }
+    let mut out = Vec::new();
+    while let Some(w) = fetcher.next_window() {
+        let p = w.result.unwrap();
+        for (k, &id) in w.ids.iter().enumerate() {
+            out.push((id, p.get(k).unwrap().unwrap().to_vec()));
+        }
+    }
+    out
+}
+
+fn data_gets(server: &Server) -> Vec<std::ops::Range<u64>> {
+    server
+        .gets()
+        .into_iter()
+        .filter(|(name, _)| name == "d.tfrecord")
+        .map(|(_, r)| r)
+        .collect()
+}
+
+#[test]
+fn epochs_read_by_requests_equal_the_local_file() {
+    let server = Server::start();
+    let (_, local, remote, _dir) = dataset(&server, ObjectStoreFileSystem::new(), 1500);
+    assert!(remote.is_remote());
+    for page_aware in [false, true] {
+        let params = OrderParams {
+            seed: 4,
+            epoch: 1,
+            page_aware,
+            ..Default::default()
+        };
+        let options = FetchOptions {
+            threads: 100,
+            window: 64,
+            depth: 2,
+        };
+        let want = epoch(
+            &local,
+            &params,
+            FetchOptions {
+                threads: 0,
+                ..options
+            },
+            false,
+        );
+        assert_eq!(
+            epoch(&remote, &params, options, false),
+            want,
+            "ordered, {params:?}"
+        );
+        // Unordered: the same (id, payload) pairs, each once.
+        let mut got = epoch(&remote, &params, options, true);
+        got.sort();
+        let mut sorted = want.clone();
+        sorted.sort();
+        assert_eq!(got, sorted, "unordered, {params:?}");
+    }
+    // A batch of ids in any order, repeats too, through the requests in flight.
+    let ids = [1400, 3, 3, 700, 4, 5, 1499, 0];
+    let mut batch = Batch::default();
+    remote.read_batch_concurrent(&ids, &mut batch).unwrap();
+    for (k, &id) in ids.iter().enumerate() {
+        assert_eq!(batch.payload(k), local.read(id).unwrap(), "id {id}");
+    }
+}
+
+#[test]
+fn neighbouring_records_are_one_get() {
+    let server = Server::start();
+    let (_, local, remote, _dir) = dataset(&server, ObjectStoreFileSystem::new(), 2000);
+    // A page-aware epoch: each unit (the records that start in one page) is one run,
+    // and runs of one window less than a page apart share a GET.
+    server.clear_gets();
+    let params = OrderParams {
+        seed: 2,
+        page_aware: true,
+        ..Default::default()
+    };
+    let options = FetchOptions {
+        threads: 64,
+        window: 256,
+        depth: 2,
+    };
+    let got = epoch(&remote, &params, options, false);
+    assert_eq!(got.len(), 2000);
+    let gets = data_gets(&server);
+    let pages = local.io_stats().data_pages.max(1);
+    let pages = pages.max(
+        std::fs::metadata(local.location(0).unwrap().0)
+            .unwrap()
+            .len()
+            .div_ceil(4096),
+    );
+    assert!(
+        gets.len() as u64 <= pages,
+        "{} GETs for {} records in {pages} pages",
+        gets.len(),
+        got.len()
+    );
+    assert!(
+        gets.len() * 5 <= got.len(),
+        "{} GETs for {} records",
+        gets.len(),
+        got.len()
+    );
+
+    // Two records with one between them (less than the merge gap apart): one GET.
+    server.clear_gets();
+    let (_, a) = local.location(10).unwrap();
+    let (_, c) = local.location(12).unwrap();
+    assert!(c - a < 4096, "records 10 and 12 are {} bytes apart", c - a);
+    let mut batch = Batch::default();
+    remote.read_batch_concurrent(&[12, 10], &mut batch).unwrap();
+    assert_eq!(batch.payload(0), local.read(12).unwrap());
+    assert_eq!(batch.payload(1), local.read(10).unwrap());
+    assert_eq!(data_gets(&server).len(), 1, "{:?}", data_gets(&server));
+    // Far apart (more than the gap): a GET each.
+    server.clear_gets();
+    remote
+        .read_batch_concurrent(&[0, 1999], &mut batch)
+        .unwrap();
+    assert_eq!(data_gets(&server).len(), 2, "{:?}", data_gets(&server));
+}
+
+#[test]
+fn dropping_a_fetch_cancels_its_requests() {
+    let server = Server::start();
+    let (_, local, remote, _dir) = dataset(&server, ObjectStoreFileSystem::new(), 1200);
+    let params = OrderParams {
+        seed: 8,
+        ..Default::default()
+    };
+    let options = FetchOptions {
+        threads: 200,
+        window: 16,
+        depth: 2,
+    };
+    let order = remote.epoch_order(&params).unwrap();
+    let mut fetcher = Fetcher::new(Arc::clone(&remote), order, options).unwrap();
+    // The first window's GETs go through, every later one is held.
+    let first: Vec<u64> = epoch(
+        &local,
+        &params,
+        FetchOptions {
+            threads: 0,
+            ..options
+        },
+        false,
+    )
+    .into_iter()
+    .take(16)
+    .map(|(id, _)| id)
+    .collect();
+    let offsets: BTreeSet<u64> = first
+        .iter()
+        .map(|&id| local.location(id).unwrap().1)
+        .collect();
+    server.hold_except(offsets.into_iter().collect());
+    let w = fetcher.next_window().unwrap();
+    assert_eq!(w.ids, first);
+    drop(w);
+    server.wait_until("requests of later windows held", |held, _| held >= 100);
+    let in_flight = fetcher.requests_in_flight();
+    assert!(in_flight >= 100, "{in_flight} requests in flight");
+    let held = server.held();
+    drop(fetcher);
+    // Every held request is given up by the client (its connection closed), none
+    // answered: the server sees each one cancelled.
+    server.wait_until("held requests cancelled", |now, cancelled| {
+        now == 0 && cancelled >= held
+    });
+}
+
+#[test]
+fn failing_requests_are_retried_then_the_error_names_the_object() {
+    let server = Server::start();
+    let fs = ObjectStoreFileSystem::new().with_retries(
+        3,
+        Duration::from_millis(1),
+        Duration::from_secs(60),
+    );
+    let (_, local, remote, _dir) = dataset(&server, fs, 300);
+    // Two 503s, then the server answers: the retries make the read whole.
+    server.clear_gets();
+    server.fail(Some(2));
+    let ids: Vec<u64> = (0..300).step_by(7).collect();
+    let mut batch = Batch::default();
+    remote.read_batch_concurrent(&ids, &mut batch).unwrap();
+    for (k, &id) in ids.iter().enumerate() {
+        assert_eq!(batch.payload(k), local.read(id).unwrap());
+    }
+    // Every GET answered 503 from now on: a window's slots fail, each with the error
+    // naming the object, as a positioned read's does.
+    server.fail(None);
+    let params = OrderParams::default();
+    let order = remote.epoch_order(&params).unwrap();
+    let options = FetchOptions {
+        threads: 16,
+        window: 8,
+        depth: 1,
+    };
+    let mut fetcher = Fetcher::new(Arc::clone(&remote), order, options).unwrap();
+    let w = fetcher.next_window().unwrap();
+    let payloads = w.result.unwrap();
+    assert_eq!(payloads.failures().len(), w.ids.len());
+    for (slot, e) in payloads.failures() {
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&server.url("d.tfrecord")), "{text}");
+        let _ = slot;
+    }
+}
