@@ -238,6 +238,11 @@ fn smallest_and_largest_page_sizes() {
         )
         .err()
         .unwrap();
-        assert!(err.to_string().contains("page size"), "{err}");
+        assert!(
+            err.to_string().contains(&format!(
+                "page_size must be a power of two from 512 to 16777216 bytes, got {bad}"
+            )),
+            "{err}"
+        );
     }
 }
