@@ -8,20 +8,14 @@ use std::process::{Command, Output};
 
 use tfrecord_lirs::format;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tfrecord-lirs");
+mod common;
+
+use common::{run, s, BIN};
 
 fn testdata(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata")
         .join(name)
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// Asserts exit status 1 and one `error:` line; returns that line.

@@ -4,27 +4,12 @@
 //! is the Loader's order.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use tfrecord_lirs::format;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tfrecord-lirs");
+mod common;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{run, s, stderr, stdout};
 
 /// `n` files of 10, 11, ... records; each record's payload is its global id (u64 LE).
 fn shards(dir: &Path, n: usize) -> Vec<PathBuf> {

@@ -2,27 +2,12 @@
 //! each kind of mistake, `pad`'s refusal to replace an output, and `--fit auto`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use tfrecord_lirs::format;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tfrecord-lirs");
+mod common;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{run, s, stderr, stdout};
 
 /// A plain TFRecord file of `n` records of `len` bytes.
 fn write_plain(path: &Path, n: usize, len: usize) {

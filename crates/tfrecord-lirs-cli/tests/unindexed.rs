@@ -3,15 +3,12 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use tfrecord_lirs::{default_table_path, format, PadOptions, PaddedWriter};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tfrecord-lirs");
+mod common;
 
-fn cli(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
+use common::run as cli;
 
 fn append_records(path: &Path, payloads: &[&[u8]]) -> u64 {
     let offset = std::fs::metadata(path).unwrap().len();
