@@ -133,8 +133,11 @@ fuzz: cargo-fuzz
 
 # `make demo`: label-sorted data, the same model trained with stock shuffle(10000) and
 # LIRS; prints a table and writes demo_out/results.json and demo_out/convergence.png.
+# Then data refurbishing (scikit-learn's digits as PNG Examples): standard augmentation vs
+# refurbish r=3 vs data echoing vs none; demo_out/refurbish.json and refurbish.png.
 demo: venv tf-op python-install $(VENV)/.demo-installed
 	$(PY) demo/lirs_demo.py --out demo_out
+	$(PY) demo/refurbish_demo.py --out demo_out
 
 $(VENV)/.demo-installed: requirements-demo.txt $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet -r requirements-demo.txt
