@@ -333,6 +333,7 @@ impl NativeRefurbisher {
     /// store has it, else
     /// `compute(partial_seed)` — a `(value, bytes to store)` pair — whose value is
     /// returned and whose bytes the core keeps or not.
+    #[allow(clippy::too_many_arguments)] // one use of the schedule and the two callables
     fn partial<'py>(
         &self,
         py: Python<'py>,
