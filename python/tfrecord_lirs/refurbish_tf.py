@@ -83,7 +83,7 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
         return payload is not None, payload or b""
 
     def keep(id, generation, epoch, payload, refresh):
-        step.keep(int(id), int(generation), int(epoch), bytes(payload), bool(refresh))
+        step.keep(int(id), int(generation), int(epoch), bool(refresh), bytes(payload))
         return True
 
     def read(id):
