@@ -1,10 +1,10 @@
-//! The byte count of a disk partial store, shared by every process that opens it
-//! (`docs/FORMAT.md` §7.1): the file `LEDGER` in the namespace directory holds the
-//! bytes of its entries (u64 little-endian), read and written under an exclusive lock
-//! on that file (`flock`; a new open per use, so threads of one process exclude each
-//! other too). The ledger errs high (a killed writer's reservation, an entry
-//! written over, entries removed by hand); at the bound a [`scan`] of the directory
-//! counts again, and removes what the bound needs.
+//! The bound of a disk partial store, shared by every process that opens it
+//! (`docs/FORMAT.md` §7.1). The count: the file `LEDGER` in the namespace directory
+//! holds the bytes of its entries (u64 little-endian), read and written under an
+//! exclusive lock on that file (`flock`; a new open per use, so threads of one process
+//! exclude each other too). The ledger errs high (a killed writer's reservation, an
+//! entry written over, entries removed by hand); at the bound a [`scan`] of the
+//! directory counts again, and [`reserve`] evicts the oldest generations.
 //!
 //! Measured on the loaded 2-core dev machine (ext4), through the Python extension: a
 //! ledger update (open, lock, read, write, close) 11 µs, against 315 µs for a whole
@@ -15,6 +15,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 /// The ledger's file name in a namespace directory.
@@ -137,4 +138,58 @@ impl Ledger {
         }
         Ok(())
     }
+}
+
+/// The store size eviction brings `capacity` down to.
+pub(crate) fn low_water(capacity: u64) -> u64 {
+    (u128::from(capacity) * u128::from(LOW_WATER.0) / u128::from(LOW_WATER.1)) as u64
+}
+
+/// `(generation, bytes)` of the last eviction that found no room for that generation:
+/// while the count has not dropped, a put of it skips the scan (a store too small for
+/// one generation would otherwise scan at every put).
+pub(crate) type NoRoom = Mutex<Option<(u64, u64)>>;
+
+/// Adds `size` bytes to the ledger of `dir` if they fit under `capacity`; if they do
+/// not, scans and evicts entries of generations older than `generation`, oldest first,
+/// down to [`low_water`]. Whether they fit, and how many entries were evicted.
+pub(crate) fn reserve(
+    dir: &Path,
+    capacity: u64,
+    generation: u64,
+    size: u64,
+    no_room: &NoRoom,
+) -> std::io::Result<(bool, u64)> {
+    let mut ledger = Ledger::lock(dir)?;
+    let mut evicted = 0;
+    if ledger.bytes.saturating_add(size) > capacity {
+        let mut no_room = no_room.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*no_room, Some((g, b)) if g == generation && ledger.bytes >= b) {
+            return Ok((false, 0));
+        }
+        let mut found = scan(dir)?;
+        ledger.bytes = found.iter().map(|f| f.size).sum();
+        if ledger.bytes.saturating_add(size) > capacity {
+            found.sort_unstable();
+            let low = low_water(capacity);
+            for f in found.iter().take_while(|f| f.generation < generation) {
+                if ledger.bytes.saturating_add(size) <= low {
+                    break;
+                }
+                if fs::remove_file(dir.join(format!("{}.{}", f.id, f.generation))).is_ok() {
+                    ledger.bytes = ledger.bytes.saturating_sub(f.size);
+                    evicted += 1;
+                }
+            }
+        }
+        if ledger.bytes.saturating_add(size) > capacity {
+            *no_room = Some((generation, ledger.bytes));
+            ledger.commit()?;
+            return Ok((false, evicted));
+        }
+        *no_room = None;
+    }
+    ledger.bytes += size;
+    ledger.commit()?;
+    Ok((true, evicted))
 }

@@ -44,7 +44,7 @@ use std::sync::Mutex;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use super::partial_ledger::{self as ledger, Ledger, LEDGER_FILE, LOW_WATER, TEMP_PREFIX};
+use super::partial_ledger::{self as ledger, low_water, Ledger, NoRoom, LEDGER_FILE, TEMP_PREFIX};
 
 const MAGIC: &[u8; 8] = b"LIRSPAR1";
 /// Magic, namespace, id, generation, payload length.
@@ -158,7 +158,7 @@ pub struct PartialStore {
     temp_seq: AtomicU64,
     /// `(generation, bytes)` of the last eviction that found no room for that
     /// generation: while the count has not dropped, a put of it skips the scan.
-    no_room: Mutex<Option<(u64, u64)>>,
+    no_room: NoRoom,
 }
 
 impl std::fmt::Debug for PartialStore {
@@ -183,11 +183,6 @@ fn is_full(e: &std::io::Error) -> bool {
     )
 }
 
-/// The store size eviction brings `capacity` down to.
-fn low_water(capacity: u64) -> u64 {
-    (u128::from(capacity) * u128::from(LOW_WATER.0) / u128::from(LOW_WATER.1)) as u64
-}
-
 impl PartialStore {
     /// A store in this process's memory, of at most `capacity` bytes.
     pub fn memory(identity: &StoreIdentity, capacity: u64) -> PartialStore {
@@ -202,7 +197,7 @@ impl PartialStore {
             capacity,
             counters: Counters::default(),
             temp_seq: AtomicU64::new(0),
-            no_room: Mutex::new(None),
+            no_room: NoRoom::default(),
         }
     }
 
@@ -460,38 +455,9 @@ impl PartialStore {
     /// Adds `size` bytes to the ledger if they fit under the bound, after evicting
     /// entries of generations older than `generation` if they do not.
     fn reserve(&self, dir: &Path, generation: u64, size: u64) -> std::io::Result<bool> {
-        let mut ledger = Ledger::lock(dir)?;
-        if ledger.bytes.saturating_add(size) > self.capacity {
-            let mut no_room = self.no_room.lock().unwrap_or_else(|p| p.into_inner());
-            if matches!(*no_room, Some((g, b)) if g == generation && ledger.bytes >= b) {
-                return Ok(false);
-            }
-            let mut found = ledger::scan(dir)?;
-            ledger.bytes = found.iter().map(|f| f.size).sum();
-            if ledger.bytes.saturating_add(size) > self.capacity {
-                found.sort_unstable();
-                let low = low_water(self.capacity);
-                for f in found.iter().take_while(|f| f.generation < generation) {
-                    if ledger.bytes.saturating_add(size) <= low {
-                        break;
-                    }
-                    let path = dir.join(format!("{}.{}", f.id, f.generation));
-                    if fs::remove_file(&path).is_ok() {
-                        ledger.bytes = ledger.bytes.saturating_sub(f.size);
-                        add(&self.counters.evicted, 1);
-                    }
-                }
-            }
-            if ledger.bytes.saturating_add(size) > self.capacity {
-                *no_room = Some((generation, ledger.bytes));
-                ledger.commit()?;
-                return Ok(false);
-            }
-            *no_room = None;
-        }
-        ledger.bytes += size;
-        ledger.commit()?;
-        Ok(true)
+        let (fits, evicted) = ledger::reserve(dir, self.capacity, generation, size, &self.no_room)?;
+        add(&self.counters.evicted, evicted);
+        Ok(fits)
     }
 
     /// Takes `size` bytes off the ledger (best effort: a ledger that over-counts is
