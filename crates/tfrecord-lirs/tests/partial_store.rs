@@ -430,3 +430,34 @@ fn on_a_full_disk(dir: &std::path::Path) {
     assert!(names.iter().all(|n| !n.starts_with(".tmp-")), "{names:?}");
     assert!(stats.bytes <= 256 << 10);
 }
+
+#[test]
+fn the_dataset_identity_changes_with_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.tfrecord");
+    fs::write(&file, b"12345").unwrap();
+    let path = file.to_string_lossy().into_owned();
+    let url = "s3://bucket/d.tfrecord".to_string();
+    let before = tfrecord_lirs::dataset_identity(&[path.clone(), url.clone()], 10);
+    assert!(before.contains(&format!("({path:?}, 5)")), "{before}");
+    assert!(before.contains(&format!("{url:?}")), "{before}");
+    assert_ne!(
+        before,
+        tfrecord_lirs::dataset_identity(&[path.clone(), url.clone()], 11)
+    );
+    // The same file rewritten to another size is another dataset.
+    fs::write(&file, b"123456").unwrap();
+    assert_ne!(
+        before,
+        tfrecord_lirs::dataset_identity(&[path.clone(), url], 10)
+    );
+    // A relative path names the same file as its absolute path.
+    let cwd = std::env::current_dir().unwrap();
+    let relative = file.strip_prefix("/").unwrap();
+    let up = cwd.components().count() - 1;
+    let relative = format!("{}{}", "../".repeat(up), relative.display());
+    assert_eq!(
+        tfrecord_lirs::dataset_identity(&[relative], 1),
+        tfrecord_lirs::dataset_identity(&[path], 1)
+    );
+}

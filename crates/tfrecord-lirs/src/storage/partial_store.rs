@@ -77,7 +77,7 @@ impl StoreIdentity {
     }
 }
 
-/// The dataset part of a store identity for data files: each file's absolute path (an
+/// The dataset part of a store identity for data files: each file's canonical path (an
 /// object-store URL as given) and, for a local file, its size, then the instance count.
 /// Files rewritten to another size or count are another dataset (their old entries are
 /// never served); a file that cannot be read has no size here (its reads fail anyway).
@@ -90,10 +90,13 @@ pub fn dataset_identity(files: &[String], instances: u64) -> String {
         if file.contains("://") {
             text.push_str(&format!("{file:?}"));
         } else {
-            let path = std::path::absolute(file).unwrap_or_else(|_| PathBuf::from(file));
-            match fs::metadata(&path) {
-                Ok(meta) => text.push_str(&format!("({:?}, {})", path.display(), meta.len())),
-                Err(_) => text.push_str(&format!("{:?}", path.display())),
+            // A file's canonical path (`..` and links resolved), or its absolute one.
+            match fs::canonicalize(file).and_then(|p| Ok((fs::metadata(&p)?.len(), p))) {
+                Ok((len, path)) => text.push_str(&format!("({:?}, {len})", path.display())),
+                Err(_) => {
+                    let path = std::path::absolute(file).unwrap_or_else(|_| PathBuf::from(file));
+                    text.push_str(&format!("{:?}", path.display()));
+                }
             }
         }
     }
