@@ -78,14 +78,14 @@ impl NativeRefurbishSchedule {
     /// The options in effect, as keyword arguments.
     fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let p = self.schedule.params();
-        let d = PyDict::new(py);
-        d.set_item("seed", p.seed)?;
-        d.set_item("reuse_factor", p.reuse_factor)?;
-        d.set_item("batch_size", p.batch_size)?;
-        d.set_item("num_shards", p.num_shards)?;
-        d.set_item("shard_index", p.shard_index)?;
-        d.set_item("order_version", p.order_version.number())?;
-        Ok(d)
+        py_dict!(py, {
+            "seed": p.seed,
+            "reuse_factor": p.reuse_factor,
+            "batch_size": p.batch_size,
+            "num_shards": p.num_shards,
+            "shard_index": p.shard_index,
+            "order_version": p.order_version.number(),
+        })
     }
 
     /// Ids in this shard (every epoch).
@@ -279,16 +279,16 @@ impl NativePartialStore {
     /// This process's counters.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.store.stats();
-        let d = PyDict::new(py);
-        d.set_item("bytes", s.bytes)?;
-        d.set_item("hits", s.hits)?;
-        d.set_item("misses", s.misses)?;
-        d.set_item("corrupt", s.corrupt)?;
-        d.set_item("refreshes", s.refreshes)?;
-        d.set_item("recomputes", s.recomputes)?;
-        d.set_item("unstored", s.unstored)?;
-        d.set_item("evicted", s.evicted)?;
-        Ok(d)
+        py_dict!(py, {
+            "bytes": s.bytes,
+            "hits": s.hits,
+            "misses": s.misses,
+            "corrupt": s.corrupt,
+            "refreshes": s.refreshes,
+            "recomputes": s.recomputes,
+            "unstored": s.unstored,
+            "evicted": s.evicted,
+        })
     }
 }
 
