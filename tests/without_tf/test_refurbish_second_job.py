@@ -34,11 +34,9 @@ def answer(job, epoch):
     return got
 
 
-def test_a_second_job_one_epoch_behind_computes_under_five_percent(tmp_path):
-    data = tmp_path / "d.tfrecord"
-    with tfrecord_lirs.PaddedWriter(str(data)) as w:
-        for i in range(N):
-            w.write(bytes([i]) * (1 + i % 7))
+def test_a_second_job_one_epoch_behind_computes_under_five_percent(records_source,
+                                                                   tmp_path):
+    data = records_source(N, lambda i: 1 + i % 7).paths[0]
     store = tmp_path / "store"
     first, second = start(data, store), start(data, store)
     try:
