@@ -246,6 +246,18 @@ fn killed_writers_temporary_files_are_swept_by_age() {
         .unwrap()
         .set_modified(hour_ago)
         .unwrap();
+    // Swept once per 10 minutes store-wide: not by an open right after the first.
+    PartialStore::open_dir(dir.path(), &identity("a"), BIG).unwrap();
+    assert!(old.exists());
+    // The ledger's second word: when the last sweep began (Unix seconds).
+    let ledger = ns.join("LEDGER");
+    let mut words = fs::read(&ledger).unwrap();
+    let then = hour_ago
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    words[8..16].copy_from_slice(&then.to_le_bytes());
+    fs::write(&ledger, &words).unwrap();
     PartialStore::open_dir(dir.path(), &identity("a"), BIG).unwrap();
     assert!(!old.exists());
     assert!(fresh.exists()); // a live writer's, maybe

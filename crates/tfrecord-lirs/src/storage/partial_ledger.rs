@@ -1,7 +1,7 @@
 //! The bound of a disk partial store, shared by every process that opens it
 //! (`docs/FORMAT.md` §7.1). The count: the file `LEDGER` in the namespace directory
-//! holds the bytes of its entries (u64 little-endian), read and written under an
-//! exclusive lock on that file (`flock`; a new open per use, so threads of one process
+//! holds the bytes of its entries and when temporary files were last swept (u64
+//! little-endian each), read and written under an exclusive lock on that file (`flock`; a new open per use, so threads of one process
 //! exclude each other too). The ledger errs high (a killed writer's reservation, an
 //! entry written over, entries removed by hand); at the bound a [`scan`] of the
 //! directory counts again, and [`reserve`] evicts the oldest generations.
@@ -72,7 +72,7 @@ pub(crate) fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
 
 /// Removes the temporary files of `dir` older than [`TEMP_MAX_AGE`] (a `readdir`,
 /// and a `stat` of the temporary files only).
-pub(crate) fn sweep_temps(dir: &Path) -> std::io::Result<()> {
+fn sweep_temps(dir: &Path) -> std::io::Result<()> {
     let now = SystemTime::now();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
@@ -93,51 +93,76 @@ fn sweep_temp(path: &Path, now: SystemTime) {
 }
 
 /// The ledger of the namespace directory `dir`, locked: the byte count to read and
-/// change, written back when dropped changed.
+/// change, and when temporary files were last swept; written back by
+/// [`Ledger::commit`] if changed.
 pub(crate) struct Ledger {
     file: File,
     /// The count as read (a missing or short ledger counts by a scan).
     pub(crate) bytes: u64,
-    written: u64,
+    /// When a sweep of temporary files last began (Unix seconds; 0: never).
+    pub(crate) swept: u64,
+    written: Option<(u64, u64)>,
 }
 
 impl Ledger {
     /// Opens and locks the ledger of `dir` (created, by a scan, if missing).
     pub(crate) fn lock(dir: &Path) -> std::io::Result<Ledger> {
-        let path = dir.join(LEDGER_FILE);
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)?;
+            .open(dir.join(LEDGER_FILE))?;
         file.lock()?;
-        let mut word = [0u8; 8];
-        let read = file.read_exact(&mut word);
-        let (bytes, written) = match read {
+        let mut words = [0u8; 16];
+        let (bytes, swept, written) = match file.read_exact(&mut words) {
             Ok(()) => {
-                let bytes = u64::from_le_bytes(word);
-                (bytes, bytes)
+                let (a, b) = words.split_at(8);
+                let bytes = u64::from_le_bytes(a.try_into().unwrap());
+                let swept = u64::from_le_bytes(b.try_into().unwrap());
+                (bytes, swept, Some((bytes, swept)))
             }
             // A new ledger (or one a full disk cut short): count.
-            Err(_) => (scan(dir)?.iter().map(|f| f.size).sum(), u64::MAX),
+            Err(_) => (scan(dir)?.iter().map(|f| f.size).sum(), 0, None),
         };
         Ok(Ledger {
             file,
             bytes,
+            swept,
             written,
         })
     }
 
-    /// Writes the count back if it changed (the lock is released when dropped).
+    /// Writes the ledger back if it changed (the lock is released when dropped).
     pub(crate) fn commit(mut self) -> std::io::Result<()> {
-        if self.bytes != self.written {
+        let now = (self.bytes, self.swept);
+        if self.written != Some(now) {
+            let mut words = [0u8; 16];
+            words[..8].copy_from_slice(&now.0.to_le_bytes());
+            words[8..].copy_from_slice(&now.1.to_le_bytes());
             self.file.seek(SeekFrom::Start(0))?;
-            self.file.write_all(&self.bytes.to_le_bytes())?;
-            self.written = self.bytes;
+            self.file.write_all(&words)?;
+            self.written = Some(now);
         }
         Ok(())
     }
+}
+
+/// Removes the temporary files of `dir` older than [`TEMP_MAX_AGE`] unless a process
+/// began a sweep less than [`TEMP_MAX_AGE`] ago (so the processes that open a large
+/// store, e.g. every DataLoader worker every epoch, list it once per that age).
+pub(crate) fn sweep_temps_now_and_then(dir: &Path) -> std::io::Result<()> {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut ledger = Ledger::lock(dir)?;
+    if now.saturating_sub(ledger.swept) <= TEMP_MAX_AGE.as_secs() && ledger.swept <= now {
+        return ledger.commit();
+    }
+    ledger.swept = now;
+    ledger.commit()?;
+    // Outside the lock: a listing of a large directory takes a while.
+    sweep_temps(dir)
 }
 
 /// The store size eviction brings `capacity` down to.

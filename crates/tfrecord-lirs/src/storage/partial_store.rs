@@ -231,11 +231,8 @@ impl PartialStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => store.make_dir(&dir)?,
             Err(e) => return Err(Error::io(&id_path, e)),
         }
-        ledger::sweep_temps(&dir).map_err(|e| Error::io(&dir, e))?;
         // The ledger exists from here on (counted by a scan if new).
-        Ledger::lock(&dir)
-            .and_then(Ledger::commit)
-            .map_err(|e| Error::io(&dir.join(LEDGER_FILE), e))?;
+        ledger::sweep_temps_now_and_then(&dir).map_err(|e| Error::io(&dir.join(LEDGER_FILE), e))?;
         Ok(store)
     }
 
