@@ -214,7 +214,7 @@ pub(crate) fn reserve(
         }
         *no_room = None;
     }
-    ledger.bytes += size;
+    ledger.bytes = ledger.bytes.saturating_add(size);
     ledger.commit()?;
     Ok((true, evicted))
 }
