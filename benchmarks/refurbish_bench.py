@@ -14,6 +14,10 @@ layers, `final` FINAL_LAYERS more. Pipelines, side by side in one run:
 * echo r: the same machinery with the whole augmentation as `partial` and no `final`
   (data echoing: a fully augmented sample reused r epochs).
 
+* second job: after refurbish r=3, a second job (fresh sampler, dataset and workers) with
+  the same data, seed and partial function walks the same epochs on the first one's
+  store: partial augmentations it computed against the first job's (a job of its own).
+
 Figures: images/s over epochs 1..E-1 (epoch 0 refreshes everything in every pipeline),
 refreshes per batch (min/max over those epochs, from the schedule), per-batch time spread
 (p95/p50 of the time between batches, from each epoch's first batch on), and diversity: distinct (id, output) pairs over
@@ -117,6 +121,23 @@ def identity(sample, seed):
     return sample
 
 
+class Counted:
+    """`fn`, appending one byte to `log` per call (the DataLoader's worker processes
+    share the file; appends of one byte do not interleave)."""
+
+    def __init__(self, fn, log):
+        self.fn, self.log = fn, log
+
+    def __call__(self, record, seed):
+        with open(self.log, "ab") as f:
+            f.write(b".")
+        return self.fn(record, seed)
+
+
+def calls(log):
+    return os.path.getsize(log) if os.path.exists(log) else 0
+
+
 class Standard(tud.Dataset):
     """The stock pipeline: the whole augmentation on every use."""
 
@@ -136,13 +157,16 @@ def collate(batch):
             for x in batch]
 
 
-def run(kind, r, source, epochs, store):
-    """Per-batch arrival times and output hashes of `epochs` epochs."""
+def run(kind, r, source, epochs, store, log=None):
+    """Per-batch arrival times and output hashes of `epochs` epochs (`log`: count the
+    partial augmentations in that file)."""
     n = len(source)
     sampler = None
     if kind != "standard":
         sampler = RefurbishSampler(source, seed=SEED, reuse_factor=r, batch_size=BATCH)
         fns = (partial, final) if kind == "refurbish" else (whole, identity)
+        if log is not None:
+            fns = (Counted(fns[0], log), fns[1])
         data = RefurbishDataset(source, *fns, sampler, store=store,
                                 partial_name=f"{kind}-bench-1")
     times, outputs, refreshes = [], [], []
@@ -203,8 +227,20 @@ def main():
                     ("echo", 3)]:
         store = os.path.join(args.out, "refurbish-store")
         shutil.rmtree(store, ignore_errors=True)
-        times, outputs, refreshes = run(kind, r, source, args.epochs, store)
+        logs = [os.path.join(args.out, f"refurbish-{job}.calls") for job in ("own", "second")]
+        for log in logs:
+            if os.path.exists(log):
+                os.remove(log)
+        second = kind == "refurbish" and r == 3
+        times, outputs, refreshes = run(kind, r, source, args.epochs, store,
+                                        logs[0] if second else None)
         print(json.dumps(summary(kind, r, times, outputs, refreshes, len(source))), flush=True)
+        if second:
+            _, again, _ = run(kind, r, source, args.epochs, store, logs[1])
+            print(json.dumps({"pipeline": "second_job", "r": r,
+                              "partial_computed": calls(logs[1]),
+                              "own_job_partial_computed": calls(logs[0]),
+                              "same_outputs": again == outputs}), flush=True)
         shutil.rmtree(store, ignore_errors=True)
 
 

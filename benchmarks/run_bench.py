@@ -384,6 +384,15 @@ def bench_refurbish(t, out):
               fmt_rate(x["images_per_s"], "img/s"),
               f"{ratio(x['images_per_s'], std['images_per_s']):.2f}x standard, diversity "
               f"{ratio(x['diversity'], std['diversity']):.3f}x standard's")
+    x = res["second_job_3"]
+    share = ratio(x["partial_computed"], x["own_job_partial_computed"])
+    m = check(t, "14: second job's partial augmentations / a job of its own's", share, 0.05,
+              higher_is_better=False) and x["same_outputs"]
+    t.add(sec, "**second job on the first one's store** vs a job of its own (r=3, same "
+          "epochs): partial augmentations computed"
+          + ("" if x["same_outputs"] else " (OUTPUTS DIFFER)"),
+          f"{x['partial_computed']:,} vs {x['own_job_partial_computed']:,}",
+          f"{share:.1%}", "< 5 %", m)
     return res
 
 

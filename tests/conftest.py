@@ -301,3 +301,20 @@ def indexed(copy_testdata):
         return path, [r.offset for r in read_records(path, check_crc=False)]
 
     return make
+
+
+@pytest.fixture()
+def records_source(tmp_path):
+    """Makes a `tfrecord_lirs.DataSource` over one padded file of `n` records, record `i`
+    being `bytes([i]) * length(i)` (the refurbish tests' data: the first byte names the
+    id; written by the package under test, which those tests are not about)."""
+    import tfrecord_lirs
+
+    def make(n, length):
+        path = tmp_path / "d.tfrecord"
+        with tfrecord_lirs.PaddedWriter(str(path)) as w:
+            for i in range(n):
+                w.write(bytes([i]) * length(i))
+        return tfrecord_lirs.DataSource([str(path)])
+
+    return make

@@ -6,16 +6,18 @@
 
 `partial(record, seed)` and `final(sample, seed)` are TensorFlow functions of a scalar
 `tf.string` record (resp. the partial output, a tensor or a structure of tensors) and a
-stateless seed (`int64[2]`, for `tf.image.stateless_random_*`). The schedule, the seeds
-and the store are the Rust core's: a refresh reads the record and stores the partial
-output (`tf.io.serialize_tensor`); a reuse reads the store and not the TFRecord file.
+stateless seed (`int64[2]`, for `tf.image.stateless_random_*`). The schedule, the seeds,
+the store and the step are the Rust core's (`_lirs.NativeRefurbisher`, in two halves
+around the graph's `partial`: `lookup`, then `keep` of what was computed): a refresh
+reads the record and stores the partial output (`tf.io.serialize_tensor`); a reuse reads
+the store and not the TFRecord file.
 """
 
 import numpy as np
 import tensorflow as tf
 
-from tfrecord_lirs.refurbishing import (RefurbishSchedule, final_seed, open_store,
-                                        partial_seed)
+from tfrecord_lirs import _lirs
+from tfrecord_lirs.refurbishing import RefurbishSchedule, open_store
 from tfrecord_lirs.sources import DataSource
 
 
@@ -56,9 +58,8 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     schedule = RefurbishSchedule(source, seed=seed, reuse_factor=reuse_factor,
                                  batch_size=batch_size, num_shards=num_shards,
                                  shard_index=shard_index, order_version=order_version)
-    run_seed = schedule.options["seed"]
-    partial_store = open_store(store, source, partial, run_seed, dataset_id, partial_name,
-                               store_bytes)
+    partial_store = open_store(store, source, partial, schedule.options["seed"],
+                               dataset_id, partial_name, store_bytes)
     partial_store.stats()  # a wrong store is an error here
 
     def epoch_uses(epoch):
@@ -73,24 +74,24 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
         return tf.data.Dataset.from_tensor_slices(
             (ids, refresh, generation, tf.fill(tf.shape(ids), epoch)))
 
-    def stored(id, refresh, generation):
-        # A refresh looks too: another job (or this one before a restart) may have
-        # stored this generation already.
-        payload = partial_store.get(int(id), int(generation))
+    # The core's step over the schedule and the store (tf.data runs the map's Python
+    # functions in this process).
+    step = _lirs.NativeRefurbisher(schedule._native, partial_store._store())
+
+    def stored(id, generation):
+        payload = step.lookup(int(id), int(generation))
         return payload is not None, payload or b""
 
-    def put(id, generation, payload, refresh):
-        partial_store.put(int(id), int(generation), bytes(payload),
-                          schedule.replaced_generation(int(id), int(generation)),
-                          not bool(refresh))
+    def keep(id, generation, epoch, payload, refresh):
+        step.keep(int(id), int(generation), int(epoch), bool(refresh), bytes(payload))
         return True
 
     def read(id):
         return source[int(id)]
 
     def seeds(id, generation, epoch):
-        return (_seed_pair(partial_seed(run_seed, int(id), int(generation))),
-                _seed_pair(final_seed(run_seed, int(id), int(epoch))))
+        return (_seed_pair(step.partial_seed(int(id), int(generation))),
+                _seed_pair(step.final_seed(int(id), int(epoch))))
 
     record_spec = tf.TensorSpec([], tf.string)
     seed_spec = tf.TensorSpec([2], tf.int64)
@@ -103,8 +104,7 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
                                          stateful=False)
         pseed.set_shape([2])
         fseed.set_shape([2])
-        found, payload = tf.numpy_function(stored, [id, refresh, generation],
-                                           [tf.bool, tf.string])
+        found, payload = tf.numpy_function(stored, [id, generation], [tf.bool, tf.string])
         found.set_shape([])
         payload.set_shape([])
 
@@ -112,8 +112,8 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
             record = tf.numpy_function(read, [id], tf.string)
             record.set_shape([])
             sample = partial(record, pseed)
-            done = tf.numpy_function(put, [id, generation, _serialize(sample), refresh],
-                                     tf.bool)
+            done = tf.numpy_function(keep, [id, generation, epoch, _serialize(sample),
+                                            refresh], tf.bool)
             with tf.control_dependencies([done]):
                 return tf.nest.map_structure(tf.identity, sample)
 

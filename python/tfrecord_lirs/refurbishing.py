@@ -129,8 +129,10 @@ class PartialStore:
     partial function and seed; e.g. under /dev/shm for memory speed). Entries are
     checksummed bytes keyed by (dataset, partial, seed, id, generation); a missing,
     torn or corrupt one reads as None (the caller recomputes). `store_bytes`: the
-    bound (None: the core's default); a put over it, or on a full disk, is not stored
-    and the next use recomputes. Picklable: a copy re-opens the store lazily.
+    bound of the whole store, every process's entries counted (None: the core's
+    default); over it the oldest generations make room, and a put that still does not
+    fit, or meets a full disk, is not stored (the next use recomputes). Picklable: a
+    copy re-opens the store lazily.
     """
 
     def __init__(self, path, dataset, partial, seed=None, store_bytes=None):
@@ -162,8 +164,8 @@ class PartialStore:
         return self._store().put(id, generation, payload, over, recompute)
 
     def stats(self):
-        """This process's counters: bytes, hits, misses, corrupt, refreshes,
-        recomputes, unstored."""
+        """The counters: bytes (the store's), and this process's hits, misses,
+        corrupt, refreshes, recomputes, unstored, evicted."""
         return dict(self._store().stats())
 
     def __getstate__(self):
@@ -179,10 +181,13 @@ class Refurbisher:
     is lost), stores its output, and `final(sample, seed)` on every use; the seeds are
     the core's `partial_seed(seed, id, generation)` and `final_seed(seed, id, epoch)`,
     so a lost entry is recomputed to the same output (for deterministic functions).
+    The step (look up, compute, store or not, count) is the core's
+    (`_lirs.NativeRefurbisher`); `partial` and the serializer are its callbacks.
 
     `serializer`: `(dumps, loads)` between the partial output and the stored bytes
     (None: pickle, protocol 5). The front ends (`tfrecord_lirs.torch.RefurbishDataset`)
     call `use(id, refresh, generation, epoch)` with one position of the schedule.
+    Picklable: a copy makes its core step again lazily (in a worker process).
     """
 
     def __init__(self, read, partial, final, schedule, store, serializer=None):
@@ -191,30 +196,41 @@ class Refurbisher:
                             "and final(sample, seed)")
         self._read, self._partial, self._final = read, partial, final
         self._schedule, self._store = schedule, store
-        self._seed = schedule.options["seed"]
         self._dumps, self._loads = serializer or (_pickle_dumps, pickle.loads)
+        self._native = None
+
+    def _step(self):
+        if self._native is None:
+            self._native = _lirs.NativeRefurbisher(self._schedule._native,
+                                                   self._store._store())
+        return self._native
+
+    def _compute(self, id, seed):
+        sample = self._partial(self._read(id), seed)
+        try:
+            payload = self._dumps(sample)
+        except Exception as e:
+            raise errors.InvalidArgumentError(
+                f"the partial function's output for id {id} cannot be stored "
+                f"({type(e).__name__}: {e}); return picklable values (numpy arrays, "
+                f"tensors, bytes) or pass serializer=(dumps, loads)") from e
+        return sample, payload
 
     def use(self, id, refresh, generation, epoch):
         """The final output of `id` at `epoch`."""
-        # A refresh looks too: another job with the same dataset, partial function and
-        # seed (or this one before a restart) may have stored this generation already.
-        sample = None
-        stored = self._store.get(id, generation)
-        if stored is not None:
-            sample = self._loads(stored)
-        if sample is None:
-            sample = self._partial(self._read(id), partial_seed(self._seed, id, generation))
-            try:
-                payload = self._dumps(sample)
-            except Exception as e:
-                raise errors.InvalidArgumentError(
-                    f"the partial function's output for id {id} cannot be stored "
-                    f"({type(e).__name__}: {e}); return picklable values (numpy arrays, "
-                    f"tensors, bytes) or pass serializer=(dumps, loads)") from e
-            self._store.put(id, generation, payload,
-                            self._schedule.replaced_generation(id, generation),
-                            not refresh)
-        return self._final(sample, final_seed(self._seed, id, epoch))
+        id, generation, epoch = int(id), int(generation), int(epoch)
+        step = self._step()
+        sample = step.partial(id, bool(refresh), generation, epoch,
+                              lambda seed: self._compute(id, seed), self._loads)
+        return self._final(sample, step.final_seed(id, epoch))
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_native"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
 
 def _function_name(fn):
@@ -228,7 +244,7 @@ def _dataset_identity(source):
     if paths is None:
         raise TypeError("give dataset_id= (a name of the data) for a source other than "
                         "tfrecord_lirs.DataSource")
-    return repr(([os.path.abspath(p) for p in paths], len(source)))
+    return _lirs.dataset_identity([os.fsdecode(p) for p in paths], len(source))
 
 
 def open_store(store, source, partial, seed, dataset_id=None, partial_name=None,

@@ -17,12 +17,8 @@ N, BATCH, EPOCHS = 30, 6, 4
 
 
 @pytest.fixture()
-def source(tmp_path):
-    path = tmp_path / "d.tfrecord"
-    with tfrecord_lirs.PaddedWriter(str(path)) as w:
-        for i in range(N):
-            w.write(bytes([i]) * (2 + i % 3))
-    return tfrecord_lirs.DataSource([str(path)])
+def source(records_source):
+    return records_source(N, lambda i: 2 + i % 3)
 
 
 class Partial:

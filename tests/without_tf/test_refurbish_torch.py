@@ -18,12 +18,8 @@ N, BATCH, EPOCHS = 40, 8, 4
 
 
 @pytest.fixture()
-def source(tmp_path):
-    path = tmp_path / "d.tfrecord"
-    with tfrecord_lirs.PaddedWriter(str(path)) as w:
-        for i in range(N):
-            w.write(bytes([i]) * (1 + i % 5))
-    return tfrecord_lirs.DataSource([str(path)])
+def source(records_source):
+    return records_source(N, lambda i: 1 + i % 5)
 
 
 class Partial:
@@ -48,12 +44,13 @@ def calls(log):
     return len(open(log).read().split()) if os.path.exists(log) else 0
 
 
-def run(source, tmp_path, name, r, disturb=None, num_workers=2):
+def run(source, tmp_path, name, r, disturb=None, num_workers=2, store_bytes=None):
     """Outputs of every epoch (id → final output) and partial calls per epoch."""
     log = tmp_path / f"{name}.log"
     store = tmp_path / f"{name}-store"
     sampler = RefurbishSampler(source, seed=3, reuse_factor=r, batch_size=BATCH)
-    data = RefurbishDataset(source, Partial(log), final, sampler, store=str(store))
+    data = RefurbishDataset(source, Partial(log), final, sampler, store=str(store),
+                            store_bytes=store_bytes)
     loader = tud.DataLoader(data, sampler=sampler, batch_size=BATCH,
                             num_workers=num_workers, collate_fn=list)
     outputs, per_epoch = [], []
@@ -124,6 +121,31 @@ def test_a_second_job_on_the_same_store_computes_nothing_stored(source, tmp_path
     ids = second.schedule.epoch(EPOCHS - 1)[0].tolist()
     assert got == [first[-1][i] for i in ids]
     assert calls(log) == 0
+
+
+def test_the_byte_bound_holds_for_the_whole_store_across_worker_processes(source, tmp_path):
+    reference, _, _ = run(source, tmp_path, "unbounded", 3)
+
+    def entries(store):
+        return [os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(store)
+                for f in files if "." in f and not f.startswith(".")]
+
+    bound = 25 * max(entries(tmp_path / "unbounded-store"))  # under one generation's 40
+    on_disk = []
+
+    def measure(epoch, store):
+        if epoch > 0:
+            on_disk.append(sum(entries(store.dir)))
+
+    bounded, per_epoch, sampler = run(source, tmp_path, "bounded", 3, measure,
+                                      store_bytes=bound)
+    on_disk.append(sum(entries(tmp_path / "bounded-store")))
+    # Two worker processes wrote, each counted in the one ledger: never past the bound
+    # (each counting its own would have let the store reach twice it).
+    assert on_disk and max(on_disk) <= bound
+    assert bounded == reference
+    # What did not fit was recomputed.
+    assert sum(per_epoch) > sum(sampler.schedule.refreshes(e) for e in range(EPOCHS))
 
 
 def test_reuse_factor_one_is_the_plain_samplers_order(source):

@@ -9,6 +9,16 @@
 //! [`ErrorKind`](core::ErrorKind), the core's table), with the core's message and its `file`, `instance` and `offset`
 //! as attributes. Reads release the GIL.
 
+/// A dict of keyword options (or counters) from `key: value` pairs, each value any
+/// type PyO3 converts: what the `options()` and `stats()` methods return.
+macro_rules! py_dict {
+    ($py:expr, { $($key:literal : $value:expr),* $(,)? }) => {{
+        let d = pyo3::types::PyDict::new($py);
+        $( d.set_item($key, $value)?; )*
+        Ok::<_, pyo3::PyErr>(d)
+    }};
+}
+
 mod args;
 mod contract;
 mod elastic;

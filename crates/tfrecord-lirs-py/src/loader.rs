@@ -93,18 +93,18 @@ impl NativeLoader {
     /// The options in effect, as keyword arguments (for a copy in another process).
     fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let o = *self.lock(py)?.options();
-        let d = PyDict::new(py);
-        d.set_item("seed", o.seed)?;
-        d.set_item("batch_size", o.batch_size)?;
-        d.set_item("page_aware", o.page_aware)?;
-        d.set_item("deterministic", o.deterministic)?;
-        d.set_item("num_parallel_reads", o.num_parallel_reads)?;
-        d.set_item("num_shards", o.num_shards)?;
-        d.set_item("shard_index", o.shard_index)?;
-        d.set_item("drop_remainder", o.drop_remainder)?;
-        d.set_item("order_version", o.order_version)?;
-        d.set_item("shard_remainder", o.shard_remainder.name())?;
-        Ok(d)
+        py_dict!(py, {
+            "seed": o.seed,
+            "batch_size": o.batch_size,
+            "page_aware": o.page_aware,
+            "deterministic": o.deterministic,
+            "num_parallel_reads": o.num_parallel_reads,
+            "num_shards": o.num_shards,
+            "shard_index": o.shard_index,
+            "drop_remainder": o.drop_remainder,
+            "order_version": o.order_version,
+            "shard_remainder": o.shard_remainder.name(),
+        })
     }
 
     /// The epoch walked now, or next.

@@ -1,15 +1,19 @@
 //! `NativeRefurbishSchedule`: the core's [`RefurbishSchedule`] for Python's
 //! `tfrecord_lirs.RefurbishSchedule`. Types only: an epoch as three little-endian byte
-//! strings (ids u64, refresh u8, generation u64); and `NativePartialStore`, the core's
-//! [`PartialStore`]. Every rule is the core's.
+//! strings (ids u64, refresh u8, generation u64); `NativePartialStore`, the core's
+//! [`PartialStore`]; and `NativeRefurbisher`, the core's refurbish step
+//! ([`Refurbisher`]) with the user's partial function as a Python callable (called with
+//! the GIL held). Every rule is the core's.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use tfrecord_lirs::options::{self, defaults};
 use tfrecord_lirs::{
-    self as core, PartialStore, RefurbishParams, RefurbishSchedule, StoreIdentity, Use,
+    self as core, Partial, PartialStore, RefurbishParams, RefurbishSchedule, Refurbisher,
+    StoreIdentity, Use,
 };
 
 use crate::IntoPy;
@@ -74,14 +78,14 @@ impl NativeRefurbishSchedule {
     /// The options in effect, as keyword arguments.
     fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let p = self.schedule.params();
-        let d = PyDict::new(py);
-        d.set_item("seed", p.seed)?;
-        d.set_item("reuse_factor", p.reuse_factor)?;
-        d.set_item("batch_size", p.batch_size)?;
-        d.set_item("num_shards", p.num_shards)?;
-        d.set_item("shard_index", p.shard_index)?;
-        d.set_item("order_version", p.order_version.number())?;
-        Ok(d)
+        py_dict!(py, {
+            "seed": p.seed,
+            "reuse_factor": p.reuse_factor,
+            "batch_size": p.batch_size,
+            "num_shards": p.num_shards,
+            "shard_index": p.shard_index,
+            "order_version": p.order_version.number(),
+        })
     }
 
     /// Ids in this shard (every epoch).
@@ -186,7 +190,9 @@ fn final_seed(seed: u64, id: u64, epoch: u64) -> u64 {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeRefurbishSchedule>()?;
     m.add_class::<NativePartialStore>()?;
+    m.add_class::<NativeRefurbisher>()?;
     m.add_function(wrap_pyfunction!(partial_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset_identity, m)?)?;
     m.add_function(wrap_pyfunction!(final_seed, m)?)?;
     m.add(
         "REFURBISH_SCHEDULE_VERSION",
@@ -199,7 +205,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// directory `path`, for one dataset, partial function and seed.
 #[pyclass(module = "tfrecord_lirs._lirs", frozen)]
 pub(crate) struct NativePartialStore {
-    store: PartialStore,
+    store: Arc<PartialStore>,
 }
 
 #[pymethods]
@@ -227,7 +233,9 @@ impl NativePartialStore {
                 .py_err(py)?,
             None => PartialStore::memory(&identity, capacity),
         };
-        Ok(NativePartialStore { store })
+        Ok(NativePartialStore {
+            store: Arc::new(store),
+        })
     }
 
     /// The stored partial output of `(id, generation)`, `None` if there is none that
@@ -271,14 +279,125 @@ impl NativePartialStore {
     /// This process's counters.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.store.stats();
-        let d = PyDict::new(py);
-        d.set_item("bytes", s.bytes)?;
-        d.set_item("hits", s.hits)?;
-        d.set_item("misses", s.misses)?;
-        d.set_item("corrupt", s.corrupt)?;
-        d.set_item("refreshes", s.refreshes)?;
-        d.set_item("recomputes", s.recomputes)?;
-        d.set_item("unstored", s.unstored)?;
-        Ok(d)
+        py_dict!(py, {
+            "bytes": s.bytes,
+            "hits": s.hits,
+            "misses": s.misses,
+            "corrupt": s.corrupt,
+            "refreshes": s.refreshes,
+            "recomputes": s.recomputes,
+            "unstored": s.unstored,
+            "evicted": s.evicted,
+        })
+    }
+}
+
+/// The dataset part of a store identity for `files` of `instances` instances (the
+/// core's rule: absolute paths, local files' sizes, the count).
+#[pyfunction]
+fn dataset_identity(py: Python<'_>, files: Vec<String>, instances: u64) -> String {
+    py.detach(|| core::dataset_identity(&files, instances))
+}
+
+/// A failure of the step: the user's callable's (a Python exception) or the store's.
+enum StepError {
+    Py(PyErr),
+    Core(core::Error),
+}
+
+impl From<core::Error> for StepError {
+    fn from(e: core::Error) -> StepError {
+        StepError::Core(e)
+    }
+}
+
+/// The refurbish step of one schedule over one store.
+#[pyclass(module = "tfrecord_lirs._lirs", frozen)]
+pub(crate) struct NativeRefurbisher {
+    refurbisher: Refurbisher,
+}
+
+#[pymethods]
+impl NativeRefurbisher {
+    #[new]
+    fn new(
+        schedule: PyRef<'_, NativeRefurbishSchedule>,
+        store: PyRef<'_, NativePartialStore>,
+    ) -> Self {
+        NativeRefurbisher {
+            refurbisher: Refurbisher::new(schedule.schedule, Arc::clone(&store.store)),
+        }
+    }
+
+    /// The partial output of one use (the core's step): `load(stored bytes)` if the
+    /// store has it, else
+    /// `compute(partial_seed)` — a `(value, bytes to store)` pair — whose value is
+    /// returned and whose bytes the core keeps or not.
+    #[allow(clippy::too_many_arguments)] // one use of the schedule and the two callables
+    fn partial<'py>(
+        &self,
+        py: Python<'py>,
+        id: u64,
+        refresh: bool,
+        generation: u64,
+        epoch: u64,
+        compute: &Bound<'py, PyAny>,
+        load: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // The GIL stays held through the store's read and write (the callable needs it
+        // in between): a few file operations, against the partial function's CPU.
+        let step = self
+            .refurbisher
+            .partial(id, refresh, generation, epoch, |seed| {
+                let pair = compute.call1((seed,)).map_err(StepError::Py)?;
+                let (value, payload): (Bound<'py, PyAny>, Vec<u8>) =
+                    pair.extract().map_err(StepError::Py)?;
+                Ok::<_, StepError>((value, payload))
+            });
+        match step {
+            Ok(Partial::Computed(value)) => Ok(value),
+            Ok(Partial::Stored(stored)) => load.call1((PyBytes::new(py, &stored),)),
+            Err(StepError::Py(e)) => Err(e),
+            Err(StepError::Core(e)) => Err(e).py_err(py),
+        }
+    }
+
+    /// The stored output of `(id, generation)` (`None`: compute it, then `keep`).
+    fn lookup<'py>(
+        &self,
+        py: Python<'py>,
+        id: u64,
+        generation: u64,
+    ) -> Option<Bound<'py, PyBytes>> {
+        let stored = py.detach(|| self.refurbisher.lookup(id, generation))?;
+        Some(PyBytes::new(py, &stored))
+    }
+
+    /// Counts and (unless no use of it will come) stores an output computed at
+    /// `epoch`. Whether it was stored.
+    fn keep(
+        &self,
+        py: Python<'_>,
+        id: u64,
+        generation: u64,
+        epoch: u64,
+        refresh: bool,
+        payload: &[u8],
+    ) -> PyResult<bool> {
+        py.detach(|| {
+            self.refurbisher
+                .keep(id, generation, epoch, refresh, payload)
+        })
+        .py_err(py)
+    }
+
+    /// The seed of the partial augmentation of `(id, generation)`.
+    fn partial_seed(&self, id: u64, generation: u64) -> u64 {
+        self.refurbisher.partial_seed(id, generation)
+    }
+
+    /// The seed of the final augmentation of `id` at `epoch`.
+    fn final_seed(&self, id: u64, epoch: u64) -> u64 {
+        self.refurbisher.final_seed(id, epoch)
     }
 }

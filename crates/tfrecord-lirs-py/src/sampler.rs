@@ -77,14 +77,14 @@ impl NativeSampler {
     fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.lock(py)?;
         let (num_shards, shard_index) = s.shard();
-        let d = PyDict::new(py);
-        d.set_item("seed", s.seed())?;
-        d.set_item("page_aware", s.page_aware())?;
-        d.set_item("num_shards", num_shards)?;
-        d.set_item("shard_index", shard_index)?;
-        d.set_item("order_version", s.order_version().number())?;
-        d.set_item("shard_remainder", s.remainder().name())?;
-        Ok(d)
+        py_dict!(py, {
+            "seed": s.seed(),
+            "page_aware": s.page_aware(),
+            "num_shards": num_shards,
+            "shard_index": shard_index,
+            "order_version": s.order_version().number(),
+            "shard_remainder": s.remainder().name(),
+        })
     }
 
     /// The epoch the next iteration walks.

@@ -112,13 +112,14 @@ pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState
 pub use read::reader::{
     Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
 };
+pub use read::refurbish::{Partial, Refurbisher};
 pub use read::sampler::{Sampler, SamplerSource};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use storage::file_list::{expand_files, expand_shell_files};
 pub use storage::local::{Backend, MmapOptIn};
-pub use storage::partial_store::{PartialStore, StoreIdentity, StoreStats};
+pub use storage::partial_store::{dataset_identity, PartialStore, StoreIdentity, StoreStats};
 pub use storage::table_files::{
     read_table, read_table_for, read_table_for_in, write_table, Layout,
 };

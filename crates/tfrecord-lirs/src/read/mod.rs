@@ -8,6 +8,7 @@ pub(crate) mod elastic;
 pub(crate) mod fetch;
 pub(crate) mod loader;
 pub(crate) mod reader;
+pub(crate) mod refurbish;
 pub(crate) mod sampler;
 pub(crate) mod stats;
 pub(crate) mod table_check;

@@ -29,6 +29,7 @@ use remote::FileSystem;
 pub mod cloud;
 pub(crate) mod file_list;
 pub mod local;
+pub(crate) mod partial_ledger;
 pub mod partial_store;
 pub mod ranged;
 pub mod remote;

@@ -25,12 +25,15 @@
 //! below the partial augmentation it saves (milliseconds), while LMDB adds one writer
 //! lock for every worker process, a fixed map size and a C dependency.
 //!
-//! Bounded: a store holds at most `capacity` bytes of entries as this process counts
-//! them (the entries present at open, plus its own writes, minus its own removals;
-//! other processes' writes since open are not counted). A put that does not fit, or
-//! that meets a full disk (`ENOSPC`/`EDQUOT`), is not stored (counted in
-//! [`StoreStats::unstored`]): the next use recomputes instead. Entries whose generation
-//! is over are removed when the id's next generation is stored.
+//! Bounded store-wide: a store holds at most `capacity` bytes of entries. On disk every
+//! process counts in one ledger (`partial_ledger.rs`); in memory the store is the
+//! process's own. A put over the bound first evicts entries of generations older than
+//! its own, oldest first (down to 7/8 of the bound, so the next eviction is an eighth
+//! of the bound away): an older generation is needed only by a job behind this one. A
+//! put that still does not fit, or that meets a full disk (`ENOSPC`/`EDQUOT`), is not
+//! stored (counted in [`StoreStats::unstored`]): the next use recomputes instead.
+//! Generations are otherwise kept: a second job on the same store, behind the first,
+//! uses them (the read layer's `Refurbisher` decides what to store and keep).
 
 use std::collections::HashMap;
 use std::fs;
@@ -41,18 +44,19 @@ use std::sync::Mutex;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
+use super::partial_ledger::{self as ledger, low_water, Ledger, NoRoom, LEDGER_FILE, TEMP_PREFIX};
+
 const MAGIC: &[u8; 8] = b"LIRSPAR1";
 /// Magic, namespace, id, generation, payload length.
 const HEADER: usize = 8 + 4 * 8;
 const TRAILER: usize = 4;
 const IDENTITY_FILE: &str = "IDENTITY";
-const TEMP_PREFIX: &str = ".tmp-";
 
 /// What a store's entries were made from: entries of another identity are never
 /// served (they live in another namespace).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreIdentity {
-    /// The dataset (e.g. its files and their sizes, or a name the user chose).
+    /// The dataset (e.g. [`dataset_identity`] of its files, or a name the user chose).
     pub dataset: String,
     /// The partial augmentation: its name and version.
     pub partial: String,
@@ -73,10 +77,39 @@ impl StoreIdentity {
     }
 }
 
-/// A store's counters (this process's).
+/// The dataset part of a store identity for data files: each file's canonical path (an
+/// object-store URL as given) and, for a local file, its size, then the instance count.
+/// Files rewritten to another size or count are another dataset (their old entries are
+/// never served); a file that cannot be read has no size here (its reads fail anyway).
+pub fn dataset_identity(files: &[String], instances: u64) -> String {
+    let mut text = String::from("files=[");
+    for (i, file) in files.iter().enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        if file.contains("://") {
+            text.push_str(&format!("{file:?}"));
+        } else {
+            // A file's canonical path (`..` and links resolved), or its absolute one.
+            match fs::canonicalize(file).and_then(|p| Ok((fs::metadata(&p)?.len(), p))) {
+                Ok((len, path)) => text.push_str(&format!("({:?}, {len})", path.display())),
+                Err(_) => {
+                    let path = std::path::absolute(file).unwrap_or_else(|_| PathBuf::from(file));
+                    text.push_str(&format!("{:?}", path.display()));
+                }
+            }
+        }
+    }
+    text.push_str(&format!("] instances={instances}"));
+    text
+}
+
+/// A store's counters: `bytes` is the store's (every process's, on disk), the others
+/// this process's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
-    /// Bytes of entries held (see the module docs for what a process counts).
+    /// Bytes of entries held (on disk: the ledger's count, which may over-count until
+    /// the next scan; see `docs/FORMAT.md` §7.1).
     pub bytes: u64,
     /// Gets that found a verified entry.
     pub hits: u64,
@@ -84,16 +117,19 @@ pub struct StoreStats {
     pub misses: u64,
     /// Gets that found a torn, corrupt or foreign entry (removed, then a miss).
     pub corrupt: u64,
-    /// Entries stored after a refresh.
+    /// Entries computed on a refresh (stored unless [`StoreStats::unstored`]).
     pub refreshes: u64,
-    /// Entries stored after a miss (a reuse whose entry was lost, recomputed).
+    /// Entries computed after a miss on a reuse (a lost entry computed again).
     pub recomputes: u64,
     /// Puts not stored: over capacity or a full disk.
     pub unstored: u64,
+    /// Entries of older generations removed to make room under the bound.
+    pub evicted: u64,
 }
 
 #[derive(Default)]
 struct Counters {
+    /// The memory store's bytes (a disk store's are the ledger's).
     bytes: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -101,6 +137,7 @@ struct Counters {
     refreshes: AtomicU64,
     recomputes: AtomicU64,
     unstored: AtomicU64,
+    evicted: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -122,6 +159,9 @@ pub struct PartialStore {
     counters: Counters,
     /// Names temporary files apart within this process.
     temp_seq: AtomicU64,
+    /// `(generation, bytes)` of the last eviction that found no room for that
+    /// generation: while the count has not dropped, a put of it skips the scan.
+    no_room: NoRoom,
 }
 
 impl std::fmt::Debug for PartialStore {
@@ -160,12 +200,14 @@ impl PartialStore {
             capacity,
             counters: Counters::default(),
             temp_seq: AtomicU64::new(0),
+            no_room: NoRoom::default(),
         }
     }
 
     /// The store of `identity` under the directory `root` (created if missing), of at
-    /// most `capacity` bytes. Refuses a directory that is itself one identity's
-    /// namespace, or a namespace whose `IDENTITY` is another's.
+    /// most `capacity` bytes (the bound of every process's entries in it). Refuses a
+    /// directory that is itself one identity's namespace, or a namespace whose
+    /// `IDENTITY` is another's. Removes the temporary files killed writers left.
     pub fn open_dir(root: &Path, identity: &StoreIdentity, capacity: u64) -> Result<PartialStore> {
         if root.join(IDENTITY_FILE).exists() {
             return Err(Error::invalid_argument(format!(
@@ -174,7 +216,7 @@ impl PartialStore {
             )));
         }
         let dir = root.join(format!("{:016x}", identity.namespace()));
-        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let store = PartialStore::new(Place::Disk(dir.clone()), identity, capacity);
         let text = identity.text();
         let id_path = dir.join(IDENTITY_FILE);
         match fs::read_to_string(&id_path) {
@@ -186,24 +228,20 @@ impl PartialStore {
                 dir.display()
             )))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let store = PartialStore::new(Place::Disk(dir.clone()), identity, capacity);
-                store.write_atomic(&id_path, text.as_bytes())?;
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => store.make_dir(&dir)?,
             Err(e) => return Err(Error::io(&id_path, e)),
         }
-        let store = PartialStore::new(Place::Disk(dir.clone()), identity, capacity);
-        let mut bytes = 0;
-        for entry in fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
-            let entry = entry.map_err(|e| Error::io(&dir, e))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name != IDENTITY_FILE && !name.starts_with(TEMP_PREFIX) {
-                bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
-            }
-        }
-        store.counters.bytes.store(bytes, Ordering::Relaxed);
+        // The ledger exists from here on (counted by a scan if new).
+        ledger::sweep_temps_now_and_then(&dir).map_err(|e| Error::io(&dir.join(LEDGER_FILE), e))?;
         Ok(store)
+    }
+
+    /// Makes the namespace directory and its `IDENTITY` (at open, or again after a
+    /// user removed it mid-run).
+    fn make_dir(&self, dir: &Path) -> Result<()> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        self.write_atomic(&dir.join(IDENTITY_FILE), self.identity.as_bytes())?;
+        Ok(())
     }
 
     /// The directory of this store's entries (`None` in memory).
@@ -214,23 +252,34 @@ impl PartialStore {
         }
     }
 
+    /// Whether the store is this process's own (in memory): no other job uses it.
+    pub fn is_private(&self) -> bool {
+        matches!(self.place, Place::Memory(_))
+    }
+
     /// The path of entry `(id, generation)` (`None` in memory).
     pub fn entry_path(&self, id: u64, generation: u64) -> Option<PathBuf> {
         self.dir().map(|dir| dir.join(format!("{id}.{generation}")))
     }
 
-    /// This process's counters.
+    /// The counters (see [`StoreStats`]); on disk `bytes` is read from the ledger (0
+    /// if it cannot be read).
     pub fn stats(&self) -> StoreStats {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let bytes = match &self.place {
+            Place::Memory(_) => get(&c.bytes),
+            Place::Disk(dir) => Ledger::lock(dir).map(|l| l.bytes).unwrap_or(0),
+        };
         StoreStats {
-            bytes: get(&c.bytes),
+            bytes,
             hits: get(&c.hits),
             misses: get(&c.misses),
             corrupt: get(&c.corrupt),
             refreshes: get(&c.refreshes),
             recomputes: get(&c.recomputes),
             unstored: get(&c.unstored),
+            evicted: get(&c.evicted),
         }
     }
 
@@ -304,11 +353,29 @@ impl PartialStore {
         }
     }
 
+    /// Counts one partial output computed: on a refresh, or (`recompute`) after a miss.
+    pub fn count_computed(&self, recompute: bool) {
+        add(
+            if recompute {
+                &self.counters.recomputes
+            } else {
+                &self.counters.refreshes
+            },
+            1,
+        );
+    }
+
+    /// Counts one partial output not stored (the caller decided it is not needed).
+    pub fn count_unstored(&self) {
+        add(&self.counters.unstored, 1);
+    }
+
     /// Stores `payload` as `(id, generation)` and removes the id's entry of
     /// generation `over` (the one this one replaces), if any. `recompute`: the entry
     /// was computed again after a miss (counted apart from refreshes). Returns whether
-    /// it was stored: over capacity or on a full disk it is not (the next use
-    /// recomputes); other write errors are errors naming the path.
+    /// it was stored: over capacity (after evicting older generations) or on a full
+    /// disk it is not (the next use recomputes); other write errors are errors naming
+    /// the path.
     pub fn put(
         &self,
         id: u64,
@@ -320,54 +387,127 @@ impl PartialStore {
         if let Some(old) = over.filter(|&g| g != generation) {
             self.retire(id, old);
         }
-        add(
-            if recompute {
-                &self.counters.recomputes
-            } else {
-                &self.counters.refreshes
-            },
-            1,
-        );
+        self.count_computed(recompute);
         let size = (HEADER + payload.len() + TRAILER) as u64;
-        if self.counters.bytes.load(Ordering::Relaxed) + size > self.capacity {
-            add(&self.counters.unstored, 1);
-            return Ok(false);
-        }
         let stored = match &self.place {
             Place::Memory(map) => {
                 let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(old) = map.insert((id, generation), payload.to_vec()) {
-                    self.sub_bytes((HEADER + old.len() + TRAILER) as u64);
+                let fits = self.make_room_in_memory(&mut map, generation, size);
+                if fits {
+                    add(&self.counters.bytes, size);
+                    if let Some(old) = map.insert((id, generation), payload.to_vec()) {
+                        self.sub_bytes((HEADER + old.len() + TRAILER) as u64);
+                    }
                 }
-                true
+                fits
             }
-            Place::Disk(dir) => {
-                let path = self.entry_path(id, generation).expect("a disk store");
-                let bytes = self.encode(id, generation, payload);
-                let mut written = self.write_atomic(&path, &bytes);
-                if matches!(&written, Err(e) if e.1.kind() == std::io::ErrorKind::NotFound) {
-                    // The directory was removed (a user cleaning up mid-run): make it
-                    // again, as `open_dir` does, and write once more.
-                    written = fs::create_dir_all(dir)
-                        .map_err(|e| WriteError(dir.clone(), e))
-                        .and_then(|()| {
-                            self.write_atomic(&dir.join(IDENTITY_FILE), self.identity.as_bytes())
-                        })
-                        .and_then(|()| self.write_atomic(&path, &bytes));
-                }
-                match written {
-                    Ok(()) => true,
-                    Err(e) if e.is_full() => false,
-                    Err(e) => return Err(e.into_error()),
-                }
-            }
+            Place::Disk(dir) => self.put_file(dir, id, generation, payload, size)?,
         };
-        if stored {
-            add(&self.counters.bytes, size);
-        } else {
+        if !stored {
             add(&self.counters.unstored, 1);
         }
         Ok(stored)
+    }
+
+    fn put_file(
+        &self,
+        dir: &Path,
+        id: u64,
+        generation: u64,
+        payload: &[u8],
+        size: u64,
+    ) -> Result<bool> {
+        let reserved = match self.reserve(dir, generation, size) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // The directory was removed (a user cleaning up mid-run): make it again,
+                // as `open_dir` does.
+                self.make_dir(dir)?;
+                self.reserve(dir, generation, size)
+            }
+            reserved => reserved,
+        };
+        match reserved {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) if is_full(&e) => return Ok(false),
+            Err(e) => return Err(Error::io(&dir.join(LEDGER_FILE), e)),
+        }
+        let path = self.entry_path(id, generation).expect("a disk store");
+        let bytes = self.encode(id, generation, payload);
+        let mut written = self.write_atomic(&path, &bytes);
+        if matches!(&written, Err(e) if e.1.kind() == std::io::ErrorKind::NotFound) {
+            // Removed between the reservation and the write.
+            written = self
+                .make_dir(dir)
+                .map_err(|_| WriteError(dir.to_path_buf(), std::io::ErrorKind::NotFound.into()))
+                .and_then(|()| self.write_atomic(&path, &bytes));
+        }
+        if written.is_err() {
+            self.release(dir, size);
+        }
+        match written {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_full() => Ok(false),
+            Err(e) => Err(e.into_error()),
+        }
+    }
+
+    /// Adds `size` bytes to the ledger if they fit under the bound, after evicting
+    /// entries of generations older than `generation` if they do not.
+    fn reserve(&self, dir: &Path, generation: u64, size: u64) -> std::io::Result<bool> {
+        let (fits, evicted) = ledger::reserve(dir, self.capacity, generation, size, &self.no_room)?;
+        add(&self.counters.evicted, evicted);
+        Ok(fits)
+    }
+
+    /// Takes `size` bytes off the ledger (best effort: a ledger that over-counts is
+    /// corrected by the next scan).
+    fn release(&self, dir: &Path, size: u64) {
+        if let Ok(mut ledger) = Ledger::lock(dir) {
+            ledger.bytes = ledger.bytes.saturating_sub(size);
+            let _ = ledger.commit();
+        }
+    }
+
+    /// Whether `size` more bytes fit in the memory store, after evicting entries of
+    /// generations older than `generation` if they do not.
+    fn make_room_in_memory(
+        &self,
+        map: &mut HashMap<(u64, u64), Vec<u8>>,
+        generation: u64,
+        size: u64,
+    ) -> bool {
+        let held = self.counters.bytes.load(Ordering::Relaxed);
+        if held.saturating_add(size) <= self.capacity {
+            return true;
+        }
+        let mut older: Vec<(u64, u64)> = map
+            .keys()
+            .filter(|(_, g)| *g < generation)
+            .map(|&(id, g)| (g, id))
+            .collect();
+        older.sort_unstable();
+        let low = low_water(self.capacity);
+        for (g, id) in older {
+            if self
+                .counters
+                .bytes
+                .load(Ordering::Relaxed)
+                .saturating_add(size)
+                <= low
+            {
+                break;
+            }
+            if let Some(old) = map.remove(&(id, g)) {
+                self.sub_bytes((HEADER + old.len() + TRAILER) as u64);
+                add(&self.counters.evicted, 1);
+            }
+        }
+        self.counters
+            .bytes
+            .load(Ordering::Relaxed)
+            .saturating_add(size)
+            <= self.capacity
     }
 
     /// Removes entry `(id, generation)` if present (its generation is over).
@@ -396,11 +536,13 @@ impl PartialStore {
             });
     }
 
-    /// Removes a file (another process may have removed it first).
+    /// Removes an entry file (another process may have removed it first).
     fn remove_file(&self, path: &Path) {
         let size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         if fs::remove_file(path).is_ok() {
-            self.sub_bytes(size);
+            if let Some(dir) = self.dir() {
+                self.release(dir, size);
+            }
         }
     }
 

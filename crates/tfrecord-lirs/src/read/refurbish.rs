@@ -1,0 +1,125 @@
+//! The refurbish step (`docs/FORMAT.md` §7.2): one use of the schedule — look the
+//! partial output of `(id, generation)` up in the store; on a miss (or a torn, corrupt
+//! entry) compute it with the user's partial function from the partial seed and store
+//! it, unless the schedule proves no use will come; count it. Every front end (the
+//! Python `Refurbisher` of PyTorch and Grain, tf.data's `refurbish`) takes this step;
+//! the user's functions stay callbacks (a closure here, a Python callable there).
+//!
+//! What is kept: in a private store (this process's memory) only this job reads, so a
+//! refresh retires the generation it replaces and an output whose use is the last of
+//! its generation is not stored. A shared store (a directory) keeps every generation:
+//! a second job on the same store (same data, seed and partial function) behind this
+//! one needs the older ones, and nothing tells this job how far behind it is; the byte
+//! bound evicts the oldest generations first (`PartialStore`).
+
+use std::sync::Arc;
+
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::refurbish::{final_seed, partial_seed, RefurbishSchedule};
+
+use crate::storage::partial_store::PartialStore;
+
+/// A use's partial output: the stored bytes (the caller decodes them) or the value the
+/// partial function computed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Partial<T> {
+    /// Found in the store: the bytes the encoder made of it.
+    Stored(Vec<u8>),
+    /// Computed now (and stored, unless no use of it will come).
+    Computed(T),
+}
+
+/// The refurbish step over one schedule and one store.
+#[derive(Debug, Clone)]
+pub struct Refurbisher {
+    schedule: RefurbishSchedule,
+    store: Arc<PartialStore>,
+}
+
+impl Refurbisher {
+    /// The step of `schedule` over `store` (whose identity's seed should be the
+    /// schedule's: the store is keyed by it).
+    pub fn new(schedule: RefurbishSchedule, store: Arc<PartialStore>) -> Refurbisher {
+        Refurbisher { schedule, store }
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &RefurbishSchedule {
+        &self.schedule
+    }
+
+    /// The store.
+    pub fn store(&self) -> &PartialStore {
+        &self.store
+    }
+
+    /// The seed of the partial augmentation of `(id, generation)`.
+    pub fn partial_seed(&self, id: u64, generation: u64) -> u64 {
+        partial_seed(self.schedule.params().seed, id, generation)
+    }
+
+    /// The seed of the final augmentation of `id` at `epoch`.
+    pub fn final_seed(&self, id: u64, epoch: u64) -> u64 {
+        final_seed(self.schedule.params().seed, id, epoch)
+    }
+
+    /// The first half of the step: the stored output of `(id, generation)`, `None` on
+    /// a miss (then compute from [`Refurbisher::partial_seed`] and [`Refurbisher::keep`]).
+    /// A refresh looks too: another job with the same store identity, or this one
+    /// before a restart, may have stored this generation already.
+    pub fn lookup(&self, id: u64, generation: u64) -> Option<Vec<u8>> {
+        self.store.get(id, generation)
+    }
+
+    /// Whether the schedule uses `(id, generation)` after `epoch`.
+    pub fn used_after(&self, id: u64, generation: u64, epoch: u64) -> bool {
+        epoch
+            .checked_add(1)
+            .and_then(|next| self.schedule.generation(id, next))
+            == Some(generation)
+    }
+
+    /// The second half of the step: counts the output of `(id, generation)` computed
+    /// at `epoch` (on a refresh, or recomputed after a miss) and stores `payload`
+    /// unless the store is private and no use of it will come (see the module docs).
+    /// Whether it was stored; a write error other than a full disk is an error.
+    pub fn keep(
+        &self,
+        id: u64,
+        generation: u64,
+        epoch: u64,
+        refresh: bool,
+        payload: &[u8],
+    ) -> Result<bool> {
+        if self.store.is_private() {
+            if refresh {
+                if let Some(old) = self.schedule.replaced_generation(id, generation) {
+                    self.store.retire(id, old);
+                }
+            }
+            if !self.used_after(id, generation, epoch) {
+                self.store.count_computed(!refresh);
+                return Ok(false);
+            }
+        }
+        self.store.put(id, generation, payload, None, !refresh)
+    }
+
+    /// The whole step for one use: the stored output, or `compute(partial_seed)` —
+    /// the value and its bytes to store — kept by [`Refurbisher::keep`].
+    pub fn partial<T, E: From<Error>>(
+        &self,
+        id: u64,
+        refresh: bool,
+        generation: u64,
+        epoch: u64,
+        compute: impl FnOnce(u64) -> std::result::Result<(T, Vec<u8>), E>,
+    ) -> std::result::Result<Partial<T>, E> {
+        if let Some(stored) = self.lookup(id, generation) {
+            return Ok(Partial::Stored(stored));
+        }
+        let (value, payload) = compute(self.partial_seed(id, generation))?;
+        self.keep(id, generation, epoch, refresh, &payload)?;
+        Ok(Partial::Computed(value))
+    }
+}
