@@ -53,8 +53,10 @@ def calls(log):
 
 def test_partial_runs_once_per_refresh_and_the_store_is_a_memo(files, tmp_path):
     log = str(tmp_path / "a.log")
+    # One call in flight: a parallel map may recompute a refresh still in flight at an
+    # epoch boundary (the refurbish docstring), which the exact count below excludes.
     ds = refurbish(files, make_partial(log), final, seed=3, reuse_factor=3, batch_size=6,
-                   store=str(tmp_path / "store"), epochs=EPOCHS)
+                   store=str(tmp_path / "store"), epochs=EPOCHS, num_parallel_calls=1)
     got = [x.numpy() for x in ds]
     assert len(got) == EPOCHS * N
     schedule = tfrecord_lirs.RefurbishSchedule(N, seed=3, reuse_factor=3, batch_size=6)

@@ -53,7 +53,10 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     processes and jobs with the same files, partial function and seed) or None (this
     process's memory). Arguments left None take the core's defaults;
     `num_parallel_calls` (None: `tf.data.AUTOTUNE`) is the map's, which keeps the
-    schedule's order."""
+    schedule's order. With more than one call in flight, a reuse early in an epoch can
+    start before the refresh of the same sample late in the epoch before has stored its
+    output: it then computes the same output again (counted as a recompute), so the
+    partial function runs once per refresh exactly only with `num_parallel_calls=1`."""
     source = DataSource(files, offset_tables)
     schedule = RefurbishSchedule(source, seed=seed, reuse_factor=reuse_factor,
                                  batch_size=batch_size, num_shards=num_shards,
