@@ -123,6 +123,7 @@ pub use storage::table_files::{
     read_table, read_table_for, read_table_for_in, write_table, Layout,
 };
 pub use storage::Storage;
+pub use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Result};
 pub use tfrecord_lirs_format::fit::Fit;
 pub use tfrecord_lirs_format::framing::PageSize;
