@@ -503,6 +503,30 @@ mod tests {
     }
 
     #[test]
+    fn an_epoch_state_naming_its_dataset_is_version_2() {
+        let mut p = epoch_state(20, vec![2..5, 9..10]);
+        assert_eq!(p.encode()[8..12], 1u32.to_le_bytes());
+        p.dataset = Some(DatasetIdentity::of_files([
+            (std::path::Path::new("/d/a-0"), 12, 300),
+            (std::path::Path::new("/d/a-1"), 8, 200),
+        ]));
+        let bytes = p.encode();
+        assert_eq!(bytes[8..12], 2u32.to_le_bytes());
+        assert_eq!(EpochState::decode(&bytes).unwrap(), p);
+        // Files of other instances than the state's, or bytes after them: damage.
+        let mut other = p.clone();
+        other.instances = 21;
+        let e = EpochState::decode(&other.encode()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
+        assert!(e.to_string().contains("names files of 20 instances"), "{e}");
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(EpochState::decode(&longer).is_err());
+        let e = EpochState::decode(&bytes[..bytes.len() - 1]).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
+    }
+
+    #[test]
     fn combining_needs_every_shard_of_one_run() {
         let base = epoch_state(20, vec![]);
         let shard = |k: u64, position: u64| ShardState {
