@@ -144,3 +144,9 @@ def final_seed(seed: int, id: int, epoch: int) -> int: ...
 def parse_examples(records: Sequence[bytes], features: Optional[Sequence[tuple[Any, ...]]] = None
                    ) -> list[tuple[str, str, Optional[list[int]], list[bytes] | bytes,
                                    Optional[bytes]]]: ...
+# (context columns as parse_examples gives them, sequence columns: (name, dtype name,
+# shape per step or None, values, steps per record as native-endian int64 bytes,
+# values per step likewise for a variable-length feature or None)).
+def parse_sequence_examples(records: Sequence[bytes], context: Sequence[tuple[Any, ...]],
+                            sequence: Sequence[tuple[Any, ...]]
+                            ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]: ...
