@@ -177,3 +177,24 @@ def test_states_of_another_split_of_the_same_sizes_are_refused_naming_the_file(t
     with pytest.raises(tf.errors.DataLossError, match=named):
         next(iter(dataset(valid, 1, 0, 2, epoch_state=epoch_state)))
     assert len(list(dataset(moved, 1, 0, 2, epoch_state=epoch_state))) == 100 // BATCH + 1
+
+
+@pytest.mark.parametrize("rule", ["drop", "pad"])
+def test_equal_shards_combine_each_instance_once(data, rule):
+    """Three workers of equal shards ("drop"/"pad") checkpoint; two workers resume from
+    their combined state: what the old ones delivered (a padded shard's repeats
+    included) is delivered by no new one, every other instance by exactly one."""
+    old, states = collections.Counter(), []
+    for k in range(3):
+        it = iter(dataset(data, 3, k, 2, shard_remainder=rule))
+        # The last shard walks to its end: a padded one repeats the order's start.
+        for batch in (it if k == 2 else [next(it) for _ in range(2 + k)]):
+            old.update(ids(batch))
+        states.append(LIRSDataset.shard_state(it))
+    epoch_state = LIRSDataset.combine_shard_states(states)
+    new = collections.Counter()
+    for j in range(2):
+        new.update(i for b in dataset(data, 2, j, 2, epoch_state=epoch_state) for i in ids(b))
+    assert set(new.values()) == {1}
+    assert not set(new) & set(old)
+    assert sorted(set(old) | set(new)) == list(range(N))
