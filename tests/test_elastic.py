@@ -141,3 +141,60 @@ def test_sampler_resumes_on_another_worker_count(data, version, page_aware):
                     order_version=version)
     with pytest.raises(tfrecord_lirs.errors.DataLossError, match="seed 3"):
         wrong.resume(epoch_state)
+
+
+def test_states_of_another_split_of_the_same_sizes_are_refused_naming_the_file(tmp_path):
+    """An iterator checkpoint and an epoch state name their dataset (base names,
+    instances, bytes): restored into another split of the same counts and sizes they
+    are refused naming the files; into the same files elsewhere they restore."""
+    def split(directory, prefix):
+        directory.mkdir(exist_ok=True)
+        path = directory / f"{prefix}.tfrecord-00000-of-00001"
+        with tfrecord_lirs.PaddedWriter(str(path), page_size=512) as w:
+            for i in range(100):
+                w.write(b"%06d" % i + b"x" * (i % 9))
+        return str(path)
+
+    train, valid = split(tmp_path / "a", "train"), split(tmp_path / "a", "valid")
+    moved = split(tmp_path / "b", "train")
+    named = ("the state's file 0 train.tfrecord-00000-of-00001 \\(100 instances.*"
+             "this dataset's file 0 valid.tfrecord-00000-of-00001 \\(100 instances")
+    ds = dataset(train, 1, 0, 2)
+    it = iter(ds)
+    first = ids(next(it))
+    ckpt = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "ckpt"))
+    rest = [ids(b) for b in it]
+    with pytest.raises(tf.errors.DataLossError, match=named):
+        restored = iter(dataset(valid, 1, 0, 2))
+        tf.train.Checkpoint(iterator=restored).read(ckpt).assert_consumed()
+        next(restored)
+    restored = iter(dataset(moved, 1, 0, 2))
+    tf.train.Checkpoint(iterator=restored).read(ckpt).assert_consumed()
+    assert [ids(b) for b in restored] == rest and first
+
+    states = [LIRSDataset.shard_state(iter(dataset(train, 2, k, 2))) for k in range(2)]
+    epoch_state = LIRSDataset.combine_shard_states(states)
+    with pytest.raises(tf.errors.DataLossError, match=named):
+        next(iter(dataset(valid, 1, 0, 2, epoch_state=epoch_state)))
+    assert len(list(dataset(moved, 1, 0, 2, epoch_state=epoch_state))) == 100 // BATCH + 1
+
+
+@pytest.mark.parametrize("rule", ["drop", "pad"])
+def test_equal_shards_combine_each_instance_once(data, rule):
+    """Three workers of equal shards ("drop"/"pad") checkpoint; two workers resume from
+    their combined state: what the old ones delivered (a padded shard's repeats
+    included) is delivered by no new one, every other instance by exactly one."""
+    old, states = collections.Counter(), []
+    for k in range(3):
+        it = iter(dataset(data, 3, k, 2, shard_remainder=rule))
+        # The last shard walks to its end: a padded one repeats the order's start.
+        for batch in (it if k == 2 else [next(it) for _ in range(2 + k)]):
+            old.update(ids(batch))
+        states.append(LIRSDataset.shard_state(it))
+    epoch_state = LIRSDataset.combine_shard_states(states)
+    new = collections.Counter()
+    for j in range(2):
+        new.update(i for b in dataset(data, 2, j, 2, epoch_state=epoch_state) for i in ids(b))
+    assert set(new.values()) == {1}
+    assert not set(new) & set(old)
+    assert sorted(set(old) | set(new)) == list(range(N))

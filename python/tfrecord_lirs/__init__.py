@@ -6,6 +6,7 @@ Without TensorFlow (Grain, PyTorch, plain Python):
     sampler = tfrecord_lirs.Sampler(source, seed=42)           # an epoch order
     loader = tfrecord_lirs.Loader(["train.tfrecord"], seed=42)  # batches, list[bytes]
     tfrecord_lirs.parse_example(records, features)             # tf.train.Example -> numpy
+    tfrecord_lirs.parse_sequence_example(records, context, seq)  # tf.train.SequenceExample
 
 With TensorFlow 2.21 (tf.data):
 
@@ -50,10 +51,12 @@ from tfrecord_lirs.errors import (  # noqa: E402
 )
 from tfrecord_lirs.example import (  # noqa: E402
     FixedLenFeature,
+    FixedLenSequenceFeature,
     ParseExample,
     Ragged,
     VarLenFeature,
     parse_example,
+    parse_sequence_example,
 )
 from tfrecord_lirs.loader import Loader, process_shard  # noqa: E402
 from tfrecord_lirs.sources import DataSource, Sampler  # noqa: E402
@@ -100,6 +103,7 @@ __all__ = sorted([
     "DataLossError",
     "DataSource",
     "FixedLenFeature",
+    "FixedLenSequenceFeature",
     "InternalError",
     "InvalidArgumentError",
     "LIRSError",
@@ -119,6 +123,7 @@ __all__ = sorted([
     "errors",
     "pad",
     "parse_example",
+    "parse_sequence_example",
     "process_shard",
     *_WITH_TENSORFLOW,
 ])

@@ -44,6 +44,17 @@ class FixedLenFeature(collections.namedtuple(
     __slots__ = ()
 
 
+class FixedLenSequenceFeature(collections.namedtuple(
+        "FixedLenSequenceFeature", ["shape", "dtype", "allow_missing", "default_value"],
+        defaults=[False, None])):
+    """A sequence feature with `prod(shape)` values in every step
+    (`tf.io.FixedLenSequenceFeature`); a batch is padded with zeros (empty bytes) to its
+    most steps. `allow_missing`: a record without the feature list has no steps (else
+    it is an error). `default_value` must be None, as TensorFlow's."""
+
+    __slots__ = ()
+
+
 class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
     """A feature with any number of values, none if missing (`tf.io.VarLenFeature`)."""
 
@@ -146,6 +157,77 @@ def parse_example(records, features=None):
     return out
 
 
+def _sequence_spec(name, feature):
+    """(name, dtype, shape or None, allow_missing, has a default): the extension's form."""
+    kind = type(feature).__name__
+    if kind == "VarLenFeature":
+        return (name, _dtype_name(feature.dtype), None, True, False)
+    if kind != "FixedLenSequenceFeature":
+        raise TypeError(
+            f"sequence feature {name!r}: {kind} is not supported; use "
+            "tfrecord_lirs.FixedLenSequenceFeature or tfrecord_lirs.VarLenFeature "
+            "(or the tf.io ones)")
+    shape = [-1 if d is None else int(d) for d in list(feature.shape)]
+    return (name, _dtype_name(feature.dtype), shape, bool(feature.allow_missing),
+            feature.default_value is not None)
+
+
+def parse_sequence_example(records, context_features=None, sequence_features=None):
+    """Decodes serialized `tf.train.SequenceExample`s, as `tf.io.parse_sequence_example`
+    (a sequence of records) and `tf.io.parse_single_sequence_example` (one `bytes`).
+
+    `context_features` maps names to `FixedLenFeature`/`VarLenFeature` (decoded as
+    `parse_example` decodes features); `sequence_features` maps names to
+    `FixedLenSequenceFeature`/`VarLenFeature` (the tf.io ones work too); None: none.
+
+    One record: `(context, feature_lists)`; a fixed-length sequence feature is an array
+    `[steps, *shape]`, a variable-length one a `Ragged(values, row_lengths)` of its
+    steps. A batch: `(context, feature_lists, lengths)`; a fixed-length sequence
+    feature is an array `[len(records), max_steps, *shape]` padded with zeros (empty
+    bytes), its steps per record in `lengths` (int64, TensorFlow's
+    `feature_list_lengths`); a variable-length one is
+    `Ragged(Ragged(values, values_per_step), steps_per_record)` (TensorFlow's
+    `SparseTensor` holds the same values, `dense_shape` `[len(records),
+    steps_per_record.max(), values_per_step.max()]`). Errors name the record, the
+    feature and the step: `InvalidArgumentError` for a step of another dtype or size or
+    a missing list that is not allowed to be, `DataLossError` for bytes that are not a
+    SequenceExample."""
+    single = isinstance(records, (bytes, bytearray, memoryview))
+    if single:
+        batch = [bytes(records)]
+    else:
+        batch = [r if type(r) is bytes else bytes(r) for r in records]
+    context_spec = [_spec(n, f) for n, f in (context_features or {}).items()]
+    sequence_spec = [_sequence_spec(n, f) for n, f in (sequence_features or {}).items()]
+    np = _numpy()
+    context_columns, lists = _lirs.parse_sequence_examples(batch, context_spec, sequence_spec)
+    context = {}
+    for name, dtype, shape, values, row_lengths in context_columns:
+        values = _values(np, dtype, values)
+        if row_lengths is None:
+            values = values.reshape((len(batch), *shape))
+            context[name] = values[0] if single else values
+        elif single:
+            context[name] = values
+        else:
+            context[name] = Ragged(values, np.frombuffer(row_lengths, dtype=np.int64))
+    feature_lists, lengths = {}, {}
+    for name, dtype, shape, values, steps, step_lengths in lists:
+        values = _values(np, dtype, values)
+        steps = np.frombuffer(steps, dtype=np.int64)
+        if step_lengths is None:
+            most = int(steps.max()) if len(steps) else 0
+            values = values.reshape((len(batch), most, *shape))
+            feature_lists[name] = values[0] if single else values
+            lengths[name] = steps
+        else:
+            rows = Ragged(values, np.frombuffer(step_lengths, dtype=np.int64))
+            feature_lists[name] = rows if single else Ragged(rows, steps)
+    if single:
+        return context, feature_lists
+    return context, feature_lists, lengths
+
+
 class ParseExample:
     """`parse_example(records, features)` as a picklable callable: a `collate_fn` for a
     PyTorch DataLoader over raw records (works with worker processes under `spawn`,
@@ -161,4 +243,5 @@ class ParseExample:
         return f"ParseExample({self.features!r})"
 
 
-__all__ = ["FixedLenFeature", "ParseExample", "Ragged", "VarLenFeature", "parse_example"]
+__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "ParseExample", "Ragged",
+           "VarLenFeature", "parse_example", "parse_sequence_example"]

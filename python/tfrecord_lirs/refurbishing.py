@@ -239,12 +239,12 @@ def _function_name(fn):
     return f"{named.__module__}.{named.__qualname__}"
 
 
-def _dataset_identity(source):
+def _store_dataset_id(source):
     paths = getattr(source, "paths", None)
     if paths is None:
         raise TypeError("give dataset_id= (a name of the data) for a source other than "
                         "tfrecord_lirs.DataSource")
-    return _lirs.dataset_identity([os.fsdecode(p) for p in paths], len(source))
+    return _lirs.store_dataset_id([os.fsdecode(p) for p in paths], len(source))
 
 
 def open_store(store, source, partial, seed, dataset_id=None, partial_name=None,
@@ -256,7 +256,7 @@ def open_store(store, source, partial, seed, dataset_id=None, partial_name=None,
     if isinstance(store, PartialStore):
         return store
     name = partial_name or _function_name(partial)
-    identity = dataset_id if dataset_id is not None else _dataset_identity(source)
+    identity = dataset_id if dataset_id is not None else _store_dataset_id(source)
     return PartialStore(store, identity, name, seed, store_bytes)
 
 

@@ -304,3 +304,52 @@ def test_elastic_resume_refuses_a_state_of_another_seed(two_files):
         other.resume_epoch(state)
     with pytest.raises(DataLossError):
         other.resume_epoch(b"LIRSEPO\x00 damaged")
+
+
+def split(directory, prefix):
+    """Two files `<prefix>-0000i-of-00002` of the same sizes whatever the prefix."""
+    directory.mkdir(exist_ok=True)
+    paths = [directory / f"{prefix}-0000{f}-of-00002" for f in range(2)]
+    for f, path in enumerate(paths):
+        write_file(path, [affine_payload(f * 100 + i, 10 + i % 7) for i in range(100)])
+    return paths
+
+
+def test_states_of_another_split_of_the_same_sizes_are_refused_naming_the_file(tmp_path):
+    """Every saved state names its dataset by base names, instances and bytes: a
+    Sampler's and a Loader's epoch state of split t is refused by split v (the same
+    counts and sizes), naming the files; the same files moved elsewhere resume."""
+    train, valid = split(tmp_path / "a", "t"), split(tmp_path / "a", "v")
+    moved = split(tmp_path / "b", "t")
+    named = "the state's file 0 t-00000-of-00002 \\(100 instances.*file 0 v-00000-of-00002"
+    states = []
+    for k in range(2):
+        s = Sampler(DataSource(train), seed=3, num_shards=2, shard_index=k)
+        states.append(s.shard_state(5 + k))
+    epoch_state = Sampler.combine_shard_states(states)
+    info = tfrecord_lirs._lirs.epoch_state_info(epoch_state)
+    assert [f[0] for f in info["files"]] == ["t-00000-of-00002", "t-00001-of-00002"]
+    other = Sampler(DataSource(valid), seed=3, num_shards=3, shard_index=0)
+    with pytest.raises(DataLossError, match=named):
+        other.resume(epoch_state)
+    Sampler(DataSource(moved), seed=3, num_shards=3, shard_index=0).resume(epoch_state)
+    # A Sampler's worker state of another split does not combine with this one's.
+    mixed = [states[0], Sampler(DataSource(valid), seed=3, num_shards=2,
+                                shard_index=1).shard_state(3)]
+    with pytest.raises(InvalidArgumentError, match="states of two datasets"):
+        Sampler.combine_shard_states(mixed)
+
+    loaders = [Loader(train, seed=3, batch_size=4, num_shards=2, shard_index=k)
+               for k in range(2)]
+    for loader in loaders:
+        next(iter(loader))
+    epoch_state = Loader.combine_shard_states([loader.shard_state() for loader in loaders])
+    with pytest.raises(DataLossError, match=named):
+        Loader(valid, seed=3, batch_size=4).resume_epoch(epoch_state)
+    resumed = Loader(moved, seed=3, batch_size=4)
+    resumed.resume_epoch(epoch_state)
+    next(iter(resumed))
+    state = resumed.state_dict()
+    assert state["names"] == ["t-00000-of-00002", "t-00001-of-00002"]
+    with pytest.raises(InvalidArgumentError, match="another dataset.*v-00000-of-00002"):
+        Loader(valid, seed=3, batch_size=4).load_state_dict(state)

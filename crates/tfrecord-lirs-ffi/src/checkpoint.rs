@@ -198,4 +198,53 @@ mod tests {
         .is_err());
         assert_eq!(st.code, ErrorCode::InvalidArgument);
     }
+
+    /// An iterator checkpoint names its dataset: restored into another split of the
+    /// same counts and sizes it is refused naming the files; into the same files
+    /// elsewhere it restores.
+    #[test]
+    fn a_checkpoint_of_another_split_is_refused_naming_the_file() {
+        use crate::test_support::{cursor_config, reader_config, start};
+        let write = |dir: &std::path::Path, name: &str| {
+            let path = dir.join(name);
+            let mut w = core::PaddedWriter::create(&path, &Default::default()).unwrap();
+            for i in 0..50u32 {
+                w.write(&i.to_le_bytes()).unwrap();
+            }
+            w.finish().unwrap();
+            path
+        };
+        let (dir, moved) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut st = ok_status();
+        let mut open = |path: std::path::PathBuf| {
+            open_reader(&reader_config(&path, "pread"), &mut st).unwrap()
+        };
+        let train = open(write(dir.path(), "train.tfrecord-00000-of-00001"));
+        let valid = open(write(dir.path(), "valid.tfrecord-00000-of-00001"));
+        let train_moved = open(write(moved.path(), "train.tfrecord-00000-of-00001"));
+        let config = cursor_config(10, 1);
+        let mut st = ok_status();
+        let mut c = train.fetch(&config, &start(), &mut st).unwrap();
+        c.next_batch(&mut st).unwrap();
+        let seeds = IterationSeeds {
+            seed: 5,
+            seed2: 0,
+            num_random_samples: 1,
+        };
+        let ckpt = c.checkpoint(&seeds, &mut st).unwrap();
+        assert!(valid.fetch(&config, &ckpt, &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::DataLoss);
+        assert!(
+            st.message
+                .contains("the state's file 0 train.tfrecord-00000-of-00001 (50 instances")
+                && st
+                    .message
+                    .contains("this dataset's file 0 valid.tfrecord-00000-of-00001 (50 instances"),
+            "{}",
+            st.message
+        );
+        let mut st = ok_status();
+        let mut again = train_moved.fetch(&config, &ckpt, &mut st).unwrap();
+        assert_eq!(again.next_batch(&mut st).unwrap().len(), 10);
+    }
 }

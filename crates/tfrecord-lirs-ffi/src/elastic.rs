@@ -184,6 +184,7 @@ mod tests {
                     position: 10,
                     delivered_after: vec![],
                 },
+                remainder: Default::default(),
             },
         }
     }

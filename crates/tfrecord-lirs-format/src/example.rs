@@ -1,14 +1,18 @@
 //! `tf.train.Example` as prost messages (no `protoc` needed), for writing and checking
 //! Example records from Rust. Field numbers follow TensorFlow's `example.proto` and
 //! `feature.proto`. Reading a batch of Examples into one column per feature, with a
-//! [`Spec`] of what each feature must be: [`parse_examples`].
+//! [`Spec`] of what each feature must be: [`parse_examples`]; `tf.train.SequenceExample`s:
+//! [`parse_sequence_examples`] (their feature lists) and [`parse_examples`] (their
+//! context).
 
 use std::collections::HashMap;
 
 mod decode;
+mod sequence;
 mod spec;
 
 pub use decode::{parse_example, parse_examples, parse_examples_inferred, Column, ColumnValues};
+pub use sequence::{parse_sequence_examples, SequenceColumn, SequenceSpec};
 pub use spec::{DType, FeatureSpec, Spec, Values};
 
 /// `tf.train.BytesList`.
@@ -84,4 +88,32 @@ pub struct Example {
     /// The features.
     #[prost(message, optional, tag = "1")]
     pub features: Option<Features>,
+}
+
+/// `tf.train.FeatureList`: one `Feature` per step of a sequence.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FeatureList {
+    /// The steps.
+    #[prost(message, repeated, tag = "1")]
+    pub feature: Vec<Feature>,
+}
+
+/// `tf.train.FeatureLists`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FeatureLists {
+    /// Name → feature list.
+    #[prost(map = "string, message", tag = "1")]
+    pub feature_list: HashMap<String, FeatureList>,
+}
+
+/// `tf.train.SequenceExample`: context features and feature lists; decoded for a batch
+/// by [`parse_sequence_examples`] (the lists) and [`parse_examples`] (the context).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SequenceExample {
+    /// The context: features of the whole sequence (an Example's field 1 too).
+    #[prost(message, optional, tag = "1")]
+    pub context: Option<Features>,
+    /// The feature lists.
+    #[prost(message, optional, tag = "2")]
+    pub feature_lists: Option<FeatureLists>,
 }

@@ -17,6 +17,8 @@
 //!   refurbish schedule (which id is refreshed or reused at each position of an epoch).
 //! * [`text_index`] — the text indexes of NVIDIA DALI and the `tfrecord` Python package.
 //! * [`example`] — `tf.train.Example`.
+//! * [`dataset_identity`] — what a saved state says about its dataset, and the rule
+//!   it is checked by.
 //! * [`error`] — the one error type of tfrecord-lirs (the engine re-exports it).
 //!
 //! No `std::fs`, no reads or writes of files, no `unsafe`: the engine crate
@@ -25,6 +27,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod dataset_identity;
 pub mod error;
 mod error_classes;
 pub mod example;

@@ -66,7 +66,9 @@ fn combine_shard_states<'py>(
 }
 
 /// What an epoch state holds, as a dict: order_version, seed, epoch, page_aware,
-/// instances, delivered (a count), undelivered, delivered_ranges ([start, end) pairs).
+/// instances, delivered (a count), undelivered, delivered_ranges ([start, end) pairs),
+/// files (each file's (base name, instances, bytes), or None for a state that does not
+/// name its dataset).
 #[pyfunction]
 fn epoch_state_info<'py>(py: Python<'py>, epoch_state: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     let state = EpochState::decode(epoch_state).py_err(py)?;
@@ -80,6 +82,15 @@ fn epoch_state_info<'py>(py: Python<'py>, epoch_state: &[u8]) -> PyResult<Bound<
     out.set_item("undelivered", state.undelivered_count())?;
     let ranges: Vec<(u64, u64)> = state.delivered().iter().map(|r| (r.start, r.end)).collect();
     out.set_item("delivered_ranges", ranges)?;
+    let files = state.dataset.map(|d| {
+        let names = d.names.unwrap_or_default();
+        d.files
+            .iter()
+            .enumerate()
+            .map(|(i, &(n, bytes))| (names.get(i).cloned().unwrap_or_default(), n, bytes))
+            .collect::<Vec<_>>()
+    });
+    out.set_item("files", files)?;
     Ok(out)
 }
 

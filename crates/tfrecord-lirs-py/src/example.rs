@@ -105,8 +105,100 @@ fn parse_examples<'py>(
     columns.into_iter().map(|c| py_column(py, c)).collect()
 }
 
+/// One sequence feature as the package passes it: (name, dtype name, shape per step
+/// or `None` for variable length, allow_missing, whether a default value was given).
+type PySequenceFeature = (String, String, Option<Vec<i64>>, bool, bool);
+
+/// One decoded sequence column: (name, dtype name, shape per step or `None`, values,
+/// steps per record and values per step (variable length; else `None`) as
+/// native-endian int64).
+type PySequenceColumn<'py> = (
+    String,
+    &'static str,
+    Option<Vec<usize>>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyByteArray>,
+    Option<Bound<'py, PyByteArray>>,
+);
+
+fn lengths<'py>(py: Python<'py>, lengths: &[usize]) -> PyResult<Bound<'py, PyByteArray>> {
+    let lengths: Vec<i64> = lengths.iter().map(|&n| n as i64).collect();
+    native_bytes(py, &lengths, i64::to_ne_bytes)
+}
+
+/// Decodes serialized `tf.train.SequenceExample`s: their context (one column per
+/// feature of `context`, as `parse_examples`) and their feature lists (one column per
+/// feature of `sequence`). The decoding runs without the GIL.
+#[pyfunction]
+fn parse_sequence_examples<'py>(
+    py: Python<'py>,
+    records: Vec<Bound<'py, PyBytes>>,
+    context: Vec<PyFeature<'py>>,
+    sequence: Vec<PySequenceFeature>,
+) -> PyResult<(Vec<PyColumn<'py>>, Vec<PySequenceColumn<'py>>)> {
+    let context = spec_of(py, context)?;
+    let mut features = Vec::with_capacity(sequence.len());
+    for (name, dtype, shape, allow_missing, has_default) in sequence {
+        let dtype = DType::from_name(&dtype).py_err(py)?;
+        // A placeholder of the feature's dtype: the core refuses any default.
+        let default = has_default.then(|| match dtype {
+            DType::Bytes => Values::Bytes(Vec::new()),
+            DType::Int64 => Values::Int64(Vec::new()),
+            DType::Float32 => Values::Float32(Vec::new()),
+        });
+        let spec = FeatureSpec {
+            name,
+            dtype,
+            shape,
+            default,
+        };
+        features.push((spec, allow_missing));
+    }
+    let sequence = example::SequenceSpec::new(features).py_err(py)?;
+    let slices: Vec<&[u8]> = records.iter().map(|r| r.as_bytes()).collect();
+    let (context, lists) = py
+        .detach(|| {
+            core::options::guard::guard("parse_sequence_examples", || {
+                Ok((
+                    example::parse_examples(&context, &slices)?,
+                    example::parse_sequence_examples(&sequence, &slices)?,
+                ))
+            })
+        })
+        .py_err(py)?;
+    let context = context
+        .into_iter()
+        .map(|c| py_column(py, c))
+        .collect::<PyResult<_>>()?;
+    let lists = lists
+        .into_iter()
+        .map(|c| -> PyResult<PySequenceColumn<'py>> {
+            let (name, dtype, shape, values, _) = py_column(
+                py,
+                Column {
+                    name: c.name,
+                    shape: c.shape,
+                    values: c.values,
+                    row_lengths: None,
+                },
+            )?;
+            let step_lengths = c.step_lengths.map(|l| lengths(py, &l)).transpose()?;
+            Ok((
+                name,
+                dtype,
+                shape,
+                values,
+                lengths(py, &c.steps)?,
+                step_lengths,
+            ))
+        })
+        .collect::<PyResult<_>>()?;
+    Ok((context, lists))
+}
+
 /// Adds this module's functions to `m`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_examples, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_sequence_examples, m)?)?;
     Ok(())
 }

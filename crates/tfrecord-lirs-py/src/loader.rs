@@ -160,8 +160,8 @@ impl NativeLoader {
         d.set_item(KEY_EPOCH, state.epoch)?;
         d.set_item(KEY_CURSOR, PyBytes::new(py, &state.cursor.encode()))?;
         d.set_item(KEY_VERSION, STATE_VERSION)?;
-        d.set_item(KEY_FILES, state.walk.files)?;
-        d.set_item(KEY_NAMES, state.walk.names)?;
+        d.set_item(KEY_FILES, state.walk.dataset.files)?;
+        d.set_item(KEY_NAMES, state.walk.dataset.names)?;
         d.set_item(KEY_SEED, state.walk.seed)?;
         d.set_item(KEY_PAGE_AWARE, state.walk.page_aware)?;
         d.set_item(KEY_NUM_SHARDS, state.walk.num_shards)?;
@@ -222,11 +222,13 @@ impl NativeLoader {
         let cursor = CursorState::decode(&cursor_bytes).py_err(py)?;
         let saved = LoaderState {
             walk: core::WalkIdentity {
-                files: item(KEY_FILES)?.extract()?,
-                // Absent from version 1 states: not compared.
-                names: match state.get_item(KEY_NAMES)? {
-                    Some(v) if !v.is_none() => Some(v.extract()?),
-                    _ => None,
+                dataset: core::DatasetIdentity {
+                    files: item(KEY_FILES)?.extract()?,
+                    // Absent from version 1 states: not compared.
+                    names: match state.get_item(KEY_NAMES)? {
+                        Some(v) if !v.is_none() => Some(v.extract()?),
+                        _ => None,
+                    },
                 },
                 seed: item(KEY_SEED)?.extract()?,
                 page_aware: item(KEY_PAGE_AWARE)?.extract()?,

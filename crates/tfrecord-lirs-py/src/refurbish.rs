@@ -192,7 +192,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativePartialStore>()?;
     m.add_class::<NativeRefurbisher>()?;
     m.add_function(wrap_pyfunction!(partial_seed, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset_identity, m)?)?;
+    m.add_function(wrap_pyfunction!(store_dataset_id, m)?)?;
     m.add_function(wrap_pyfunction!(final_seed, m)?)?;
     m.add(
         "REFURBISH_SCHEDULE_VERSION",
@@ -295,8 +295,8 @@ impl NativePartialStore {
 /// The dataset part of a store identity for `files` of `instances` instances (the
 /// core's rule: absolute paths, local files' sizes, the count).
 #[pyfunction]
-fn dataset_identity(py: Python<'_>, files: Vec<String>, instances: u64) -> String {
-    py.detach(|| core::dataset_identity(&files, instances))
+fn store_dataset_id(py: Python<'_>, files: Vec<String>, instances: u64) -> String {
+    py.detach(|| core::store_dataset_id(&files, instances))
 }
 
 /// A failure of the step: the user's callable's (a Python exception) or the store's.

@@ -119,11 +119,12 @@ pub use read::tfrecord_lirs::TFRecordLIRS;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use storage::file_list::{expand_files, expand_shell_files};
 pub use storage::local::{Backend, MmapOptIn};
-pub use storage::partial_store::{dataset_identity, PartialStore, StoreIdentity, StoreStats};
+pub use storage::partial_store::{store_dataset_id, PartialStore, StoreIdentity, StoreStats};
 pub use storage::table_files::{
     read_table, read_table_for, read_table_for_in, write_table, Layout,
 };
 pub use storage::Storage;
+pub use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Result};
 pub use tfrecord_lirs_format::fit::Fit;
 pub use tfrecord_lirs_format::framing::PageSize;

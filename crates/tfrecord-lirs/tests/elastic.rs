@@ -248,7 +248,7 @@ fn resumes_chain_and_a_fresh_resume_is_the_ordinary_run() {
         // Epoch 1 of three shards: resume at its start == new.
         for j in 0..3 {
             let o = options(&reader, run, 1, 3, j);
-            let fresh = EpochState::fresh(reader.len(), &o.order, run.version);
+            let fresh = EpochState::fresh_of(&reader, &o.order, run.version);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let mut c = DatasetCursor::resume(
                 Arc::clone(&reader),

@@ -444,24 +444,24 @@ fn on_a_full_disk(dir: &std::path::Path) {
 }
 
 #[test]
-fn the_dataset_identity_changes_with_the_files() {
+fn the_store_dataset_id_changes_with_the_files() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("d.tfrecord");
     fs::write(&file, b"12345").unwrap();
     let path = file.to_string_lossy().into_owned();
     let url = "s3://bucket/d.tfrecord".to_string();
-    let before = tfrecord_lirs::dataset_identity(&[path.clone(), url.clone()], 10);
+    let before = tfrecord_lirs::store_dataset_id(&[path.clone(), url.clone()], 10);
     assert!(before.contains(&format!("({path:?}, 5)")), "{before}");
     assert!(before.contains(&format!("{url:?}")), "{before}");
     assert_ne!(
         before,
-        tfrecord_lirs::dataset_identity(&[path.clone(), url.clone()], 11)
+        tfrecord_lirs::store_dataset_id(&[path.clone(), url.clone()], 11)
     );
     // The same file rewritten to another size is another dataset.
     fs::write(&file, b"123456").unwrap();
     assert_ne!(
         before,
-        tfrecord_lirs::dataset_identity(&[path.clone(), url], 10)
+        tfrecord_lirs::store_dataset_id(&[path.clone(), url], 10)
     );
     // A relative path names the same file as its absolute path.
     let cwd = std::env::current_dir().unwrap();
@@ -469,7 +469,7 @@ fn the_dataset_identity_changes_with_the_files() {
     let up = cwd.components().count() - 1;
     let relative = format!("{}{}", "../".repeat(up), relative.display());
     assert_eq!(
-        tfrecord_lirs::dataset_identity(&[relative], 1),
-        tfrecord_lirs::dataset_identity(&[path], 1)
+        tfrecord_lirs::store_dataset_id(&[relative], 1),
+        tfrecord_lirs::store_dataset_id(&[path], 1)
     );
 }

@@ -30,7 +30,7 @@ pub enum ColumnValues<'a> {
 }
 
 impl ColumnValues<'_> {
-    fn new(dtype: DType) -> Self {
+    pub(super) fn new(dtype: DType) -> Self {
         match dtype {
             DType::Bytes => ColumnValues::Bytes(Vec::new()),
             DType::Int64 => ColumnValues::Int64(Vec::new()),
@@ -61,7 +61,7 @@ impl ColumnValues<'_> {
         self.len() == 0
     }
 
-    fn truncate(&mut self, len: usize) {
+    pub(super) fn truncate(&mut self, len: usize) {
         match self {
             ColumnValues::Bytes(v) => v.truncate(len),
             ColumnValues::Int64(v) => v.truncate(len),
@@ -289,7 +289,7 @@ fn find(features: &[Checked], key: &[u8]) -> Option<usize> {
 }
 
 /// What is wrong with a record's bytes, and where (the rest of the record from there).
-struct Wire<'a> {
+pub(super) struct Wire<'a> {
     what: String,
     rest: &'a [u8],
 }
@@ -310,7 +310,7 @@ impl<'a> Failure<'a> {
 }
 
 impl<'a> Wire<'a> {
-    fn new(what: impl Into<String>, rest: &'a [u8]) -> Self {
+    pub(super) fn new(what: impl Into<String>, rest: &'a [u8]) -> Self {
         Wire {
             what: what.into(),
             rest,
@@ -319,35 +319,50 @@ impl<'a> Wire<'a> {
 
     /// The [`DataLoss`](crate::error::ErrorKind::DataLoss) error for record `index`,
     /// naming the byte of the record and the feature, if known.
-    fn at(self, index: usize, record: &[u8], feature: Option<&[u8]>) -> Error {
+    pub(super) fn at(self, index: usize, record: &[u8], feature: Option<&[u8]>) -> Error {
+        self.in_message(index, record, feature, "tf.train.Example")
+    }
+
+    /// [`at`](Wire::at) for a record that should be a `message`.
+    pub(super) fn in_message(
+        self,
+        index: usize,
+        record: &[u8],
+        feature: Option<&[u8]>,
+        message: &str,
+    ) -> Error {
         // `rest` is a tail of a slice of `record`: where it starts is the byte.
         let byte = (self.rest.as_ptr() as usize).saturating_sub(record.as_ptr() as usize);
         let feature = feature
             .map(|k| format!(" feature {:?}:", String::from_utf8_lossy(k)))
             .unwrap_or_default();
         Error::data_loss(format!(
-            "record {index}:{feature} not a tf.train.Example: {} at byte {byte} of {}",
+            "record {index}:{feature} not a {message}: {} at byte {byte} of {}",
             self.what,
             record.len()
         ))
     }
 }
 
-type WireResult<'a, T> = std::result::Result<T, Wire<'a>>;
+pub(super) type WireResult<'a, T> = std::result::Result<T, Wire<'a>>;
 
-fn key<'a>(buf: &mut &'a [u8]) -> WireResult<'a, (u32, WireType)> {
+pub(super) fn key<'a>(buf: &mut &'a [u8]) -> WireResult<'a, (u32, WireType)> {
     let at = *buf;
     decode_key(buf).map_err(|e| Wire::new(format!("bad field key ({e})"), at))
 }
 
-fn skip<'a>(wire_type: WireType, tag: u32, buf: &mut &'a [u8]) -> WireResult<'a, ()> {
+pub(super) fn skip<'a>(wire_type: WireType, tag: u32, buf: &mut &'a [u8]) -> WireResult<'a, ()> {
     let at = *buf;
     skip_field(wire_type, tag, buf, DecodeContext::default())
         .map_err(|e| Wire::new(format!("bad field {tag} ({e})"), at))
 }
 
 /// The body of a length-delimited field whose key was just read.
-fn take_len<'a>(wire_type: WireType, tag: u32, buf: &mut &'a [u8]) -> WireResult<'a, &'a [u8]> {
+pub(super) fn take_len<'a>(
+    wire_type: WireType,
+    tag: u32,
+    buf: &mut &'a [u8],
+) -> WireResult<'a, &'a [u8]> {
     let at = *buf;
     if wire_type != WireType::LengthDelimited {
         return Err(Wire::new(
@@ -400,7 +415,7 @@ fn for_each_feature<'a>(
 }
 
 /// A map entry's key (field 1) and value (field 2); a missing one is empty.
-fn map_entry(mut entry: &[u8]) -> WireResult<'_, (&[u8], &[u8])> {
+pub(super) fn map_entry(mut entry: &[u8]) -> WireResult<'_, (&[u8], &[u8])> {
     let (mut name, mut value): (&[u8], &[u8]) = (&[], &[]);
     while !entry.is_empty() {
         let (tag, wire_type) = key(&mut entry)?;
@@ -425,7 +440,7 @@ fn kind_tag(dtype: DType) -> u32 {
 /// The kind a `Feature` message holds (the last one set) and the part of the message
 /// from its last change of kind on, whose fields of that kind hold its values; `None`
 /// for an empty `Feature`.
-fn feature_kind(feature: &[u8]) -> WireResult<'_, Option<(DType, &[u8])>> {
+pub(super) fn feature_kind(feature: &[u8]) -> WireResult<'_, Option<(DType, &[u8])>> {
     let mut buf = feature;
     let mut kind: Option<(DType, &[u8])> = None;
     while !buf.is_empty() {
@@ -446,7 +461,10 @@ fn feature_kind(feature: &[u8]) -> WireResult<'_, Option<(DType, &[u8])>> {
 }
 
 /// Appends the values of the lists of `column`'s kind in `run` (see [`feature_kind`]).
-fn append_run<'a>(mut run: &'a [u8], column: &mut ColumnValues<'a>) -> WireResult<'a, ()> {
+pub(super) fn append_run<'a>(
+    mut run: &'a [u8],
+    column: &mut ColumnValues<'a>,
+) -> WireResult<'a, ()> {
     let want = kind_tag(column.dtype());
     while !run.is_empty() {
         let (tag, wire_type) = key(&mut run)?;

@@ -33,6 +33,7 @@ use crate::{
     BatchView, CursorOptions, CursorState, DatasetCursor, EpochState, Error, OrderParams,
     OrderVersion, Reader, Result, ShardState,
 };
+use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 /// The arguments of a loader, as its front ends take them; [`Default`] gives the
@@ -109,20 +110,14 @@ pub fn compose_shards(
 }
 
 /// What a checkpoint's positions are positions of: the dataset (each file's instances,
-/// bytes and file name) and the order (seed, page-aware or not, composed shard). The
-/// order version is the cursor state's.
-///
-/// Files are named by their base names, not their full paths: a dataset moved
-/// elsewhere (another mount point, a local copy of a bucket, another node of a job)
-/// still restores, while the names tell two splits of the same sizes apart (TFDS and
-/// Beam name the split in every shard: `mnist-train.tfrecord-00000-of-00004`).
+/// bytes and base name, [`DatasetIdentity`]: the rule every saved state is checked by)
+/// and the order (seed, page-aware or not, composed shard). The order version is the
+/// cursor state's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalkIdentity {
-    /// Each file's (instances, bytes), in id order.
-    pub files: Vec<(u64, u64)>,
-    /// Each file's base name, in id order; `None` in a state saved
-    /// before names were kept (not compared then).
-    pub names: Option<Vec<String>>,
+    /// The dataset; its names are `None` in a state saved before names were kept (not
+    /// compared then).
+    pub dataset: DatasetIdentity,
     /// The order's seed.
     pub seed: u64,
     /// Page-aware order.
@@ -145,7 +140,7 @@ impl WalkIdentity {
                  same files, seed, page_aware and shard"
             )))
         };
-        if let Some(what) = files_differ(saved, self) {
+        if let Some(what) = saved.dataset.differences(&self.dataset, "this Loader") {
             return refuse(format!("another dataset ({what})"));
         }
         if saved.seed != self.seed {
@@ -177,66 +172,6 @@ impl WalkIdentity {
         }
         Ok(())
     }
-}
-
-/// The base name of data file `path` (the whole path when it has none), as a
-/// checkpoint names it (see [`WalkIdentity`]).
-pub fn file_name(path: &std::path::Path) -> String {
-    path.file_name()
-        .unwrap_or(path.as_os_str())
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// How the files of a `saved` walk differ from `this` one's, naming each file that
-/// differs (by position, with its name where both states have names); `None` if
-/// they are the same.
-fn files_differ(saved: &WalkIdentity, this: &WalkIdentity) -> Option<String> {
-    let names_differ = match (&saved.names, &this.names) {
-        (Some(a), Some(b)) => a != b,
-        _ => false,
-    };
-    if saved.files == this.files && !names_differ {
-        return None;
-    }
-    let name = |w: &WalkIdentity, i: usize| {
-        w.names
-            .as_ref()
-            .and_then(|n| n.get(i))
-            .map_or_else(|| format!("file {i}"), |n| format!("file {i} {n}"))
-    };
-    let describe = |w: &WalkIdentity, i: usize| match w.files.get(i) {
-        Some((n, bytes)) => format!("{} ({n} instances, {bytes} bytes)", name(w, i)),
-        None => "no such file".to_string(),
-    };
-    let mut differ = Vec::new();
-    for i in 0..saved.files.len().max(this.files.len()) {
-        let same_shape = saved.files.get(i) == this.files.get(i);
-        let same_name = match (&saved.names, &this.names) {
-            (Some(a), Some(b)) => a.get(i) == b.get(i),
-            _ => true,
-        };
-        if !(same_shape && same_name) {
-            differ.push(format!(
-                "the state's {}, this Loader's {}",
-                describe(saved, i),
-                describe(this, i)
-            ));
-        }
-    }
-    let shown = differ.len().min(3);
-    let more = differ.len() - shown;
-    Some(format!(
-        "{} files in the state, {} in this Loader; they differ at: {}{}",
-        saved.files.len(),
-        this.files.len(),
-        differ[..shown].join("; "),
-        if more > 0 {
-            format!("; and {more} more")
-        } else {
-            String::new()
-        }
-    ))
 }
 
 /// A loader's checkpoint: the epoch, the cursor's position in it and the walk it
@@ -371,13 +306,14 @@ impl DatasetLoader {
         let base = base.unwrap_or_else(|| {
             let mut order = self.cursor_options.order;
             order.epoch = self.epoch;
-            EpochState::fresh(self.reader.len(), &order, self.cursor_options.order_version)
+            EpochState::fresh_of(&self.reader, &order, self.cursor_options.order_version)
         });
         Ok(ShardState {
             base,
             num_shards,
             shard_index,
             state,
+            remainder: self.options.shard_remainder,
         })
     }
 
@@ -432,14 +368,7 @@ impl DatasetLoader {
     pub fn walk(&self) -> Result<WalkIdentity> {
         let (num_shards, shard_index) = self.shard()?;
         Ok(WalkIdentity {
-            files: self
-                .reader
-                .layout()
-                .files()
-                .iter()
-                .map(|f| (f.len(), f.size))
-                .collect(),
-            names: Some(self.reader.data_paths().map(file_name).collect()),
+            dataset: self.reader.identity(),
             seed: self.options.seed,
             page_aware: self.options.page_aware,
             num_shards,
@@ -1050,7 +979,10 @@ mod tests {
         loader.begin().unwrap();
         loader.next_batch().unwrap().unwrap();
         let state = loader.state().unwrap();
-        assert_eq!(state.walk.names, Some(train.map(String::from).to_vec()));
+        assert_eq!(
+            state.walk.dataset.names,
+            Some(train.map(String::from).to_vec())
+        );
         // The same files in another order: same counts and sizes, refused naming them.
         let swapped = reader_of_named(dir.path(), &[train[1], train[0]]);
         let e = DatasetLoader::new(swapped, options)
@@ -1088,7 +1020,7 @@ mod tests {
         assert!(e.to_string().contains("StatefulDataLoader"), "{e}");
         // A state saved before names were kept (version 1) restores as before.
         let mut old = state.clone();
-        old.walk.names = None;
+        old.walk.dataset.names = None;
         let swapped = reader_of_named(dir.path(), &[train[1], train[0]]);
         DatasetLoader::new(swapped, options)
             .unwrap()

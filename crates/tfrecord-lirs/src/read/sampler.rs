@@ -197,7 +197,14 @@ impl Sampler {
         self.check_elastic()?;
         let base = match &self.resumed {
             Some(state) if state.epoch == self.epoch => state.clone(),
-            _ => EpochState::fresh(self.instances(), &self.params(self.epoch), self.version),
+            _ => match &self.source {
+                SamplerSource::Files(reader) => {
+                    EpochState::fresh_of(reader, &self.params(self.epoch), self.version)
+                }
+                SamplerSource::Instances(n) => {
+                    EpochState::fresh(*n, &self.params(self.epoch), self.version)
+                }
+            },
         };
         ShardState::of_positions(
             base,
@@ -277,8 +284,8 @@ impl Sampler {
 }
 
 impl ShardState {
-    /// A worker's state: shard `shard_index` of `num_shards` walking from `base`,
-    /// having delivered its positions below `position` and those in `delivered_after`
+    /// A worker's state: shard `shard_index` of `num_shards` (shards that keep the
+    /// remainder) walking from `base`, having delivered its positions below `position` and those in `delivered_after`
     /// (checked as a decoded state is: ascending, past the position).
     pub fn of_positions(
         base: EpochState,
@@ -297,6 +304,7 @@ impl ShardState {
             num_shards,
             shard_index,
             state,
+            remainder: ShardRemainder::Keep,
         })
     }
 }

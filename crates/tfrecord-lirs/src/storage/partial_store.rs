@@ -56,7 +56,7 @@ const IDENTITY_FILE: &str = "IDENTITY";
 /// served (they live in another namespace).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreIdentity {
-    /// The dataset (e.g. [`dataset_identity`] of its files, or a name the user chose).
+    /// The dataset (e.g. [`store_dataset_id`] of its files, or a name the user chose).
     pub dataset: String,
     /// The partial augmentation: its name and version.
     pub partial: String,
@@ -81,13 +81,13 @@ impl StoreIdentity {
 /// object-store URL as given) and, for a local file, its size, then the instance count.
 /// Files rewritten to another size or count are another dataset (their old entries are
 /// never served); a file that cannot be read has no size here (its reads fail anyway).
-pub fn dataset_identity(files: &[String], instances: u64) -> String {
+pub fn store_dataset_id(files: &[String], instances: u64) -> String {
     let mut text = String::from("files=[");
     for (i, file) in files.iter().enumerate() {
         if i > 0 {
             text.push_str(", ");
         }
-        if file.contains("://") {
+        if super::remote::is_url(Path::new(file)) {
             text.push_str(&format!("{file:?}"));
         } else {
             // A file's canonical path (`..` and links resolved), or its absolute one.

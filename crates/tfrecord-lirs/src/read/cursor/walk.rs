@@ -250,8 +250,8 @@ impl DatasetCursor {
     pub fn shard_state(&self) -> ShardState {
         let base = match &self.base {
             Some(base) => (**base).clone(),
-            None => EpochState::fresh(
-                self.reader.len(),
+            None => EpochState::fresh_of(
+                &self.reader,
                 &self.options.order,
                 self.options.order_version,
             ),
@@ -261,6 +261,7 @@ impl DatasetCursor {
             num_shards: self.options.order.num_shards,
             shard_index: self.options.order.shard_index,
             state: self.state(),
+            remainder: self.options.shard_remainder,
         }
     }
 

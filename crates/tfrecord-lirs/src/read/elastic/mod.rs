@@ -17,13 +17,16 @@
 //! epoch's state; [`DatasetCursor::resume`](crate::DatasetCursor::resume) opens shard `j` of
 //! `K'` at it. The following epochs are ordinary (a fresh `K'`-shard run).
 
+mod encoding;
 pub(crate) mod resumed;
 
 use std::ops::Range;
 use std::sync::Arc;
 
+use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
+use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use crate::read::cursor::state::CursorState;
 use crate::read::fetch::OrderSource;
@@ -31,21 +34,10 @@ use crate::read::reader::Reader;
 use crate::storage::table_files::Layout;
 use resumed::ResumedOrder;
 
-/// The first bytes of an encoded [`EpochState`].
-const EPOCH_STATE_MAGIC: &[u8; 8] = b"LIRSEPO\0";
-/// The first bytes of an encoded [`ShardState`].
-const SHARD_MAGIC: &[u8; 8] = b"LIRSSHP\0";
-/// The version of both encodings.
-const ENCODING_VERSION: u32 = 1;
-/// Magic, encoding version, order version, seed, epoch, page-aware (u64), instances,
-/// count of delivered ranges.
-const EPOCH_STATE_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8;
-/// Magic, encoding version, padding, shards, shard index, bytes of the epoch state.
-const SHARD_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8;
-
 /// What every shard of one epoch delivered, as global positions of the epoch's order
-/// (see the module docs). A small value: a few words and one range per run of
-/// delivered positions (about one per shard in order, more with unordered delivery).
+/// (see the module docs), and the dataset it is of. A small value: a few words, one
+/// range per run of delivered positions (about one per shard in order, more with
+/// unordered delivery) and each file's name and shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EpochState {
     /// The order algorithm.
@@ -58,6 +50,10 @@ pub struct EpochState {
     pub page_aware: bool,
     /// Instances of the whole epoch (every shard's), `N`.
     pub instances: u64,
+    /// The dataset (each file's base name, instances and bytes), checked when the
+    /// state is resumed; `None` for instances described by no file and for states
+    /// saved before it was kept (compared by `instances` only then).
+    pub dataset: Option<DatasetIdentity>,
     /// Delivered global positions: ascending, disjoint, non-adjacent, non-empty ranges
     /// within `0..instances`.
     delivered: Vec<Range<u64>>,
@@ -73,7 +69,17 @@ impl EpochState {
             epoch: order.epoch,
             page_aware: order.page_aware,
             instances,
+            dataset: None,
             delivered: Vec::new(),
+        }
+    }
+
+    /// An epoch of `reader`'s instances where nothing was delivered yet, naming its
+    /// dataset (see [`fresh`](EpochState::fresh)).
+    pub fn fresh_of(reader: &Reader, order: &OrderParams, version: OrderVersion) -> EpochState {
+        EpochState {
+            dataset: Some(reader.identity()),
+            ..EpochState::fresh(reader.len(), order, version)
         }
     }
 
@@ -135,11 +141,17 @@ impl EpochState {
     }
 
     /// The epoch state after the walks of `shards`, every shard of one run
-    /// (the same epoch state they started from, the same shard count, each shard index
-    /// once). [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
-    /// set that is not one run's shards;
-    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for a state that does not
-    /// fit its shard.
+    /// (the same epoch state they started from, of one dataset, the same shard count
+    /// and remainder rule, each shard index once).
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a set that
+    /// is not one run's shards (naming the files that differ for states of two
+    /// datasets); [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for a state that
+    /// does not fit its shard.
+    ///
+    /// Shards of equal length (`Drop`, `Pad`; docs/FORMAT.md §5.5) walk from the
+    /// epoch's start only; each position they delivered counts once (a padded shard's
+    /// repeats of the order's first positions are those positions), and what `Drop`
+    /// left out stays undelivered: the resumed shards deliver it.
     pub fn combine(shards: &[ShardState]) -> Result<EpochState> {
         let first = shards
             .first()
@@ -159,6 +171,26 @@ impl EpochState {
                     "shard states of runs of {num_shards} and {} shards cannot be combined",
                     shard.num_shards
                 )));
+            }
+            if shard.remainder != first.remainder {
+                return Err(Error::invalid_argument(format!(
+                    "shard {} walked with shard_remainder=\"{}\" and shard {} with \"{}\": \
+                     states of one run are needed",
+                    first.shard_index,
+                    first.remainder.name(),
+                    shard.shard_index,
+                    shard.remainder.name()
+                )));
+            }
+            if let (Some(a), Some(b)) = (&first.base.dataset, &shard.base.dataset) {
+                let holder = format!("shard {}'s state", shard.shard_index);
+                if let Some(what) = a.differences(b, &holder) {
+                    return Err(Error::invalid_argument(format!(
+                        "shard {} and shard {} are states of two datasets ({what}): \
+                         states of one run are needed",
+                        first.shard_index, shard.shard_index
+                    )));
+                }
             }
             if shard.base != first.base {
                 return Err(Error::invalid_argument(format!(
@@ -181,7 +213,7 @@ impl EpochState {
                     "shard {index}'s state is given twice"
                 )));
             }
-            let walk = first.base.shard_positions(num_shards, shard.shard_index)?;
+            let walk = shard.walk()?;
             let len = ranges_len(&walk);
             shard
                 .state
@@ -235,13 +267,22 @@ impl EpochState {
 
     /// Checks that this epoch state belongs to the epoch `reader` and `order` walk with
     /// `version`; [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) naming what
-    /// differs.
+    /// differs (for another dataset, each file that differs: its name, instances and
+    /// bytes in the state and in `reader`; by instances only for a state that does not
+    /// name its dataset).
     pub fn check_fits(
         &self,
         reader: &Reader,
         order: &OrderParams,
         version: OrderVersion,
     ) -> Result<()> {
+        if let Some(dataset) = &self.dataset {
+            if let Some(what) = dataset.differences(&reader.identity(), "this dataset") {
+                return Err(Error::data_loss(format!(
+                    "epoch state of another dataset: {what}"
+                )));
+            }
+        }
         if self.instances != reader.len() {
             return Err(mismatch(
                 "instances",
@@ -278,80 +319,6 @@ impl EpochState {
         }
         Ok(())
     }
-
-    /// The state as bytes (little-endian): `LIRSEPO\0`, the encoding version (u32,
-    /// 1), the order version (u32), seed, epoch, page-aware (0 or 1), instances, the
-    /// count of delivered ranges (u64 each) and the ranges (start, end; u64 each).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(EPOCH_STATE_HEADER_BYTES + 16 * self.delivered.len());
-        out.extend_from_slice(EPOCH_STATE_MAGIC);
-        out.extend_from_slice(&ENCODING_VERSION.to_le_bytes());
-        // 1 or 2: fits.
-        out.extend_from_slice(&(self.order_version.number() as u32).to_le_bytes());
-        for word in [
-            self.seed,
-            self.epoch,
-            u64::from(self.page_aware),
-            self.instances,
-            self.delivered.len() as u64,
-        ] {
-            out.extend_from_slice(&word.to_le_bytes());
-        }
-        for r in &self.delivered {
-            out.extend_from_slice(&r.start.to_le_bytes());
-            out.extend_from_slice(&r.end.to_le_bytes());
-        }
-        out
-    }
-
-    /// Reads [`encode`](EpochState::encode)'s bytes;
-    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for bytes that are not a
-    /// state (damaged or forged).
-    pub fn decode(bytes: &[u8]) -> Result<EpochState> {
-        let mut input = Words::new(bytes, EPOCH_STATE_MAGIC, "epoch state")?;
-        let order_version = OrderVersion::from_number(u64::from(input.u32()?))
-            .map_err(|e| Error::data_loss(format!("epoch state: {e}")))?;
-        let seed = input.u64()?;
-        let epoch = input.u64()?;
-        let page_aware = match input.u64()? {
-            0 => false,
-            1 => true,
-            v => {
-                return Err(Error::data_loss(format!(
-                    "epoch state's page-aware flag is {v}, not 0 or 1"
-                )))
-            }
-        };
-        let instances = input.u64()?;
-        let count = input.u64()?;
-        if input.rest().len() as u128 != u128::from(count) * 16 {
-            return Err(Error::data_loss(format!(
-                "epoch state claims {count} delivered ranges but holds {} bytes of them",
-                input.rest().len()
-            )));
-        }
-        let mut delivered = Vec::new();
-        let mut last_end = None;
-        for _ in 0..count {
-            let (start, end) = (input.u64()?, input.u64()?);
-            if start >= end || end > instances || last_end.is_some_and(|e| start <= e) {
-                return Err(Error::data_loss(format!(
-                    "epoch state's delivered range {start}..{end} is empty, overlaps or \
-                     touches the one before, or passes its {instances} instances"
-                )));
-            }
-            last_end = Some(end);
-            delivered.push(start..end);
-        }
-        Ok(EpochState {
-            order_version,
-            seed,
-            epoch,
-            page_aware,
-            instances,
-            delivered,
-        })
-    }
 }
 
 /// One worker's checkpoint for elastic resume: the epoch state its walk started
@@ -366,115 +333,33 @@ pub struct ShardState {
     pub shard_index: u64,
     /// The cursor's state: positions of this shard's walk.
     pub state: CursorState,
+    /// What the run's shards did with the remainder (docs/FORMAT.md §5.5): `Keep`
+    /// shards walk from any epoch state, `Drop` and `Pad` ones from the epoch's start.
+    pub remainder: ShardRemainder,
 }
 
 impl ShardState {
-    /// The state as bytes (little-endian): `LIRSSHP\0`, the encoding version (u32,
-    /// 1), 4 bytes of zeros, the shard count, the shard index, the length of the
-    /// encoded base (u64), the base ([`EpochState::encode`]) and the cursor state
-    /// ([`CursorState::encode`]).
-    pub fn encode(&self) -> Vec<u8> {
-        let base = self.base.encode();
-        let mut out = Vec::with_capacity(SHARD_HEADER_BYTES + base.len() + 64);
-        out.extend_from_slice(SHARD_MAGIC);
-        out.extend_from_slice(&ENCODING_VERSION.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        for word in [self.num_shards, self.shard_index, base.len() as u64] {
-            out.extend_from_slice(&word.to_le_bytes());
+    /// The global positions this shard walks, in walk order: its part of what the
+    /// base did not deliver (`Keep`), or its equal shard of the whole epoch (`Drop`,
+    /// `Pad`: positions of the order's start again after its end).
+    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for an equal shard over a
+    /// base with positions delivered, which no walk makes.
+    fn walk(&self) -> Result<Vec<Range<u64>>> {
+        if self.remainder == ShardRemainder::Keep {
+            return self.base.shard_positions(self.num_shards, self.shard_index);
         }
-        out.extend_from_slice(&base);
-        out.extend_from_slice(&self.state.encode());
-        out
-    }
-
-    /// Reads [`encode`](ShardState::encode)'s bytes;
-    /// [`ErrorKind::DataLoss`](crate::ErrorKind::DataLoss) for bytes that are not a
-    /// shard's state.
-    pub fn decode(bytes: &[u8]) -> Result<ShardState> {
-        let mut input = Words::new(bytes, SHARD_MAGIC, "shard state")?;
-        input.u32()?;
-        let num_shards = input.u64()?;
-        let shard_index = input.u64()?;
-        crate::options::shard(num_shards, shard_index)
-            .map_err(|e| Error::data_loss(format!("shard state: {e}")))?;
-        let base_len = input.u64()?;
-        let rest = input.rest();
-        let base_len = usize::try_from(base_len)
-            .ok()
-            .filter(|&n| n <= rest.len())
-            .ok_or_else(|| {
-                Error::data_loss(format!(
-                    "shard state claims an epoch state of {base_len} bytes but holds {}",
-                    rest.len()
-                ))
-            })?;
-        let base = EpochState::decode(&rest[..base_len])?;
-        let state = CursorState::decode(&rest[base_len..])?;
-        if state.order_version != base.order_version.number() as u32 {
+        if !self.base.is_fresh() {
             return Err(Error::data_loss(format!(
-                "shard state of order version {} over an epoch state of version {}",
-                state.order_version,
-                base.order_version.number()
+                "shard {} of {} walked with shard_remainder=\"{}\" from an epoch state with \
+                 positions delivered; such shards walk from the epoch's start only",
+                self.shard_index,
+                self.num_shards,
+                self.remainder.name()
             )));
         }
-        Ok(ShardState {
-            base,
-            num_shards,
-            shard_index,
-            state,
-        })
-    }
-}
-
-/// Little-endian words after a magic and an encoding version.
-struct Words<'a> {
-    bytes: &'a [u8],
-    what: &'static str,
-}
-
-impl<'a> Words<'a> {
-    fn new(bytes: &'a [u8], magic: &[u8; 8], what: &'static str) -> Result<Words<'a>> {
-        if bytes.get(..8) != Some(magic.as_slice()) {
-            return Err(Error::data_loss(format!(
-                "not a tfrecord-lirs {what} (its first bytes are not {})",
-                String::from_utf8_lossy(&magic[..7])
-            )));
-        }
-        let mut words = Words {
-            bytes: &bytes[8..],
-            what,
-        };
-        let version = words.u32()?;
-        if version != ENCODING_VERSION {
-            return Err(Error::data_loss(format!(
-                "{what} encoding version {version} is unknown (this library reads version \
-                 {ENCODING_VERSION})"
-            )));
-        }
-        Ok(words)
-    }
-
-    fn take<const W: usize>(&mut self) -> Result<[u8; W]> {
-        let (head, rest) = self
-            .bytes
-            .split_at_checked(W)
-            .ok_or_else(|| Error::data_loss(format!("{} ends early (truncated)", self.what)))?;
-        self.bytes = rest;
-        let mut out = [0u8; W];
-        out.copy_from_slice(head);
-        Ok(out)
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take()?))
-    }
-
-    fn rest(&self) -> &'a [u8] {
-        self.bytes
+        Ok(self
+            .remainder
+            .ranges(self.base.instances, self.num_shards, self.shard_index))
     }
 }
 
@@ -584,6 +469,7 @@ mod tests {
                 position: 1,
                 delivered_after: vec![2],
             },
+            remainder: ShardRemainder::Keep,
         };
         assert_eq!(ShardState::decode(&s.encode()).unwrap(), s);
     }
@@ -617,6 +503,30 @@ mod tests {
     }
 
     #[test]
+    fn an_epoch_state_naming_its_dataset_is_version_2() {
+        let mut p = epoch_state(20, vec![2..5, 9..10]);
+        assert_eq!(p.encode()[8..12], 1u32.to_le_bytes());
+        p.dataset = Some(DatasetIdentity::of_files([
+            (std::path::Path::new("/d/a-0"), 12, 300),
+            (std::path::Path::new("/d/a-1"), 8, 200),
+        ]));
+        let bytes = p.encode();
+        assert_eq!(bytes[8..12], 2u32.to_le_bytes());
+        assert_eq!(EpochState::decode(&bytes).unwrap(), p);
+        // Files of other instances than the state's, or bytes after them: damage.
+        let mut other = p.clone();
+        other.instances = 21;
+        let e = EpochState::decode(&other.encode()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
+        assert!(e.to_string().contains("names files of 20 instances"), "{e}");
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(EpochState::decode(&longer).is_err());
+        let e = EpochState::decode(&bytes[..bytes.len() - 1]).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::DataLoss, "{e}");
+    }
+
+    #[test]
     fn combining_needs_every_shard_of_one_run() {
         let base = epoch_state(20, vec![]);
         let shard = |k: u64, position: u64| ShardState {
@@ -628,6 +538,7 @@ mod tests {
                 position,
                 delivered_after: vec![],
             },
+            remainder: ShardRemainder::Keep,
         };
         let p = EpochState::combine(&[shard(1, 3), shard(0, 2)]).unwrap();
         assert_eq!(p.delivered(), &[0..2, 10..13]);

@@ -43,50 +43,7 @@ impl ResumedOrder {
         order: &OrderParams,
     ) -> Result<ResumedOrder> {
         let walk = epoch.shard_positions(order.num_shards, order.shard_index)?;
-        let mut starts = Vec::with_capacity(walk.len());
-        let mut len = 0u64;
-        for r in &walk {
-            starts.push(len);
-            len += r.end - r.start;
-        }
-        let whole = OrderParams {
-            num_shards: 1,
-            shard_index: 0,
-            ..*order
-        };
-        let ids = match epoch.order_version {
-            OrderVersion::V2 => ResumedIds::Computed(OrderV2::for_layout(layout, &whole)?),
-            OrderVersion::V1 => {
-                let mut epoch = EpochOrder::new(layout, &whole, OrderVersion::V1)?;
-                let mut ids = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-                let mut at = 0u64;
-                for r in &walk {
-                    // Ids before the range are passed over.
-                    let mut skipped = Vec::new();
-                    while at < r.start {
-                        skipped.clear();
-                        let step = usize::try_from((r.start - at).min(1 << 16)).unwrap_or(1 << 16);
-                        match epoch.next_batch(step, &mut skipped) {
-                            0 => break,
-                            n => at += n as u64,
-                        }
-                    }
-                    let want = usize::try_from(r.end - r.start).map_err(|_| {
-                        Error::invalid_argument("a resumed shard too large for this machine")
-                    })?;
-                    at += epoch.next_batch(want, &mut ids) as u64;
-                }
-                ResumedIds::Listed(ids)
-            }
-        };
-        Ok(ResumedOrder {
-            version: epoch.order_version,
-            walk,
-            starts,
-            len,
-            position: 0,
-            ids,
-        })
+        ResumedOrder::of_ranges(layout, walk, order, epoch.order_version)
     }
 
     /// The shard of `options` under its equal-shard rule (`Drop` or `Pad`,
@@ -116,6 +73,9 @@ impl ResumedOrder {
     /// The walk of `walk`, ranges of positions of the unsharded order of `order`'s
     /// epoch in walk order (any order, repeats allowed: the equal shards of
     /// [`ShardRemainder`](tfrecord_lirs_format::shard_remainder::ShardRemainder)).
+    /// Version 1 streams the order past the gaps when the ranges ascend (an elastic
+    /// shard's walk: only its ids are kept) and picks from the whole permutation
+    /// otherwise; version 2 computes each id at its position.
     pub(crate) fn of_ranges(
         layout: &Arc<Layout>,
         walk: Vec<Range<u64>>,
@@ -135,6 +95,9 @@ impl ResumedOrder {
         };
         let ids = match version {
             OrderVersion::V2 => ResumedIds::Computed(OrderV2::for_layout(layout, &whole)?),
+            OrderVersion::V1 if ascending(&walk) => {
+                ResumedIds::Listed(streamed_v1(layout, &whole, &walk, len)?)
+            }
             OrderVersion::V1 => {
                 // Version 1 computes the whole permutation anyway.
                 let all: Vec<u64> = EpochOrder::new(layout, &whole, OrderVersion::V1)?.collect();
@@ -179,6 +142,42 @@ impl ResumedOrder {
             }
         }
     }
+}
+
+/// Whether `walk`'s ranges ascend (each starts at or past the end of the one before):
+/// an elastic shard's walk, not an equal shard's that goes round to the order's start.
+fn ascending(walk: &[Range<u64>]) -> bool {
+    walk.windows(2).all(|w| w[0].end <= w[1].start)
+}
+
+/// The version 1 ids of ascending `walk` (`len` positions) of the unsharded order
+/// `whole`: the order streamed past the gaps between the ranges, only the walk's ids
+/// kept.
+fn streamed_v1(
+    layout: &Arc<Layout>,
+    whole: &OrderParams,
+    walk: &[Range<u64>],
+    len: u64,
+) -> Result<Vec<u64>> {
+    let mut epoch = EpochOrder::new(layout, whole, OrderVersion::V1)?;
+    let mut ids = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    let mut at = 0u64;
+    let mut skipped = Vec::new();
+    for r in walk {
+        // Ids before the range are passed over.
+        while at < r.start {
+            skipped.clear();
+            let step = usize::try_from((r.start - at).min(1 << 16)).unwrap_or(1 << 16);
+            match epoch.next_batch(step, &mut skipped) {
+                0 => break,
+                n => at += n as u64,
+            }
+        }
+        let want = usize::try_from(r.end - r.start)
+            .map_err(|_| Error::invalid_argument("a resumed shard too large for this machine"))?;
+        at += epoch.next_batch(want, &mut ids) as u64;
+    }
+    Ok(ids)
 }
 
 impl OrderSource for ResumedOrder {

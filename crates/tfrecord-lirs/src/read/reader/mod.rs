@@ -12,6 +12,7 @@
 mod concurrent;
 mod copied;
 mod decode;
+mod identity;
 mod mapped;
 mod ranged;
 
