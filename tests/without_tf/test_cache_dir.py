@@ -34,7 +34,7 @@ import torch.utils.data as tud
 import tfrecord_lirs
 
 URL = "s3://{BUCKET}/train.tfrecord"
-CACHE = os.path.join(os.getcwd(), "cache")
+CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
 out = {{}}
 
 if __name__ == "__main__":
