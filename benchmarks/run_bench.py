@@ -1060,7 +1060,13 @@ def main():
         results["examples"] = bench_examples(t, args.out)
     if not only or "14" in only:
         results["refurbish"] = bench_refurbish(t, args.out)
-    # Table order: rows 1..15.
+    if not only or "16" in only:
+        # Row 16: the local tier cache_dir over s3:// (s3-bench-server).
+        import cache_dir_bench
+        log("row 16: cache_dir cold and warm vs local disk (s3-bench-server)")
+        results["cache_dir"] = cache_dir_bench.run_cache_dir(args.out)
+        cache_dir_bench.add_rows(t, results["cache_dir"], check, fmt_rate)
+    # Table order: rows 1..16.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

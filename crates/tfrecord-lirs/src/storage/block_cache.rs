@@ -4,7 +4,7 @@
 //! several jobs). [`cached_fs`](crate::storage::cached_fs) puts it in front of a
 //! [`FileSystem`](crate::storage::remote::FileSystem); this module is the directory.
 //!
-//! On disk (docs/FORMAT.md §9), under `<cache_dir>/tfrecord-lirs-cache-1/`:
+//! On disk (docs/FORMAT.md §8), under `<cache_dir>/tfrecord-lirs-cache-1/`:
 //!
 //! * `<u>/CURRENT`: the identity of the object at URL `u` recorded when it was first
 //!   fetched (`u` = the CRC-64/NVME of the URL, 16 hex digits): the URL, the size
