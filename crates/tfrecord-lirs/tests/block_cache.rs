@@ -203,6 +203,12 @@ fn cold_then_warm_reads_the_same_bytes_and_warm_makes_no_request() {
     let (fs, cache) = process(dir.path(), &store, BIG);
     let src = fs.open_read(URL).unwrap();
     assert_eq!(src.size(), len);
+    // Served as a local file: every block mapped, in one view.
+    assert!(src.served_locally());
+    assert!(
+        src.mapped().unwrap() == want,
+        "the mapped view is the object"
+    );
     let mut buf = vec![0u8; 7000];
     assert_eq!(
         src.read_at(&mut buf, 2 * BLOCK_SIZE + 12345 - 7000)
@@ -299,13 +305,17 @@ fn a_block_fetched_after_a_rewrite_is_an_error_not_new_bytes() {
     store.put(URL, old.clone());
     let (fs, _) = process(dir.path(), &store, BIG);
     assert_eq!(fs.read_all(URL).unwrap(), old);
-    // Opened from the cache alone (every block local), then block 1 is evicted and
-    // the object rewritten before this reader needs block 1 again.
+    // Block 1 damaged: opened from the cache alone (every block present), then the
+    // object rewritten before this reader fetches block 1 again.
+    let block1 = &block_files(dir.path())[1];
+    let mut b1 = std::fs::read(block1).unwrap();
+    b1[7] ^= 1;
+    std::fs::write(block1, &b1).unwrap();
     let (fs, _) = process(dir.path(), &store, BIG);
     let before = store.requests();
     let src = fs.open_read(URL).unwrap();
     assert_eq!(store.requests(), before);
-    std::fs::remove_file(&block_files(dir.path())[1]).unwrap();
+    assert!(src.mapped().is_none(), "not mapped with a damaged block");
     store.put(URL, bytes(3 * BLOCK_SIZE, 12));
     let mut buf = vec![0u8; 10];
     let err = src.read_at(&mut buf, BLOCK_SIZE).unwrap_err();
@@ -435,4 +445,54 @@ fn the_option_rule_argument_then_environment_then_none() {
     std::fs::write(&file, b"x").unwrap();
     let err = options::cache(Some(&file), None).unwrap_err();
     assert!(err.to_string().contains("cache_dir"), "{err}");
+}
+
+mod common;
+
+#[test]
+fn a_reader_over_a_warm_cache_reads_as_from_a_local_mapped_file() {
+    use tfrecord_lirs::{Reader, ReaderOptions, Storage};
+    let dir = tempfile::tempdir().unwrap();
+    let all: Vec<Vec<u8>> = common::kdd_sizes(20_000, 3)
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| common::payload(i, s))
+        .collect();
+    let (path, _) = common::write_padded(
+        dir.path(),
+        "d.tfrecord",
+        &all,
+        4096,
+        tfrecord_lirs::Fit::Next,
+    );
+    let store = Arc::new(Store::default());
+    let url = "s3://bucket/d.tfrecord";
+    store.put(url, std::fs::read(&path).unwrap());
+    let table = tfrecord_lirs::default_table_path(&path);
+    store.put(
+        "s3://bucket/d.tfrecord.offsets",
+        std::fs::read(table).unwrap(),
+    );
+    let cache_dir = dir.path().join("cache");
+    let open = || {
+        let (fs, _) = process(&cache_dir, &store, BIG);
+        let options = ReaderOptions {
+            storage: Storage::with_file_system(Arc::new(fs)),
+            ..Default::default()
+        };
+        Reader::open_one(Path::new(url), None, &options).unwrap()
+    };
+    let cold = open();
+    assert!(cold.is_remote() && !cold.is_mapped());
+    let ids: Vec<u64> = (0..all.len() as u64).rev().collect();
+    let mut batch = tfrecord_lirs::Batch::default();
+    cold.read_batch(&ids, &mut batch).unwrap();
+    store.refuse.store(true, Ordering::Relaxed);
+    let warm = open();
+    assert!(!warm.is_remote() && warm.is_mapped());
+    let mut again = tfrecord_lirs::Batch::default();
+    warm.read_batch(&ids, &mut again).unwrap();
+    for (k, &id) in ids.iter().enumerate() {
+        assert!(again.get(k) == Some(&all[id as usize][..]), "instance {id}");
+    }
 }

@@ -37,7 +37,6 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -47,6 +46,8 @@ use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::framing::crc32c;
 
 use crate::storage::block_lock::BlockLock;
+
+mod sweep;
 
 /// The bytes of one block. 4 MiB: a request to an object store costs its latency
 /// (tens of ms at first byte) whatever its size, and 4 MiB arrive in about as long at
@@ -349,6 +350,37 @@ impl BlockCache {
         }
     }
 
+    /// Every block file of `obj`, each of its block's length and CRC, for mapping;
+    /// `None` if one is missing (the reads that need it fetch it).
+    pub(crate) fn block_files(&self, obj: &CachedBlocks) -> Option<Vec<File>> {
+        (0..obj.checked.len() as u64)
+            .map(|i| {
+                let file = File::open(obj.dir.join(i.to_string())).ok()?;
+                let len = file.metadata().ok()?.len();
+                (len == obj.block_len(i) + 4).then_some(file)
+            })
+            .collect()
+    }
+
+    /// Checks the blocks of `obj` as mapped (`bytes`, from `files`) against their CRCs
+    /// (as [`block`](Self::block) does at first use, without copying them out), and
+    /// stamps them as used; `false` if one fails (then the reads go block by block,
+    /// which fetches it again).
+    pub(crate) fn check_mapped(&self, obj: &CachedBlocks, bytes: &[u8], files: &[File]) -> bool {
+        files.iter().enumerate().all(|(i, file)| {
+            let len = obj.block_len(i as u64);
+            let at = i * BLOCK_SIZE as usize;
+            let mut crc = [0u8; 4];
+            let ok = file.read_exact_at(&mut crc, len).is_ok()
+                && crc32c(&bytes[at..at + len as usize]).to_le_bytes() == crc;
+            if ok {
+                obj.checked[i].store(true, Ordering::Relaxed);
+                let _ = file.set_modified(SystemTime::now());
+            }
+            ok
+        })
+    }
+
     fn open_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u64, u64), Arc<File>>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -426,86 +458,6 @@ impl BlockCache {
             Some(r) if *r >= bytes => *r -= bytes,
             _ => *room = self.sweep(),
         }
-    }
-
-    /// Sweeps the directory now (see the module docs): temporary files of writers that
-    /// are gone are deleted, then the least recently used blocks until the total is
-    /// within 90% of the bound. Returns the room left, or `None` if another process is
-    /// sweeping (then this one sweeps at its next write).
-    pub fn sweep(&self) -> Option<u64> {
-        let max = self.max_bytes.load(Ordering::Relaxed);
-        let lock = File::create(self.root.join(LOCK)).ok()?;
-        // SAFETY: flock on a descriptor this function owns; no memory is passed.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return None;
-        }
-        // (last use, block index, bytes, path): ties of a coarse clock go to the lower
-        // block, which a sequential reader used first.
-        let mut blocks: Vec<(SystemTime, u64, u64, PathBuf)> = Vec::new();
-        for url_dir in read_dirs(&self.root) {
-            for obj_dir in read_dirs(&url_dir) {
-                for entry in fs::read_dir(&obj_dir).into_iter().flatten().flatten() {
-                    let name = entry.file_name();
-                    let name = name.to_string_lossy();
-                    let Ok(meta) = entry.metadata() else { continue };
-                    if let Some(rest) = name.strip_prefix(TEMP_PREFIX) {
-                        sweep_temp(&obj_dir, rest, &entry.path());
-                    } else if let Ok(i) = name.parse::<u64>() {
-                        let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                        blocks.push((used, i, meta.len(), entry.path()));
-                    }
-                }
-            }
-        }
-        let mut total: u64 = blocks.iter().map(|b| b.2).sum();
-        if total > max {
-            let target = max / 10 * 9;
-            blocks.sort_by_key(|b| (b.0, b.1));
-            for (_, _, len, path) in blocks {
-                if total <= target {
-                    break;
-                }
-                if fs::remove_file(&path).is_ok() {
-                    total -= len;
-                    self.stats.evicted.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        // The lock is released when `lock` is closed.
-        Some(max.saturating_sub(total))
-    }
-}
-
-/// The subdirectories of `dir`.
-fn read_dirs(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect()
-}
-
-/// Deletes the temporary file `path` (`.tmp-<rest>`) of `obj_dir` if its writer is
-/// gone: a block's writer holds that block's lock while its temporary file exists,
-/// so a lock that can be taken means no one will rename it.
-fn sweep_temp(obj_dir: &Path, rest: &str, path: &Path) {
-    let Some(block) = rest.split('-').next().and_then(|b| b.parse::<u64>().ok()) else {
-        // CURRENT's and IDENTITY's are written without a lock, in an instant: left
-        // to their writer unless clearly stale (an hour).
-        let stale = fs::metadata(path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age.as_secs() > 3600);
-        if stale {
-            let _ = fs::remove_file(path);
-        }
-        return;
-    };
-    if let Ok(Some(_lock)) = BlockLock::try_acquire(obj_dir, block) {
-        let _ = fs::remove_file(path);
     }
 }
 

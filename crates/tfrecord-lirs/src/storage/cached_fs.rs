@@ -18,6 +18,7 @@ use std::io;
 use std::sync::{Arc, OnceLock};
 
 use crate::storage::block_cache::{identity_text, BlockCache, CachedBlocks, BLOCK_SIZE};
+use crate::storage::block_map::BlockMap;
 use crate::storage::local::ReadAt;
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
 
@@ -44,12 +45,22 @@ impl FileSystem for CachedFileSystem {
         if let Some((text, size)) = self.cache.recorded(url) {
             let blocks = self.cache.object(url, &text, size);
             if blocks.all_local() {
+                // Mapped once every block is checked (else read block by block, which
+                // fetches a damaged one again).
+                let map = self.cache.block_files(&blocks).and_then(|files| {
+                    let map = BlockMap::map(&files, size).ok()?;
+                    self.cache
+                        .check_mapped(&blocks, map.bytes(), &files)
+                        .then_some(map)
+                });
                 return Ok(Box::new(CachedObject {
                     inner_fs: Arc::clone(&self.inner),
                     url: url.to_string(),
                     cache: Arc::clone(&self.cache),
                     blocks,
                     inner: OnceLock::new(),
+                    all_local: true,
+                    map,
                 }));
             }
         }
@@ -68,6 +79,8 @@ impl FileSystem for CachedFileSystem {
             cache: Arc::clone(&self.cache),
             blocks,
             inner,
+            all_local: false,
+            map: None,
         }))
     }
 
@@ -113,6 +126,10 @@ struct CachedObject {
     blocks: CachedBlocks,
     /// The object in storage, opened when a block must be fetched.
     inner: OnceLock<Box<dyn ReadAt>>,
+    /// Opened with every block local.
+    all_local: bool,
+    /// Every block, mapped (opened with every block local and whole).
+    map: Option<BlockMap>,
 }
 
 impl CachedObject {
@@ -140,6 +157,15 @@ impl CachedObject {
 
 impl ReadAt for CachedObject {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if let Some(map) = &self.map {
+            let bytes = map.bytes();
+            let from = bytes
+                .len()
+                .min(usize::try_from(offset).unwrap_or(usize::MAX));
+            let n = buf.len().min(bytes.len() - from);
+            buf[..n].copy_from_slice(&bytes[from..from + n]);
+            return Ok(n);
+        }
         let size = self.blocks.size();
         let mut done = 0;
         while done < buf.len() && offset + (done as u64) < size {
@@ -156,5 +182,13 @@ impl ReadAt for CachedObject {
 
     fn size(&self) -> u64 {
         self.blocks.size()
+    }
+
+    fn mapped(&self) -> Option<&[u8]> {
+        self.map.as_ref().map(BlockMap::bytes)
+    }
+
+    fn served_locally(&self) -> bool {
+        self.all_local
     }
 }

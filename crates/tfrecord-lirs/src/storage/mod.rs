@@ -27,6 +27,7 @@ use remote::FileSystem;
 
 pub mod block_cache;
 pub(crate) mod block_lock;
+pub(crate) mod block_map;
 pub mod cached_fs;
 #[cfg(feature = "object-store")]
 pub mod cloud;

@@ -75,6 +75,13 @@ pub trait ReadAt: Send + Sync {
     fn identity(&self) -> Option<String> {
         None
     }
+
+    /// Whether this source of a URL is read from local disk with no request (an object
+    /// whose blocks a local tier holds, opened from it): readers then tune their reads
+    /// as for a local file.
+    fn served_locally(&self) -> bool {
+        false
+    }
 }
 
 /// A mapped file, readable while this view lives (see [`ReadAt::map_view`]).
