@@ -98,3 +98,27 @@ def test_a_bound_without_a_directory_is_refused(monkeypatch):
     monkeypatch.delenv("TFRECORD_LIRS_CACHE_DIR", raising=False)
     with pytest.raises(errors.InvalidArgumentError, match="cache_bytes"):
         tfrecord_lirs.DataSource(f"s3://{BUCKET}/train.tfrecord", cache_bytes=1 << 20)
+
+
+def test_the_cli_refuses_a_zero_bound_and_names_a_bad_directory(tmp_path):
+    import subprocess
+
+    if not CLI.exists():
+        pytest.skip(f"no CLI at {CLI} (cargo build --release, or set TFRECORD_LIRS_CLI)")
+    data = tmp_path / "d.tfrecord"
+    data.write_bytes(DATA)
+    (tmp_path / "d.tfrecord.offsets").write_bytes(TABLE)
+    res = subprocess.run([str(CLI), "get", str(data), "3", "--cache-dir", str(tmp_path / "c"),
+                          "--cache-bytes", "0"], capture_output=True, text=True)
+    assert res.returncode == 2 and "cache_bytes must be at least 1" in res.stderr, res.stderr
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_bytes(b"x")
+    res = subprocess.run([str(CLI), "get", str(data), "3", "--cache-dir", str(a_file)],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and str(a_file) in res.stderr and "cache_dir" in res.stderr, (
+        res.stderr)
+    # A local file is read as it is, the cache directory made but left empty.
+    res = subprocess.run([str(CLI), "get", str(data), "3", "--cache-dir", str(tmp_path / "c")],
+                         capture_output=True)
+    assert res.returncode == 0 and res.stdout == PAYLOADS[3], res.stderr
+    assert not [f for _, _, fs in os.walk(tmp_path / "c") for f in fs]

@@ -526,3 +526,34 @@ impl CachedBlocks {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_keeps_the_temporary_file_of_a_live_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = BlockCache::open_alone(dir.path(), 1 << 30).unwrap();
+        let obj = cache.object("s3://b/x", &identity_text("s3://b/x", 10, "v1"), 10);
+        obj.prepare(&cache).unwrap();
+        let temp = obj.dir.join(".tmp-0-1-0");
+        fs::write(&temp, b"half a block").unwrap();
+        // Block 0's writer is alive (holds its lock): its file stays.
+        let lock = BlockLock::acquire(&obj.dir, 0).unwrap();
+        assert!(cache.sweep().is_some());
+        assert!(temp.exists());
+        // Gone: swept.
+        drop(lock);
+        assert!(cache.sweep().is_some());
+        assert!(!temp.exists());
+        // A block written meanwhile is read back whole.
+        let block = cache.block(&obj, 0, |b| {
+            b.copy_from_slice(b"0123456789");
+            Ok(())
+        });
+        let mut buf = [0u8; 10];
+        block.unwrap().read(&mut buf, 0, 10).unwrap();
+        assert_eq!(&buf, b"0123456789");
+    }
+}
