@@ -945,6 +945,12 @@ def report(path, t, m, meta, results):
         "50 ms) keyed by object and range. GETs per record and bytes fetched per byte "
         "delivered are the S3 server's own counts; CPU per record is the reading "
         "process's `time.process_time`.",
+        "* The local tier `cache_dir` (row 16, `benchmarks/cache_dir_bench.py`): the same "
+        "S3 server and latency; a `Loader` (instance order, default settings) walks two "
+        "epochs in a fresh process over the files on local disk, over `s3://` without a "
+        "cache, and with `cache_dir` cold (empty) then warm (filled by the cold run); the "
+        "second epoch's rate is compared (the first is in the note), and the warm runs' "
+        "GETs are the server's own count (the target: none).",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
