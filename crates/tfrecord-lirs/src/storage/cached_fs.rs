@@ -2,7 +2,9 @@
 //! [`BlockCache`] (the blocks some process of the machine already fetched are read from
 //! local disk, the others fetched once and kept), and an object whose blocks are all
 //! local is opened without any request: the identity recorded when it was first fetched
-//! stands for it, so it reads with the storage unreachable.
+//! stands for it, so it reads with the storage unreachable. Its blocks are checked
+//! once and mapped into one view (`block_map`), so readers read it as a mapped local
+//! file ([`ReadAt::served_locally`], [`ReadAt::mapped`]).
 //!
 //! Cached objects are taken as immutable while all their blocks are local (as
 //! gcsfuse's file cache with an unlimited metadata TTL and MosaicML Streaming's local
