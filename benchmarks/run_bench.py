@@ -954,6 +954,12 @@ def report(path, t, m, meta, results):
         "50 ms) keyed by object and range. GETs per record and bytes fetched per byte "
         "delivered are the S3 server's own counts; CPU per record is the reading "
         "process's `time.process_time`.",
+        "* The local tier `cache_dir` (row 16, `benchmarks/cache_dir_bench.py`): the same "
+        "S3 server and latency; a `Loader` (instance order, default settings) walks two "
+        "epochs in a fresh process over the files on local disk, over `s3://` without a "
+        "cache, and with `cache_dir` cold (empty) then warm (filled by the cold run); the "
+        "second epoch's rate is compared (the first is in the note), and the warm runs' "
+        "GETs are the server's own count (the target: none).",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
@@ -1069,7 +1075,13 @@ def main():
         results["examples"] = bench_examples(t, args.out)
     if not only or "14" in only:
         results["refurbish"] = bench_refurbish(t, args.out)
-    # Table order: rows 1..15.
+    if not only or "16" in only:
+        # Row 16: the local tier cache_dir over s3:// (s3-bench-server).
+        import cache_dir_bench
+        log("row 16: cache_dir cold and warm vs local disk (s3-bench-server)")
+        results["cache_dir"] = cache_dir_bench.run_cache_dir(args.out)
+        cache_dir_bench.add_rows(t, results["cache_dir"], check, fmt_rate)
+    # Table order: rows 1..16.
     t.rows.sort(key=lambda r: int(r[0].split()[0]))
     meta = {
         "command": os.environ.get("BENCH_COMMAND", "make bench"),

@@ -60,23 +60,32 @@ class DataSource:
     were padded; None: 4 KiB). `backend`: "auto" (the default: memory maps under a read
     lease, else pread), "pread" or "direct". `trust_table`: as
     `LIRSDataset(trust_table=True)` (None: False). Defaults are the Rust core's.
+
+    `cache_dir`: a local directory that keeps the bytes read from object storage
+    (`s3://`, `gs://`, ...) in blocks, shared by every process naming it (DataLoader
+    and Grain workers, other jobs): each block is fetched once, and a file read whole
+    once is read from local disk without any request. None: the environment variable
+    `TFRECORD_LIRS_CACHE_DIR`, else no cache. `cache_bytes`: the most bytes it holds
+    (None: 32 GiB); the least recently used blocks are evicted past it.
     """
 
     def __init__(self, paths, offset_tables=None, *, page_size=None, backend=None,
-                 trust_table=None):
+                 trust_table=None, cache_dir=None, cache_bytes=None):
         self._args = (
             data_files(paths, "paths"),
             None if offset_tables is None else [
                 None if t is None else os.fsdecode(t) for t in _paths_or_none(offset_tables)
             ],
             page_size, backend, trust_table,
+            None if cache_dir is None else os.fsdecode(cache_dir), cache_bytes,
         )
         self._open()
 
     def _open(self):
-        files, tables, page_size, backend, trust_table = self._args
+        files, tables, page_size, backend, trust_table, cache_dir, cache_bytes = self._args
         self._reader = _lirs.NativeReader(files, tables or [], page_size, backend,
-                                          None if trust_table is None else bool(trust_table))
+                                          None if trust_table is None else bool(trust_table),
+                                          cache_dir, cache_bytes)
 
     def __len__(self):
         return len(self._reader)

@@ -110,7 +110,7 @@ def test_python_signatures_take_none_for_each_core_default():
             f"{DEFAULTS[key]!r})")
     assert {"page_size", "backend", "trust_table", "order_version", "seed", "batch_size",
             "num_shards", "shard_index", "fit", "page_aware", "jobs",
-            "shard_remainder", "reuse_factor"} <= checked
+            "shard_remainder", "reuse_factor", "cache_bytes"} <= checked
 
 
 def test_the_package_writes_no_default_page_size():

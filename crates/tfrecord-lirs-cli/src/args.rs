@@ -21,6 +21,24 @@ use crate::report::Failure;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Keep the bytes read from object storage (s3://, gs://, ...) in this local
+    /// directory, in blocks shared by every process that names it: an object read
+    /// whole once is then read from local disk, with no request [default:
+    /// $TFRECORD_LIRS_CACHE_DIR, else none]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// The most bytes --cache-dir holds; the least recently used blocks are evicted
+    /// past it [default: 34359738368 (32 GiB)]
+    #[arg(long, global = true, value_name = "BYTES", value_parser = parse_cache_bytes)]
+    pub cache_bytes: Option<u64>,
+}
+
+/// `--cache-bytes`: at least 1.
+fn parse_cache_bytes(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>().map_err(|e| format!("{e}"))? {
+        0 => Err("cache_bytes must be at least 1".to_string()),
+        n => Ok(n),
+    }
 }
 
 /// `--page-size`: a power of two from 512 to 16777216, else a usage error.

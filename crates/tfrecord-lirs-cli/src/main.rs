@@ -36,7 +36,8 @@ use crate::report::{Failure, Outcome};
 fn main() -> ExitCode {
     let cli = Cli::parse(); // usage errors exit 2
     usage::check(&cli.command); // exits 2 on a usage error
-    match run(cli.command) {
+    let cached = storage::use_cache(cli.cache_dir.as_deref(), cli.cache_bytes);
+    match cached.and_then(|()| run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Message(msg)) => {
             eprintln!("error: {}", msg.replace('\n', " "));

@@ -2,15 +2,30 @@
 //! default table, and the reader options every reading command shares.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use tfrecord_lirs::block_cache::BlockCache;
 use tfrecord_lirs::{default_table_path, ReaderOptions, Storage};
 
 use crate::report::Failure;
 
+/// The local tier `--cache-dir` (or the environment) asks for, set once by `main`.
+static CACHE: OnceLock<Option<Arc<BlockCache>>> = OnceLock::new();
+
+/// Opens the local tier of `--cache-dir`/`--cache-bytes` by the core's rule (the
+/// argument, else `TFRECORD_LIRS_CACHE_DIR`, else none).
+pub fn use_cache(dir: Option<&Path>, bytes: Option<u64>) -> Result<(), Failure> {
+    let cache = tfrecord_lirs::options::cache(dir, bytes)?;
+    let _ = CACHE.set(cache);
+    Ok(())
+}
+
 /// Where every path of a command is: local files, and object storage through the
-/// core's `object_store` client (credentials and endpoints from the environment). The
-/// CLI has no file systems of its own: the core's rule with none.
+/// core's `object_store` client (credentials and endpoints from the environment),
+/// through the local tier if there is one. The CLI has no file systems of its own: the
+/// core's rule with none.
 pub fn storage() -> Storage {
-    Storage::with_url_file_systems(Vec::new())
+    Storage::with_url_file_systems(Vec::new()).with_cache(CACHE.get().cloned().flatten())
 }
 
 /// The table `--out`/`--offsets` names, else `data`'s default one.

@@ -80,9 +80,12 @@ struct NativeReader {
 #[pymethods]
 impl NativeReader {
     /// Opens `files` with `tables` (none, or one per file; `None` or "" for a file's
-    /// default `<file>.offsets`); an option left `None` takes the core's default.
+    /// default `<file>.offsets`); an option left `None` takes the core's default
+    /// (`cache_dir`: the core's rule, `TFRECORD_LIRS_CACHE_DIR` else none).
     #[new]
-    #[pyo3(signature = (files, tables, page_size=None, backend=None, trust_table=None))]
+    #[pyo3(signature = (files, tables, page_size=None, backend=None, trust_table=None,
+                        cache_dir=None, cache_bytes=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         files: Vec<PathBuf>,
@@ -90,6 +93,8 @@ impl NativeReader {
         page_size: Option<u64>,
         backend: Option<&str>,
         trust_table: Option<bool>,
+        cache_dir: Option<PathBuf>,
+        cache_bytes: Option<u64>,
     ) -> PyResult<Self> {
         let page_size = page_size.unwrap_or(defaults::PAGE_SIZE);
         let trust_table = trust_table.unwrap_or(defaults::TRUST_TABLE);
@@ -107,11 +112,12 @@ impl NativeReader {
             ));
         }
         let pairs = core::options::data_and_tables(&files, &tables).py_err(py)?;
+        let cache = core::options::cache(cache_dir.as_deref(), cache_bytes).py_err(py)?;
         let options = core::ReaderOptions {
             page_size,
             backend,
             trust_table,
-            storage: storage(),
+            storage: storage().with_cache(cache),
             ..Default::default()
         };
         let reader = py.detach(|| Reader::open(&pairs, &options)).py_err(py)?;

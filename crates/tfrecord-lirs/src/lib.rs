@@ -84,6 +84,8 @@ mod write;
 pub mod format;
 pub use inspect::many;
 pub use pool::panic_message;
+pub use storage::block_cache;
+pub use storage::cached_fs;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
 pub use storage::local as io;

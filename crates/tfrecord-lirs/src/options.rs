@@ -30,6 +30,36 @@ use tfrecord_lirs_format::table_path::default_table_path;
 use crate::compress::Compression;
 use crate::storage::local::Backend;
 
+/// The local tier of URL reads (a [`BlockCache`]) the arguments ask for: the directory
+/// `dir` if given (and not empty), else the one the environment variable
+/// [`TFRECORD_LIRS_CACHE_DIR`](defaults::CACHE_DIR_ENV) names (if set and not empty),
+/// else none; bounded by `bytes` ([`defaults::CACHE_BYTES`] if `None`, at least 1).
+/// `bytes` given without a directory is an error (a bound on nothing).
+///
+/// [`BlockCache`]: crate::storage::block_cache::BlockCache
+pub fn cache(
+    dir: Option<&Path>,
+    bytes: Option<u64>,
+) -> Result<Option<std::sync::Arc<crate::storage::block_cache::BlockCache>>> {
+    let from_env = || std::env::var_os(defaults::CACHE_DIR_ENV).map(PathBuf::from);
+    let dir = match dir.filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => Some(dir.to_path_buf()),
+        None => from_env().filter(|d| !d.as_os_str().is_empty()),
+    };
+    match (dir, bytes) {
+        (Some(dir), bytes) => crate::storage::block_cache::BlockCache::open(
+            &dir,
+            bytes.unwrap_or(defaults::CACHE_BYTES),
+        )
+        .map(Some),
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(Error::invalid_argument(format!(
+            "cache_bytes is given but no cache_dir (nor {}): give the directory to bound",
+            defaults::CACHE_DIR_ENV
+        ))),
+    }
+}
+
 /// A page size: a power of two from [`MIN_PAGE_SIZE`](crate::format::MIN_PAGE_SIZE) to
 /// [`MAX_PAGE_SIZE`](crate::format::MAX_PAGE_SIZE) bytes.
 pub fn page_size(bytes: u64) -> Result<PageSize> {

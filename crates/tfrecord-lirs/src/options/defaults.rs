@@ -42,6 +42,13 @@ pub const REUSE_FACTOR: u64 = 1;
 /// generation of ImageNet's 1.28 M crops at 224×224×3 `uint8` is 193 GB, so a bound
 /// the user raises for a real run; small sets fit).
 pub const STORE_BYTES: u64 = 8 << 30;
+/// The bytes a `cache_dir` holds at most (32 GiB: a TPU VM's or a node's local SSD
+/// holds a few hundred GB; a dataset that is to stay local gets a bound the user
+/// raises). Its least recently used blocks are evicted past it.
+pub const CACHE_BYTES: u64 = 32 << 30;
+/// The environment variable naming a `cache_dir` when no argument does (an argument
+/// wins; neither: no local tier).
+pub const CACHE_DIR_ENV: &str = "TFRECORD_LIRS_CACHE_DIR";
 /// The `Loader`'s batch: the batch of the benchmarks and of the TensorFlow examples.
 pub const BATCH_SIZE: i64 = 256;
 /// LIRSDataset's `batch_size` as the op takes it: 0, elements are single records
@@ -92,6 +99,7 @@ pub const TABLE: &[(&str, Value)] = &[
     ("batch_size", Value::Int(BATCH_SIZE)),
     ("reuse_factor", Value::Int(REUSE_FACTOR as i64)),
     ("store_bytes", Value::Int(STORE_BYTES as i64)),
+    ("cache_bytes", Value::Int(CACHE_BYTES as i64)),
     ("dataset_batch_size", Value::Int(DATASET_BATCH_SIZE)),
     ("drop_remainder", Value::Bool(DROP_REMAINDER)),
     ("trust_table", Value::Bool(TRUST_TABLE)),

@@ -309,6 +309,7 @@ impl FileSystem for ObjectStoreFileSystem {
             path,
             scheme,
             size: meta.size,
+            identity: identity(&meta),
             runtime: runtime.handle().clone(),
         }))
     }
@@ -385,12 +386,27 @@ impl FileSystem for ObjectStoreFileSystem {
     }
 }
 
+/// What identifies this version of an object: its ETag, version (generation) and
+/// last-modified time as the store reports them; `None` when it reports none of them
+/// (a last-modified of 0 is a client's stand-in for none).
+fn identity(meta: &object_store::ObjectMeta) -> Option<String> {
+    let modified = meta.last_modified.timestamp_nanos_opt().unwrap_or_default();
+    if meta.e_tag.is_none() && meta.version.is_none() && modified == 0 {
+        return None;
+    }
+    Some(format!(
+        "etag={:?} version={:?} modified={modified}",
+        meta.e_tag, meta.version
+    ))
+}
+
 /// One object, read by ranged GETs.
 struct ObjectReader {
     store: Arc<dyn ObjectStore>,
     path: StorePath,
     scheme: String,
     size: u64,
+    identity: Option<String>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -417,6 +433,10 @@ impl ReadAt for ObjectReader {
 
     fn ranged(&self) -> Option<&dyn RangedRead> {
         Some(self)
+    }
+
+    fn identity(&self) -> Option<String> {
+        self.identity.clone()
     }
 }
 

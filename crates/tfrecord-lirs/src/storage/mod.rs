@@ -25,6 +25,10 @@ use tfrecord_lirs_format::error::{Error, Result};
 use local::{AutoFile, Backend, MmapOptIn, PreadFile, ReadAt};
 use remote::FileSystem;
 
+pub mod block_cache;
+pub(crate) mod block_lock;
+pub(crate) mod block_map;
+pub mod cached_fs;
 #[cfg(feature = "object-store")]
 pub mod cloud;
 pub(crate) mod file_list;
@@ -139,6 +143,17 @@ impl Storage {
             })
         });
         Storage::with_file_system(fs)
+    }
+
+    /// This storage with its URLs' bytes kept in `cache` (a local tier, see
+    /// [`cached_fs`]); `None` leaves it as it is. Local paths are not cached.
+    pub fn with_cache(self, cache: Option<Arc<block_cache::BlockCache>>) -> Storage {
+        match (self.remote, cache) {
+            (Some(fs), Some(cache)) => Storage {
+                remote: Some(Arc::new(cached_fs::CachedFileSystem::new(fs, cache))),
+            },
+            (remote, _) => Storage { remote },
+        }
     }
 
     /// Whether URLs can be opened.

@@ -42,6 +42,11 @@ pub(crate) fn open_table_of(
                 }
                 _ => Error::table_io(path, data, e),
             })?;
+            // A table a local tier maps is read from that map, as a local one.
+            let src = match OffsetTable::mapped_source(src) {
+                Ok(table) => return finish_open(path, table),
+                Err(src) => src,
+            };
             if src.size() <= crate::storage::local::table_in_memory_max_bytes() {
                 let mut bytes = vec![0u8; src.size() as usize];
                 crate::storage::local::read_exact_at(&*src, &mut bytes, 0)
@@ -52,6 +57,12 @@ pub(crate) fn open_table_of(
             }
         }
     };
+    finish_open(path, table)
+}
+
+/// The checks of [`open_table_of`] that cost O(1) (and, for a table in memory, the
+/// whole table's).
+fn finish_open(path: &Path, table: OffsetTable) -> Result<OffsetTable> {
     check_whole_entries(path, table.byte_len())?;
     if table.is_in_memory() {
         if let Some(entries) = table.view() {

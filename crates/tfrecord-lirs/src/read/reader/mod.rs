@@ -281,11 +281,12 @@ impl Reader {
     }
 
     /// Whether any file is a URL read through its storage's file system
-    /// ([`crate::remote`]): high-latency storage, where many reads in flight pay.
+    /// ([`crate::remote`]): high-latency storage, where many reads in flight pay (a URL
+    /// a local tier serves from local disk is not).
     pub fn is_remote(&self) -> bool {
         self.files
             .iter()
-            .any(|f| !self.storage.is_local(&f.data_path))
+            .any(|f| !self.storage.is_local(&f.data_path) && !f.src.served_locally())
     }
 
     /// Whether batches are read from memory maps now (the mmap backend, or the

@@ -68,6 +68,20 @@ pub trait ReadAt: Send + Sync {
     fn ranged(&self) -> Option<&dyn crate::storage::ranged::RangedRead> {
         None
     }
+
+    /// What the storage says identifies this version of the object (its ETag,
+    /// generation or last-modified time), if it says anything: a local tier keys the
+    /// bytes it keeps by it, so a rewritten object is never served from old bytes.
+    fn identity(&self) -> Option<String> {
+        None
+    }
+
+    /// Whether this source of a URL is read from local disk with no request (an object
+    /// whose blocks a local tier holds, opened from it): readers then tune their reads
+    /// as for a local file.
+    fn served_locally(&self) -> bool {
+        false
+    }
 }
 
 /// A mapped file, readable while this view lives (see [`ReadAt::map_view`]).

@@ -70,6 +70,9 @@ enum Store {
     Leased(Arc<LeasedMap>),
     /// Read with positioned reads (no lease to be had).
     Read(Box<dyn ReadAt>),
+    /// A source that maps itself ([`ReadAt::mapped`]: an object a local tier holds),
+    /// its map's bytes the entries.
+    Mapped(Box<dyn ReadAt>),
     /// Read in blocks of [`TABLE_BLOCK_ENTRIES`] through `src`, the last
     /// [`TABLE_CACHED_BLOCKS`] used kept.
     Blocks {
@@ -115,6 +118,7 @@ impl std::fmt::Debug for OffsetTable {
             Store::Memory(_) => "memory",
             Store::Leased(_) => "leased map",
             Store::Read(_) => "positioned reads",
+            Store::Mapped(_) => "the source's map",
             Store::Blocks { .. } => "blocks",
         };
         f.debug_struct("OffsetTable")
@@ -215,6 +219,22 @@ impl OffsetTable {
         }
     }
 
+    /// A table read from `src`'s own map ([`ReadAt::mapped`]), or `src` itself back
+    /// if it has none.
+    pub fn mapped_source(
+        src: Box<dyn ReadAt>,
+    ) -> std::result::Result<OffsetTable, Box<dyn ReadAt>> {
+        let byte_len = src.size();
+        match src.mapped() {
+            Some(bytes) if words_of(bytes, byte_len / 8).is_some() => Ok(OffsetTable {
+                len: byte_len / 8,
+                byte_len,
+                store: Store::Mapped(src),
+            }),
+            _ => Err(src),
+        }
+    }
+
     /// A table read through `src` in blocks on demand (see [`TABLE_BLOCK_ENTRIES`],
     /// [`TABLE_CACHED_BLOCKS`]): for a high-latency source (an object in a bucket),
     /// where a read per entry would cost a request each.
@@ -262,6 +282,10 @@ impl OffsetTable {
         match &self.store {
             Store::Memory(words) => Some(TableView(ViewOf::Memory(words))),
             Store::Leased(map) => leased_words(map.enter(), self.len),
+            Store::Mapped(src) => src
+                .mapped()
+                .and_then(|bytes| words_of(bytes, self.len))
+                .map(|words| TableView(ViewOf::Memory(words))),
             Store::Read(_) | Store::Blocks { .. } => None,
         }
     }
@@ -305,6 +329,14 @@ impl OffsetTable {
                     revoked = RevokedMap(map.file());
                     &revoked
                 }
+            },
+            Store::Mapped(src) => match self.view() {
+                Some(view) => {
+                    let at = first as usize;
+                    out.copy_from_slice(&view[at..at + out.len()]);
+                    return Ok(());
+                }
+                None => &**src,
             },
             Store::Read(src) => &**src,
             Store::Blocks { src, cache } => {
@@ -431,6 +463,22 @@ fn leased_words(inside: Option<Entered<'_>>, len: u64) -> Option<TableView<'_>> 
         _inside: inside,
         words,
     }))
+}
+
+/// The first `len` entries of a table whose bytes are `bytes` (a map), as words;
+/// `None` on a big-endian host, or if they are short or not 8-aligned.
+fn words_of(bytes: &[u8], len: u64) -> Option<&[u64]> {
+    if cfg!(target_endian = "big") {
+        return None;
+    }
+    let bytes_len = usize::try_from(len).ok()?.checked_mul(8)?;
+    if bytes.len() < bytes_len || bytes.as_ptr().align_offset(std::mem::align_of::<u64>()) != 0 {
+        return None;
+    }
+    // SAFETY: the pointer is 8-aligned and `bytes` holds at least `bytes_len` bytes
+    // (both checked above), borrowed for the result's lifetime; every bit pattern is a
+    // valid `u64`, and on this little-endian host the table's entries are its words.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<u64>(), bytes_len / 8) })
 }
 
 #[cfg(test)]

@@ -1,0 +1,194 @@
+"""Row 16 of `make bench`: the local tier `cache_dir` over s3://.
+
+The fast S3 server (benchmarks/s3-bench-server) in a private network namespace (tests/
+s3_server.py's), every object GET delayed by a lognormal draw of mean SERVER_DELAY_MS
+(seeded by object and range, as row 15). Contenders, each a full epoch of a `Loader`
+(instance order, batches of 256, default settings; opening the files timed apart from
+the epoch) in a fresh process:
+
+Each process walks two epochs: the first (cold: every block fetched; warm: every block
+checked once) and the second, a training run's steady state, whose rate is compared.
+
+* local: the same files on local disk (in the page cache);
+* cache_dir cold: s3:// with an empty cache directory (each 4 MiB block fetched once);
+* cache_dir warm: s3:// with the cache filled by the cold run (the target: >= 0.9x
+  local, and no GET at all: the server's own count, `/_bench/stats`);
+* s3:// without a cache, for scale.
+
+    .venv/bin/python benchmarks/cache_dir_bench.py [--out bench_out] [--quick]
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "python"))
+
+SERVER_DELAY_MS = 50
+TAIL_SIGMA = 0.8
+TAIL_SEED = 11
+FILES = 4
+RECORDS = 20000
+RECORD_BYTES = (200, 1200)
+# Repetitions of the local and warm epochs (the median is reported).
+REPS = 3
+SERVER = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "s3-bench-server"
+
+# One epoch in its own process: prints {"rate", "records"}.
+EPOCH = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, {python!r})
+    import tfrecord_lirs
+    paths, cache = json.loads(sys.argv[1]), sys.argv[2] or None
+    # Opening (the tables; warm, every block checked once) apart from the epoch (cold:
+    # fetching the blocks).
+    t0 = time.perf_counter()
+    loader = tfrecord_lirs.Loader(paths, seed=7, batch_size=256, cache_dir=cache)
+    open_s = time.perf_counter() - t0
+    rates = []
+    for epoch in range(2):
+        # The first epoch (cold: the fetches; warm: each block checked once), then the
+        # second (a training run's steady state).
+        t1 = time.perf_counter()
+        records = 0
+        for batch in loader:
+            records += len(batch)
+        rates.append(records / (time.perf_counter() - t1))
+    print(json.dumps(dict(rate=rates[1], first_rate=rates[0], records=records,
+                          open_s=open_s)))
+""")
+
+SNIPPET = textwrap.dedent("""
+    import json, os, subprocess, sys, urllib.request
+    cfg = {cfg!r}
+    srv = subprocess.Popen([cfg["server"], "serve", "--root", cfg["root"],
+                            "--latency-ms", str(cfg["median_ms"]), "--sigma", str(cfg["sigma"]),
+                            "--seed", str(cfg["seed"])], stdout=subprocess.PIPE, text=True)
+    endpoint = srv.stdout.readline().split()[-1]
+    env = dict(os.environ, AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true",
+               AWS_SKIP_SIGNATURE="true", AWS_REGION="us-east-1")
+    env.pop("TFRECORD_LIRS_CACHE_DIR", None)
+    rows = []
+
+    def stats():
+        with urllib.request.urlopen(endpoint + "/_bench/stats") as r:
+            return json.loads(r.read())
+
+    def epoch(name, paths, cache=""):
+        s0 = stats()
+        res = subprocess.run([sys.executable, "-c", cfg["epoch"], json.dumps(paths), cache],
+                             env=env, capture_output=True, text=True, check=True)
+        s1 = stats()
+        row = dict(json.loads(res.stdout.strip().splitlines()[-1]), name=name,
+                   gets=s1["gets"] - s0["gets"], heads=s1["heads"] - s0["heads"],
+                   bytes=s1["bytes"] - s0["bytes"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    cache = os.path.join(cfg["work"], "cache")
+    for rep in range(cfg["reps"]):
+        epoch("local", cfg["local"])
+    epoch("s3 without cache", cfg["urls"])
+    epoch("cache_dir cold", cfg["urls"], cache)
+    for rep in range(cfg["reps"]):
+        epoch("cache_dir warm", cfg["urls"], cache)
+    srv.terminate()
+    srv.wait()
+    with open(cfg["results"], "w") as f:
+        json.dump(dict(rows=rows), f)
+""")
+
+
+def run_cache_dir(out_dir, quick=False):
+    """Measures row 16; returns its results (or why not)."""
+    import numpy as np
+
+    import tfrecord_lirs
+    from gcs_emulator import namespace_unavailable
+    from s3_server import run_with_s3
+
+    why = namespace_unavailable()
+    if why:
+        return {"skipped": why}
+    if not SERVER.exists():
+        return {"skipped": f"{SERVER} is not built (make bench builds it)"}
+    work = (Path(out_dir) / "cache_dir").resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    root = work / "s3root"
+    (root / "bench").mkdir(parents=True)
+    rng = np.random.default_rng(17)
+    records = RECORDS // 10 if quick else RECORDS
+    files = [work / f"local-{f}.tfrecord" for f in range(FILES)]
+    for f, data in enumerate(files):
+        with tfrecord_lirs.PaddedWriter(str(data)) as w:
+            for i in range(records):
+                n = int(rng.integers(*RECORD_BYTES))
+                w.write(b"%08d" % (f * records + i)
+                        + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
+        shutil.copy(data, root / "bench" / data.name)
+        shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
+    median = SERVER_DELAY_MS * math.exp(-TAIL_SIGMA ** 2 / 2)
+    results = work / "results.json"
+    cfg = dict(server=str(SERVER), root=str(root), median_ms=median, sigma=TAIL_SIGMA,
+               seed=TAIL_SEED, work=str(work), results=str(results),
+               reps=1 if quick else REPS,
+               local=[str(d) for d in files], urls=[f"s3://bench/{d.name}" for d in files],
+               epoch=EPOCH.format(python=str(ROOT / "python")))
+    start = time.time()
+    run_with_s3(work / "run", {}, SNIPPET.format(cfg=cfg), timeout=1800)
+    out = json.loads(results.read_text())
+    out.update(records=FILES * records, bytes=sum(d.stat().st_size for d in files),
+               minutes=(time.time() - start) / 60)
+    return out
+
+
+def _rate(res, name):
+    rates = [r["rate"] for r in res["rows"] if r["name"] == name]
+    return statistics.median(rates) if rates else None
+
+
+def add_rows(t, res, check, fmt_rate):
+    """Adds row 16 to the `make bench` table `t` (run_bench.Table)."""
+    sec = "16 cache_dir over s3:// (s3-bench-server, 50 ms mean)"
+    if "skipped" in res:
+        t.add(sec, "not run", res["skipped"])
+        return
+    local = _rate(res, "local")
+    for name in ("local", "s3 without cache", "cache_dir cold", "cache_dir warm"):
+        rate = _rate(res, name)
+        if rate is None:
+            continue
+        gets = max(r["gets"] for r in res["rows"] if r["name"] == name)
+        opened = statistics.median(r["open_s"] for r in res["rows"] if r["name"] == name)
+        first = statistics.median(r["first_rate"] for r in res["rows"] if r["name"] == name)
+        note = (f"{gets} GETs ({res['records']} records, {res['bytes'] >> 20} MiB, 2 "
+                f"epochs); first epoch {fmt_rate(first)}; open {opened * 1000:.0f} ms")
+        if name == "cache_dir warm" and local:
+            m = check(t, "16: cache_dir warm vs local", rate / local, 0.9)
+            t.add(sec, f"**{name}**", fmt_rate(rate), f"{rate / local:.2f}x local; " + note,
+                  ">= 0.9x local, 0 GETs", m and gets == 0)
+        else:
+            ratio = f"{rate / local:.2f}x local; " if local and name != "local" else ""
+            t.add(sec, name, fmt_rate(rate), ratio + note)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "bench_out"))
+    ap.add_argument("--quick", action="store_true", help="a tenth of the records, one rep")
+    args = ap.parse_args()
+    print(json.dumps(run_cache_dir(args.out, args.quick), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+//! A [`FileSystem`] with a local tier: the objects it opens are read through a
+//! [`BlockCache`] (the blocks some process of the machine already fetched are read from
+//! local disk, the others fetched once and kept), and an object whose blocks are all
+//! local is opened without any request: the identity recorded when it was first fetched
+//! stands for it, so it reads with the storage unreachable. Its blocks are checked
+//! once and mapped into one view (`block_map`), so readers read it as a mapped local
+//! file ([`ReadAt::served_locally`], [`ReadAt::mapped`]).
+//!
+//! Cached objects are taken as immutable while all their blocks are local (as
+//! gcsfuse's file cache with an unlimited metadata TTL and MosaicML Streaming's local
+//! shards do). An object whose blocks are not all local is looked up (one HEAD): a new
+//! size or tag is another identity, whose blocks start empty, so a rewritten object is
+//! never served from the old one's blocks; a block missing later (evicted) is fetched
+//! after checking that the object still has the identity it was opened with (else the
+//! read fails saying the object changed). Writing, renaming or deleting a URL through
+//! this file system forgets its recorded identity. An object whose file system reports
+//! no tag (only a size) is not cached: its size alone cannot tell a rewrite.
+
+use std::io;
+use std::sync::{Arc, OnceLock};
+
+use crate::storage::block_cache::{identity_text, BlockCache, CachedBlocks, BLOCK_SIZE};
+use crate::storage::block_map::BlockMap;
+use crate::storage::local::ReadAt;
+use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
+
+/// `inner`, with its objects' bytes kept in `cache`.
+pub struct CachedFileSystem {
+    inner: Arc<dyn FileSystem>,
+    cache: Arc<BlockCache>,
+}
+
+impl CachedFileSystem {
+    /// `inner` read through `cache`.
+    pub fn new(inner: Arc<dyn FileSystem>, cache: Arc<BlockCache>) -> CachedFileSystem {
+        CachedFileSystem { inner, cache }
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<BlockCache> {
+        &self.cache
+    }
+}
+
+impl FileSystem for CachedFileSystem {
+    fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
+        if let Some((text, size)) = self.cache.recorded(url) {
+            let blocks = self.cache.object(url, &text, size);
+            if blocks.all_local() {
+                // Mapped once every block is checked (else read block by block, which
+                // fetches a damaged one again).
+                let map = self.cache.block_files(&blocks).and_then(|files| {
+                    let map = BlockMap::map(&files, size).ok()?;
+                    self.cache
+                        .check_mapped(&blocks, map.bytes(), &files)
+                        .then_some(map)
+                });
+                return Ok(Box::new(CachedObject {
+                    inner_fs: Arc::clone(&self.inner),
+                    url: url.to_string(),
+                    cache: Arc::clone(&self.cache),
+                    blocks,
+                    inner: OnceLock::new(),
+                    all_local: true,
+                    map,
+                }));
+            }
+        }
+        let src = self.inner.open_read(url)?;
+        let Some(tag) = src.identity() else {
+            return Ok(src);
+        };
+        let text = identity_text(url, src.size(), &tag);
+        self.cache.record(url, &text);
+        let blocks = self.cache.object(url, &text, src.size());
+        let inner = OnceLock::new();
+        let _ = inner.set(src);
+        Ok(Box::new(CachedObject {
+            inner_fs: Arc::clone(&self.inner),
+            url: url.to_string(),
+            cache: Arc::clone(&self.cache),
+            blocks,
+            inner,
+            all_local: false,
+            map: None,
+        }))
+    }
+
+    fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
+        let src = self.open_read(url)?;
+        let size = usize::try_from(src.size())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "object too large"))?;
+        let mut bytes = vec![0u8; size];
+        crate::storage::local::read_exact_at(&*src, &mut bytes, 0)?;
+        Ok(bytes)
+    }
+
+    fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
+        self.cache.forget(url);
+        self.inner.create(url)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.cache.forget(from);
+        self.cache.forget(to);
+        self.inner.rename(from, to)
+    }
+
+    fn delete(&self, url: &str) -> io::Result<()> {
+        self.cache.forget(url);
+        self.inner.delete(url)
+    }
+
+    fn durability(&self, url: &str) -> Durability {
+        self.inner.durability(url)
+    }
+
+    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
+        self.inner.glob(pattern)
+    }
+}
+
+/// One object read through the cache.
+struct CachedObject {
+    inner_fs: Arc<dyn FileSystem>,
+    url: String,
+    cache: Arc<BlockCache>,
+    blocks: CachedBlocks,
+    /// The object in storage, opened when a block must be fetched.
+    inner: OnceLock<Box<dyn ReadAt>>,
+    /// Opened with every block local.
+    all_local: bool,
+    /// Every block, mapped (opened with every block local and whole).
+    map: Option<BlockMap>,
+}
+
+impl CachedObject {
+    /// The object in storage, checked to be the one whose blocks these are.
+    fn inner(&self) -> io::Result<&dyn ReadAt> {
+        if let Some(src) = self.inner.get() {
+            return Ok(&**src);
+        }
+        let src = self.inner_fs.open_read(&self.url)?;
+        let now = src
+            .identity()
+            .map(|tag| identity_text(&self.url, src.size(), &tag));
+        if now.as_deref() != Some(self.blocks.identity()) {
+            self.cache.forget(&self.url);
+            return Err(io::Error::other(format!(
+                "{}: the object changed since its blocks were kept in cache_dir {} \
+                 (its size or tag is not the one recorded); read it again",
+                self.url,
+                self.cache.root().display()
+            )));
+        }
+        Ok(&**self.inner.get_or_init(|| src))
+    }
+}
+
+impl ReadAt for CachedObject {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if let Some(map) = &self.map {
+            let bytes = map.bytes();
+            let from = bytes
+                .len()
+                .min(usize::try_from(offset).unwrap_or(usize::MAX));
+            let n = buf.len().min(bytes.len() - from);
+            buf[..n].copy_from_slice(&bytes[from..from + n]);
+            return Ok(n);
+        }
+        let size = self.blocks.size();
+        let mut done = 0;
+        while done < buf.len() && offset + (done as u64) < size {
+            let at = offset + done as u64;
+            let i = at / BLOCK_SIZE;
+            let len = self.blocks.block_len(i);
+            let block = self.cache.block(&self.blocks, i, |bytes| {
+                crate::storage::local::read_exact_at(self.inner()?, bytes, i * BLOCK_SIZE)
+            })?;
+            done += block.read(&mut buf[done..], at - i * BLOCK_SIZE, len)?;
+        }
+        Ok(done)
+    }
+
+    fn size(&self) -> u64 {
+        self.blocks.size()
+    }
+
+    fn mapped(&self) -> Option<&[u8]> {
+        self.map.as_ref().map(BlockMap::bytes)
+    }
+
+    fn served_locally(&self) -> bool {
+        self.all_local
+    }
+}
