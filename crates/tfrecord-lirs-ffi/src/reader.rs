@@ -76,7 +76,9 @@ pub fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<
                 backend,
                 trust_table: config.trust_table,
                 mmap_opt_in,
-                storage: storage(),
+                // The op has no `cache_dir` attr: the core's rule with no argument
+                // (TFRECORD_LIRS_CACHE_DIR, else none).
+                storage: storage().with_cache(core::options::cache(None, None)?),
             };
             Ok(Box::new(LirsReader {
                 inner: reader_cache::open_shared(&pairs, &options)?,

@@ -14,6 +14,7 @@ mod copied;
 mod decode;
 mod identity;
 mod mapped;
+mod orders;
 mod ranged;
 
 use decode::SpanCrc;
@@ -25,8 +26,6 @@ use std::sync::Arc;
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::framing::{self, Padding, PageSize, HEADER_LEN};
 use tfrecord_lirs_format::layout::BadSpan;
-use tfrecord_lirs_format::order::{self, EpochOrder, OrderParams, OrderVersion};
-use tfrecord_lirs_format::order_v2::OrderV2;
 use tfrecord_lirs_format::table_path::default_table_path;
 
 use crate::advice::{self, Stamp};
@@ -571,31 +570,5 @@ impl Reader {
         for w in self.files.iter().flat_map(|f| &f.touched) {
             w.store(0, Ordering::Relaxed);
         }
-    }
-
-    /// The order of one epoch for one shard (order version 1).
-    pub fn epoch_order(&self, params: &OrderParams) -> Result<EpochOrder> {
-        EpochOrder::new(&self.layout, params, OrderVersion::V1)
-    }
-
-    /// The order of one epoch for one shard, made by order version `version`.
-    pub fn epoch_order_with_version(
-        &self,
-        params: &OrderParams,
-        version: OrderVersion,
-    ) -> Result<EpochOrder> {
-        EpochOrder::new(&self.layout, params, version)
-    }
-
-    /// Order version 2 of one epoch for one shard, as a function from position to id
-    /// (nothing materialised; see [`OrderV2`]).
-    pub fn order_v2(&self, params: &OrderParams) -> Result<OrderV2> {
-        OrderV2::for_layout(&self.layout, params)
-    }
-
-    /// Instances of shard `shard_index` of `num_shards` in every epoch, for both kinds
-    /// of order (a shard is a slice of positions of the epoch's order).
-    pub fn shard_len(&self, num_shards: u64, shard_index: u64) -> Result<u64> {
-        order::shard_len(&self.layout, num_shards, shard_index)
     }
 }
