@@ -86,15 +86,6 @@ impl FileSystem for CachedFileSystem {
         }))
     }
 
-    fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
-        let src = self.open_read(url)?;
-        let size = usize::try_from(src.size())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "object too large"))?;
-        let mut bytes = vec![0u8; size];
-        crate::storage::local::read_exact_at(&*src, &mut bytes, 0)?;
-        Ok(bytes)
-    }
-
     fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
         self.cache.forget(url);
         self.inner.create(url)
