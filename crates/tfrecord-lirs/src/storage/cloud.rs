@@ -60,12 +60,29 @@ pub const SCHEMES: &[&str] = &[
 
 /// Object storage reached through [`object_store`]: one client per bucket (or HTTP
 /// origin), built on first use from the URL and the environment's credentials.
+///
+/// Fork-safe: the runtime and the clients belong to the process that started them. A
+/// child `fork`ed after that (DataLoader or Grain workers) has none of their threads, so
+/// it starts its own runtime and clients on its first request; the parent's stay
+/// untouched (leaked in the child: dropping them would wait for threads that do not
+/// exist there). A reader opened before the fork reads through the child's.
 pub struct ObjectStoreFileSystem {
-    /// Started by the first request: a program that makes this file system and
-    /// never opens a URL starts no thread.
-    runtime: OnceLock<tokio::runtime::Runtime>,
-    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    client: Arc<Client>,
+}
+
+/// What an [`ObjectStoreFileSystem`] and its readers and writers share.
+struct Client {
+    /// The current process's runtime and clients, started by its first request: a
+    /// program that makes this file system and never opens a URL starts no thread.
+    process: Mutex<Option<Arc<ProcessClient>>>,
     retry: object_store::RetryConfig,
+}
+
+/// The runtime and per-bucket clients of one process.
+struct ProcessClient {
+    pid: u32,
+    runtime: tokio::runtime::Runtime,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
 }
 
 /// The process's object-store client, which every
@@ -96,9 +113,10 @@ impl ObjectStoreFileSystem {
     /// the first URL is opened).
     pub fn new() -> ObjectStoreFileSystem {
         ObjectStoreFileSystem {
-            runtime: OnceLock::new(),
-            stores: Mutex::new(HashMap::new()),
-            retry: retry_config(),
+            client: Arc::new(Client {
+                process: Mutex::new(None),
+                retry: retry_config(),
+            }),
         }
     }
 
@@ -106,12 +124,12 @@ impl ObjectStoreFileSystem {
     /// backoff from `first_backoff` (doubling), within `timeout` in all (the default:
     /// 10 from 100 ms, within 3 minutes).
     pub fn with_retries(
-        mut self,
+        self,
         max_retries: usize,
         first_backoff: std::time::Duration,
         timeout: std::time::Duration,
     ) -> ObjectStoreFileSystem {
-        self.retry = object_store::RetryConfig {
+        let retry = object_store::RetryConfig {
             max_retries,
             retry_timeout: timeout,
             backoff: object_store::BackoffConfig {
@@ -119,21 +137,12 @@ impl ObjectStoreFileSystem {
                 ..Default::default()
             },
         };
-        self
-    }
-
-    fn runtime(&self) -> io::Result<&tokio::runtime::Runtime> {
-        if let Some(runtime) = self.runtime.get() {
-            return Ok(runtime);
+        ObjectStoreFileSystem {
+            client: Arc::new(Client {
+                process: Mutex::new(None),
+                retry,
+            }),
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(RUNTIME_THREADS)
-            .thread_name("lirs-object-store")
-            .enable_all()
-            .build()
-            .map_err(|e| io::Error::other(format!("cannot start the object-store runtime: {e}")))?;
-        // Two first requests at once: one runtime wins, the other is dropped unused.
-        Ok(self.runtime.get_or_init(|| runtime))
     }
 
     /// Whether `scheme` is one this file system serves.
@@ -141,8 +150,8 @@ impl ObjectStoreFileSystem {
         SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
     }
 
-    /// The client for `url`'s bucket, the object's path in it and the URL's scheme.
-    fn locate(&self, url: &str) -> io::Result<(Arc<dyn ObjectStore>, StorePath, String)> {
+    /// Where `url`'s object is: its bucket's client, its path and the URL's scheme.
+    fn locate(&self, url: &str) -> io::Result<Located> {
         let parsed = Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL ({e})")))?;
         let scheme = parsed.scheme().to_ascii_lowercase();
         if !Self::serves(&scheme) {
@@ -155,16 +164,81 @@ impl ObjectStoreFileSystem {
             .host_str()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| invalid(format!("{url}: no bucket (or host) in the URL")))?;
-        let key = format!("{scheme}://{bucket}{}", port_suffix(&parsed));
+        let bucket = format!("{scheme}://{bucket}{}", port_suffix(&parsed));
         let path = StorePath::from_url_path(parsed.path())
             .map_err(|e| invalid(format!("{url}: bad object path ({e})")))?;
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(store) = stores.get(&key) {
-            return Ok((Arc::clone(store), path, scheme));
+        let located = Located {
+            client: Arc::clone(&self.client),
+            bucket,
+            path,
+            scheme,
+        };
+        // The bucket's client is built now, so that a bad URL or configuration is an
+        // error of the open.
+        located.here()?;
+        Ok(located)
+    }
+}
+
+impl Client {
+    /// This process's runtime and clients: started on the first request, and again
+    /// in a child forked after that.
+    fn process(&self) -> io::Result<Arc<ProcessClient>> {
+        let pid = std::process::id();
+        let mut current = self.process.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(process) = current.as_ref().filter(|p| p.pid == pid) {
+            return Ok(Arc::clone(process));
         }
-        let store = build_store(&scheme, &key, &self.retry).map_err(|e| store_error(&scheme, e))?;
-        stores.insert(key, Arc::clone(&store));
-        Ok((store, path, scheme))
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RUNTIME_THREADS)
+            .thread_name("lirs-object-store")
+            .enable_all()
+            .build()
+            .map_err(|e| io::Error::other(format!("cannot start the object-store runtime: {e}")))?;
+        let process = Arc::new(ProcessClient {
+            pid,
+            runtime,
+            stores: Mutex::new(HashMap::new()),
+        });
+        if let Some(parents) = current.replace(Arc::clone(&process)) {
+            // The parent's runtime and clients: their threads are not in this process,
+            // and dropping them would wait for those threads.
+            std::mem::forget(parents);
+        }
+        Ok(process)
+    }
+}
+
+/// An object: the file system's client, and where the object is.
+#[derive(Clone)]
+struct Located {
+    client: Arc<Client>,
+    /// `scheme://bucket[:port]`, the key of the bucket's client.
+    bucket: String,
+    path: StorePath,
+    scheme: String,
+}
+
+impl Located {
+    /// This process's runtime and the object's bucket client in it.
+    fn here(&self) -> io::Result<(Arc<ProcessClient>, Arc<dyn ObjectStore>)> {
+        let process = self.client.process()?;
+        let mut stores = process.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let store = match stores.get(&self.bucket) {
+            Some(store) => Arc::clone(store),
+            None => {
+                let store = build_store(&self.scheme, &self.bucket, &self.client.retry)
+                    .map_err(|e| self.error(e))?;
+                stores.insert(self.bucket.clone(), Arc::clone(&store));
+                store
+            }
+        };
+        drop(stores);
+        Ok((process, store))
+    }
+
+    fn error(&self, e: object_store::Error) -> io::Error {
+        store_error(&self.scheme, e)
     }
 }
 
@@ -299,36 +373,31 @@ fn endpoint_hint(scheme: &str) -> &'static str {
 
 impl FileSystem for ObjectStoreFileSystem {
     fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
-        let (store, path, scheme) = self.locate(url)?;
-        let runtime = self.runtime()?;
-        let meta = runtime
-            .block_on(store.head(&path))
-            .map_err(|e| store_error(&scheme, e))?;
+        let object = self.locate(url)?;
+        let (process, store) = object.here()?;
+        let meta = process
+            .runtime
+            .block_on(store.head(&object.path))
+            .map_err(|e| object.error(e))?;
         Ok(Box::new(ObjectReader {
-            store,
-            path,
-            scheme,
+            object,
             size: meta.size,
-            runtime: runtime.handle().clone(),
         }))
     }
 
     fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
-        let (store, path, scheme) = self.locate(url)?;
-        let bytes = self.runtime()?.block_on(async {
-            let got = store.get(&path).await?;
+        let object = self.locate(url)?;
+        let (process, store) = object.here()?;
+        let bytes = process.runtime.block_on(async {
+            let got = store.get(&object.path).await?;
             got.bytes().await
         });
-        Ok(bytes.map_err(|e| store_error(&scheme, e))?.to_vec())
+        Ok(bytes.map_err(|e| object.error(e))?.to_vec())
     }
 
     fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
-        let (store, path, scheme) = self.locate(url)?;
         Ok(Box::new(ObjectWriter {
-            store,
-            path,
-            scheme,
-            runtime: self.runtime()?.handle().clone(),
+            object: self.locate(url)?,
             data: Vec::new(),
             closed: false,
         }))
@@ -342,10 +411,11 @@ impl FileSystem for ObjectStoreFileSystem {
     }
 
     fn delete(&self, url: &str) -> io::Result<()> {
-        let (store, path, scheme) = self.locate(url)?;
-        match self.runtime()?.block_on(store.delete(&path)) {
+        let object = self.locate(url)?;
+        let (process, store) = object.here()?;
+        match process.runtime.block_on(store.delete(&object.path)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(store_error(&scheme, e)),
+            Err(e) => Err(object.error(e)),
         }
     }
 
@@ -360,7 +430,9 @@ impl FileSystem for ObjectStoreFileSystem {
         let matcher = glob::Pattern::new(pattern)
             .map_err(|e| invalid(format!("{pattern}: not a pattern ({e})")))?;
         let dir = tfrecord_lirs_format::file_list::literal_dir(pattern);
-        let (store, prefix, scheme) = self.locate(dir)?;
+        let object = self.locate(dir)?;
+        let (process, store) = object.here()?;
+        let (prefix, scheme) = (object.path.clone(), &object.scheme);
         let parsed = Url::parse(dir).map_err(|e| invalid(format!("{dir}: not a URL ({e})")))?;
         let base = format!(
             "{}://{}{}",
@@ -369,10 +441,10 @@ impl FileSystem for ObjectStoreFileSystem {
             port_suffix(&parsed)
         );
         let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
-        let metas: Vec<object_store::ObjectMeta> = self
-            .runtime()?
+        let metas: Vec<object_store::ObjectMeta> = process
+            .runtime
             .block_on(store.list(prefix.as_ref()).try_collect())
-            .map_err(|e| store_error(&scheme, e))?;
+            .map_err(|e| object.error(e))?;
         let options = glob::MatchOptions {
             require_literal_separator: true,
             ..glob::MatchOptions::new()
@@ -385,13 +457,11 @@ impl FileSystem for ObjectStoreFileSystem {
     }
 }
 
-/// One object, read by ranged GETs.
+/// One object, read by ranged GETs (through the runtime and client of the process
+/// that reads, which may be a child forked after the open).
 struct ObjectReader {
-    store: Arc<dyn ObjectStore>,
-    path: StorePath,
-    scheme: String,
+    object: Located,
     size: u64,
-    runtime: tokio::runtime::Handle,
 }
 
 impl ReadAt for ObjectReader {
@@ -401,10 +471,11 @@ impl ReadAt for ObjectReader {
         }
         let end = self.size.min(offset.saturating_add(buf.len() as u64));
         let range: Range<u64> = offset..end;
-        let bytes = self
+        let (process, store) = self.object.here()?;
+        let bytes = process
             .runtime
-            .block_on(self.store.get_range(&self.path, range))
-            .map_err(|e| store_error(&self.scheme, e))?;
+            .block_on(store.get_range(&self.object.path, range))
+            .map_err(|e| self.object.error(e))?;
         // A store that answers with more than was asked is not trusted with the rest.
         let n = bytes.len().min(buf.len());
         buf[..n].copy_from_slice(&bytes[..n]);
@@ -431,16 +502,19 @@ impl RangedRead for ObjectReader {
                 ),
             )));
         }
+        let (process, store) = match self.object.here() {
+            Ok(here) => here,
+            Err(e) => return done(Err(e)),
+        };
         let (gets, at) = merge_ranges(ranges, MERGE_GAP, MAX_MERGED_GET);
         let lens: Vec<usize> = ranges.iter().map(|r| (r.end - r.start) as usize).collect();
-        let store = Arc::clone(&self.store);
-        let path = self.path.clone();
-        let scheme = self.scheme.clone();
+        let path = self.object.path.clone();
+        let scheme = self.object.scheme.clone();
         let permits = Arc::clone(&scope.permits);
         let (in_flight, unanswered) = scope.counters();
         // Counted from now until answered (or dropped with the task).
         let asked: Vec<Counted> = gets.iter().map(|_| Counted::new(&unanswered)).collect();
-        let task = self.runtime.spawn(async move {
+        let task = process.runtime.spawn(async move {
             let requests = gets.into_iter().zip(asked).map(|(range, asked)| {
                 let (store, path, permits, in_flight) = (&store, &path, &permits, &in_flight);
                 async move {
@@ -499,10 +573,7 @@ impl Drop for Counted {
 /// An object being written: kept in memory and uploaded whole on close (object
 /// stores make an object visible when its upload completes).
 struct ObjectWriter {
-    store: Arc<dyn ObjectStore>,
-    path: StorePath,
-    scheme: String,
-    runtime: tokio::runtime::Handle,
+    object: Located,
     data: Vec<u8>,
     closed: bool,
 }
@@ -517,10 +588,12 @@ impl RemoteWrite for ObjectWriter {
         if self.closed {
             return Ok(());
         }
+        let (process, store) = self.object.here()?;
         let payload = PutPayload::from(std::mem::take(&mut self.data));
-        self.runtime
-            .block_on(self.store.put(&self.path, payload))
-            .map_err(|e| store_error(&self.scheme, e))?;
+        process
+            .runtime
+            .block_on(store.put(&self.object.path, payload))
+            .map_err(|e| self.object.error(e))?;
         self.closed = true;
         Ok(())
     }
