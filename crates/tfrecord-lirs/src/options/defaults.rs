@@ -33,8 +33,17 @@ pub const SHARD_INDEX: u64 = 0;
 /// Shards keep the remainder: lengths differ by at most one (the orders of every
 /// earlier release); "drop"/"pad" give every data-parallel rank the same count.
 pub const SHARD_REMAINDER: &str = "keep";
-/// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically.
+/// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically; on object
+/// storage that is the adaptive limit of requests in flight
+/// ([`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)).
 pub const NUM_PARALLEL_READS: i64 = -1;
+/// The adaptive limit of requests in flight starts at this many: one round of answers
+/// (about one latency) each doubles it while the throughput grows, so 2,048 is
+/// reached within five latencies (a quarter of a second at 50 ms).
+pub const IN_FLIGHT_START: usize = 64;
+/// The adaptive limit never goes below this many requests in flight, however often
+/// the storage throttles.
+pub const IN_FLIGHT_MIN: usize = 8;
 /// The refurbish schedule's reuse factor: 1, no reuse (every sample refreshed every
 /// epoch, today's order); reuse changes what training sees, so it is asked for.
 pub const REUSE_FACTOR: u64 = 1;

@@ -30,12 +30,14 @@
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, PutPayload};
 use url::Url;
 
+use crate::storage::cloud_client::build_store;
 use crate::storage::local::ReadAt;
 use crate::storage::ranged::{merge_ranges, RangedRead, RangesDone, ReadScope};
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
@@ -76,6 +78,9 @@ struct Client {
     /// program that makes this file system and never opens a URL starts no thread.
     process: Mutex<Option<Arc<ProcessClient>>>,
     retry: object_store::RetryConfig,
+    /// Responses of the storage refusing for load (429, 503: S3's `SlowDown`), retried
+    /// or not: what an adaptive limit of requests in flight backs off on.
+    throttled: Arc<AtomicU64>,
 }
 
 /// The runtime and per-bucket clients of one process.
@@ -116,6 +121,7 @@ impl ObjectStoreFileSystem {
             client: Arc::new(Client {
                 process: Mutex::new(None),
                 retry: retry_config(),
+                throttled: Arc::new(AtomicU64::new(0)),
             }),
         }
     }
@@ -141,6 +147,7 @@ impl ObjectStoreFileSystem {
             client: Arc::new(Client {
                 process: Mutex::new(None),
                 retry,
+                throttled: Arc::new(AtomicU64::new(0)),
             }),
         }
     }
@@ -227,8 +234,13 @@ impl Located {
         let store = match stores.get(&self.bucket) {
             Some(store) => Arc::clone(store),
             None => {
-                let store = build_store(&self.scheme, &self.bucket, &self.client.retry)
-                    .map_err(|e| self.error(e))?;
+                let store = build_store(
+                    &self.scheme,
+                    &self.bucket,
+                    &self.client.retry,
+                    &self.client.throttled,
+                )
+                .map_err(|e| self.error(e))?;
                 stores.insert(self.bucket.clone(), Arc::clone(&store));
                 store
             }
@@ -244,49 +256,6 @@ impl Located {
 
 fn port_suffix(url: &Url) -> String {
     url.port().map(|p| format!(":{p}")).unwrap_or_default()
-}
-
-/// A client for the bucket (or HTTP origin) `base`, configured from the environment,
-/// retrying as `retry` says.
-fn build_store(
-    scheme: &str,
-    base: &str,
-    retry: &object_store::RetryConfig,
-) -> object_store::Result<Arc<dyn ObjectStore>> {
-    let retry_config = || retry.clone();
-    Ok(match scheme {
-        "s3" | "s3a" => Arc::new(
-            object_store::aws::AmazonS3Builder::from_env()
-                .with_url(base)
-                .with_retry(retry_config())
-                .build()?,
-        ),
-        // A GCS emulator is reached through the service account's `gcs_base_url` (with
-        // `disable_oauth`), as object_store documents for its own tests.
-        "gs" => Arc::new(
-            object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_url(base)
-                .with_retry(retry_config())
-                .build()?,
-        ),
-        // An http:// URL is the user's choice of plain HTTP (the client refuses it
-        // unless told).
-        "http" | "https" => Arc::new(
-            object_store::http::HttpBuilder::new()
-                .with_url(base)
-                .with_client_options(
-                    object_store::ClientOptions::new().with_allow_http(scheme == "http"),
-                )
-                .with_retry(retry_config())
-                .build()?,
-        ),
-        _ => Arc::new(
-            object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(base)
-                .with_retry(retry_config())
-                .build()?,
-        ),
-    })
 }
 
 /// Retries of a failed request (5xx, timeouts, dropped connections), with the
@@ -510,28 +479,33 @@ impl RangedRead for ObjectReader {
         let lens: Vec<usize> = ranges.iter().map(|r| (r.end - r.start) as usize).collect();
         let path = self.object.path.clone();
         let scheme = self.object.scheme.clone();
-        let permits = Arc::clone(&scope.permits);
+        let gate = Arc::clone(&scope.gate);
+        let throttled = Arc::clone(&self.object.client.throttled);
+        gate.starting(throttled.load(Ordering::Relaxed));
         let (in_flight, unanswered) = scope.counters();
         // Counted from now until answered (or dropped with the task).
         let asked: Vec<Counted> = gets.iter().map(|_| Counted::new(&unanswered)).collect();
         let task = process.runtime.spawn(async move {
-            let requests = gets.into_iter().zip(asked).map(|(range, asked)| {
-                let (store, path, permits, in_flight) = (&store, &path, &permits, &in_flight);
-                async move {
-                    let _asked = asked;
-                    // Closed only if the scope is gone, and with it whoever waits.
-                    let _permit =
-                        permits
-                            .acquire()
-                            .await
-                            .map_err(|e| object_store::Error::Generic {
+            let requests =
+                gets.into_iter().zip(asked).map(|(range, asked)| {
+                    let (store, path, gate, in_flight) = (&store, &path, &gate, &in_flight);
+                    let throttled = &throttled;
+                    async move {
+                        let _asked = asked;
+                        // Closed only if the scope is gone, and with it whoever waits.
+                        let permit = gate.permits.acquire().await.map_err(|e| {
+                            object_store::Error::Generic {
                                 store: "tfrecord-lirs",
                                 source: Box::new(e),
-                            })?;
-                    let _counted = Counted::new(in_flight);
-                    store.get_range(path, range).await
-                }
-            });
+                            }
+                        })?;
+                        let counted = Counted::new(in_flight);
+                        let got = store.get_range(path, range).await;
+                        drop(counted);
+                        gate.answered(permit, throttled.load(Ordering::Relaxed));
+                        got
+                    }
+                });
             match futures::future::try_join_all(requests).await {
                 Ok(bytes) => {
                     let slices: Option<Vec<&[u8]>> = at

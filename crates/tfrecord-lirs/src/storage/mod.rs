@@ -27,7 +27,11 @@ use remote::FileSystem;
 
 #[cfg(feature = "object-store")]
 pub mod cloud;
+#[cfg(feature = "object-store")]
+mod cloud_client;
 pub(crate) mod file_list;
+#[cfg(feature = "object-store")]
+pub(crate) mod in_flight;
 pub mod local;
 pub mod partial_store;
 pub mod ranged;
