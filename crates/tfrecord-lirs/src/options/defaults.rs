@@ -38,7 +38,7 @@ pub const SHARD_REMAINDER: &str = "keep";
 /// ([`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)).
 pub const NUM_PARALLEL_READS: i64 = -1;
 /// The adaptive limit of requests in flight starts at this many: one round of answers
-/// (about one latency) each doubles it while the throughput grows, so 2,048 is
+/// (about one latency) each doubles it while the throughput holds up, so 2,048 is
 /// reached within five latencies (a quarter of a second at 50 ms).
 pub const IN_FLIGHT_START: usize = 64;
 /// The adaptive limit never goes below this many requests in flight, however often

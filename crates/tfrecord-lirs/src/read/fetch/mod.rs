@@ -57,7 +57,7 @@ use crate::read::reader::{Reader, REMOTE_AUTO_THREADS};
 /// object storage, what [`FetchOptions::auto_threads`] gives a reader whose files are
 /// read by requests on the storage's runtime: from
 /// [`IN_FLIGHT_START`](crate::options::defaults::IN_FLIGHT_START), grown while the
-/// throughput grows up to [`REMOTE_AUTO_IN_FLIGHT`](crate::REMOTE_AUTO_IN_FLIGHT),
+/// throughput holds up, up to [`REMOTE_AUTO_IN_FLIGHT`](crate::REMOTE_AUTO_IN_FLIGHT),
 /// halved when the storage throttles (the rule: `storage::in_flight`). Any other
 /// number pins the limit.
 pub const ADAPTIVE_IN_FLIGHT: usize = usize::MAX;
