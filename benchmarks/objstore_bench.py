@@ -20,6 +20,11 @@ For each: records/s, GETs per record and bytes fetched per byte delivered (from 
 server's own counts, `/_bench/stats`), and the client's CPU per record
 (`time.process_time`, the reading process only; the servers are other processes).
 
+No MosaicML Streaming row yet: `mosaicml-streaming` 0.13.0 resolves from PyPI here, but
+it pins numpy<2.2 and pulls torch, torchvision, transformers, azure and oci clients
+(several GB) into the bench venv, and it reads its own MDS shards, not TFRecords (a
+conversion step first); not added on a shared host with ~14 GB of disk left.
+
     .venv/bin/python benchmarks/objstore_bench.py [--out bench_out] [--quick]
     .venv-without-tf/bin/python benchmarks/objstore_bench.py --loader   # no TensorFlow
 """
@@ -183,7 +188,7 @@ def run_objstore(out_dir, quick=False, sigma=TAIL_SIGMA):
 # ahead, an upper bound) and what an epoch of 10^9 records costs in GETs.
 
 S3_GET_USD_PER_1000 = 0.0004
-TAKE_LOADER = 4000
+TAKE_LOADER = 12000
 
 LOADER_SNIPPET = textwrap.dedent("""
     import json, os, subprocess, sys, time, urllib.request

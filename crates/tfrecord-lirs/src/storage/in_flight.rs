@@ -8,11 +8,12 @@
 //! number): a round ends when as many requests as the limit have been answered, about
 //! one latency. A round whose throughput (answers per second) held up, no more than
 //! [`FALL`] below the best round so far, raises the limit: doubled while starting
-//! ("slow start"), by an eighth after. A round whose throughput fell further takes back
-//! the last raise (the storage or the network is overloaded) and ends the start. The
-//! storage throttling (429, 503, `SlowDown`) halves the limit, at most once a round (one
-//! burst of refusals is one signal), and ends the start. The limit stays within
-//! `[min, max]`.
+//! ("slow start"), by an eighth after. A round whose throughput fell further goes back
+//! to the limit of the best round (the storage or the network is overloaded) and ends
+//! the start (a fall at that limit itself makes that round the best: the storage is
+//! slower now). The storage throttling (429, 503, `SlowDown`) halves the limit, at most
+//! once a round (one burst of refusals is one signal), and ends the start. The limit
+//! stays within `[min, max]`.
 //!
 //! Why "held up" and not "grew": a raise shows in the answers a latency later, one
 //! round behind, and a round's throughput under a lognormal latency varies by more than
@@ -21,7 +22,7 @@
 
 /// A round's throughput may fall this far below the best round's and still raise the
 /// limit (the noise between rounds under a lognormal latency must not stop it).
-pub const FALL: f64 = 0.2;
+pub const FALL: f64 = 0.3;
 
 /// The adaptive limit: see the module's rule.
 #[derive(Debug, Clone)]
@@ -37,8 +38,8 @@ pub struct AdaptiveLimit {
     round_answers: usize,
     /// Whether this round has already been cut for throttling.
     cut_this_round: bool,
-    /// The last raise, taken back if the round after it fell.
-    last_raise: usize,
+    /// The limit of the best round: where a round that fell goes back to.
+    best_limit: usize,
 }
 
 impl AdaptiveLimit {
@@ -56,7 +57,7 @@ impl AdaptiveLimit {
             round_began: now,
             round_answers: 0,
             cut_this_round: false,
-            last_raise: 0,
+            best_limit: start.clamp(min, max),
         }
     }
 
@@ -73,7 +74,6 @@ impl AdaptiveLimit {
             self.limit = (self.limit / 2).max(self.min);
             self.starting = false;
             self.cut_this_round = true;
-            self.last_raise = 0;
         }
         self.round_answers += 1;
         if self.round_answers < self.limit {
@@ -83,23 +83,25 @@ impl AdaptiveLimit {
         let throughput = self.round_answers as f64 / elapsed;
         if self.cut_this_round {
             // The round of a cut measures the new limit: the best from now on.
-            self.best = throughput;
+            (self.best, self.best_limit) = (throughput, self.limit);
         } else if throughput >= self.best * (1.0 - FALL) {
-            self.best = self.best.max(throughput);
+            if throughput > self.best {
+                (self.best, self.best_limit) = (throughput, self.limit);
+            }
             let step = if self.starting {
                 self.limit
             } else {
                 (self.limit / 8).max(1)
             };
-            let raised = self.limit.saturating_add(step).min(self.max);
-            self.last_raise = raised - self.limit;
-            self.limit = raised;
+            self.limit = self.limit.saturating_add(step).min(self.max);
+        } else if self.limit == self.best_limit {
+            // The best round's own limit fell: the storage is slower now, and this is
+            // its best.
+            self.starting = false;
+            self.best = throughput;
         } else {
             self.starting = false;
-            self.limit = (self.limit - self.last_raise).max(self.min);
-            self.last_raise = 0;
-            // What the limit taken back gives is measured anew.
-            self.best = throughput;
+            self.limit = self.best_limit;
         }
         self.round_began = now;
         self.round_answers = 0;
@@ -168,11 +170,13 @@ mod tests {
             seen.push(limit.answered(now, false));
         }
         // 64, 128, 256, 512 (the round at 256 held up), then the round at 512 fell:
-        // back to 256, and from there by eighths, taken back whenever past the knee.
+        // back to 256, and from there by eighths, back to the best round's limit
+        // whenever the throughput falls 30% below the best: near the knee, far below the
+        // most.
         assert!(seen.contains(&512));
         let late = &seen[20_000..];
         let (low, high) = (late.iter().min().unwrap(), late.iter().max().unwrap());
-        assert!(*low >= 256 && *high <= 384, "{low}..{high}");
+        assert!(*low >= 256 && *high <= 512, "{low}..{high}");
     }
 
     #[test]
