@@ -20,7 +20,13 @@ For each: records/s, GETs per record and bytes fetched per byte delivered (from 
 server's own counts, `/_bench/stats`), and the client's CPU per record
 (`time.process_time`, the reading process only; the servers are other processes).
 
+No MosaicML Streaming row yet: `mosaicml-streaming` 0.13.0 resolves from PyPI here, but
+it pins numpy<2.2 and pulls torch, torchvision, transformers, azure and oci clients
+(several GB) into the bench venv, and it reads its own MDS shards, not TFRecords (a
+conversion step first); not added on a shared host with ~14 GB of disk left.
+
     .venv/bin/python benchmarks/objstore_bench.py [--out bench_out] [--quick]
+    .venv-without-tf/bin/python benchmarks/objstore_bench.py --loader   # no TensorFlow
 """
 
 import argparse
@@ -136,9 +142,6 @@ def run_objstore(out_dir, quick=False, sigma=TAIL_SIGMA):
     """Measures row 15; returns its results (or why not)."""
     import shutil
 
-    import numpy as np
-
-    import tfrecord_lirs
     from gcs_emulator import BUCKET, namespace_unavailable, run_with_gcs
 
     why = namespace_unavailable()
@@ -151,14 +154,8 @@ def run_objstore(out_dir, quick=False, sigma=TAIL_SIGMA):
     root = work / "s3root"
     shutil.rmtree(root, ignore_errors=True)
     (root / "bench").mkdir(parents=True)
-    rng = np.random.default_rng(13)
-    files = [work / f"remote-{f}.tfrecord" for f in range(FILES)]
-    for f, data in enumerate(files):
-        with tfrecord_lirs.PaddedWriter(str(data)) as w:
-            for i in range(RECORDS):
-                n = int(rng.integers(*RECORD_BYTES))
-                w.write(b"%08d" % (f * RECORDS + i)
-                        + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
+    files = _write_files(work)
+    for data in files:
         # The S3 server's objects: files in its bucket directory.
         shutil.copy(data, root / "bench" / data.name)
         shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
@@ -180,6 +177,222 @@ def run_objstore(out_dir, quick=False, sigma=TAIL_SIGMA):
     out = json.loads(results.read_text())
     out.update(latency=latency, records=FILES * RECORDS, minutes=(time.time() - start) / 60)
     return out
+
+
+# ----------------------------------------------------------------------------------
+# Without TensorFlow (the without-tf venv): `Loader` over s3:// through the fast
+# server, in the same namespace model and latency as the rows above, every in-flight
+# setting (the adaptive default too) in instance and page-aware order, ordered and
+# unordered, with the client's CPU per record, GETs per record (the default settings
+# over a whole epoch, exact; the others over the records timed and what was read
+# ahead, an upper bound) and what an epoch of 10^9 records costs in GETs.
+
+S3_GET_USD_PER_1000 = 0.0004
+TAKE_LOADER = 12000
+
+LOADER_SNIPPET = textwrap.dedent("""
+    import json, os, subprocess, sys, time, urllib.request
+    sys.path.insert(0, {python!r})
+    cfg = {cfg!r}
+    srv = subprocess.Popen([cfg["server"], "serve", "--root", cfg["root"],
+                            "--latency-ms", str(cfg["median_ms"]), "--sigma", str(cfg["sigma"]),
+                            "--seed", str(cfg["seed"])], stdout=subprocess.PIPE, text=True)
+    endpoint = srv.stdout.readline().split()[-1]
+    os.environ.update(AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true", AWS_SKIP_SIGNATURE="true",
+                      AWS_REGION="us-east-1")
+    import tfrecord_lirs
+    rows = []
+
+    def stats():
+        with urllib.request.urlopen(endpoint + "/_bench/stats") as r:
+            return json.loads(r.read())
+
+    for page_aware in (False, True):
+        for reads in cfg["in_flight"]:
+            for deterministic in (True, False):
+                s0 = stats()
+                it = iter(tfrecord_lirs.Loader(cfg["s3_urls"], seed=7, batch_size=256,
+                                               page_aware=page_aware, deterministic=deterministic,
+                                               num_parallel_reads=reads))
+                first = next(it)
+                delivered, payload = len(first), sum(len(x) for x in first)
+                c0, t0 = time.process_time(), time.perf_counter()
+                records, timing = 0, None
+                for batch in it:
+                    records += len(batch)
+                    payload += sum(len(x) for x in batch)
+                    if timing is None and records >= cfg["take"]:
+                        timing = (time.perf_counter() - t0, time.process_time() - c0, records)
+                        if reads != -1:
+                            break
+                if timing is None:
+                    timing = (time.perf_counter() - t0, time.process_time() - c0, records)
+                seconds, cpu, timed = timing
+                whole = reads == -1
+                del it
+                s1 = stats()
+                delivered += records
+                row = dict(name="Loader", reads=reads, page_aware=page_aware,
+                           deterministic=deterministic, records=timed, seconds=seconds,
+                           rate=timed / seconds, cpu_us_per_record=1e6 * cpu / max(timed, 1),
+                           gets_per_record=(s1["gets"] - s0["gets"]) / max(delivered, 1),
+                           bytes_per_byte=(s1["bytes"] - s0["bytes"]) / max(payload, 1),
+                           whole_epoch=whole, delivered=delivered)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    srv.terminate()
+    srv.wait()
+    with open(cfg["results"], "w") as f:
+        json.dump(dict(rows=rows), f)
+""")
+
+
+def _write_files(work):
+    """Row 15's data files (and their tables) under `work`."""
+    import numpy as np
+
+    import tfrecord_lirs
+
+    rng = np.random.default_rng(13)
+    files = [work / f"remote-{f}.tfrecord" for f in range(FILES)]
+    for f, data in enumerate(files):
+        with tfrecord_lirs.PaddedWriter(str(data)) as w:
+            for i in range(RECORDS):
+                n = int(rng.integers(*RECORD_BYTES))
+                w.write(b"%08d" % (f * RECORDS + i)
+                        + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
+    return files
+
+
+def run_loader_rows(out_dir, sigma=TAIL_SIGMA, take=TAKE_LOADER, in_flight=IN_FLIGHT):
+    """The TF-free rows (see above) and the merge-gap table; returns them (or why not)."""
+    import shutil
+
+    from s3_server import run_with_s3
+
+    if shutil.which("unshare") is None:
+        return {"skipped": "the unshare command is missing (apt-get install util-linux)"}
+    if not SERVER.exists():
+        return {"skipped": f"{SERVER} is not built (make bench builds it)"}
+    work = Path(out_dir) / "objstore_loader"
+    work.mkdir(parents=True, exist_ok=True)
+    root = work / "s3root"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "bench").mkdir(parents=True)
+    files = _write_files(work)
+    for data in files:
+        shutil.copy(data, root / "bench" / data.name)
+        shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
+    median = SERVER_DELAY_MS * math.exp(-sigma ** 2 / 2)
+    results = work / "results.json"
+    cfg = dict(server=str(SERVER), root=str(root), median_ms=median, sigma=sigma,
+               seed=TAIL_SEED, in_flight=in_flight, take=take,
+               s3_urls=[f"s3://bench/{d.name}" for d in files], results=str(results))
+    start = time.time()
+    run_with_s3(work / "run", {}, LOADER_SNIPPET.format(python=str(ROOT / "python"), cfg=cfg),
+                timeout=3600)
+    out = json.loads(results.read_text())
+    for r in out["rows"]:
+        r["usd_per_1e9_records"] = r["gets_per_record"] * 1e9 * S3_GET_USD_PER_1000 / 1000
+    out.update(latency={"median_ms": median, "sigma": sigma, "seed": TAIL_SEED},
+               records=FILES * RECORDS, minutes=(time.time() - start) / 60,
+               merge_gaps=merge_gap_table(files), load=os.getloadavg())
+    return out
+
+
+# ----------------------------------------------------------------------------------
+# The merge gap (`MERGE_GAP`, storage/cloud.rs), measured offline: a fetch window's
+# runs of consecutive ids become ranged reads, and ranges of one object at most `gap`
+# bytes apart one GET (as storage::ranged::merge_ranges does). GETs per record and
+# bytes fetched per byte delivered follow from the offset tables and the epoch order
+# alone, so every gap is measured on the same windows, exactly, without a server.
+
+MERGE_GAPS = [0, 1024, 4096, 16384, 65536, 262144]
+MAX_MERGED_GET = 4 << 20
+
+
+def _spans(data_files):
+    """Each file's spans: (file, start, end) by global id (a span runs to the next
+    record's offset, or the end of the file: its fillers included)."""
+    import numpy as np
+
+    spans = []
+    for f, path in enumerate(data_files):
+        offsets = np.fromfile(str(path) + ".offsets", dtype="<u8").tolist()
+        ends = offsets[1:] + [os.path.getsize(path)]
+        spans.extend((f, a, b) for a, b in zip(offsets, ends))
+    return spans
+
+
+def _windows(order, window, spans, page_size):
+    """The order cut into windows of `window` positions, a page-aware window extended
+    while the next id continues the last one's page unit (the same page)."""
+    k = 0
+    while k < len(order):
+        end = min(k + window, len(order))
+        while end < len(order):
+            prev, nxt = spans[order[end - 1]], spans[order[end]]
+            if nxt[0] != prev[0] or nxt[1] // page_size != prev[1] // page_size:
+                break
+            end += 1
+        yield order[k:end]
+        k = end
+
+
+def merged_gets(ids, spans, gap):
+    """GETs and bytes fetched for one window's `ids`."""
+    ids = sorted(set(ids))
+    ranges = {}
+    run = None
+    for i in ids:
+        f, a, b = spans[i]
+        if run and run[0] == f and run[3] == i - 1:
+            run[2], run[3] = b, i
+        else:
+            if run:
+                ranges.setdefault(run[0], []).append((run[1], run[2]))
+            run = [f, a, b, i]
+    if run:
+        ranges.setdefault(run[0], []).append((run[1], run[2]))
+    gets = fetched = 0
+    for rs in ranges.values():
+        rs.sort()
+        start, end = rs[0]
+        for a, b in rs[1:]:
+            if a <= end + gap and max(b, end) - start <= MAX_MERGED_GET:
+                end = max(end, b)
+            else:
+                gets += 1
+                fetched += end - start
+                start, end = a, b
+        gets += 1
+        fetched += end - start
+    return gets, fetched
+
+
+def merge_gap_table(data_files, windows=(256, 1024), seed=7, page_size=4096):
+    """GETs per record and bytes fetched per byte of spans delivered, by order, window
+    and gap, over one whole epoch."""
+    import tfrecord_lirs
+
+    spans = _spans(data_files)
+    src = tfrecord_lirs.DataSource([str(p) for p in data_files])
+    delivered = sum(b - a for _, a, b in spans)
+    rows = []
+    for page_aware in (False, True):
+        order = list(tfrecord_lirs.Sampler(src, seed=seed, page_aware=page_aware))
+        for window in windows:
+            cut = list(_windows(order, window, spans, page_size))
+            for gap in MERGE_GAPS:
+                gets = fetched = 0
+                for ids in cut:
+                    g, b = merged_gets(ids, spans, gap)
+                    gets += g
+                    fetched += b
+                rows.append(dict(page_aware=page_aware, window=window, gap=gap,
+                                 gets_per_record=gets / len(order),
+                                 bytes_per_byte=fetched / delivered))
+    return rows
 
 
 def _row(res, name, **info):
@@ -228,13 +441,58 @@ def add_rows(t, res, check, fmt_rate):
                     t.add(sec, label, fmt_rate(det["rate"]), note)
 
 
+def add_loader_rows(t, res, check, fmt_rate):
+    """Adds row 15's TF-free part (`run_loader_rows`) to the `make bench` table `t`."""
+    sec = "15 object storage: Loader over s3-bench-server (50 ms mean), GETs and their cost"
+    if "skipped" in res:
+        t.add(sec, "not run", res["skipped"])
+        return
+    for page_aware in (False, True):
+        order = "page-aware" if page_aware else "instance order"
+        for reads in IN_FLIGHT:
+            det = _row(res, "Loader", reads=reads, page_aware=page_aware, deterministic=True)
+            un = _row(res, "Loader", reads=reads, page_aware=page_aware, deterministic=False)
+            if not det or not un:
+                continue
+            label = f"Loader, {order}, {'adaptive (default)' if reads == -1 else reads} in flight"
+            epoch = "whole epoch" if det["whole_epoch"] else "upper bound"
+            note = (f"{det['gets_per_record']:.3f} GET/rec ({epoch}), "
+                    f"${det['usd_per_1e9_records']:.0f} per 10^9 records, "
+                    f"{det['bytes_per_byte']:.2f} B fetched/B, "
+                    f"{det['cpu_us_per_record']:.0f} us CPU/rec; unordered "
+                    f"{fmt_rate(un['rate'])} ({un['rate'] / det['rate']:.2f}x)")
+            if reads == -1:
+                ratio = un["rate"] / det["rate"]
+                m = check(t, f"15: {label}: unordered vs ordered", ratio, 1.2)
+                t.add(sec, f"**{label}**", fmt_rate(det["rate"]), note,
+                      "unordered >= 1.2x", m)
+                if page_aware:
+                    m = check(t, f"15: {label}: GETs per record", det["gets_per_record"], 0.2,
+                              higher_is_better=False)
+                    t.add(sec, f"**{label}: GETs per record**",
+                          f"{det['gets_per_record']:.3f}", epoch, "<= 0.2", m)
+            else:
+                t.add(sec, label, fmt_rate(det["rate"]), note)
+    for r in res.get("merge_gaps", []):
+        if r["window"] != 256:
+            continue
+        t.add(sec, f"merge gap {r['gap'] // 1024} KiB, "
+                   f"{'page-aware' if r['page_aware'] else 'instance order'} (whole epoch)",
+              f"{r['gets_per_record']:.3f} GET/rec", f"{r['bytes_per_byte']:.2f} B fetched/B")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "bench_out"))
     ap.add_argument("--quick", action="store_true", help="32 and default in flight, few records")
     ap.add_argument("--sigma", type=float, default=TAIL_SIGMA, help="0: constant latency")
+    ap.add_argument("--loader", action="store_true",
+                    help="only the TF-free Loader rows and the merge-gap table")
     args = ap.parse_args()
+    if args.loader:
+        print(json.dumps(run_loader_rows(args.out, args.sigma), indent=1))
+        return
     print(json.dumps(run_objstore(args.out, args.quick, args.sigma), indent=1))
 
 

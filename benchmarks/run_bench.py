@@ -1065,6 +1065,11 @@ def main():
         log("row 15: object storage vs a sequential read (s3-bench-server)")
         results["objstore"] = objstore_bench.run_objstore(args.out)
         objstore_bench.add_rows(t, results["objstore"], check, fmt_rate)
+        # Its TF-free part: Loader at every in-flight setting, both orders and
+        # deliveries, GETs per record and their cost, and the merge-gap table.
+        log("row 15: Loader over s3-bench-server, the merge gap")
+        results["objstore_loader"] = objstore_bench.run_loader_rows(args.out)
+        objstore_bench.add_loader_rows(t, results["objstore_loader"], check, fmt_rate)
     if not only or "12" in only:
         # Row 12: trainers sharing one LIRS read (tf.data service, cross-trainer cache).
         import shared_read_bench

@@ -108,7 +108,7 @@ pub use read::cursor::walk::DatasetCursor;
 pub use read::elastic::{EpochProgress, EpochState, ShardProgress, ShardState};
 pub use read::fetch::{
     Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource, Payloads, Resume,
-    Window, ORDER_VERSION_1,
+    Window, ADAPTIVE_IN_FLIGHT, ORDER_VERSION_1,
 };
 pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
 pub use read::reader::{

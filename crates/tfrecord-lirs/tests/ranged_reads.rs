@@ -117,6 +117,16 @@ fn epochs_read_by_requests_equal_the_local_file() {
         let mut sorted = want.clone();
         sorted.sort();
         assert_eq!(got, sorted, "unordered, {params:?}");
+        // The default: the adaptive limit of requests in flight.
+        let auto = FetchOptions {
+            threads: FetchOptions::auto_threads(&remote),
+            ..options
+        };
+        assert_eq!(auto.threads, tfrecord_lirs::ADAPTIVE_IN_FLIGHT);
+        assert_eq!(epoch(&remote, &params, auto, false), want, "adaptive");
+        let mut got = epoch(&remote, &params, auto, true);
+        got.sort();
+        assert_eq!(got, sorted, "adaptive, unordered");
     }
     // A batch of ids in any order, repeats too, through the requests in flight.
     let ids = [1400, 3, 3, 700, 4, 5, 1499, 0];
@@ -272,4 +282,55 @@ fn failing_requests_are_retried_then_the_error_names_the_object() {
         assert!(text.contains(&server.url("d.tfrecord")), "{text}");
         let _ = slot;
     }
+}
+
+#[test]
+fn an_adaptive_scope_halves_its_limit_when_the_storage_throttles() {
+    use tfrecord_lirs::ranged::ReadScope;
+    use tfrecord_lirs::remote::FileSystem;
+    let server = Server::start();
+    server.put("o", (0..=255u8).cycle().take(1 << 20).collect());
+    let fs = ObjectStoreFileSystem::new().with_retries(
+        3,
+        Duration::from_millis(1),
+        Duration::from_secs(60),
+    );
+    let object = fs.open_read(&server.url("o")).unwrap();
+    let ranged = object.ranged().unwrap();
+    // Ranges far apart: one GET each, fewer than a round of the limit (64), so the limit
+    // moves only for the storage's refusals.
+    let ranges: Vec<std::ops::Range<u64>> =
+        (0..10u64).map(|k| k * 65536..k * 65536 + 100).collect();
+    let read = |scope: &ReadScope| {
+        let (sent, got) = std::sync::mpsc::channel();
+        ranged.read_ranges(
+            &ranges,
+            scope,
+            Box::new(move |r| {
+                let _ = sent.send(r.map(|s| s.iter().map(|b| b.to_vec()).collect::<Vec<_>>()));
+            }),
+        );
+        let bytes = got.recv().unwrap().unwrap();
+        for (r, b) in ranges.iter().zip(bytes) {
+            let want: Vec<u8> = (r.start..r.end).map(|i| (i % 256) as u8).collect();
+            assert_eq!(b, want);
+        }
+    };
+    let calm = ReadScope::adaptive(64, 8, 2048);
+    read(&calm);
+    assert_eq!(calm.limit(), 64);
+    // Two 503s (S3's SlowDown), retried by the client: the limit is halved once.
+    server.fail(Some(2));
+    let throttled = ReadScope::adaptive(64, 8, 2048);
+    read(&throttled);
+    assert_eq!(throttled.limit(), 32);
+    // A scope started after those refusals does not count them.
+    let later = ReadScope::adaptive(64, 8, 2048);
+    read(&later);
+    assert_eq!(later.limit(), 64);
+    // A pinned limit does not move.
+    server.fail(Some(2));
+    let pinned = ReadScope::new(64);
+    read(&pinned);
+    assert_eq!(pinned.limit(), 64);
 }

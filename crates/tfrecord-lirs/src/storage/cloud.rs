@@ -30,12 +30,14 @@
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, PutPayload};
 use url::Url;
 
+use crate::storage::cloud_client::build_store;
 use crate::storage::local::ReadAt;
 use crate::storage::ranged::{merge_ranges, RangedRead, RangesDone, ReadScope};
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
@@ -46,8 +48,13 @@ use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
 const RUNTIME_THREADS: usize = 2;
 
 /// Ranges of one object at most this many bytes apart are read by one GET (the bytes
-/// between them fetched and dropped): a request costs about as much as this many bytes
-/// on the wire at a store's per-request latency and bandwidth.
+/// between them fetched and dropped). Measured over whole epochs of row 15's data
+/// (`merge_gap_table` in benchmarks/objstore_bench.py: 24,000 records of 200-1,200
+/// bytes, windows of 256 ids), GETs per record / bytes fetched per byte delivered at
+/// gaps 0, 1, 4, 16, 64 KiB: page-aware 0.197/1.00, 0.197/1.00, 0.195/1.01, 0.189/1.10,
+/// 0.167/2.27; instance order 0.99/1.00, 0.98/1.01, 0.94/1.13, 0.80/2.88, 0.42/20.7.
+/// Up to 4 KiB the bytes barely grow; past it they grow much faster than the GETs
+/// fall. (A page-aware window's units are rarely neighbours: 256 ids of 24,000.)
 pub const MERGE_GAP: u64 = 4096;
 
 /// The most bytes one merged GET asks for (longer ranges are a GET of their own).
@@ -60,12 +67,32 @@ pub const SCHEMES: &[&str] = &[
 
 /// Object storage reached through [`object_store`]: one client per bucket (or HTTP
 /// origin), built on first use from the URL and the environment's credentials.
+///
+/// Fork-safe: the runtime and the clients belong to the process that started them. A
+/// child `fork`ed after that (DataLoader or Grain workers) has none of their threads, so
+/// it starts its own runtime and clients on its first request; the parent's stay
+/// untouched (leaked in the child: dropping them would wait for threads that do not
+/// exist there). A reader opened before the fork reads through the child's.
 pub struct ObjectStoreFileSystem {
-    /// Started by the first request: a program that makes this file system and
-    /// never opens a URL starts no thread.
-    runtime: OnceLock<tokio::runtime::Runtime>,
-    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    client: Arc<Client>,
+}
+
+/// What an [`ObjectStoreFileSystem`] and its readers and writers share.
+struct Client {
+    /// The current process's runtime and clients, started by its first request: a
+    /// program that makes this file system and never opens a URL starts no thread.
+    process: Mutex<Option<Arc<ProcessClient>>>,
     retry: object_store::RetryConfig,
+    /// Responses of the storage refusing for load (429, 503: S3's `SlowDown`), retried
+    /// or not: what an adaptive limit of requests in flight backs off on.
+    throttled: Arc<AtomicU64>,
+}
+
+/// The runtime and per-bucket clients of one process.
+struct ProcessClient {
+    pid: u32,
+    runtime: tokio::runtime::Runtime,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
 }
 
 /// The process's object-store client, which every
@@ -96,9 +123,11 @@ impl ObjectStoreFileSystem {
     /// the first URL is opened).
     pub fn new() -> ObjectStoreFileSystem {
         ObjectStoreFileSystem {
-            runtime: OnceLock::new(),
-            stores: Mutex::new(HashMap::new()),
-            retry: retry_config(),
+            client: Arc::new(Client {
+                process: Mutex::new(None),
+                retry: retry_config(),
+                throttled: Arc::new(AtomicU64::new(0)),
+            }),
         }
     }
 
@@ -106,12 +135,12 @@ impl ObjectStoreFileSystem {
     /// backoff from `first_backoff` (doubling), within `timeout` in all (the default:
     /// 10 from 100 ms, within 3 minutes).
     pub fn with_retries(
-        mut self,
+        self,
         max_retries: usize,
         first_backoff: std::time::Duration,
         timeout: std::time::Duration,
     ) -> ObjectStoreFileSystem {
-        self.retry = object_store::RetryConfig {
+        let retry = object_store::RetryConfig {
             max_retries,
             retry_timeout: timeout,
             backoff: object_store::BackoffConfig {
@@ -119,21 +148,13 @@ impl ObjectStoreFileSystem {
                 ..Default::default()
             },
         };
-        self
-    }
-
-    fn runtime(&self) -> io::Result<&tokio::runtime::Runtime> {
-        if let Some(runtime) = self.runtime.get() {
-            return Ok(runtime);
+        ObjectStoreFileSystem {
+            client: Arc::new(Client {
+                process: Mutex::new(None),
+                retry,
+                throttled: Arc::new(AtomicU64::new(0)),
+            }),
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(RUNTIME_THREADS)
-            .thread_name("lirs-object-store")
-            .enable_all()
-            .build()
-            .map_err(|e| io::Error::other(format!("cannot start the object-store runtime: {e}")))?;
-        // Two first requests at once: one runtime wins, the other is dropped unused.
-        Ok(self.runtime.get_or_init(|| runtime))
     }
 
     /// Whether `scheme` is one this file system serves.
@@ -141,8 +162,8 @@ impl ObjectStoreFileSystem {
         SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
     }
 
-    /// The client for `url`'s bucket, the object's path in it and the URL's scheme.
-    fn locate(&self, url: &str) -> io::Result<(Arc<dyn ObjectStore>, StorePath, String)> {
+    /// Where `url`'s object is: its bucket's client, its path and the URL's scheme.
+    fn locate(&self, url: &str) -> io::Result<Located> {
         let parsed = Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL ({e})")))?;
         let scheme = parsed.scheme().to_ascii_lowercase();
         if !Self::serves(&scheme) {
@@ -155,64 +176,91 @@ impl ObjectStoreFileSystem {
             .host_str()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| invalid(format!("{url}: no bucket (or host) in the URL")))?;
-        let key = format!("{scheme}://{bucket}{}", port_suffix(&parsed));
+        let bucket = format!("{scheme}://{bucket}{}", port_suffix(&parsed));
         let path = StorePath::from_url_path(parsed.path())
             .map_err(|e| invalid(format!("{url}: bad object path ({e})")))?;
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(store) = stores.get(&key) {
-            return Ok((Arc::clone(store), path, scheme));
+        let located = Located {
+            client: Arc::clone(&self.client),
+            bucket,
+            path,
+            scheme,
+        };
+        // The bucket's client is built now, so that a bad URL or configuration is an
+        // error of the open.
+        located.here()?;
+        Ok(located)
+    }
+}
+
+impl Client {
+    /// This process's runtime and clients: started on the first request, and again
+    /// in a child forked after that.
+    fn process(&self) -> io::Result<Arc<ProcessClient>> {
+        let pid = std::process::id();
+        let mut current = self.process.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(process) = current.as_ref().filter(|p| p.pid == pid) {
+            return Ok(Arc::clone(process));
         }
-        let store = build_store(&scheme, &key, &self.retry).map_err(|e| store_error(&scheme, e))?;
-        stores.insert(key, Arc::clone(&store));
-        Ok((store, path, scheme))
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RUNTIME_THREADS)
+            .thread_name("lirs-object-store")
+            .enable_all()
+            .build()
+            .map_err(|e| io::Error::other(format!("cannot start the object-store runtime: {e}")))?;
+        let process = Arc::new(ProcessClient {
+            pid,
+            runtime,
+            stores: Mutex::new(HashMap::new()),
+        });
+        if let Some(parents) = current.replace(Arc::clone(&process)) {
+            // The parent's runtime and clients: their threads are not in this process,
+            // and dropping them would wait for those threads.
+            std::mem::forget(parents);
+        }
+        Ok(process)
+    }
+}
+
+/// An object: the file system's client, and where the object is.
+#[derive(Clone)]
+struct Located {
+    client: Arc<Client>,
+    /// `scheme://bucket[:port]`, the key of the bucket's client.
+    bucket: String,
+    path: StorePath,
+    scheme: String,
+}
+
+impl Located {
+    /// This process's runtime and the object's bucket client in it.
+    fn here(&self) -> io::Result<(Arc<ProcessClient>, Arc<dyn ObjectStore>)> {
+        let process = self.client.process()?;
+        let mut stores = process.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let store = match stores.get(&self.bucket) {
+            Some(store) => Arc::clone(store),
+            None => {
+                let store = build_store(
+                    &self.scheme,
+                    &self.bucket,
+                    &self.client.retry,
+                    &self.client.throttled,
+                )
+                .map_err(|e| self.error(e))?;
+                stores.insert(self.bucket.clone(), Arc::clone(&store));
+                store
+            }
+        };
+        drop(stores);
+        Ok((process, store))
+    }
+
+    fn error(&self, e: object_store::Error) -> io::Error {
+        store_error(&self.scheme, e)
     }
 }
 
 fn port_suffix(url: &Url) -> String {
     url.port().map(|p| format!(":{p}")).unwrap_or_default()
-}
-
-/// A client for the bucket (or HTTP origin) `base`, configured from the environment,
-/// retrying as `retry` says.
-fn build_store(
-    scheme: &str,
-    base: &str,
-    retry: &object_store::RetryConfig,
-) -> object_store::Result<Arc<dyn ObjectStore>> {
-    let retry_config = || retry.clone();
-    Ok(match scheme {
-        "s3" | "s3a" => Arc::new(
-            object_store::aws::AmazonS3Builder::from_env()
-                .with_url(base)
-                .with_retry(retry_config())
-                .build()?,
-        ),
-        // A GCS emulator is reached through the service account's `gcs_base_url` (with
-        // `disable_oauth`), as object_store documents for its own tests.
-        "gs" => Arc::new(
-            object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_url(base)
-                .with_retry(retry_config())
-                .build()?,
-        ),
-        // An http:// URL is the user's choice of plain HTTP (the client refuses it
-        // unless told).
-        "http" | "https" => Arc::new(
-            object_store::http::HttpBuilder::new()
-                .with_url(base)
-                .with_client_options(
-                    object_store::ClientOptions::new().with_allow_http(scheme == "http"),
-                )
-                .with_retry(retry_config())
-                .build()?,
-        ),
-        _ => Arc::new(
-            object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(base)
-                .with_retry(retry_config())
-                .build()?,
-        ),
-    })
 }
 
 /// Retries of a failed request (5xx, timeouts, dropped connections), with the
@@ -299,37 +347,32 @@ fn endpoint_hint(scheme: &str) -> &'static str {
 
 impl FileSystem for ObjectStoreFileSystem {
     fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
-        let (store, path, scheme) = self.locate(url)?;
-        let runtime = self.runtime()?;
-        let meta = runtime
-            .block_on(store.head(&path))
-            .map_err(|e| store_error(&scheme, e))?;
+        let object = self.locate(url)?;
+        let (process, store) = object.here()?;
+        let meta = process
+            .runtime
+            .block_on(store.head(&object.path))
+            .map_err(|e| object.error(e))?;
         Ok(Box::new(ObjectReader {
-            store,
-            path,
-            scheme,
+            object,
             size: meta.size,
             identity: identity(&meta),
-            runtime: runtime.handle().clone(),
         }))
     }
 
     fn read_all(&self, url: &str) -> io::Result<Vec<u8>> {
-        let (store, path, scheme) = self.locate(url)?;
-        let bytes = self.runtime()?.block_on(async {
-            let got = store.get(&path).await?;
+        let object = self.locate(url)?;
+        let (process, store) = object.here()?;
+        let bytes = process.runtime.block_on(async {
+            let got = store.get(&object.path).await?;
             got.bytes().await
         });
-        Ok(bytes.map_err(|e| store_error(&scheme, e))?.to_vec())
+        Ok(bytes.map_err(|e| object.error(e))?.to_vec())
     }
 
     fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>> {
-        let (store, path, scheme) = self.locate(url)?;
         Ok(Box::new(ObjectWriter {
-            store,
-            path,
-            scheme,
-            runtime: self.runtime()?.handle().clone(),
+            object: self.locate(url)?,
             data: Vec::new(),
             closed: false,
         }))
@@ -343,10 +386,11 @@ impl FileSystem for ObjectStoreFileSystem {
     }
 
     fn delete(&self, url: &str) -> io::Result<()> {
-        let (store, path, scheme) = self.locate(url)?;
-        match self.runtime()?.block_on(store.delete(&path)) {
+        let object = self.locate(url)?;
+        let (process, store) = object.here()?;
+        match process.runtime.block_on(store.delete(&object.path)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(store_error(&scheme, e)),
+            Err(e) => Err(object.error(e)),
         }
     }
 
@@ -361,7 +405,9 @@ impl FileSystem for ObjectStoreFileSystem {
         let matcher = glob::Pattern::new(pattern)
             .map_err(|e| invalid(format!("{pattern}: not a pattern ({e})")))?;
         let dir = tfrecord_lirs_format::file_list::literal_dir(pattern);
-        let (store, prefix, scheme) = self.locate(dir)?;
+        let object = self.locate(dir)?;
+        let (process, store) = object.here()?;
+        let (prefix, scheme) = (object.path.clone(), &object.scheme);
         let parsed = Url::parse(dir).map_err(|e| invalid(format!("{dir}: not a URL ({e})")))?;
         let base = format!(
             "{}://{}{}",
@@ -370,10 +416,10 @@ impl FileSystem for ObjectStoreFileSystem {
             port_suffix(&parsed)
         );
         let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
-        let metas: Vec<object_store::ObjectMeta> = self
-            .runtime()?
+        let metas: Vec<object_store::ObjectMeta> = process
+            .runtime
             .block_on(store.list(prefix.as_ref()).try_collect())
-            .map_err(|e| store_error(&scheme, e))?;
+            .map_err(|e| object.error(e))?;
         let options = glob::MatchOptions {
             require_literal_separator: true,
             ..glob::MatchOptions::new()
@@ -400,14 +446,12 @@ fn identity(meta: &object_store::ObjectMeta) -> Option<String> {
     ))
 }
 
-/// One object, read by ranged GETs.
+/// One object, read by ranged GETs (through the runtime and client of the process
+/// that reads, which may be a child forked after the open).
 struct ObjectReader {
-    store: Arc<dyn ObjectStore>,
-    path: StorePath,
-    scheme: String,
+    object: Located,
     size: u64,
     identity: Option<String>,
-    runtime: tokio::runtime::Handle,
 }
 
 impl ReadAt for ObjectReader {
@@ -417,10 +461,11 @@ impl ReadAt for ObjectReader {
         }
         let end = self.size.min(offset.saturating_add(buf.len() as u64));
         let range: Range<u64> = offset..end;
-        let bytes = self
+        let (process, store) = self.object.here()?;
+        let bytes = process
             .runtime
-            .block_on(self.store.get_range(&self.path, range))
-            .map_err(|e| store_error(&self.scheme, e))?;
+            .block_on(store.get_range(&self.object.path, range))
+            .map_err(|e| self.object.error(e))?;
         // A store that answers with more than was asked is not trusted with the rest.
         let n = bytes.len().min(buf.len());
         buf[..n].copy_from_slice(&bytes[..n]);
@@ -451,33 +496,41 @@ impl RangedRead for ObjectReader {
                 ),
             )));
         }
+        let (process, store) = match self.object.here() {
+            Ok(here) => here,
+            Err(e) => return done(Err(e)),
+        };
         let (gets, at) = merge_ranges(ranges, MERGE_GAP, MAX_MERGED_GET);
         let lens: Vec<usize> = ranges.iter().map(|r| (r.end - r.start) as usize).collect();
-        let store = Arc::clone(&self.store);
-        let path = self.path.clone();
-        let scheme = self.scheme.clone();
-        let permits = Arc::clone(&scope.permits);
+        let path = self.object.path.clone();
+        let scheme = self.object.scheme.clone();
+        let gate = Arc::clone(&scope.gate);
+        let throttled = Arc::clone(&self.object.client.throttled);
+        gate.starting(throttled.load(Ordering::Relaxed));
         let (in_flight, unanswered) = scope.counters();
         // Counted from now until answered (or dropped with the task).
         let asked: Vec<Counted> = gets.iter().map(|_| Counted::new(&unanswered)).collect();
-        let task = self.runtime.spawn(async move {
-            let requests = gets.into_iter().zip(asked).map(|(range, asked)| {
-                let (store, path, permits, in_flight) = (&store, &path, &permits, &in_flight);
-                async move {
-                    let _asked = asked;
-                    // Closed only if the scope is gone, and with it whoever waits.
-                    let _permit =
-                        permits
-                            .acquire()
-                            .await
-                            .map_err(|e| object_store::Error::Generic {
+        let task = process.runtime.spawn(async move {
+            let requests =
+                gets.into_iter().zip(asked).map(|(range, asked)| {
+                    let (store, path, gate, in_flight) = (&store, &path, &gate, &in_flight);
+                    let throttled = &throttled;
+                    async move {
+                        let _asked = asked;
+                        // Closed only if the scope is gone, and with it whoever waits.
+                        let permit = gate.permits.acquire().await.map_err(|e| {
+                            object_store::Error::Generic {
                                 store: "tfrecord-lirs",
                                 source: Box::new(e),
-                            })?;
-                    let _counted = Counted::new(in_flight);
-                    store.get_range(path, range).await
-                }
-            });
+                            }
+                        })?;
+                        let counted = Counted::new(in_flight);
+                        let got = store.get_range(path, range).await;
+                        drop(counted);
+                        gate.answered(permit, throttled.load(Ordering::Relaxed));
+                        got
+                    }
+                });
             match futures::future::try_join_all(requests).await {
                 Ok(bytes) => {
                     let slices: Option<Vec<&[u8]>> = at
@@ -519,10 +572,7 @@ impl Drop for Counted {
 /// An object being written: kept in memory and uploaded whole on close (object
 /// stores make an object visible when its upload completes).
 struct ObjectWriter {
-    store: Arc<dyn ObjectStore>,
-    path: StorePath,
-    scheme: String,
-    runtime: tokio::runtime::Handle,
+    object: Located,
     data: Vec<u8>,
     closed: bool,
 }
@@ -537,10 +587,12 @@ impl RemoteWrite for ObjectWriter {
         if self.closed {
             return Ok(());
         }
+        let (process, store) = self.object.here()?;
         let payload = PutPayload::from(std::mem::take(&mut self.data));
-        self.runtime
-            .block_on(self.store.put(&self.path, payload))
-            .map_err(|e| store_error(&self.scheme, e))?;
+        process
+            .runtime
+            .block_on(store.put(&self.object.path, payload))
+            .map_err(|e| self.object.error(e))?;
         self.closed = true;
         Ok(())
     }

@@ -31,7 +31,11 @@ pub(crate) mod block_map;
 pub mod cached_fs;
 #[cfg(feature = "object-store")]
 pub mod cloud;
+#[cfg(feature = "object-store")]
+mod cloud_client;
 pub(crate) mod file_list;
+#[cfg(feature = "object-store")]
+pub(crate) mod in_flight;
 pub mod local;
 pub(crate) mod partial_ledger;
 pub mod partial_store;

@@ -3,12 +3,16 @@
 //! `cloud`) starts the reads of many byte ranges as requests on the storage's own
 //! runtime and calls back once they are all in, on one of that runtime's threads. The
 //! caller never sees the runtime: it hands over ranges and a callback, and holds a
-//! [`ReadScope`], which bounds its requests in flight and cancels them when dropped.
+//! [`ReadScope`], which bounds its requests in flight (a fixed number, or the adaptive
+//! limit of `storage::in_flight`) and cancels them when dropped.
 
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+#[cfg(feature = "object-store")]
+use super::in_flight::AdaptiveLimit;
 
 /// What a [`RangedRead::read_ranges`] calls once: each range's bytes, in the order
 /// asked, or the error of a request that failed (after the storage's retries).
@@ -27,13 +31,11 @@ pub trait RangedRead: Send + Sync {
 /// The requests of one consumer (a fetch): at most `limit` in flight at once, the rest
 /// waiting their turn; all cancelled when the scope is dropped.
 pub struct ReadScope {
-    limit: usize,
     /// Requests started and not yet answered.
     in_flight: Arc<AtomicUsize>,
     /// Requests asked for and not yet answered (in flight, or waiting their turn).
     unanswered: Arc<AtomicUsize>,
-    #[cfg(feature = "object-store")]
-    pub(crate) permits: Arc<tokio::sync::Semaphore>,
+    pub(crate) gate: Arc<Gate>,
     #[cfg(feature = "object-store")]
     pub(crate) tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     #[cfg(not(feature = "object-store"))]
@@ -41,23 +43,80 @@ pub struct ReadScope {
     tasks: Mutex<Vec<()>>,
 }
 
+/// What a request passes before it starts: the limit now and its permits.
+pub(crate) struct Gate {
+    limit: AtomicUsize,
+    /// The adaptive rule and the clock it is fed, if the limit is adaptive.
+    #[cfg(feature = "object-store")]
+    adaptive: Option<Mutex<Adaptive>>,
+    #[cfg(feature = "object-store")]
+    pub(crate) permits: tokio::sync::Semaphore,
+    /// Permits to take out of use as requests end: a lowered limit beyond the permits
+    /// free at that moment.
+    #[cfg(feature = "object-store")]
+    owed: AtomicUsize,
+}
+
+#[cfg(feature = "object-store")]
+struct Adaptive {
+    rule: AdaptiveLimit,
+    clock: std::time::Instant,
+    /// The storage's count of throttled responses when last seen (from the scope's
+    /// first request on: earlier ones were another scope's).
+    throttled_seen: Option<u64>,
+}
+
 impl ReadScope {
     /// A scope of at most `limit` requests in flight (at least 1).
     pub fn new(limit: usize) -> ReadScope {
-        let limit = limit.max(1);
+        ReadScope::with_gate(Gate {
+            limit: AtomicUsize::new(limit.max(1)),
+            #[cfg(feature = "object-store")]
+            adaptive: None,
+            #[cfg(feature = "object-store")]
+            permits: tokio::sync::Semaphore::new(limit.max(1)),
+            #[cfg(feature = "object-store")]
+            owed: AtomicUsize::new(0),
+        })
+    }
+
+    /// Without object storage nothing reads by requests: a fixed scope of `start`.
+    #[cfg(not(feature = "object-store"))]
+    pub fn adaptive(start: usize, _min: usize, _max: usize) -> ReadScope {
+        ReadScope::new(start)
+    }
+
+    /// A scope whose limit adapts to the throughput (see `storage::in_flight`): `start`
+    /// at first, within `[min, max]`.
+    #[cfg(feature = "object-store")]
+    pub fn adaptive(start: usize, min: usize, max: usize) -> ReadScope {
+        let clock = std::time::Instant::now();
+        let rule = AdaptiveLimit::new(start, min, max, 0);
+        let limit = rule.limit();
+        ReadScope::with_gate(Gate {
+            limit: AtomicUsize::new(limit),
+            adaptive: Some(Mutex::new(Adaptive {
+                rule,
+                clock,
+                throttled_seen: None,
+            })),
+            permits: tokio::sync::Semaphore::new(limit),
+            owed: AtomicUsize::new(0),
+        })
+    }
+
+    fn with_gate(gate: Gate) -> ReadScope {
         ReadScope {
-            limit,
             in_flight: Arc::new(AtomicUsize::new(0)),
             unanswered: Arc::new(AtomicUsize::new(0)),
-            #[cfg(feature = "object-store")]
-            permits: Arc::new(tokio::sync::Semaphore::new(limit)),
+            gate: Arc::new(gate),
             tasks: Mutex::new(Vec::new()),
         }
     }
 
-    /// The most requests in flight at once.
+    /// The most requests in flight at once, now.
     pub fn limit(&self) -> usize {
-        self.limit
+        self.gate.limit.load(Ordering::Relaxed)
     }
 
     /// Requests in flight now (started, not answered).
@@ -80,10 +139,64 @@ impl ReadScope {
     #[cfg(feature = "object-store")]
     pub(crate) fn track(&self, task: tokio::task::AbortHandle) {
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        if tasks.len() >= 2 * self.limit.max(64) {
+        if tasks.len() >= 2 * self.limit().max(64) {
             tasks.retain(|t| !t.is_finished());
         }
         tasks.push(task);
+    }
+}
+
+#[cfg(feature = "object-store")]
+impl Gate {
+    /// A request holding `permit` was answered; `throttled` is the storage's count of
+    /// throttled responses (429, 503) now. An adaptive limit takes it in, and the
+    /// permits follow the limit.
+    pub(crate) fn answered(&self, permit: tokio::sync::SemaphorePermit<'_>, throttled: u64) {
+        if self.take_owed() {
+            permit.forget();
+        } else {
+            drop(permit);
+        }
+        let Some(adaptive) = &self.adaptive else {
+            return;
+        };
+        let (before, after) = {
+            let mut a = adaptive.lock().unwrap_or_else(|p| p.into_inner());
+            let now = u64::try_from(a.clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let was_throttled = a.throttled_seen.is_some_and(|seen| throttled > seen);
+            a.throttled_seen = Some(throttled);
+            let before = a.rule.limit();
+            (before, a.rule.answered(now, was_throttled))
+        };
+        if after > before {
+            // Owed permits are settled first: a raise pays back a cut not yet taken.
+            let mut raise = after - before;
+            while raise > 0 && self.take_owed() {
+                raise -= 1;
+            }
+            self.permits.add_permits(raise);
+        } else if after < before {
+            let cut = before - after;
+            let forgotten = self.permits.forget_permits(cut);
+            self.owed.fetch_add(cut - forgotten, Ordering::Relaxed);
+        }
+        self.limit.store(after, Ordering::Relaxed);
+    }
+
+    /// A request is about to start; `throttled` is the storage's count of throttled
+    /// responses now: the first one is where this scope starts counting.
+    pub(crate) fn starting(&self, throttled: u64) {
+        if let Some(adaptive) = &self.adaptive {
+            let mut a = adaptive.lock().unwrap_or_else(|p| p.into_inner());
+            a.throttled_seen.get_or_insert(throttled);
+        }
+    }
+
+    /// Takes one owed permit, if any is owed.
+    fn take_owed(&self) -> bool {
+        self.owed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
     }
 }
 
@@ -104,7 +217,7 @@ impl Drop for ReadScope {
 impl std::fmt::Debug for ReadScope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReadScope")
-            .field("limit", &self.limit)
+            .field("limit", &self.limit())
             .field("in_flight", &self.in_flight())
             .finish()
     }
@@ -143,7 +256,44 @@ pub fn merge_ranges(
 
 #[cfg(all(test, feature = "object-store"))]
 mod tests {
-    use super::merge_ranges;
+    use super::{merge_ranges, ReadScope};
+
+    #[test]
+    fn an_adaptive_scope_moves_its_permits_with_the_limit() {
+        let scope = ReadScope::adaptive(4, 2, 64);
+        let gate = &scope.gate;
+        gate.starting(0);
+        assert_eq!((scope.limit(), gate.permits.available_permits()), (4, 4));
+        // Four answers (a round of the limit) at once: the first round raises the limit
+        // (doubled while starting), and the permits with it.
+        for _ in 0..4 {
+            let permit = gate.permits.try_acquire().unwrap();
+            gate.answered(permit, 0);
+        }
+        assert_eq!((scope.limit(), gate.permits.available_permits()), (8, 8));
+        // Throttled while every permit is out: halved; the permits owed are taken out of
+        // use as the requests holding them end.
+        let held: Vec<_> = (0..8)
+            .map(|_| gate.permits.try_acquire().unwrap())
+            .collect();
+        let mut held = held.into_iter();
+        gate.answered(held.next().unwrap(), 1);
+        assert_eq!(scope.limit(), 4);
+        for permit in held {
+            gate.answered(permit, 1);
+        }
+        assert_eq!(gate.permits.available_permits(), scope.limit());
+        // A fixed scope never moves.
+        let fixed = ReadScope::new(3);
+        for _ in 0..10 {
+            let permit = fixed.gate.permits.try_acquire().unwrap();
+            fixed.gate.answered(permit, 5);
+        }
+        assert_eq!(
+            (fixed.limit(), fixed.gate.permits.available_permits()),
+            (3, 3)
+        );
+    }
 
     #[test]
     fn neighbours_within_the_gap_are_one_request() {

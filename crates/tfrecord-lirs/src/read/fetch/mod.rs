@@ -51,7 +51,16 @@ pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 use tfrecord_lirs_format::error::{Error, Result};
 
 use crate::read::batch::Batch;
-use crate::read::reader::{Reader, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS};
+use crate::read::reader::{Reader, REMOTE_AUTO_THREADS};
+
+/// [`FetchOptions::threads`] asking for the adaptive limit of requests in flight on
+/// object storage, what [`FetchOptions::auto_threads`] gives a reader whose files are
+/// read by requests on the storage's runtime: from
+/// [`IN_FLIGHT_START`](crate::options::defaults::IN_FLIGHT_START), grown while the
+/// throughput holds up, up to [`REMOTE_AUTO_IN_FLIGHT`](crate::REMOTE_AUTO_IN_FLIGHT),
+/// halved when the storage throttles (the rule: `storage::in_flight`). Any other
+/// number pins the limit.
+pub const ADAPTIVE_IN_FLIGHT: usize = usize::MAX;
 
 /// Settings of a [`Fetcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,8 +82,8 @@ impl FetchOptions {
     /// compete with TensorFlow's own threads).
     pub fn auto_threads(reader: &Reader) -> usize {
         if reader.reads_ranged() {
-            // Object storage: requests in flight, no thread each.
-            return REMOTE_AUTO_IN_FLIGHT;
+            // Object storage: requests in flight, no thread each, as many as pay.
+            return ADAPTIVE_IN_FLIGHT;
         }
         if reader.is_remote() {
             // Remote storage: each read waits on the network, not a core, so
@@ -200,6 +209,11 @@ impl Fetcher {
         // Object storage: each window is one part, its runs requests in flight on the
         // storage's runtime, `threads` of them at once (no thread each).
         let ranged = options.threads > 0 && reader.reads_ranged();
+        let mut options = options;
+        if options.threads == ADAPTIVE_IN_FLIGHT && !ranged {
+            // The adaptive limit is of requests; fetch threads take the remote default.
+            options.threads = REMOTE_AUTO_THREADS;
+        }
         let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
         // Each window is read into one buffer per part (one with no threads).
         let parts_per_window = if ranged {

@@ -17,8 +17,10 @@ use tfrecord_lirs_format::error::Error;
 use super::parts::{read_part, PartRead};
 use super::payloads::Spares;
 use super::workers::{part_panic, Done, Job};
+use super::ADAPTIVE_IN_FLIGHT;
+use crate::options::defaults::{IN_FLIGHT_MIN, IN_FLIGHT_START};
 use crate::read::batch::Batch;
-use crate::read::reader::Reader;
+use crate::read::reader::{Reader, REMOTE_AUTO_IN_FLIGHT};
 use crate::storage::ranged::ReadScope;
 
 /// Ids a run of a page-aware order holds at most, about (the records that start in one
@@ -51,8 +53,8 @@ pub(super) struct Requests {
 }
 
 impl Requests {
-    /// Requests for `reader`, at most `limit` in flight, over windows of `window` ids
-    /// at least `depth` of them in flight.
+    /// Requests for `reader`, at most `limit` in flight ([`ADAPTIVE_IN_FLIGHT`]: the
+    /// adaptive limit), over windows of `window` ids at least `depth` of them in flight.
     pub(super) fn new(
         reader: &Arc<Reader>,
         spares: &Spares,
@@ -61,13 +63,24 @@ impl Requests {
         #[cfg(feature = "fault-injection")] test_panic: &Arc<AtomicBool>,
     ) -> Requests {
         let (sent, arrived) = mpsc::channel();
+        let adaptive = limit == ADAPTIVE_IN_FLIGHT;
+        // Windows for the most requests the limit may grow to.
+        let most = if adaptive {
+            REMOTE_AUTO_IN_FLIGHT
+        } else {
+            limit
+        };
         Requests {
             reader: Arc::clone(reader),
             spares: spares.clone(),
-            scope: ReadScope::new(limit),
+            scope: if adaptive {
+                ReadScope::adaptive(IN_FLIGHT_START, IN_FLIGHT_MIN, REMOTE_AUTO_IN_FLIGHT)
+            } else {
+                ReadScope::new(limit)
+            },
             sent,
             arrived,
-            max_windows: max_windows(reader, limit, window, depth),
+            max_windows: max_windows(reader, most, window, depth),
             #[cfg(feature = "fault-injection")]
             test_panic: Arc::clone(test_panic),
         }
@@ -182,7 +195,7 @@ impl Requests {
 /// within [`PENDING_BYTES`], and at least `depth`.
 fn max_windows(reader: &Reader, limit: usize, window: usize, depth: usize) -> usize {
     let window = window.max(1);
-    let by_requests = (limit * IDS_PER_REQUEST).div_ceil(window) + 1;
+    let by_requests = limit.saturating_mul(IDS_PER_REQUEST).div_ceil(window) + 1;
     let bytes = (window as u64).saturating_mul(reader.layout().mean_span_bytes().max(1));
     let by_bytes = usize::try_from(PENDING_BYTES / bytes.max(1)).unwrap_or(usize::MAX);
     by_requests.min(by_bytes).max(depth)

@@ -42,9 +42,9 @@ use crate::storage::Storage;
 /// the parts of [`Reader::read_batch_concurrent`].
 pub const REMOTE_AUTO_THREADS: usize = 32;
 
-/// Requests in flight on object storage when the caller has no preference
-/// ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads) of a reader whose
-/// files are read by requests on the storage's runtime, not threads). Measured with
+/// The most requests in flight on object storage when the caller has no preference
+/// (the ceiling of the adaptive limit, [`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)), and those of a batch
+/// read at once. Measured with
 /// `Loader` over s3-bench-server, lognormal latency of mean 50 ms, 24,000 records of
 /// 200-1,200 bytes (rec/s ordered / unordered): instance order 5,064 / 8,358 at 512,
 /// 9,388 / 12,217 at 2,048; page-aware 8,457 / 17,103 at 512, 21,682 / 66,523 at
