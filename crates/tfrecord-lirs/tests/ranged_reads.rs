@@ -334,3 +334,49 @@ fn an_adaptive_scope_halves_its_limit_when_the_storage_throttles() {
     read(&pinned);
     assert_eq!(pinned.limit(), 64);
 }
+
+/// The adaptive limit's rule raises it after its first round (as many answers as the
+/// limit) whatever the throughput (there is no best round yet to fall below), so the
+/// limit an epoch ends at follows from its GET count alone: 256 → 512 after 256
+/// answers, then 512 → 1,024 after 512 more. An epoch after the first starts where the
+/// last one ended, so the second epoch's first round is 512 answers long and ends at
+/// 1,024 (starting from 256 again, it would end at 512).
+#[test]
+fn the_adaptive_limit_carries_from_one_epoch_to_the_next() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    // 700 records of 5,000 bytes: only neighbours in one window share a GET.
+    let all: Vec<Vec<u8>> = (0..700).map(|i| payload(i, 5000)).collect();
+    let (path, _) = write_padded(dir.path(), "d.tfrecord", &all, 4096, Fit::Next);
+    server.put("d.tfrecord", std::fs::read(&path).unwrap());
+    let table = tfrecord_lirs::default_table_path(&path);
+    server.put("d.tfrecord.offsets", std::fs::read(table).unwrap());
+    let options = ReaderOptions {
+        storage: Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())),
+        ..Default::default()
+    };
+    let url = server.url("d.tfrecord");
+    let remote = Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap());
+    let auto = FetchOptions {
+        threads: tfrecord_lirs::ADAPTIVE_IN_FLIGHT,
+        window: 64,
+        depth: 2,
+    };
+    assert_eq!(remote.learned_in_flight(), None);
+    let mut learned = Vec::new();
+    for e in 0..2 {
+        server.clear_gets();
+        let params = OrderParams {
+            seed: 9,
+            epoch: e,
+            ..Default::default()
+        };
+        assert_eq!(epoch(&remote, &params, auto, false).len(), all.len());
+        let gets = data_gets(&server).len();
+        // Within the rounds the expectation counts on (the first round of each epoch
+        // complete, the next one not).
+        assert!((512..768).contains(&gets), "{gets} GETs in epoch {e}");
+        learned.push(remote.learned_in_flight());
+    }
+    assert_eq!(learned, [Some(512), Some(1024)]);
+}

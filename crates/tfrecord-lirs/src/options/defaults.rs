@@ -37,7 +37,8 @@ pub const SHARD_REMAINDER: &str = "keep";
 /// storage that is the adaptive limit of requests in flight
 /// ([`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)).
 pub const NUM_PARALLEL_READS: i64 = -1;
-/// The adaptive limit of requests in flight starts at this many: one round of answers
+/// The adaptive limit of requests in flight starts at this many (a reader's first
+/// fetch; the next ones start where the last ended): one round of answers
 /// (about one latency) each doubles it while the throughput holds up, so 2,048 is
 /// reached within three rounds. Started at 64, the first 4,096 records of row 15's
 /// epoch took 1.2 s of its 1.7 s (lognormal latency of mean 50 ms); at 256, whole

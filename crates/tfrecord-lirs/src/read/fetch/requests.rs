@@ -48,8 +48,18 @@ pub(super) struct Requests {
     arrived: mpsc::Receiver<Arrived>,
     /// Windows in flight at most.
     pub(super) max_windows: usize,
+    /// Whether the limit adapts (then the reader learns where it ended).
+    adaptive: bool,
     #[cfg(feature = "fault-injection")]
     test_panic: Arc<AtomicBool>,
+}
+
+impl Drop for Requests {
+    fn drop(&mut self) {
+        if self.adaptive {
+            self.reader.learn_in_flight(self.scope.limit());
+        }
+    }
 }
 
 impl Requests {
@@ -74,13 +84,18 @@ impl Requests {
             reader: Arc::clone(reader),
             spares: spares.clone(),
             scope: if adaptive {
-                ReadScope::adaptive(IN_FLIGHT_START, IN_FLIGHT_MIN, REMOTE_AUTO_IN_FLIGHT)
+                // Where the last fetch over this reader ended: an epoch after the
+                // first starts at the limit the storage served, not from the bottom
+                // (from 256, whole epochs ran at 0.77-0.98x a pinned 2,048).
+                let start = reader.learned_in_flight().unwrap_or(IN_FLIGHT_START);
+                ReadScope::adaptive(start, IN_FLIGHT_MIN, REMOTE_AUTO_IN_FLIGHT)
             } else {
                 ReadScope::new(limit)
             },
             sent,
             arrived,
             max_windows: max_windows(reader, most, window, depth),
+            adaptive,
             #[cfg(feature = "fault-injection")]
             test_panic: Arc::clone(test_panic),
         }

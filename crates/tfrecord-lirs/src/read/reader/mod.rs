@@ -20,7 +20,7 @@ mod ranged;
 use decode::SpanCrc;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tfrecord_lirs_format::error::{Error, Result};
@@ -189,6 +189,9 @@ pub struct Reader {
     /// The fetch buffers kept between the fetches over this reader (see
     /// [`SpareBatches`]).
     spare_batches: SpareBatches,
+    /// The adaptive limit of requests in flight the last fetch over this reader ended
+    /// at (0: none yet): the next fetch starts there, not from the bottom again.
+    in_flight_learned: AtomicUsize,
 }
 
 const _: () = {
@@ -271,6 +274,7 @@ impl Reader {
             bytes_read: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
             spare_batches: SpareBatches::default(),
+            in_flight_learned: AtomicUsize::new(0),
         })
     }
 
@@ -286,6 +290,16 @@ impl Reader {
         self.files
             .iter()
             .any(|f| !self.storage.is_local(&f.data_path) && !f.src.served_locally())
+    }
+
+    /// The adaptive limit of requests in flight the last fetch over this reader ended
+    /// at, if one has ended (object storage): where the next one starts.
+    pub fn learned_in_flight(&self) -> Option<usize> {
+        Some(self.in_flight_learned.load(Ordering::Relaxed)).filter(|&n| n > 0)
+    }
+
+    pub(crate) fn learn_in_flight(&self, limit: usize) {
+        self.in_flight_learned.store(limit, Ordering::Relaxed);
     }
 
     /// Whether batches are read from memory maps now (the mmap backend, or the
