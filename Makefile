@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv venv-bench build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
+.PHONY: all test venv venv-bench venv-mosaic build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
   py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
 
 all: build
@@ -153,6 +153,16 @@ $(VENV_BENCH)/.installed: requirements-bench.txt
 	$(VENV_BENCH)/bin/pip install --quiet -r requirements-bench.txt
 	touch $@
 
+# MosaicML Streaming's own venv (requirements-mosaic.txt: numpy<2.2 and torch), the
+# local-cache contender of bench row 16 (benchmarks/mosaic_bench.py).
+VENV_MOSAIC := .venv-mosaic
+venv-mosaic: $(VENV_MOSAIC)/.installed
+$(VENV_MOSAIC)/.installed: requirements-mosaic.txt
+	python3 -m venv $(VENV_MOSAIC)
+	$(VENV_MOSAIC)/bin/pip install --quiet --upgrade pip
+	$(VENV_MOSAIC)/bin/pip install --quiet -r requirements-mosaic.txt
+	touch $@
+
 # Scale rows (10^6..10^8 instances; not part of `make test` or `make bench`: ~2.5 GB
 # of files under /tmp at 10^8, generated and removed by the script). SCALE_SIZES
 # narrows it, e.g. `make bench-scale SCALE_SIZES=1e6,1e7`.
@@ -163,7 +173,7 @@ bench-scale: venv tf-op python-install
 
 # `make bench`: LIRS against stock tf.data, side by side in one run (not part of `make test`);
 # writes BENCHMARKS.md. fio is the disk's own yardstick for the cold-cache row.
-bench: venv venv-without-tf venv-bench build py-ext tf-op python-install
+bench: venv venv-without-tf venv-bench venv-mosaic build py-ext tf-op python-install
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
 	# tc (iproute2): the kernel latency (netem) of the S3 row.
 	command -v tc >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2; }
@@ -177,4 +187,4 @@ clean:
 	cargo clean
 	rm -f $(TF_OP_SO) python/tfrecord_lirs/_build_info.py
 	rm -f $(PY_EXT)
-	rm -rf $(VENV) $(VENV_NOTF) $(VENV_BENCH) bench_out demo_out dist python/build
+	rm -rf $(VENV) $(VENV_NOTF) $(VENV_BENCH) $(VENV_MOSAIC) bench_out demo_out dist python/build

@@ -13,7 +13,10 @@ checked once) and the second, a training run's steady state, whose rate is compa
 * cache_dir cold: s3:// with an empty cache directory (each 4 MiB block fetched once);
 * cache_dir warm: s3:// with the cache filled by the cold run (the target: >= 0.9x
   local, and no GET at all: the server's own count, `/_bench/stats`);
-* s3:// without a cache, for scale.
+* s3:// without a cache, for scale;
+* MosaicML Streaming cold and warm (benchmarks/mosaic_bench.py): the same records as MDS
+  shards on the same server, its `StreamingDataset` with a local cache directory, in its
+  own venv (`make venv-mosaic`; the row says why if it is missing).
 
     .venv/bin/python benchmarks/cache_dir_bench.py [--out bench_out] [--quick]
 """
@@ -70,6 +73,7 @@ EPOCH = textwrap.dedent("""
 SNIPPET = textwrap.dedent("""
     import json, os, subprocess, sys, urllib.request
     cfg = {cfg!r}
+    sys.path.insert(0, cfg["benchmarks"])
     srv = subprocess.Popen([cfg["server"], "serve", "--root", cfg["root"],
                             "--latency-ms", str(cfg["median_ms"]), "--sigma", str(cfg["sigma"]),
                             "--seed", str(cfg["seed"])], stdout=subprocess.PIPE, text=True)
@@ -83,10 +87,15 @@ SNIPPET = textwrap.dedent("""
         with urllib.request.urlopen(endpoint + "/_bench/stats") as r:
             return json.loads(r.read())
 
-    def epoch(name, paths, cache=""):
+    def epoch(name, paths, cache="", cmd=None, extra_env=None):
         s0 = stats()
-        res = subprocess.run([sys.executable, "-c", cfg["epoch"], json.dumps(paths), cache],
-                             env=env, capture_output=True, text=True, check=True)
+        cmd = cmd or [sys.executable, "-c", cfg["epoch"], json.dumps(paths), cache]
+        res = subprocess.run(cmd, env=dict(env, **(extra_env or {{}})), capture_output=True,
+                             text=True)
+        if res.returncode:
+            # The server is stopped first (left running, it holds the runner's pipe).
+            srv.terminate()
+            sys.exit(f"{{name}} failed (exit {{res.returncode}}):\\n{{res.stderr[-3000:]}}")
         s1 = stats()
         row = dict(json.loads(res.stdout.strip().splitlines()[-1]), name=name,
                    gets=s1["gets"] - s0["gets"], heads=s1["heads"] - s0["heads"],
@@ -101,6 +110,15 @@ SNIPPET = textwrap.dedent("""
     epoch("cache_dir cold", cfg["urls"], cache)
     for rep in range(cfg["reps"]):
         epoch("cache_dir warm", cfg["urls"], cache)
+    # MosaicML Streaming (benchmarks/mosaic_bench.py): its local cache over the same server.
+    if cfg["mosaic"]:
+        from mosaic_bench import environment, epoch_command
+        local = os.path.join(cfg["work"], "mosaic-cache")
+        epoch("MosaicML cold", None, cmd=epoch_command("bench", local),
+              extra_env=environment(endpoint))
+        for rep in range(cfg["reps"]):
+            epoch("MosaicML warm", None, cmd=epoch_command("bench", local),
+                  extra_env=environment(endpoint))
     srv.terminate()
     srv.wait()
     with open(cfg["results"], "w") as f:
@@ -112,6 +130,7 @@ def run_cache_dir(out_dir, quick=False):
     """Measures row 16; returns its results (or why not)."""
     import numpy as np
 
+    import mosaic_bench
     import tfrecord_lirs
     from gcs_emulator import namespace_unavailable
     from s3_server import run_with_s3
@@ -128,26 +147,36 @@ def run_cache_dir(out_dir, quick=False):
     rng = np.random.default_rng(17)
     records = RECORDS // 10 if quick else RECORDS
     files = [work / f"local-{f}.tfrecord" for f in range(FILES)]
-    for f, data in enumerate(files):
-        with tfrecord_lirs.PaddedWriter(str(data)) as w:
-            for i in range(records):
-                n = int(rng.integers(*RECORD_BYTES))
-                w.write(b"%08d" % (f * records + i)
-                        + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
-        shutil.copy(data, root / "bench" / data.name)
-        shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
+    # The same records, framed, for the MosaicML contender's MDS shards.
+    framed = work / "records.bin"
+    with open(framed, "wb") as out:
+        for f, data in enumerate(files):
+            with tfrecord_lirs.PaddedWriter(str(data)) as w:
+                for i in range(records):
+                    n = int(rng.integers(*RECORD_BYTES))
+                    record = (b"%08d" % (f * records + i)
+                              + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
+                    w.write(record)
+                    mosaic_bench.frame(out, record)
+            shutil.copy(data, root / "bench" / data.name)
+            shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
+    mosaic_why = mosaic_bench.unavailable()
+    shards = [] if mosaic_why else mosaic_bench.write_shards(framed, root / "bench")
     median = SERVER_DELAY_MS * math.exp(-TAIL_SIGMA ** 2 / 2)
     results = work / "results.json"
     cfg = dict(server=str(SERVER), root=str(root), median_ms=median, sigma=TAIL_SIGMA,
                seed=TAIL_SEED, work=str(work), results=str(results),
                reps=1 if quick else REPS,
                local=[str(d) for d in files], urls=[f"s3://bench/{d.name}" for d in files],
-               epoch=EPOCH.format(python=str(ROOT / "python")))
+               epoch=EPOCH.format(python=str(ROOT / "python")),
+               benchmarks=str(ROOT / "benchmarks"), mosaic=not mosaic_why)
     start = time.time()
     run_with_s3(work / "run", {}, SNIPPET.format(cfg=cfg), timeout=1800)
     out = json.loads(results.read_text())
     out.update(records=FILES * records, bytes=sum(d.stat().st_size for d in files),
-               minutes=(time.time() - start) / 60)
+               minutes=(time.time() - start) / 60, mosaic_skipped=mosaic_why,
+               mosaic_shards=len([s for s in shards if s.startswith("shard.")]),
+               mosaic_shuffle=mosaic_bench.SHUFFLE_ALGO)
     return out
 
 
@@ -163,7 +192,8 @@ def add_rows(t, res, check, fmt_rate):
         t.add(sec, "not run", res["skipped"])
         return
     local = _rate(res, "local")
-    for name in ("local", "s3 without cache", "cache_dir cold", "cache_dir warm"):
+    for name in ("local", "s3 without cache", "cache_dir cold", "cache_dir warm",
+                 "MosaicML cold", "MosaicML warm"):
         rate = _rate(res, name)
         if rate is None:
             continue
@@ -172,6 +202,10 @@ def add_rows(t, res, check, fmt_rate):
         first = statistics.median(r["first_rate"] for r in res["rows"] if r["name"] == name)
         note = (f"{gets} GETs ({res['records']} records, {res['bytes'] >> 20} MiB, 2 "
                 f"epochs); first epoch {fmt_rate(first)}; open {opened * 1000:.0f} ms")
+        if name.startswith("MosaicML"):
+            # Not a full-range shuffle: samples shuffled within blocks of shards.
+            note += (f"; {res['mosaic_shards']} MDS shards of 4 MiB, shuffle "
+                     f"`{res['mosaic_shuffle']}` (shard blocks, not full-range)")
         if name == "cache_dir warm" and local:
             m = check(t, "16: cache_dir warm vs local", rate / local, 0.9)
             t.add(sec, f"**{name}**", fmt_rate(rate), f"{rate / local:.2f}x local; " + note,
@@ -179,6 +213,8 @@ def add_rows(t, res, check, fmt_rate):
         else:
             ratio = f"{rate / local:.2f}x local; " if local and name != "local" else ""
             t.add(sec, name, fmt_rate(rate), ratio + note)
+    if res.get("mosaic_skipped"):
+        t.add(sec, "MosaicML Streaming", "not run", res["mosaic_skipped"])
 
 
 def main():

@@ -20,10 +20,10 @@ For each: records/s, GETs per record and bytes fetched per byte delivered (from 
 server's own counts, `/_bench/stats`), and the client's CPU per record
 (`time.process_time`, the reading process only; the servers are other processes).
 
-No MosaicML Streaming row yet: `mosaicml-streaming` 0.13.0 resolves from PyPI here, but
-it pins numpy<2.2 and pulls torch, torchvision, transformers, azure and oci clients
-(several GB) into the bench venv, and it reads its own MDS shards, not TFRecords (a
-conversion step first); not added on a shared host with ~14 GB of disk left.
+MosaicML Streaming is measured in row 16 (benchmarks/mosaic_bench.py), beside `cache_dir`,
+its local-cache peer: it reads its own MDS shards (written from the same records), not
+TFRecords, and runs in its own venv (`make venv-mosaic`: it pins numpy<2.2 and pulls
+torch, ~6 GB).
 
     .venv/bin/python benchmarks/objstore_bench.py [--out bench_out] [--quick]
     .venv-without-tf/bin/python benchmarks/objstore_bench.py --loader   # no TensorFlow

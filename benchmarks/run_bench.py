@@ -959,7 +959,11 @@ def report(path, t, m, meta, results):
         "epochs in a fresh process over the files on local disk, over `s3://` without a "
         "cache, and with `cache_dir` cold (empty) then warm (filled by the cold run); the "
         "second epoch's rate is compared (the first is in the note), and the warm runs' "
-        "GETs are the server's own count (the target: none).",
+        "GETs are the server's own count (the target: none). MosaicML Streaming "
+        "(`benchmarks/mosaic_bench.py`, its own venv) reads the same records as MDS "
+        "shards of 4 MiB from the same server into its local cache, cold then warm, "
+        "sample by sample with its default shuffle (`py1e`: within blocks of shards, "
+        "not full-range).",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
@@ -1083,7 +1087,8 @@ def main():
     if not only or "16" in only:
         # Row 16: the local tier cache_dir over s3:// (s3-bench-server).
         import cache_dir_bench
-        log("row 16: cache_dir cold and warm vs local disk (s3-bench-server)")
+        log("row 16: cache_dir and MosaicML Streaming cold and warm vs local disk "
+            "(s3-bench-server)")
         results["cache_dir"] = cache_dir_bench.run_cache_dir(args.out)
         cache_dir_bench.add_rows(t, results["cache_dir"], check, fmt_rate)
     # Table order: rows 1..16.

@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use s3s::access::{S3Access, S3AccessContext};
+use s3s::auth::SimpleAuth;
 use s3s::dto::*;
 use s3s::service::S3ServiceBuilder;
 use s3s::{S3Request, S3Response, S3Result, S3};
@@ -192,6 +194,22 @@ impl S3 for Delayed {
 }
 
 /// Serves until SIGINT or SIGTERM; prints `listening http://127.0.0.1:PORT` first.
+/// Every request is allowed, anonymous ones too (s3s denies those once an auth provider
+/// is set).
+struct Open;
+
+#[async_trait::async_trait]
+impl S3Access for Open {
+    async fn check(&self, _cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        Ok(())
+    }
+}
+
+/// The one key signed requests are checked against (`AWS_ACCESS_KEY_ID`).
+pub const ACCESS_KEY: &str = "bench";
+/// Its secret (`AWS_SECRET_ACCESS_KEY`).
+pub const SECRET_KEY: &str = "bench-secret";
+
 pub async fn serve(
     root: PathBuf,
     port: u16,
@@ -205,9 +223,13 @@ pub async fn serve(
         latency,
         counts: Arc::clone(&counts),
     };
-    // No authentication: the benchmarks' clients send unsigned requests (signing is
-    // client CPU that no contender is measured on).
-    let service = S3ServiceBuilder::new(s3).build();
+    // Unsigned requests are served as they are (the benchmarks' object_store clients
+    // skip signing: client CPU no contender is measured on); signed ones are checked
+    // against one fixed key, for clients that always sign (boto3: MosaicML Streaming).
+    let mut builder = S3ServiceBuilder::new(s3);
+    builder.set_auth(SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
+    builder.set_access(Open);
+    let service = builder.build();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!("listening http://{}", listener.local_addr()?);
     use std::io::Write;
