@@ -11,16 +11,14 @@ mod common;
 mod http_server;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{kdd_sizes, payload, write_padded};
+use common::{kdd_sizes, payload};
 use http_server::Server;
 use tfrecord_lirs::cloud::ObjectStoreFileSystem;
-use tfrecord_lirs::{
-    Batch, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions, Storage,
-};
+use tfrecord_lirs::{Batch, ErrorKind, FetchOptions, Fetcher, OrderParams, Reader};
 
 /// A padded file of `n` kdd-sized records, locally and on `server` as `name` (with
 /// its table); the local reader and the URL's.
@@ -35,17 +33,9 @@ fn dataset(
         .enumerate()
         .map(|(i, &s)| payload(i, s))
         .collect();
-    let (path, _) = write_padded(dir.path(), "d.tfrecord", &all, 4096, Fit::Next);
-    server.put("d.tfrecord", std::fs::read(&path).unwrap());
-    let table = tfrecord_lirs::default_table_path(&path);
-    server.put("d.tfrecord.offsets", std::fs::read(table).unwrap());
+    let path = server.put_padded(dir.path(), "d.tfrecord", &all);
     let local = Arc::new(Reader::open_one(&path, None, &Default::default()).unwrap());
-    let options = ReaderOptions {
-        storage: Storage::with_file_system(Arc::new(fs)),
-        ..Default::default()
-    };
-    let url = server.url("d.tfrecord");
-    let remote = Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap());
+    let remote = server.open_reader("d.tfrecord", fs);
     (path, local, remote, dir)
 }
 
@@ -347,16 +337,8 @@ fn the_adaptive_limit_carries_from_one_epoch_to_the_next() {
     let dir = tempfile::tempdir().unwrap();
     // 700 records of 5,000 bytes: only neighbours in one window share a GET.
     let all: Vec<Vec<u8>> = (0..700).map(|i| payload(i, 5000)).collect();
-    let (path, _) = write_padded(dir.path(), "d.tfrecord", &all, 4096, Fit::Next);
-    server.put("d.tfrecord", std::fs::read(&path).unwrap());
-    let table = tfrecord_lirs::default_table_path(&path);
-    server.put("d.tfrecord.offsets", std::fs::read(table).unwrap());
-    let options = ReaderOptions {
-        storage: Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())),
-        ..Default::default()
-    };
-    let url = server.url("d.tfrecord");
-    let remote = Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap());
+    server.put_padded(dir.path(), "d.tfrecord", &all);
+    let remote = server.open_reader("d.tfrecord", ObjectStoreFileSystem::new());
     let auto = FetchOptions {
         threads: tfrecord_lirs::ADAPTIVE_IN_FLIGHT,
         window: 64,

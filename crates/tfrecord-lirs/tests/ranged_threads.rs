@@ -7,13 +7,10 @@
 mod common;
 mod http_server;
 
-use std::path::Path;
-use std::sync::Arc;
-
-use common::{payload, write_padded};
+use common::payload;
 use http_server::Server;
 use tfrecord_lirs::cloud::ObjectStoreFileSystem;
-use tfrecord_lirs::{FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions, Storage};
+use tfrecord_lirs::{FetchOptions, Fetcher, OrderParams};
 
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
@@ -27,16 +24,8 @@ fn a_thousand_reads_in_flight_on_fewer_than_16_threads() {
     // gap apart).
     let n = 1600;
     let all: Vec<Vec<u8>> = (0..n).map(|i| payload(i, 5000)).collect();
-    let (path, _) = write_padded(dir.path(), "d.tfrecord", &all, 4096, Fit::Next);
-    server.put("d.tfrecord", std::fs::read(&path).unwrap());
-    let table = tfrecord_lirs::default_table_path(&path);
-    server.put("d.tfrecord.offsets", std::fs::read(table).unwrap());
-    let options = ReaderOptions {
-        storage: Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())),
-        ..Default::default()
-    };
-    let url = server.url("d.tfrecord");
-    let reader = Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap());
+    server.put_padded(dir.path(), "d.tfrecord", &all);
+    let reader = server.open_reader("d.tfrecord", ObjectStoreFileSystem::new());
     let order = reader
         .epoch_order(&OrderParams {
             seed: 5,

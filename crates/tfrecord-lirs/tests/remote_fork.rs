@@ -10,13 +10,12 @@
 mod common;
 mod http_server;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use common::{payload, write_padded};
+use common::payload;
 use http_server::Server;
 use tfrecord_lirs::cloud::ObjectStoreFileSystem;
-use tfrecord_lirs::{FetchOptions, Fetcher, Fit, OrderParams, Reader, ReaderOptions, Storage};
+use tfrecord_lirs::{FetchOptions, Fetcher, OrderParams, Reader};
 
 /// The child's exit statuses.
 const RIGHT: i32 = 0;
@@ -58,17 +57,9 @@ fn a_forked_child_reads_through_its_own_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let (n, size) = (400, 900);
     let all: Vec<Vec<u8>> = (0..n).map(|i| payload(i, size)).collect();
-    let (path, _) = write_padded(dir.path(), "d.tfrecord", &all, 4096, Fit::Next);
-    server.put("d.tfrecord", std::fs::read(&path).unwrap());
-    let table = tfrecord_lirs::default_table_path(&path);
-    server.put("d.tfrecord.offsets", std::fs::read(table).unwrap());
-    let options = ReaderOptions {
-        storage: Storage::with_file_system(Arc::new(ObjectStoreFileSystem::new())),
-        ..Default::default()
-    };
-    let url = server.url("d.tfrecord");
+    server.put_padded(dir.path(), "d.tfrecord", &all);
     // Opened and read in the parent: the runtime and the bucket's client are started.
-    let reader = Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap());
+    let reader = server.open_reader("d.tfrecord", ObjectStoreFileSystem::new());
     assert!(epoch_is_right(&reader, n, size));
 
     // SAFETY: the child runs only this test's code on the one thread a fork copies,

@@ -9,12 +9,15 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
+use tfrecord_lirs::cloud::ObjectStoreFileSystem;
+use tfrecord_lirs::{Fit, Reader, ReaderOptions, Storage};
 
 /// How long a test waits for a state the server must reach: a bound on a hang, never
 /// what a test measures.
@@ -110,6 +113,26 @@ impl Server {
         self.lock()
             .objects
             .insert(name.to_string(), Arc::new(bytes));
+    }
+
+    /// Writes `payloads` padded (4 KiB pages) into `dir/name` and serves the file and
+    /// its offset table as `name`; returns the local path.
+    pub fn put_padded(&self, dir: &Path, name: &str, payloads: &[Vec<u8>]) -> PathBuf {
+        let (path, _) = super::common::write_padded(dir, name, payloads, 4096, Fit::Next);
+        self.put(name, std::fs::read(&path).unwrap());
+        let table = tfrecord_lirs::default_table_path(&path);
+        self.put(&format!("{name}.offsets"), std::fs::read(table).unwrap());
+        path
+    }
+
+    /// A reader of `name` on this server through `fs` (object_store's `http://` client).
+    pub fn open_reader(&self, name: &str, fs: ObjectStoreFileSystem) -> Arc<Reader> {
+        let options = ReaderOptions {
+            storage: Storage::with_file_system(Arc::new(fs)),
+            ..Default::default()
+        };
+        let url = self.url(name);
+        Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap())
     }
 
     /// The GETs so far: (object, range).
