@@ -137,18 +137,28 @@ def parse_example(records, features=None):
     """Decodes one serialized `tf.train.Example` (`bytes`) or a batch (a sequence of
     them) into a dict of feature name -> values (see the module's docs); `features` maps
     names to `FixedLenFeature`/`VarLenFeature`, `None` decodes every feature."""
-    single = isinstance(records, (bytes, bytearray, memoryview))
-    if single:
-        batch = [bytes(records)]
-    else:
-        batch = [r if type(r) is bytes else bytes(r) for r in records]
+    single, batch = _batch(records)
     spec = None if features is None else [_spec(n, f) for n, f in features.items()]
     np = _numpy()
+    return _arrays(np, _lirs.parse_examples(batch, spec), len(batch), single)
+
+
+def _batch(records):
+    """(whether `records` is one record, the records as a list of `bytes`)."""
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return True, [bytes(records)]
+    return False, [r if type(r) is bytes else bytes(r) for r in records]
+
+
+def _arrays(np, columns, n, single):
+    """The extension's columns of `n` records as arrays by feature name: fixed-length
+    ones `[n, *shape]` (`[*shape]` for one record), variable-length ones `Ragged` (the
+    values alone for one record)."""
     out = {}
-    for name, dtype, shape, values, row_lengths in _lirs.parse_examples(batch, spec):
+    for name, dtype, shape, values, row_lengths in columns:
         values = _values(np, dtype, values)
         if row_lengths is None:
-            values = values.reshape((len(batch), *shape))
+            values = values.reshape((n, *shape))
             out[name] = values[0] if single else values
         elif single:
             out[name] = values
@@ -192,25 +202,12 @@ def parse_sequence_example(records, context_features=None, sequence_features=Non
     feature and the step: `InvalidArgumentError` for a step of another dtype or size or
     a missing list that is not allowed to be, `DataLossError` for bytes that are not a
     SequenceExample."""
-    single = isinstance(records, (bytes, bytearray, memoryview))
-    if single:
-        batch = [bytes(records)]
-    else:
-        batch = [r if type(r) is bytes else bytes(r) for r in records]
+    single, batch = _batch(records)
     context_spec = [_spec(n, f) for n, f in (context_features or {}).items()]
     sequence_spec = [_sequence_spec(n, f) for n, f in (sequence_features or {}).items()]
     np = _numpy()
     context_columns, lists = _lirs.parse_sequence_examples(batch, context_spec, sequence_spec)
-    context = {}
-    for name, dtype, shape, values, row_lengths in context_columns:
-        values = _values(np, dtype, values)
-        if row_lengths is None:
-            values = values.reshape((len(batch), *shape))
-            context[name] = values[0] if single else values
-        elif single:
-            context[name] = values
-        else:
-            context[name] = Ragged(values, np.frombuffer(row_lengths, dtype=np.int64))
+    context = _arrays(np, context_columns, len(batch), single)
     feature_lists, lengths = {}, {}
     for name, dtype, shape, values, steps, step_lengths in lists:
         values = _values(np, dtype, values)
