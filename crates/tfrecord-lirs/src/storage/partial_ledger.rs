@@ -134,7 +134,7 @@ impl Ledger {
     }
 
     /// Writes the ledger back if it changed (the lock is released when dropped).
-    pub(crate) fn commit(mut self) -> std::io::Result<()> {
+    pub(crate) fn commit(&mut self) -> std::io::Result<()> {
         let now = (self.bytes, self.swept);
         if self.written != Some(now) {
             let mut words = [0u8; 16];
@@ -177,20 +177,23 @@ pub(crate) type NoRoom = Mutex<Option<(u64, u64)>>;
 
 /// Adds `size` bytes to the ledger of `dir` if they fit under `capacity`; if they do
 /// not, scans and evicts entries of generations older than `generation`, oldest first,
-/// down to [`low_water`]. Whether they fit, and how many entries were evicted.
+/// down to [`low_water`]. The ledger, still locked, if they fit (the caller writes the
+/// entry before unlocking it: a scan, always under the lock, then finds every reserved
+/// entry on disk; a reservation another process had not written yet would be missed by
+/// the scan, and puts past it would pass the bound), and how many entries were evicted.
 pub(crate) fn reserve(
     dir: &Path,
     capacity: u64,
     generation: u64,
     size: u64,
     no_room: &NoRoom,
-) -> std::io::Result<(bool, u64)> {
+) -> std::io::Result<(Option<Ledger>, u64)> {
     let mut ledger = Ledger::lock(dir)?;
     let mut evicted = 0;
     if ledger.bytes.saturating_add(size) > capacity {
         let mut no_room = no_room.lock().unwrap_or_else(|p| p.into_inner());
         if matches!(*no_room, Some((g, b)) if g == generation && ledger.bytes >= b) {
-            return Ok((false, 0));
+            return Ok((None, 0));
         }
         let mut found = scan(dir)?;
         ledger.bytes = found.iter().map(|f| f.size).sum();
@@ -210,11 +213,11 @@ pub(crate) fn reserve(
         if ledger.bytes.saturating_add(size) > capacity {
             *no_room = Some((generation, ledger.bytes));
             ledger.commit()?;
-            return Ok((false, evicted));
+            return Ok((None, evicted));
         }
         *no_room = None;
     }
     ledger.bytes = ledger.bytes.saturating_add(size);
     ledger.commit()?;
-    Ok((true, evicted))
+    Ok((Some(ledger), evicted))
 }

@@ -426,12 +426,13 @@ impl PartialStore {
             }
             reserved => reserved,
         };
-        match reserved {
-            Ok(true) => {}
-            Ok(false) => return Ok(false),
+        // Locked until the entry is written (see `ledger::reserve`).
+        let mut ledger = match reserved {
+            Ok(Some(ledger)) => ledger,
+            Ok(None) => return Ok(false),
             Err(e) if is_full(&e) => return Ok(false),
             Err(e) => return Err(Error::io(&dir.join(LEDGER_FILE), e)),
-        }
+        };
         let path = self.entry_path(id, generation).expect("a disk store");
         let bytes = self.encode(id, generation, payload);
         let mut written = self.write_atomic(&path, &bytes);
@@ -443,8 +444,11 @@ impl PartialStore {
                 .and_then(|()| self.write_atomic(&path, &bytes));
         }
         if written.is_err() {
-            self.release(dir, size);
+            // Best effort: a ledger that over-counts is corrected by the next scan.
+            ledger.bytes = ledger.bytes.saturating_sub(size);
+            let _ = ledger.commit();
         }
+        drop(ledger);
         match written {
             Ok(()) => Ok(true),
             Err(e) if e.is_full() => Ok(false),
@@ -453,8 +457,9 @@ impl PartialStore {
     }
 
     /// Adds `size` bytes to the ledger if they fit under the bound, after evicting
-    /// entries of generations older than `generation` if they do not.
-    fn reserve(&self, dir: &Path, generation: u64, size: u64) -> std::io::Result<bool> {
+    /// entries of generations older than `generation` if they do not; the ledger, still
+    /// locked, if they fit.
+    fn reserve(&self, dir: &Path, generation: u64, size: u64) -> std::io::Result<Option<Ledger>> {
         let (fits, evicted) = ledger::reserve(dir, self.capacity, generation, size, &self.no_room)?;
         add(&self.counters.evicted, evicted);
         Ok(fits)
