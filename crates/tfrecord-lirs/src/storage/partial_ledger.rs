@@ -6,6 +6,13 @@
 //! entry written over, entries removed by hand); at the bound a [`scan`] of the
 //! directory counts again, and [`reserve`] evicts the oldest generations.
 //!
+//! A writer holds a shared lock of the file `WRITERS` from its reservation until its
+//! entry is renamed into place ([`Writing`]); a scan takes it exclusively first, so it
+//! waits for every reserved entry to reach the disk and counts it. Writes of several
+//! processes then overlap: with the ledger's lock held through each write instead, two
+//! DataLoader workers putting 19 KB entries on ext4 took 580 µs a put (1.75 s for
+//! 3,000), against 52 µs for one process alone.
+//!
 //! Measured on the loaded 2-core dev machine (ext4), through the Python extension: a
 //! ledger update (open, lock, read, write, close) 11 µs, against 315 µs for a whole
 //! 2 KB put; a put at the bound over 20 000 entries (one `readdir`, a `stat` per entry,
@@ -20,6 +27,8 @@ use std::time::{Duration, SystemTime};
 
 /// The ledger's file name in a namespace directory.
 pub(crate) const LEDGER_FILE: &str = "LEDGER";
+/// The file whose lock writers share while they write and a scan takes alone.
+pub(crate) const WRITERS_FILE: &str = "WRITERS";
 /// The prefix of temporary files (an entry being written).
 pub(crate) const TEMP_PREFIX: &str = ".tmp-";
 /// A temporary file older than this is a killed writer's and is removed by a scan or
@@ -175,19 +184,40 @@ pub(crate) fn low_water(capacity: u64) -> u64 {
 /// one generation would otherwise scan at every put).
 pub(crate) type NoRoom = Mutex<Option<(u64, u64)>>;
 
+/// A reservation being written: the shared lock of `WRITERS`, held until the entry
+/// is renamed into place (or its write failed), so a scan waits for it.
+pub(crate) struct Writing {
+    _lock: File,
+}
+
+fn writers_lock(dir: &Path, shared: bool) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(WRITERS_FILE))?;
+    if shared {
+        file.lock_shared()?;
+    } else {
+        file.lock()?;
+    }
+    Ok(file)
+}
+
 /// Adds `size` bytes to the ledger of `dir` if they fit under `capacity`; if they do
 /// not, scans and evicts entries of generations older than `generation`, oldest first,
-/// down to [`low_water`]. The ledger, still locked, if they fit (the caller writes the
-/// entry before unlocking it: a scan, always under the lock, then finds every reserved
-/// entry on disk; a reservation another process had not written yet would be missed by
-/// the scan, and puts past it would pass the bound), and how many entries were evicted.
+/// down to [`low_water`]. A [`Writing`] if they fit (the caller writes the entry before
+/// dropping it: a scan waits for every writer, so it finds every reserved entry on
+/// disk; a reservation another process had not written yet would be missed by the
+/// scan, and puts past it would pass the bound), and how many entries were evicted.
 pub(crate) fn reserve(
     dir: &Path,
     capacity: u64,
     generation: u64,
     size: u64,
     no_room: &NoRoom,
-) -> std::io::Result<(Option<Ledger>, u64)> {
+) -> std::io::Result<(Option<Writing>, u64)> {
     let mut ledger = Ledger::lock(dir)?;
     let mut evicted = 0;
     if ledger.bytes.saturating_add(size) > capacity {
@@ -195,7 +225,11 @@ pub(crate) fn reserve(
         if matches!(*no_room, Some((g, b)) if g == generation && ledger.bytes >= b) {
             return Ok((None, 0));
         }
+        // No writer can reserve while this process holds the ledger; those that did
+        // finish (they do not need the ledger to) before the scan counts.
+        let all_written = writers_lock(dir, false)?;
         let mut found = scan(dir)?;
+        drop(all_written);
         ledger.bytes = found.iter().map(|f| f.size).sum();
         if ledger.bytes.saturating_add(size) > capacity {
             found.sort_unstable();
@@ -219,5 +253,40 @@ pub(crate) fn reserve(
     }
     ledger.bytes = ledger.bytes.saturating_add(size);
     ledger.commit()?;
-    Ok((Some(ledger), evicted))
+    // Taken before the ledger is unlocked, so no scan can come between.
+    let writing = Writing {
+        _lock: writers_lock(dir, true)?,
+    };
+    Ok((Some(writing), evicted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_could_start(dir: &Path) -> bool {
+        let file = File::open(dir.join(WRITERS_FILE)).unwrap();
+        match file.try_lock() {
+            Ok(()) => true,
+            Err(std::fs::TryLockError::WouldBlock) => false,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn a_scan_waits_for_every_reserved_entry_to_be_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let no_room = NoRoom::default();
+        let (first, _) = reserve(dir.path(), 1000, 0, 400, &no_room).unwrap();
+        let (second, _) = reserve(dir.path(), 1000, 0, 400, &no_room).unwrap();
+        // Two reservations unwritten: the ledger is free (writes overlap), a scan is not.
+        drop(Ledger::lock(dir.path()).unwrap());
+        assert!(!scan_could_start(dir.path()));
+        drop(first.unwrap());
+        assert!(!scan_could_start(dir.path()));
+        drop(second.unwrap());
+        assert!(scan_could_start(dir.path()));
+        // The count holds both reservations.
+        assert_eq!(Ledger::lock(dir.path()).unwrap().bytes, 800);
+    }
 }

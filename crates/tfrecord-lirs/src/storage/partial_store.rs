@@ -426,9 +426,9 @@ impl PartialStore {
             }
             reserved => reserved,
         };
-        // Locked until the entry is written (see `ledger::reserve`).
-        let mut ledger = match reserved {
-            Ok(Some(ledger)) => ledger,
+        // Held until the entry is written (see `ledger::reserve`).
+        let writing = match reserved {
+            Ok(Some(writing)) => writing,
             Ok(None) => return Ok(false),
             Err(e) if is_full(&e) => return Ok(false),
             Err(e) => return Err(Error::io(&dir.join(LEDGER_FILE), e)),
@@ -443,12 +443,10 @@ impl PartialStore {
                 .map_err(|_| WriteError(dir.to_path_buf(), std::io::ErrorKind::NotFound.into()))
                 .and_then(|()| self.write_atomic(&path, &bytes));
         }
+        drop(writing);
         if written.is_err() {
-            // Best effort: a ledger that over-counts is corrected by the next scan.
-            ledger.bytes = ledger.bytes.saturating_sub(size);
-            let _ = ledger.commit();
+            self.release(dir, size);
         }
-        drop(ledger);
         match written {
             Ok(()) => Ok(true),
             Err(e) if e.is_full() => Ok(false),
@@ -459,7 +457,12 @@ impl PartialStore {
     /// Adds `size` bytes to the ledger if they fit under the bound, after evicting
     /// entries of generations older than `generation` if they do not; the ledger, still
     /// locked, if they fit.
-    fn reserve(&self, dir: &Path, generation: u64, size: u64) -> std::io::Result<Option<Ledger>> {
+    fn reserve(
+        &self,
+        dir: &Path,
+        generation: u64,
+        size: u64,
+    ) -> std::io::Result<Option<ledger::Writing>> {
         let (fits, evicted) = ledger::reserve(dir, self.capacity, generation, size, &self.no_room)?;
         add(&self.counters.evicted, evicted);
         Ok(fits)
