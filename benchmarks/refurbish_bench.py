@@ -1,8 +1,8 @@
 """`make bench` row 14: data refurbishing (docs/FORMAT.md §7) against standard training and
-data echoing, in a PyTorch DataLoader with 2 worker processes, run with the
+data echoing, in a PyTorch DataLoader with 2 persistent worker processes, run with the
 TensorFlow-free venv's python. Prints one JSON line per pipeline.
 
-    python refurbish_bench.py --out DIR [--images N] [--epochs E]
+    python refurbish_bench.py --out DIR [--images N] [--epochs E] [--store-root DIR]
 
 The data: PNG images in `tf.train.Example`s (the `tfrecord` package's protobuf), in a
 padded TFRecord file. The augmentation (numpy and Pillow, CPU-bound): decode, random crop
@@ -10,7 +10,10 @@ and flip, then RandAugment-like layers; `partial` is decode + crop + flip + PART
 layers, `final` FINAL_LAYERS more. Pipelines, side by side in one run:
 
 * standard: `final(partial(record))` every use (a plain map-style Dataset and Sampler);
-* refurbish r: `RefurbishSampler` + `RefurbishDataset` with a directory store;
+* refurbish r: `RefurbishSampler` + `RefurbishDataset` with a directory store under
+  `--store-root` (default /dev/shm: the store shared by the workers in memory, where the
+  README puts it; the paper's store is in memory too);
+* refurbish r=3, store on disk: the same with the store under `--out`;
 * echo r: the same machinery with the whole augmentation as `partial` and no `final`
   (data echoing: a fully augmented sample reused r epochs).
 
@@ -18,10 +21,14 @@ layers, `final` FINAL_LAYERS more. Pipelines, side by side in one run:
   the same data, seed and partial function walks the same epochs on the first one's
   store: partial augmentations it computed against the first job's (a job of its own).
 
-Figures: images/s over epochs 1..E-1 (epoch 0 refreshes everything in every pipeline),
-refreshes per batch (min/max over those epochs, from the schedule), per-batch time spread
-(p95/p50 of the time between batches, from each epoch's first batch on), and diversity: distinct (id, output) pairs over
-those epochs per use (1.0 = every use a new output).
+Figures, over epochs 1..E-1 (epoch 0 refreshes everything in every pipeline; the default
+E=7 times 6 epochs, whole reuse cycles of r=2 and r=3): images/s; refreshes per batch
+(min/max, from the schedule); the per-batch time spread: p95/p50 of the time a worker
+spends on each batch (from the end of its previous batch, leaving out each worker's
+first batch of an epoch), the CPU time per step the cache-aware shuffle keeps even, and,
+for reference, of the time between the batches' arrivals in the training loop (two
+workers' batches interleave there, so it swings with their phase); and diversity:
+distinct (id, output) pairs per use (1.0 = every use a new output).
 """
 
 import argparse
@@ -139,76 +146,108 @@ def calls(log):
 
 
 class Standard(tud.Dataset):
-    """The stock pipeline: the whole augmentation on every use."""
+    """The stock pipeline: the whole augmentation on every use of `(id, epoch)`."""
 
-    def __init__(self, source, epoch):
-        self.source, self.epoch = source, epoch
+    def __init__(self, source):
+        self.source = source
 
     def __len__(self):
         return len(self.source)
 
-    def __getitem__(self, i):
-        seed = tfrecord_lirs.refurbishing.final_seed(SEED, i, self.epoch)
+    def __getitem__(self, use):
+        i, epoch = use
+        seed = tfrecord_lirs.refurbishing.final_seed(SEED, i, epoch)
         return whole(self.source[i], seed)
 
 
+class EpochSampler(tud.Sampler):
+    """`tfrecord_lirs.Sampler`'s order, each id with its epoch (persistent workers keep
+    their copy of the dataset, so the epoch travels with the index)."""
+
+    def __init__(self, n):
+        self.sampler = tfrecord_lirs.Sampler(n, seed=SEED)
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+        self.sampler.set_epoch(epoch)
+
+    def __len__(self):
+        return len(self.sampler)
+
+    def __iter__(self):
+        return ((i, self.epoch) for i in self.sampler)
+
+
 def collate(batch):
-    return [hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=8).digest()
-            for x in batch]
+    """The outputs' hashes, and when and in which worker the batch was done."""
+    hashes = [hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=8).digest()
+              for x in batch]
+    return hashes, os.getpid(), time.perf_counter()
 
 
 def run(kind, r, source, epochs, store, log=None):
-    """Per-batch arrival times and output hashes of `epochs` epochs (`log`: count the
-    partial augmentations in that file)."""
+    """Per epoch: the batches' arrival times, their (worker, done time), the output
+    hashes by id and the refreshes per batch (`log`: count the partial augmentations
+    in that file)."""
     n = len(source)
-    sampler = None
-    if kind != "standard":
+    if kind == "standard":
+        sampler, data = EpochSampler(n), Standard(source)
+    else:
         sampler = RefurbishSampler(source, seed=SEED, reuse_factor=r, batch_size=BATCH)
         fns = (partial, final) if kind == "refurbish" else (whole, identity)
         if log is not None:
             fns = (Counted(fns[0], log), fns[1])
         data = RefurbishDataset(source, *fns, sampler, store=store,
                                 partial_name=f"{kind}-bench-1")
-    times, outputs, refreshes = [], [], []
+    loader = tud.DataLoader(data, sampler=sampler, batch_size=BATCH, num_workers=2,
+                            collate_fn=collate, persistent_workers=True)
+    times, done, outputs, refreshes = [], [], [], []
     for epoch in range(epochs):
-        if sampler is None:
-            plain = tfrecord_lirs.Sampler(n, seed=SEED)
-            plain.set_epoch(epoch)
-            ids = list(plain)
-            loader = tud.DataLoader(Standard(source, epoch), sampler=ids, batch_size=BATCH,
-                                    num_workers=2, collate_fn=collate)
+        sampler.set_epoch(epoch)
+        if kind == "standard":
+            ids = [i for i, _ in sampler]
         else:
-            sampler.set_epoch(epoch)
-            ids = sampler.schedule.epoch(epoch)[0].tolist()
-            refresh = sampler.schedule.epoch(epoch)[1]
+            ids, refresh, _ = sampler.schedule.epoch(epoch)
+            ids = ids.tolist()
             refreshes.append([int(refresh[b:b + BATCH].sum()) for b in range(0, n, BATCH)])
-            loader = tud.DataLoader(data, sampler=sampler, batch_size=BATCH, num_workers=2,
-                                    collate_fn=collate)
-        epoch_times, got = [time.perf_counter()], []
-        for batch in loader:
-            got.extend(batch)
+        epoch_times, epoch_done, got = [time.perf_counter()], [], []
+        for hashes, worker, at in loader:
+            got.extend(hashes)
             epoch_times.append(time.perf_counter())
+            epoch_done.append((worker, at))
         times.append(epoch_times)
+        done.append(epoch_done)
         outputs.append(list(zip(ids, got)))
-    return times, outputs, refreshes
+    return times, done, outputs, refreshes
 
 
-def summary(kind, r, times, outputs, refreshes, n):
+def spread(values):
+    values = sorted(values)
+    return values[int(len(values) * 0.95)] / values[len(values) // 2]
+
+
+def summary(kind, r, times, done, outputs, refreshes, n):
     steady = range(1, len(times))
     secs = sum(times[e][-1] - times[e][0] for e in steady)
+    per_batch = []
+    for e in steady:
+        last = {}
+        for worker, at in sorted(done[e], key=lambda d: d[1]):
+            if worker in last:
+                per_batch.append(at - last[worker])
+            last[worker] = at
     # From the first batch on (the wait for the first one is the workers' start).
-    gaps = [b - a for e in steady for a, b in zip(times[e][1:], times[e][2:])]
-    gaps.sort()
-    p50 = gaps[len(gaps) // 2]
-    p95 = gaps[int(len(gaps) * 0.95)]
+    arrivals = [b - a for e in steady for a, b in zip(times[e][1:], times[e][2:])]
     uses = [pair for e in steady for pair in outputs[e]]
     out = {"pipeline": kind, "r": r, "images_per_s": len(uses) / secs,
-           "batch_p95_over_p50": p95 / p50,
+           "batch_p95_over_p50": spread(per_batch),
+           "arrival_p95_over_p50": spread(arrivals),
            "diversity": len(set(uses)) / len(uses), "images": n, "epochs": len(times)}
     if refreshes:
-        per_batch = [k for e in steady for k in refreshes[e][:-1]]  # full batches
-        out["refreshes_per_batch"] = [min(per_batch), max(per_batch)]
-        out["refreshes_per_batch_mean"] = statistics.mean(per_batch)
+        full = [k for e in steady for k in refreshes[e][:-1]]  # full batches
+        out["refreshes_per_batch"] = [min(full), max(full)]
+        out["refreshes_per_batch_mean"] = statistics.mean(full)
     return out
 
 
@@ -216,32 +255,48 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--images", type=int, default=1024)
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=7)
+    ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    help="where the stores go (default /dev/shm; the disk row uses --out)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "refurbish-images.tfrecord")
     if not os.path.exists(path):
         write_images(path, args.images)
     source = tfrecord_lirs.DataSource([path])
-    for kind, r in [("standard", 1), ("refurbish", 2), ("refurbish", 3), ("echo", 2),
-                    ("echo", 3)]:
-        store = os.path.join(args.out, "refurbish-store")
-        shutil.rmtree(store, ignore_errors=True)
-        logs = [os.path.join(args.out, f"refurbish-{job}.calls") for job in ("own", "second")]
-        for log in logs:
-            if os.path.exists(log):
-                os.remove(log)
-        second = kind == "refurbish" and r == 3
-        times, outputs, refreshes = run(kind, r, source, args.epochs, store,
-                                        logs[0] if second else None)
-        print(json.dumps(summary(kind, r, times, outputs, refreshes, len(source))), flush=True)
-        if second:
-            _, again, _ = run(kind, r, source, args.epochs, store, logs[1])
-            print(json.dumps({"pipeline": "second_job", "r": r,
-                              "partial_computed": calls(logs[1]),
-                              "own_job_partial_computed": calls(logs[0]),
-                              "same_outputs": again == outputs}), flush=True)
-        shutil.rmtree(store, ignore_errors=True)
+    memory_root = args.store_root or args.out
+    stores = []
+    try:
+        for kind, r, disk in [("standard", 1, False), ("refurbish", 2, False),
+                              ("refurbish", 3, False), ("refurbish_disk", 3, True),
+                              ("echo", 2, False), ("echo", 3, False)]:
+            # A new directory each, all removed at the end (entries put into a path
+            # just emptied of 3,000 cost 93-106 us a put against 65-75 us in a new
+            # directory, ext4 here).
+            store = os.path.join(args.out if disk else memory_root,
+                                 f"refurbish-store-{os.getpid()}-{len(stores)}")
+            stores.append(store)
+            logs = [os.path.join(args.out, f"refurbish-{job}.calls")
+                    for job in ("own", "second")]
+            for log in logs:
+                if os.path.exists(log):
+                    os.remove(log)
+            second = kind == "refurbish" and r == 3
+            times, done, outputs, refreshes = run(kind.replace("_disk", ""), r, source,
+                                                  args.epochs, store,
+                                                  logs[0] if second else None)
+            row = summary(kind, r, times, done, outputs, refreshes, len(source))
+            row["store"] = os.path.dirname(store)
+            print(json.dumps(row), flush=True)
+            if second:
+                _, _, again, _ = run(kind, r, source, args.epochs, store, logs[1])
+                print(json.dumps({"pipeline": "second_job", "r": r,
+                                  "partial_computed": calls(logs[1]),
+                                  "own_job_partial_computed": calls(logs[0]),
+                                  "same_outputs": again == outputs}), flush=True)
+    finally:
+        for store in stores:
+            shutil.rmtree(store, ignore_errors=True)
 
 
 if __name__ == "__main__":
