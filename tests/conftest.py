@@ -8,6 +8,7 @@ the Rust implementation under test.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -196,6 +197,27 @@ def tf():
 def tf_read(path: Path, compression: str | None = None) -> list[bytes]:
     ds = tf().data.TFRecordDataset(str(path), compression_type=compression or "")
     return [bytes(x.numpy()) for x in ds]
+
+
+def beam_write_gzip_tfrecords(records, prefix, num_shards=2):
+    """`records` written by Apache Beam's WriteToTFRecord (GZIP, `num_shards` shards)
+    under `prefix`; the files it wrote, sorted. Beam's job server makes its temporary
+    root in the process's temp dir and leaves it there at exit: it goes beside the
+    output instead."""
+    import tempfile
+
+    import apache_beam as beam
+    from apache_beam.io.filesystem import CompressionTypes
+
+    saved, tempfile.tempdir = tempfile.tempdir, os.path.dirname(prefix)
+    try:
+        with beam.Pipeline() as p:
+            _ = (p | beam.Create(records)
+                 | beam.io.WriteToTFRecord(prefix, compression_type=CompressionTypes.GZIP,
+                                           num_shards=num_shards))
+    finally:
+        tempfile.tempdir = saved
+    return sorted(glob.glob(prefix + "-*-of-*"))
 
 
 # --------------------------------------------------------------------------

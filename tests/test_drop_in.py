@@ -19,8 +19,10 @@ import tensorflow as tf
 import tfrecord_lirs
 from tfrecord_lirs import LIRSDataset
 
+from conftest import beam_write_gzip_tfrecords
+
 tfds = pytest.importorskip("tensorflow_datasets", reason="tensorflow-datasets is not installed")
-beam = pytest.importorskip("apache_beam", reason="apache-beam is not installed")
+pytest.importorskip("apache_beam", reason="apache-beam is not installed")
 
 CLI = os.environ.get("TFRECORD_LIRS_CLI")
 SHARDS = 3
@@ -194,18 +196,12 @@ def test_mistakes_get_their_own_advice(tfds_shards, tmp_path):
 @pytest.fixture(scope="module")
 def beam_gzip_shards(tmp_path_factory):
     """Serialized Examples written by Beam's WriteToTFRecord with GZIP, two shards."""
-    from apache_beam.io.filesystem import CompressionTypes
     out = tmp_path_factory.mktemp("beam")
-    prefix = str(out / "examples")
     records = [tf.train.Example(features=tf.train.Features(feature={
         "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
         "blob": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"z" * (50 + i % 700)])),
     })).SerializeToString() for i in range(400)]
-    with beam.Pipeline() as p:
-        _ = (p | beam.Create(records)
-             | beam.io.WriteToTFRecord(prefix, compression_type=CompressionTypes.GZIP,
-                                       num_shards=2))
-    files = sorted(tf.io.gfile.glob(prefix + "-*-of-*"))
+    files = beam_write_gzip_tfrecords(records, str(out / "examples"))
     assert len(files) == 2, files
     return files, records
 

@@ -14,8 +14,10 @@ import tensorflow as tf
 import tfrecord_lirs
 from tfrecord_lirs.errors import InvalidArgumentError
 
+from conftest import beam_write_gzip_tfrecords
+
 tfds = pytest.importorskip("tensorflow_datasets", reason="tensorflow-datasets is not installed")
-beam = pytest.importorskip("apache_beam", reason="apache-beam is not installed")
+pytest.importorskip("apache_beam", reason="apache-beam is not installed")
 
 
 class LirsParseImages(tfds.core.GeneratorBasedBuilder):
@@ -55,8 +57,6 @@ def tfds_records(tmp_path_factory):
 def beam_records(tmp_path_factory):
     """Examples with each list type, fixed and ragged, written by Beam's
     WriteToTFRecord with GZIP, read back with TensorFlow."""
-    from apache_beam.io.filesystem import CompressionTypes
-
     def example(i):
         f = tf.train.Feature
         return tf.train.Example(features=tf.train.Features(feature={
@@ -70,12 +70,7 @@ def beam_records(tmp_path_factory):
         })).SerializeToString()
 
     records = [example(i) for i in range(300)]
-    prefix = str(tmp_path_factory.mktemp("beam") / "examples")
-    with beam.Pipeline() as p:
-        _ = (p | beam.Create(records)
-             | beam.io.WriteToTFRecord(prefix, compression_type=CompressionTypes.GZIP,
-                                       num_shards=2))
-    files = sorted(tf.io.gfile.glob(prefix + "-*-of-*"))
+    files = beam_write_gzip_tfrecords(records, str(tmp_path_factory.mktemp("beam") / "examples"))
     got = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
     assert sorted(got) == sorted(records)
     return got
