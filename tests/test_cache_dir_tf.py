@@ -150,3 +150,18 @@ def test_a_bound_without_a_directory_and_a_bad_bound_are_the_cores_errors(
     ds = tfrecord_lirs.LIRSDataset([str(data)], cache_dir=tmp_path / "c", seed=1)
     assert sorted(x.numpy() for x in ds) == sorted(PAYLOADS)
     assert not [f for _, _, fs in os.walk(tmp_path / "c") for f in fs]
+
+
+def test_the_readme_snippet_runs(tmp_path):
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    [snippet] = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+                 if "LIRSDataset(" in b and "cache_dir=" in b]
+    # As written, but for the bucket's name and a cache directory of the test's own.
+    code = (f"import sys\nsys.path.insert(0, {str(REPO / 'python')!r})\n"
+            + snippet.replace("s3://bucket/", f"s3://{BUCKET}/")
+            .replace("/mnt/ssd/lirs-cache", str(tmp_path / "cache")))
+    run_with_s3(tmp_path, {"train.tfrecord": DATA, "train.tfrecord.offsets": TABLE}, code,
+                timeout=600)
+    assert [f for _, _, fs in os.walk(tmp_path / "cache") for f in fs if f.isdigit()]
