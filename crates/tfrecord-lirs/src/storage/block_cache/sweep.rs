@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use super::{BlockCache, LOCK, TEMP_PREFIX};
+use crate::storage::block_lock::BlockLock;
 
 /// The name an object directory is renamed to, in its URL's directory, to be deleted:
 /// `.gone-<k>-<pid>` (one sweeper at a time; a killed one's is deleted by the next).
 const GONE_PREFIX: &str = ".gone-";
-use crate::storage::block_lock::BlockLock;
 
 impl BlockCache {
     /// Sweeps the directory now (see the parent module's docs): temporary files of writers that
