@@ -13,7 +13,9 @@ requests; {"latency_ms": m, "seed": k} delays every object GET by a lognormal dr
 median m ms (log-space sigma `latency_sigma`, default 0.8; 0: m ms each), keyed on the
 GET's object and byte range (tests/latency.py: a run repeats whatever order requests
 arrive in); {"fail_gets": n} answers the
-first n object GETs with 503 (the client's retries must absorb them); {"netem_delay_ms":
+first n object GETs with 503 (the client's retries must absorb them); {"count_gets":
+true} counts the object GETs per object path, which `GET $AWS_ENDPOINT/_gets` answers
+as JSON ({"/BUCKET/name": n}); {"netem_delay_ms":
 d} delays every packet on the namespace's loopback by d ms in the kernel (`tc qdisc ...
 netem`: a round trip of 2d), for which `netem_unavailable()` says whether it can.
 
@@ -84,13 +86,20 @@ def _faulty_app(app, faults):
                          faults.get("seed", 0))
     lock = threading.Lock()
     state = {"fail_gets": int(faults.get("fail_gets", 0))}
+    gets = {}
 
     def wrapped(environ, start_response):
         path = environ.get("PATH_INFO", "")
+        if faults.get("count_gets") and path == "/_gets":
+            with lock:
+                body = json.dumps(gets).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
         is_object_get = (environ.get("REQUEST_METHOD") == "GET"
                          and path.count("/") >= 2 and not environ.get("QUERY_STRING"))
         if is_object_get:
             with lock:
+                gets[path] = gets.get(path, 0) + 1
                 failing = state["fail_gets"] > 0
                 if failing:
                     state["fail_gets"] -= 1

@@ -2,11 +2,14 @@
 (the core's rule, as DataSource/Loader do when given no `cache_dir`). A first process
 reads an epoch through moto (tests/s3_server.py, a private network namespace) into the
 cache; a second, with the endpoint pointing at a port nothing listens on (any request
-would fail), reads the same epoch from the cache alone."""
+would fail), reads the same epoch from the cache alone. Then `LIRSDataset(cache_dir=...)`:
+the argument wins over the variable, and a second pass makes no data GET (counted by the
+server)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from conftest import affine_payload, framed
@@ -61,3 +64,104 @@ print(json.dumps({{"cold": [cold.returncode, cold.stdout, cold.stderr[-2000:]],
     assert [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])] == cold
     # Without the cache the same read fails: the warm one was served by the cache alone.
     assert r["uncached"] != 0
+
+
+# LIRSDataset(cache_dir=...): the argument, with the environment variable naming
+# another directory (the argument wins). argv: cache_dir, then the seed.
+READ_BY_ARGUMENT = f"""
+import json, sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+ds = tfrecord_lirs.LIRSDataset(["s3://{BUCKET}/train.tfrecord"], seed=int(sys.argv[2]),
+                               num_parallel_reads=8, cache_dir=sys.argv[1],
+                               cache_bytes=64 << 20)
+print(json.dumps([x.numpy().hex() for x in ds]))
+"""
+
+
+def test_the_cache_dir_argument_wins_over_the_environment_and_serves_a_second_pass(tmp_path):
+    code = f"""
+import json, os, subprocess, sys, urllib.request
+here = os.path.dirname(os.path.abspath(__file__))
+cache, other = os.path.join(here, "cache"), os.path.join(here, "other")
+env = dict(os.environ, TFRECORD_LIRS_CACHE_DIR=other)
+
+def gets():
+    with urllib.request.urlopen(os.environ["AWS_ENDPOINT"] + "/_gets") as r:
+        return json.load(r)
+
+def files(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, fs in os.walk(root) for f in fs)
+
+def run():
+    res = subprocess.run([sys.executable, "-c", {READ_BY_ARGUMENT!r}, cache, "5"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    return [res.returncode, res.stdout, res.stderr[-2000:]]
+
+before = gets()
+cold = run()
+after_cold = gets()
+warm = run()
+after_warm = gets()
+print(json.dumps({{"cold": cold, "warm": warm, "gets": [before, after_cold, after_warm],
+                  "files": files(cache), "other": files(other)}}))
+"""
+    res = run_with_s3(tmp_path, {"train.tfrecord": DATA, "train.tfrecord.offsets": TABLE},
+                      code, faults={"count_gets": True}, timeout=900)
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    code, out, err = r["cold"]
+    assert code == 0, err
+    cold = [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])]
+    assert sorted(cold) == sorted(PAYLOADS) and cold != PAYLOADS
+    # The argument's directory holds the blocks; the environment's got none.
+    blocks = [f for f in r["files"] if f.split("/")[-1].isdigit()]
+    assert sorted(f.split("/")[-1] for f in blocks) == ["0", "0", "1"], r["files"]
+    assert r["other"] == [], r["other"]
+    code, out, err = r["warm"]
+    assert code == 0, err
+    assert [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])] == cold
+    before, after_cold, after_warm = (
+        {k: v for k, v in g.items() if k.endswith("/train.tfrecord")} for g in r["gets"])
+    data_gets = lambda g: sum(g.values())  # noqa: E731
+    # The cold pass fetched the data; the second pass no byte of it.
+    assert data_gets(after_cold) - data_gets(before) > 0, r["gets"]
+    assert data_gets(after_warm) == data_gets(after_cold), r["gets"]
+
+
+def test_a_bound_without_a_directory_and_a_bad_bound_are_the_cores_errors(
+        tmp_path, monkeypatch):
+    import pytest
+    import tensorflow as tf
+
+    import tfrecord_lirs
+
+    data = tmp_path / "d.tfrecord"
+    data.write_bytes(DATA)
+    (tmp_path / "d.tfrecord.offsets").write_bytes(TABLE)
+    monkeypatch.delenv("TFRECORD_LIRS_CACHE_DIR", raising=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cache_bytes is given but no"):
+        tfrecord_lirs.LIRSDataset([str(data)], cache_bytes=1 << 20)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cache_bytes must be at least 1"):
+        tfrecord_lirs.LIRSDataset([str(data)], cache_dir=str(tmp_path / "c"), cache_bytes=0)
+    with pytest.raises(ValueError, match="cache_bytes must be an int"):
+        tfrecord_lirs.LIRSDataset([str(data)], cache_dir=str(tmp_path / "c"), cache_bytes=1.5)
+    # A local file is read as it is, through a given cache_dir that stays empty.
+    ds = tfrecord_lirs.LIRSDataset([str(data)], cache_dir=tmp_path / "c", seed=1)
+    assert sorted(x.numpy() for x in ds) == sorted(PAYLOADS)
+    assert not [f for _, _, fs in os.walk(tmp_path / "c") for f in fs]
+
+
+def test_the_readme_snippet_runs(tmp_path):
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    [snippet] = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+                 if "LIRSDataset(" in b and "cache_dir=" in b]
+    # As written, but for the bucket's name and a cache directory of the test's own.
+    code = (f"import sys\nsys.path.insert(0, {str(REPO / 'python')!r})\n"
+            + snippet.replace("s3://bucket/", f"s3://{BUCKET}/")
+            .replace("/mnt/ssd/lirs-cache", str(tmp_path / "cache")))
+    run_with_s3(tmp_path, {"train.tfrecord": DATA, "train.tfrecord.offsets": TABLE}, code,
+                timeout=600)
+    assert [f for _, _, fs in os.walk(tmp_path / "cache") for f in fs if f.isdigit()]

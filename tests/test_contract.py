@@ -14,7 +14,8 @@ from tfrecord_lirs import _checks, _lirs, _op_library, errors  # noqa: E402
 
 DEFAULTS = _lirs.defaults()
 # LIRSDataset's attrs whose default differs in meaning from the Loader's.
-DATASET_ATTR = {"batch_size": "dataset_batch_size", "deterministic": "dataset_deterministic"}
+DATASET_ATTR = {"batch_size": "dataset_batch_size", "deterministic": "dataset_deterministic",
+                "cache_bytes": "dataset_cache_bytes"}
 
 
 def _value(attr_value):
@@ -30,14 +31,16 @@ def test_registered_op_attr_defaults_are_the_cores():
         op_def = op_def_registry.get(op)
         assert op_def is not None, op
         for attr in op_def.attr:
-            if not attr.HasField("default_value") or attr.name in ("epoch_state", "metadata"):
+            # Empty: not given (no user-facing default in the core's table).
+            without_default = ("epoch_state", "metadata", "cache_dir")
+            if not attr.HasField("default_value") or attr.name in without_default:
                 continue
             key = DATASET_ATTR.get(attr.name, attr.name) if op == "LIRSDataset" else attr.name
             assert _value(attr.default_value) == DEFAULTS[key], (op, attr.name)
             seen.add(attr.name)
     assert {"page_size", "order_version", "backend", "trust_table", "num_parallel_reads",
             "batch_size", "drop_remainder", "deterministic",
-            "reshuffle_each_iteration", "shard_remainder"} <= seen
+            "reshuffle_each_iteration", "shard_remainder", "cache_bytes"} <= seen
 
 
 def test_each_core_error_class_is_also_its_tf_errors_class():

@@ -307,6 +307,25 @@ def test_graph_def_roundtrip(tf_file):
     assert multiset(e1) == multiset(e2) and e1 != e2
 
 
+def test_a_graph_saved_before_the_cache_attrs_still_loads(tf_file):
+    # A LIRSDataset node as graphs and SavedModels written before `cache_dir` and
+    # `cache_bytes` existed hold it: the registration's defaults fill them in.
+    from tensorflow.python.data.ops import dataset_ops
+    from tensorflow.python.ops import gen_experimental_dataset_ops
+
+    path, recs = tf_file
+    ds = LIRSDataset(path, seed=5)
+    graph = tf.compat.v1.GraphDef.FromString(
+        ds._as_serialized_graph().numpy())  # pylint: disable=protected-access
+    [node] = [n for n in graph.node if n.op == "LIRSDataset"]
+    del node.attr["cache_dir"]
+    del node.attr["cache_bytes"]
+    old = dataset_ops._VariantDataset(  # pylint: disable=protected-access
+        gen_experimental_dataset_ops.dataset_from_graph(graph.SerializeToString()),
+        ds.element_spec)
+    assert multiset(items(old)) == multiset(recs)
+
+
 # ---------------------------------------------------------------- checkpoints
 
 def _symbolic(ds, symbolic):

@@ -49,6 +49,11 @@ REGISTER_OP("LIRSDataset")
     // Elastic resume: an epoch state (LIRSCombineShardStates) the first
     // iteration starts from, as this shard of num_shards; '' = none.
     .Attr("epoch_state: string = ''")
+    // The local tier of URL reads (docs/FORMAT.md §8): a directory, '' = not
+    // given (then TFRECORD_LIRS_CACHE_DIR, else none); its bound in bytes,
+    // -1 = not given (32 GiB). Rust applies the rule and checks both.
+    .Attr("cache_dir: string = ''")
+    .Attr("cache_bytes: int = -1")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {

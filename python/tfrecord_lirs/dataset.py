@@ -137,6 +137,13 @@ class LIRSDataset(dataset_ops.DatasetSource):
         had not delivered: across the new workers each exactly once. The
         iterations after it are those of a fresh `num_shards`-shard run (the same
         seeds). A checkpoint of the resumed iteration restores as usual.
+      cache_dir: a local directory that keeps the bytes read from object storage
+        (`s3://`, `gs://`, ... read by the core), as for `DataSource`: shared by
+        every process naming it, each block fetched once, a file read whole once
+        read from local disk without any request. None: the environment variable
+        `TFRECORD_LIRS_CACHE_DIR`, else no cache (the argument wins over it).
+      cache_bytes: the most bytes `cache_dir` holds (None: 32 GiB); the least
+        recently used blocks are evicted past it.
     Elements are scalar tf.string payloads (or batches of them); filler
     records never appear.
 
@@ -158,7 +165,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  seed=None, reshuffle_each_iteration=None, num_shards=None, shard_index=None,
                  page_size=None, batch_size=None, drop_remainder=None,
                  backend=_op_library.DEFAULTS["backend"], trust_table=None, deterministic=None,
-                 order_version=None, epoch_state=None, shard_remainder=None):
+                 order_version=None, epoch_state=None, shard_remainder=None,
+                 cache_dir=None, cache_bytes=None):
         """See the class docstring."""
         # An argument left None takes the Rust core's default (the op needs values).
         page_aware = _op_library.or_default(page_aware, "page_aware")
@@ -188,6 +196,10 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if epoch_state is not None and not isinstance(epoch_state, bytes):
             raise TypeError("epoch_state must be bytes (from "
                             f"LIRSDataset.combine_shard_states) or None, got {epoch_state!r}")
+        if cache_bytes is not None and (isinstance(cache_bytes, bool)
+                                        or not isinstance(cache_bytes, int)):
+            # The type only: the value's rule and message are the core's.
+            raise ValueError(f"cache_bytes must be an int or None, got {cache_bytes!r}")
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
@@ -236,6 +248,9 @@ class LIRSDataset(dataset_ops.DatasetSource):
             order_version=int(order_version),
             shard_remainder=shard_remainder,
             epoch_state=epoch_state or b"",
+            # '' and -1: not given (the core's rule: TFRECORD_LIRS_CACHE_DIR, 32 GiB).
+            cache_dir=b"" if cache_dir is None else os.fsencode(cache_dir),
+            cache_bytes=_op_library.or_default(cache_bytes, "dataset_cache_bytes"),
             deterministic=(_op_library.or_default(deterministic, "dataset_deterministic")
                            if deterministic is None else str(deterministic).lower()),
             metadata=self._metadata.SerializeToString())

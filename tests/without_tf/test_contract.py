@@ -22,9 +22,10 @@ DEFAULTS = _lirs.defaults()
 
 # The op's attr names that differ from the core's table (LIRSDataset's own meaning).
 OP_ATTR_DEFAULT = {"batch_size": "dataset_batch_size",
-                   "deterministic": "dataset_deterministic"}
+                   "deterministic": "dataset_deterministic",
+                   "cache_bytes": "dataset_cache_bytes"}
 # Attrs with no user-facing default in the table (empty: not given).
-OP_ATTR_WITHOUT_DEFAULT = {"epoch_state", "metadata"}
+OP_ATTR_WITHOUT_DEFAULT = {"epoch_state", "metadata", "cache_dir"}
 
 
 def test_the_core_exports_each_default_once():
@@ -65,7 +66,8 @@ def test_the_op_attrs_defaults_are_the_cores():
     attrs = _op_attrs()
     assert {(op, name) for op, name, _, _ in attrs} >= {
         ("LIRSDataset", "page_size"), ("LIRSDataset", "order_version"),
-        ("LIRSDataset", "shard_remainder"),
+        ("LIRSDataset", "shard_remainder"), ("LIRSDataset", "cache_dir"),
+        ("LIRSDataset", "cache_bytes"),
         ("LIRSRead", "page_size"), ("LIRSRead", "backend")}
     for op, name, kind, text in attrs:
         if name in OP_ATTR_WITHOUT_DEFAULT:

@@ -18,6 +18,12 @@ pub struct ReaderConfig {
     /// "auto", "pread", "mmap" or "direct" (see [`crate::rules::parse_backend`]).
     pub backend: String,
     pub trust_table: bool,
+    /// The local tier of URL reads: a directory (empty: not given, the core's rule
+    /// [`tfrecord_lirs::options::cache`] then looks at the environment).
+    pub cache_dir: Vec<u8>,
+    /// The bound of `cache_dir` in bytes; -1: not given (see
+    /// [`tfrecord_lirs::options::signed_cache_bytes`]).
+    pub cache_bytes: i64,
 }
 
 /// How a LIRSDataset walks every epoch, whatever its seeds and delivery order: the
@@ -155,6 +161,9 @@ fn reader_config_of(
         verify_payload_crc: true,
         backend: args.string("backend")?,
         trust_table: args.bool("trust_table")?,
+        // LIRSRead has no cache attrs: the core's rule with no argument.
+        cache_dir: Vec::new(),
+        cache_bytes: tfrecord_lirs::options::defaults::DATASET_CACHE_BYTES,
     })
 }
 
@@ -179,7 +188,9 @@ pub fn dataset_config(
     files: &[FilePath],
     tables: &[FilePath],
 ) -> FfiResult<DatasetConfig> {
-    const DATASET_ARGS: [&str; 11] = [
+    const DATASET_ARGS: [&str; 13] = [
+        "cache_dir",
+        "cache_bytes",
         "page_aware",
         "num_shards",
         "shard_index",
@@ -196,7 +207,11 @@ pub fn dataset_config(
     let known: Vec<&str> = READER_ATTRS.iter().chain(&DATASET_ARGS).copied().collect();
     let args = OpArgs::new("LIRSDataset", args, &known)?;
     Ok(DatasetConfig {
-        reader: reader_config_of(&args, files, tables)?,
+        reader: ReaderConfig {
+            cache_dir: args.bytes("cache_dir")?,
+            cache_bytes: args.int("cache_bytes")?,
+            ..reader_config_of(&args, files, tables)?
+        },
         walk: WalkConfig {
             page_aware: args.bool("page_aware")?,
             num_shards: args.int("num_shards")?,
@@ -324,6 +339,8 @@ mod tests {
             int("page_aware", 1),
             int("num_shards", 4),
             int("shard_index", 3),
+            text("cache_dir", b"/tmp/lirs-cache"),
+            int("cache_bytes", 1 << 20),
         ]
     }
 
@@ -351,6 +368,8 @@ mod tests {
         assert_eq!(c.epoch_state, b"\x00\x01");
         assert_eq!(c.deterministic, "false");
         assert_eq!(w.shard_remainder, "pad");
+        assert_eq!(c.reader.cache_dir, b"/tmp/lirs-cache");
+        assert_eq!(c.reader.cache_bytes, 1 << 20);
         let r = reader_config(
             &[
                 int("page_size", 512),
@@ -366,6 +385,8 @@ mod tests {
             (512, "auto", true)
         );
         assert_eq!(r.tables[0].bytes, b"a.idx");
+        assert!(r.cache_dir.is_empty());
+        assert_eq!(r.cache_bytes, -1);
     }
 
     #[test]

@@ -76,9 +76,11 @@ pub fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<
                 backend,
                 trust_table: config.trust_table,
                 mmap_opt_in,
-                // The op has no `cache_dir` attr: the core's rule with no argument
-                // (TFRECORD_LIRS_CACHE_DIR, else none).
-                storage: storage().with_cache(core::options::cache(None, None)?),
+                // The core's rule: the attr, else TFRECORD_LIRS_CACHE_DIR, else none.
+                storage: storage().with_cache(core::options::cache(
+                    Some(&path_of(&config.cache_dir)),
+                    core::options::signed_cache_bytes(config.cache_bytes)?,
+                )?),
             };
             Ok(Box::new(LirsReader {
                 inner: reader_cache::open_shared(&pairs, &options)?,

@@ -122,6 +122,8 @@ mod tests {
             verify_payload_crc: true,
             backend: "auto".into(),
             trust_table: false,
+            cache_dir: Vec::new(),
+            cache_bytes: -1,
         };
         let pairs = file_pairs(&config(&["a", "b"], &["", "t"])).unwrap();
         assert_eq!(

@@ -255,7 +255,7 @@ impl BlockCache {
             key: (u, k),
             size,
             identity: text.to_string(),
-            ready: OnceLock::new(),
+            ready: AtomicBool::new(false),
             checked: (0..blocks).map(|_| AtomicBool::new(false)).collect(),
         }
     }
@@ -312,9 +312,7 @@ impl BlockCache {
             return Ok(self.keep(key, file));
         }
         // Missing or damaged: fetched by one process at a time.
-        let lock = obj
-            .prepare(self)
-            .and_then(|()| BlockLock::acquire(&obj.dir, i));
+        let lock = self.lock_block(obj, i);
         let lock = match lock {
             Ok(lock) => lock,
             Err(e) => return self.unstored(&obj.dir, e, len, fetch),
@@ -346,6 +344,26 @@ impl BlockCache {
                 bytes.truncate(len as usize);
                 self.say_unstored(&obj.dir, &e);
                 Ok(Block::Bytes(bytes.into()))
+            }
+        }
+    }
+
+    /// Block `i`'s lock in `obj`'s directory, made first if needed. A sweep removes a
+    /// directory whose last block it evicted (while no block's lock is held), so a
+    /// directory made before may be gone: then it is made again (a few times: each
+    /// removal needs a sweep to evict the object's every block in between).
+    fn lock_block(&self, obj: &CachedBlocks, i: u64) -> io::Result<BlockLock> {
+        let mut attempts = 0;
+        loop {
+            let lock = obj
+                .prepare(self)
+                .and_then(|()| BlockLock::acquire(&obj.dir, i));
+            match lock {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => {
+                    attempts += 1;
+                    obj.ready.store(false, Ordering::Relaxed);
+                }
+                other => return other,
             }
         }
     }
@@ -485,8 +503,9 @@ pub(crate) struct CachedBlocks {
     key: (u64, u64),
     size: u64,
     identity: String,
-    /// The directory and its `IDENTITY`, made by the first fetch.
-    ready: OnceLock<()>,
+    /// The directory and its `IDENTITY` were made (by this process's first fetch, or
+    /// again after a sweep removed them).
+    ready: AtomicBool,
     /// Blocks this process has checked.
     checked: Vec<AtomicBool>,
 }
@@ -514,7 +533,7 @@ impl CachedBlocks {
 
     /// Makes the object's directory with its `IDENTITY`.
     fn prepare(&self, cache: &BlockCache) -> io::Result<()> {
-        if self.ready.get().is_some() {
+        if self.ready.load(Ordering::Relaxed) {
             return Ok(());
         }
         fs::create_dir_all(&self.dir)?;
@@ -522,7 +541,7 @@ impl CachedBlocks {
         if fs::read_to_string(&id).ok().as_deref() != Some(self.identity.as_str()) {
             cache.write_file(&self.dir, IDENTITY, self.identity.as_bytes())?;
         }
-        let _ = self.ready.set(());
+        self.ready.store(true, Ordering::Relaxed);
         Ok(())
     }
 }
