@@ -35,7 +35,7 @@ TAIL_SEED = 11
 FILES = 4
 RECORD_BYTES = (200, 1200)
 # The bucket of the fast server (a directory of its root).
-BUCKET = "bench"
+SERVER_BUCKET = "bench"
 
 # The lines every snippet starts with, before its own body.
 _HEADER = textwrap.dedent("""
@@ -89,12 +89,13 @@ def unavailable(server=True):
 def stage_bucket(root, files):
     """The fast server's root `root` (emptied first) holding `files` and their tables in
     its bucket directory, as an upload would leave them; returns the files' s3:// URLs."""
+    bucket = Path(root) / SERVER_BUCKET
     shutil.rmtree(root, ignore_errors=True)
-    (Path(root) / BUCKET).mkdir(parents=True)
+    bucket.mkdir(parents=True)
     for data in files:
-        shutil.copy(data, Path(root) / BUCKET / data.name)
-        shutil.copy(str(data) + ".offsets", Path(root) / BUCKET / (data.name + ".offsets"))
-    return [f"s3://{BUCKET}/{data.name}" for data in files]
+        shutil.copy(data, bucket / data.name)
+        shutil.copy(str(data) + ".offsets", bucket / (data.name + ".offsets"))
+    return [f"s3://{SERVER_BUCKET}/{data.name}" for data in files]
 
 
 def server_config(root, sigma=TAIL_SIGMA):
