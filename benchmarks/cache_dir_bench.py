@@ -23,28 +23,18 @@ checked once) and the second, a training run's steady state, whose rate is compa
 
 import argparse
 import json
-import math
-import os
 import shutil
 import statistics
-import sys
 import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "python"))
+from objstore_common import (FILES, ROOT, run_snippet, server_config, stage_bucket,
+                             unavailable, write_records)
 
-SERVER_DELAY_MS = 50
-TAIL_SIGMA = 0.8
-TAIL_SEED = 11
-FILES = 4
 RECORDS = 20000
-RECORD_BYTES = (200, 1200)
 # Repetitions of the local and warm epochs (the median is reported).
 REPS = 3
-SERVER = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "s3-bench-server"
 
 # One epoch in its own process: prints {"rate", "records"}.
 EPOCH = textwrap.dedent("""
@@ -70,36 +60,22 @@ EPOCH = textwrap.dedent("""
                           open_s=open_s)))
 """)
 
-SNIPPET = textwrap.dedent("""
-    import json, os, subprocess, sys, urllib.request
-    cfg = {cfg!r}
-    sys.path.insert(0, cfg["benchmarks"])
-    srv = subprocess.Popen([cfg["server"], "serve", "--root", cfg["root"],
-                            "--latency-ms", str(cfg["median_ms"]), "--sigma", str(cfg["sigma"]),
-                            "--seed", str(cfg["seed"])], stdout=subprocess.PIPE, text=True)
-    endpoint = srv.stdout.readline().split()[-1]
-    env = dict(os.environ, AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true",
-               AWS_SKIP_SIGNATURE="true", AWS_REGION="us-east-1")
+SNIPPET = """
+    endpoint = start_bench_server(cfg)
+    env = dict(os.environ, **s3_env(endpoint))
     env.pop("TFRECORD_LIRS_CACHE_DIR", None)
     rows = []
 
-    def stats():
-        with urllib.request.urlopen(endpoint + "/_bench/stats") as r:
-            return json.loads(r.read())
-
     def epoch(name, paths, cache="", cmd=None, extra_env=None):
-        s0 = stats()
+        s0 = server_stats(endpoint)
         cmd = cmd or [sys.executable, "-c", cfg["epoch"], json.dumps(paths), cache]
-        res = subprocess.run(cmd, env=dict(env, **(extra_env or {{}})), capture_output=True,
+        res = subprocess.run(cmd, env=dict(env, **(extra_env or {})), capture_output=True,
                              text=True)
         if res.returncode:
-            # The server is stopped first (left running, it holds the runner's pipe).
-            srv.terminate()
-            sys.exit(f"{{name}} failed (exit {{res.returncode}}):\\n{{res.stderr[-3000:]}}")
-        s1 = stats()
+            # (The server is stopped on the way out, see start_bench_server.)
+            sys.exit(f"{name} failed (exit {res.returncode}):\\n{res.stderr[-3000:]}")
         row = dict(json.loads(res.stdout.strip().splitlines()[-1]), name=name,
-                   gets=s1["gets"] - s0["gets"], heads=s1["heads"] - s0["heads"],
-                   bytes=s1["bytes"] - s0["bytes"])
+                   **server_stats(endpoint, since=s0))
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -119,60 +95,36 @@ SNIPPET = textwrap.dedent("""
         for rep in range(cfg["reps"]):
             epoch("MosaicML warm", None, cmd=epoch_command("bench", local),
                   extra_env=environment(endpoint))
-    srv.terminate()
-    srv.wait()
-    with open(cfg["results"], "w") as f:
-        json.dump(dict(rows=rows), f)
-""")
+    save_results(cfg, rows=rows)
+"""
 
 
 def run_cache_dir(out_dir, quick=False):
     """Measures row 16; returns its results (or why not)."""
-    import numpy as np
-
     import mosaic_bench
-    import tfrecord_lirs
-    from gcs_emulator import namespace_unavailable
     from s3_server import run_with_s3
 
-    why = namespace_unavailable()
+    why = unavailable()
     if why:
         return {"skipped": why}
-    if not SERVER.exists():
-        return {"skipped": f"{SERVER} is not built (make bench builds it)"}
     work = (Path(out_dir) / "cache_dir").resolve()
     shutil.rmtree(work, ignore_errors=True)
-    root = work / "s3root"
-    (root / "bench").mkdir(parents=True)
-    rng = np.random.default_rng(17)
+    work.mkdir(parents=True)
     records = RECORDS // 10 if quick else RECORDS
     files = [work / f"local-{f}.tfrecord" for f in range(FILES)]
     # The same records, framed, for the MosaicML contender's MDS shards.
     framed = work / "records.bin"
     with open(framed, "wb") as out:
-        for f, data in enumerate(files):
-            with tfrecord_lirs.PaddedWriter(str(data)) as w:
-                for i in range(records):
-                    n = int(rng.integers(*RECORD_BYTES))
-                    record = (b"%08d" % (f * records + i)
-                              + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
-                    w.write(record)
-                    mosaic_bench.frame(out, record)
-            shutil.copy(data, root / "bench" / data.name)
-            shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
+        write_records(files, records, 17, lambda record: mosaic_bench.frame(out, record))
+    root = work / "s3root"
+    urls = stage_bucket(root, files)
     mosaic_why = mosaic_bench.unavailable()
     shards = [] if mosaic_why else mosaic_bench.write_shards(framed, root / "bench")
-    median = SERVER_DELAY_MS * math.exp(-TAIL_SIGMA ** 2 / 2)
-    results = work / "results.json"
-    cfg = dict(server=str(SERVER), root=str(root), median_ms=median, sigma=TAIL_SIGMA,
-               seed=TAIL_SEED, work=str(work), results=str(results),
-               reps=1 if quick else REPS,
-               local=[str(d) for d in files], urls=[f"s3://bench/{d.name}" for d in files],
-               epoch=EPOCH.format(python=str(ROOT / "python")),
-               benchmarks=str(ROOT / "benchmarks"), mosaic=not mosaic_why)
+    cfg = dict(server_config(root), work=str(work), reps=1 if quick else REPS,
+               local=[str(d) for d in files], urls=urls,
+               epoch=EPOCH.format(python=str(ROOT / "python")), mosaic=not mosaic_why)
     start = time.time()
-    run_with_s3(work / "run", {}, SNIPPET.format(cfg=cfg), timeout=1800)
-    out = json.loads(results.read_text())
+    out = run_snippet(run_with_s3, work, {}, SNIPPET, cfg, timeout=1800)
     out.update(records=FILES * records, bytes=sum(d.stat().st_size for d in files),
                minutes=(time.time() - start) / 60, mosaic_skipped=mosaic_why,
                mosaic_shards=len([s for s in shards if s.startswith("shard.")]),

@@ -19,31 +19,24 @@ sequential readers, not random access (README: reading from object storage).
 
 import argparse
 import json
-import os
-import sys
-import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "python"))
+from objstore_common import ROOT, run_snippet, unavailable, write_records
 
 LATENCY_MEDIAN_MS = 50
 LATENCY_SIGMA = 0.8
 RECORDS = 6000
-RECORD_BYTES = (200, 1200)
 THREADS = [1, 8, 32, 64]
 # Records timed per contender (a prefix of an epoch): fewer for one read in flight.
 TAKE = {1: 120, 8: 600, 32: 1500, 64: 1500}
 TAKE_STOCK = 3000
 
-SNIPPET = textwrap.dedent("""
-    import inspect, json, sys, time
-    sys.path.insert(0, {python!r})
+SNIPPET = """
+    import inspect
     import tensorflow as tf
     import tfrecord_lirs
-    url = {url!r}
+    url = cfg["url"]
     unordered_ok = "deterministic" in inspect.signature(
         tfrecord_lirs.LIRSDataset.__init__).parameters
     rows = []
@@ -58,50 +51,38 @@ SNIPPET = textwrap.dedent("""
         rows.append(dict(name=name, records=got - 1, seconds=dt, rate=(got - 1) / dt, **info))
         print(name, info, round((got - 1) / dt, 1), "rec/s", flush=True)
 
-    for threads in {threads!r}:
+    for threads in cfg["threads"]:
         modes = [True, False] if unordered_ok else [True]
         for deterministic in modes:
-            kw = {{}} if deterministic else dict(deterministic=False)
+            kw = {} if deterministic else dict(deterministic=False)
             ds = tfrecord_lirs.LIRSDataset(url, seed=7, num_parallel_reads=threads, **kw)
-            timed("lirs", ds, {take!r}[threads], threads=threads,
+            timed("lirs", ds, cfg["take"][threads], threads=threads,
                   deterministic=deterministic)
     stock = tf.data.TFRecordDataset(url).shuffle(10000, seed=7)
-    timed("stock", stock, {take_stock!r})
-    with open({results!r}, "w") as f:
-        json.dump(dict(rows=rows, unordered_available=unordered_ok), f)
-""")
+    timed("stock", stock, cfg["take_stock"])
+    save_results(cfg, rows=rows, unordered_available=unordered_ok)
+"""
 
 
 def run_latency(out_dir):
     """Measures row 8; returns its results (rows of rates, the latency model)."""
-    import numpy as np
+    from gcs_emulator import BUCKET, run_with_gcs
 
-    import tfrecord_lirs
-    from gcs_emulator import BUCKET, namespace_unavailable, run_with_gcs
-
-    why = namespace_unavailable()
+    why = unavailable(server=False)
     if why:
         return {"skipped": why}
-    out_dir = Path(out_dir)
-    work = out_dir / "latency"
+    work = Path(out_dir) / "latency"
     work.mkdir(parents=True, exist_ok=True)
-    data = work / "remote.tfrecord"
-    rng = np.random.default_rng(8)
-    with tfrecord_lirs.PaddedWriter(str(data)) as w:
-        for i in range(RECORDS):
-            n = int(rng.integers(*RECORD_BYTES))
-            w.write(b"%08d" % i + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
-    results = work / "results.json"
-    url = f"gs://{BUCKET}/bench/remote.tfrecord"
-    code = SNIPPET.format(python=str(ROOT / "python"), url=url, threads=THREADS, take=TAKE,
-                          take_stock=TAKE_STOCK, results=str(results))
+    (data,) = write_records([work / "remote.tfrecord"], RECORDS, 8)
+    cfg = dict(url=f"gs://{BUCKET}/bench/remote.tfrecord", threads=THREADS, take=TAKE,
+               take_stock=TAKE_STOCK)
     latency = {"median_ms": LATENCY_MEDIAN_MS, "sigma": LATENCY_SIGMA, "seed": 1}
     start = time.time()
-    run_with_gcs(work / "run", {"bench/remote.tfrecord": data,
-                                "bench/remote.tfrecord.offsets": Path(str(data) + ".offsets")},
-                 code, latency=latency, timeout=1200,
-                 env={"GCS_READ_CACHE_BLOCK_SIZE_MB": "0"})
-    out = json.loads(results.read_text())
+    out = run_snippet(run_with_gcs, work,
+                      {"bench/remote.tfrecord": data,
+                       "bench/remote.tfrecord.offsets": Path(str(data) + ".offsets")},
+                      SNIPPET, cfg, latency=latency, timeout=1200,
+                      env={"GCS_READ_CACHE_BLOCK_SIZE_MB": "0"})
     out["latency"] = latency
     out["records"] = RECORDS
     out["file_bytes"] = data.stat().st_size

@@ -31,52 +31,32 @@ torch, ~6 GB).
 
 import argparse
 import json
-import math
 import os
-import sys
-import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "python"))
+from objstore_common import (FILES, ROOT, TAIL_SEED, TAIL_SIGMA, median_ms, run_snippet,
+                             server_config, server_missing, stage_bucket, unavailable,
+                             write_records)
 
-SERVER_DELAY_MS = 50
-TAIL_SIGMA = 0.8
-TAIL_SEED = 11
-FILES = 4
 RECORDS = 6000
-RECORD_BYTES = (200, 1200)
 IN_FLIGHT = [32, 128, 512, 2048, -1]
 # Records timed per contender (after the first batch): the epoch's first part.
 TAKE = 16000
 TAKE_STOCK = 12000
-SERVER = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "s3-bench-server"
 
-SNIPPET = textwrap.dedent("""
-    import json, os, subprocess, sys, time, urllib.request
-    sys.path.insert(0, {python!r})
-    cfg = {cfg!r}
-    srv = subprocess.Popen([cfg["server"], "serve", "--root", cfg["root"],
-                            "--latency-ms", str(cfg["median_ms"]), "--sigma", str(cfg["sigma"]),
-                            "--seed", str(cfg["seed"])], stdout=subprocess.PIPE, text=True)
-    endpoint = srv.stdout.readline().split()[-1]
-    os.environ.update(AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true", AWS_SKIP_SIGNATURE="true",
-                      AWS_REGION="us-east-1")
+SNIPPET = """
+    endpoint = start_bench_server(cfg)
+    os.environ.update(s3_env(endpoint))
     import tensorflow as tf
     import tfrecord_lirs
     rows = []
-
-    def stats():
-        with urllib.request.urlopen(endpoint + "/_bench/stats") as r:
-            return json.loads(r.read())
 
     def timed(name, make, n, count_server=True, **info):
         # The server's counts cover the iterator's whole life (its table and first
         # reads, and what it read ahead past the last record taken), over every record
         # it handed out: an upper bound of an epoch's GETs per record.
-        s0 = stats()
+        s0 = server_stats(endpoint)
         it = make()
         first = next(it)
         items = first if isinstance(first, list) else [first]
@@ -93,13 +73,13 @@ SNIPPET = textwrap.dedent("""
             payload += sum(len(x) for x in items)
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         del it
-        s1 = stats()
+        counts = server_stats(endpoint, since=s0)
         delivered += records
         row = dict(name=name, records=records, seconds=dt, rate=records / dt,
                    cpu_us_per_record=1e6 * cpu / max(records, 1), **info)
         if count_server:
-            row["gets_per_record"] = (s1["gets"] - s0["gets"]) / max(delivered, 1)
-            row["bytes_per_byte"] = (s1["bytes"] - s0["bytes"]) / max(payload, 1)
+            row["gets_per_record"] = counts["gets"] / max(delivered, 1)
+            row["bytes_per_byte"] = counts["bytes"] / max(payload, 1)
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -119,62 +99,42 @@ SNIPPET = textwrap.dedent("""
                     deterministic=deterministic, num_parallel_reads=reads)), cfg["take"], **info)
     # The sequential pass: 256 KB GETs one at a time over each object, as the stock
     # reader does.
-    s0, t0 = stats(), time.perf_counter()
+    s0, t0 = server_stats(endpoint), time.perf_counter()
     for key in cfg["keys"]:
         subprocess.run([cfg["server"], "load", "--endpoint", endpoint, "--bucket", "bench",
                         "--key", key, "--range-bytes", "262144", "--in-flight", "1",
                         "--sequential"], check=True, capture_output=True)
-    dt, s1 = time.perf_counter() - t0, stats()
+    dt, counts = time.perf_counter() - t0, server_stats(endpoint, since=s0)
     rows.append(dict(name="sequential 256 KB", records=cfg["records"], seconds=dt,
-                     rate=cfg["records"] / dt,
-                     gets_per_record=(s1["gets"] - s0["gets"]) / cfg["records"]))
+                     rate=cfg["records"] / dt, gets_per_record=counts["gets"] / cfg["records"]))
     print(json.dumps(rows[-1]), flush=True)
     stock = tf.data.TFRecordDataset(cfg["gs_urls"]).shuffle(10000, seed=7)
     timed("stock", lambda: (x.numpy() for x in stock), cfg["take_stock"], count_server=False)
-    srv.terminate()
-    srv.wait()
-    with open(cfg["results"], "w") as f:
-        json.dump(dict(rows=rows), f)
-""")
+    save_results(cfg, rows=rows)
+"""
 
 
 def run_objstore(out_dir, quick=False, sigma=TAIL_SIGMA):
     """Measures row 15; returns its results (or why not)."""
-    import shutil
+    from gcs_emulator import BUCKET, run_with_gcs
 
-    from gcs_emulator import BUCKET, namespace_unavailable, run_with_gcs
-
-    why = namespace_unavailable()
+    why = unavailable()
     if why:
         return {"skipped": why}
-    if not SERVER.exists():
-        return {"skipped": f"{SERVER} is not built (make bench builds it)"}
     work = Path(out_dir) / "objstore"
     work.mkdir(parents=True, exist_ok=True)
-    root = work / "s3root"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "bench").mkdir(parents=True)
     files = _write_files(work)
-    for data in files:
-        # The S3 server's objects: files in its bucket directory.
-        shutil.copy(data, root / "bench" / data.name)
-        shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
-    median = SERVER_DELAY_MS * math.exp(-sigma ** 2 / 2)
-    results = work / "results.json"
-    cfg = dict(server=str(SERVER), root=str(root), median_ms=median, sigma=sigma,
-               seed=TAIL_SEED, in_flight=[32, -1] if quick else IN_FLIGHT,
+    # The S3 server's objects: files in its bucket directory.
+    s3_urls = stage_bucket(work / "s3root", files)
+    cfg = dict(server_config(work / "s3root", sigma), in_flight=[32, -1] if quick else IN_FLIGHT,
                take=2000 if quick else TAKE, take_stock=2000 if quick else TAKE_STOCK,
-               s3_urls=[f"s3://bench/{d.name}" for d in files],
-               gs_urls=[f"gs://{BUCKET}/bench/{d.name}" for d in files],
-               keys=[d.name for d in files], records=FILES * RECORDS, results=str(results))
-    objects = {}
-    for data in files:
-        objects[f"bench/{data.name}"] = data
+               s3_urls=s3_urls, gs_urls=[f"gs://{BUCKET}/bench/{d.name}" for d in files],
+               keys=[d.name for d in files], records=FILES * RECORDS)
+    objects = {f"bench/{data.name}": data for data in files}
     start = time.time()
-    latency = {"median_ms": median, "sigma": sigma, "seed": TAIL_SEED}
-    run_with_gcs(work / "run", objects, SNIPPET.format(python=str(ROOT / "python"), cfg=cfg),
-                 latency=latency, timeout=3600, env={"GCS_READ_CACHE_BLOCK_SIZE_MB": "0"})
-    out = json.loads(results.read_text())
+    latency = {"median_ms": cfg["median_ms"], "sigma": sigma, "seed": TAIL_SEED}
+    out = run_snippet(run_with_gcs, work, objects, SNIPPET, cfg, latency=latency, timeout=3600,
+                      env={"GCS_READ_CACHE_BLOCK_SIZE_MB": "0"})
     out.update(latency=latency, records=FILES * RECORDS, minutes=(time.time() - start) / 60)
     return out
 
@@ -190,27 +150,16 @@ def run_objstore(out_dir, quick=False, sigma=TAIL_SIGMA):
 S3_GET_USD_PER_1000 = 0.0004
 TAKE_LOADER = 12000
 
-LOADER_SNIPPET = textwrap.dedent("""
-    import json, os, subprocess, sys, time, urllib.request
-    sys.path.insert(0, {python!r})
-    cfg = {cfg!r}
-    srv = subprocess.Popen([cfg["server"], "serve", "--root", cfg["root"],
-                            "--latency-ms", str(cfg["median_ms"]), "--sigma", str(cfg["sigma"]),
-                            "--seed", str(cfg["seed"])], stdout=subprocess.PIPE, text=True)
-    endpoint = srv.stdout.readline().split()[-1]
-    os.environ.update(AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true", AWS_SKIP_SIGNATURE="true",
-                      AWS_REGION="us-east-1")
+LOADER_SNIPPET = """
+    endpoint = start_bench_server(cfg)
+    os.environ.update(s3_env(endpoint))
     import tfrecord_lirs
     rows = []
-
-    def stats():
-        with urllib.request.urlopen(endpoint + "/_bench/stats") as r:
-            return json.loads(r.read())
 
     for page_aware in (False, True):
         for reads in cfg["in_flight"]:
             for deterministic in (True, False):
-                s0 = stats()
+                s0 = server_stats(endpoint)
                 it = iter(tfrecord_lirs.Loader(cfg["s3_urls"], seed=7, batch_size=256,
                                                page_aware=page_aware, deterministic=deterministic,
                                                num_parallel_reads=reads))
@@ -230,38 +179,23 @@ LOADER_SNIPPET = textwrap.dedent("""
                 seconds, cpu, timed = timing
                 whole = reads == -1
                 del it
-                s1 = stats()
+                counts = server_stats(endpoint, since=s0)
                 delivered += records
                 row = dict(name="Loader", reads=reads, page_aware=page_aware,
                            deterministic=deterministic, records=timed, seconds=seconds,
                            rate=timed / seconds, cpu_us_per_record=1e6 * cpu / max(timed, 1),
-                           gets_per_record=(s1["gets"] - s0["gets"]) / max(delivered, 1),
-                           bytes_per_byte=(s1["bytes"] - s0["bytes"]) / max(payload, 1),
+                           gets_per_record=counts["gets"] / max(delivered, 1),
+                           bytes_per_byte=counts["bytes"] / max(payload, 1),
                            whole_epoch=whole, delivered=delivered)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    srv.terminate()
-    srv.wait()
-    with open(cfg["results"], "w") as f:
-        json.dump(dict(rows=rows), f)
-""")
+    save_results(cfg, rows=rows)
+"""
 
 
 def _write_files(work):
     """Row 15's data files (and their tables) under `work`."""
-    import numpy as np
-
-    import tfrecord_lirs
-
-    rng = np.random.default_rng(13)
-    files = [work / f"remote-{f}.tfrecord" for f in range(FILES)]
-    for f, data in enumerate(files):
-        with tfrecord_lirs.PaddedWriter(str(data)) as w:
-            for i in range(RECORDS):
-                n = int(rng.integers(*RECORD_BYTES))
-                w.write(b"%08d" % (f * RECORDS + i)
-                        + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
-    return files
+    return write_records([work / f"remote-{f}.tfrecord" for f in range(FILES)], RECORDS, 13)
 
 
 def run_loader_rows(out_dir, sigma=TAIL_SIGMA, take=TAKE_LOADER, in_flight=IN_FLIGHT):
@@ -272,29 +206,18 @@ def run_loader_rows(out_dir, sigma=TAIL_SIGMA, take=TAKE_LOADER, in_flight=IN_FL
 
     if shutil.which("unshare") is None:
         return {"skipped": "the unshare command is missing (apt-get install util-linux)"}
-    if not SERVER.exists():
-        return {"skipped": f"{SERVER} is not built (make bench builds it)"}
+    if server_missing():
+        return {"skipped": server_missing()}
     work = Path(out_dir) / "objstore_loader"
     work.mkdir(parents=True, exist_ok=True)
-    root = work / "s3root"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "bench").mkdir(parents=True)
     files = _write_files(work)
-    for data in files:
-        shutil.copy(data, root / "bench" / data.name)
-        shutil.copy(str(data) + ".offsets", root / "bench" / (data.name + ".offsets"))
-    median = SERVER_DELAY_MS * math.exp(-sigma ** 2 / 2)
-    results = work / "results.json"
-    cfg = dict(server=str(SERVER), root=str(root), median_ms=median, sigma=sigma,
-               seed=TAIL_SEED, in_flight=in_flight, take=take,
-               s3_urls=[f"s3://bench/{d.name}" for d in files], results=str(results))
+    cfg = dict(server_config(work / "s3root", sigma), in_flight=in_flight, take=take,
+               s3_urls=stage_bucket(work / "s3root", files))
     start = time.time()
-    run_with_s3(work / "run", {}, LOADER_SNIPPET.format(python=str(ROOT / "python"), cfg=cfg),
-                timeout=3600)
-    out = json.loads(results.read_text())
+    out = run_snippet(run_with_s3, work, {}, LOADER_SNIPPET, cfg, timeout=3600)
     for r in out["rows"]:
         r["usd_per_1e9_records"] = r["gets_per_record"] * 1e9 * S3_GET_USD_PER_1000 / 1000
-    out.update(latency={"median_ms": median, "sigma": sigma, "seed": TAIL_SEED},
+    out.update(latency={"median_ms": median_ms(sigma), "sigma": sigma, "seed": TAIL_SEED},
                records=FILES * RECORDS, minutes=(time.time() - start) / 60,
                merge_gaps=merge_gap_table(files), load=os.getloadavg())
     return out

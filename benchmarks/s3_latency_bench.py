@@ -46,37 +46,30 @@ server, 32 reads in flight, tailed model):
 import argparse
 import json
 import math
-import sys
-import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "python"))
+from objstore_common import (FILES, ROOT, SERVER_DELAY_MS, TAIL_SEED, TAIL_SIGMA, median_ms,
+                             run_snippet, unavailable, write_records)
 
 NETEM_DELAY_MS = 25
-SERVER_DELAY_MS = 50
-# The tailed model's log-space sigma, and its seed.
-TAIL_SIGMA = 0.8
-TAIL_SEED = 11
+# The tailed model is row 15's (objstore_common: mean SERVER_DELAY_MS, log-space sigma
+# TAIL_SIGMA, seed TAIL_SEED), here in moto.
 # (key, faults for tests/s3_server.py, label) of the server-side latency models.
 SERVER_MODELS = [
     ("server_constant", {"latency_ms": SERVER_DELAY_MS, "latency_sigma": 0.0},
      f"server holds each object GET {SERVER_DELAY_MS} ms, constant (no netem here)"),
-    ("server_tailed", {"latency_ms": SERVER_DELAY_MS * math.exp(-TAIL_SIGMA ** 2 / 2),
-                       "latency_sigma": TAIL_SIGMA, "seed": TAIL_SEED},
+    ("server_tailed", {"latency_ms": median_ms(TAIL_SIGMA), "latency_sigma": TAIL_SIGMA,
+                       "seed": TAIL_SEED},
      f"server holds each object GET a lognormal draw, mean {SERVER_DELAY_MS} ms "
-     f"(median {SERVER_DELAY_MS * math.exp(-TAIL_SIGMA ** 2 / 2):.0f} ms, sigma {TAIL_SIGMA}, "
+     f"(median {median_ms(TAIL_SIGMA):.0f} ms, sigma {TAIL_SIGMA}, "
      f"p99 {SERVER_DELAY_MS * math.exp(-TAIL_SIGMA ** 2 / 2 + 2.326 * TAIL_SIGMA):.0f} ms; "
      f"seed {TAIL_SEED}; no netem here)"),
 ]
 # FILES objects of RECORDS records each: about 4.9 MB an object, which moto keeps in
 # memory (it spools an object of 5 MB or more to a temporary file, and reads the whole
 # object for every ranged GET).
-FILES = 4
 RECORDS = 6000
-RECORD_BYTES = (200, 1200)
 THREADS = [1, 32]
 # The orders read: instance-based LIRS (every record its own ranged GET) and page-aware
 # (each page-aware unit, the records of one page, fetched by one coalesced GET).
@@ -87,19 +80,17 @@ PAGE_AWARE = [False, True]
 WARM_RECORDS = 64
 TAKE = {(False, 1): 128, (False, 32): 3968, (True, 1): 512, (True, 32): 16000}
 
-SNIPPET = textwrap.dedent("""
-    import json, sys, time
-    sys.path.insert(0, {python!r})
+SNIPPET = """
     import tensorflow as tf
     import tfrecord_lirs
-    urls = {urls!r}
+    urls = cfg["urls"]
     rows = []
 
     def timed(ds, n, **info):
         it = iter(ds)
         # The first window: opening, table, pool start (and with one read in flight the
         # window read meanwhile, which then comes at once).
-        for _ in range({warm!r}):
+        for _ in range(cfg["warm"]):
             next(it)
         t = time.perf_counter()
         for _ in range(n):
@@ -111,55 +102,41 @@ SNIPPET = textwrap.dedent("""
         rows.append(dict(records=n, seconds=dt, rate=n / dt, **info))
         print(info, round(n / dt, 1), "rec/s", flush=True)
 
-    for page_aware in {page_aware!r}:
-        for threads in {threads!r}:
+    for page_aware in cfg["page_aware"]:
+        for threads in cfg["threads"]:
             for deterministic in (True, False):
                 ds = tfrecord_lirs.LIRSDataset(urls, seed=7, num_parallel_reads=threads,
                                                deterministic=deterministic,
                                                page_aware=page_aware)
-                timed(ds, {take!r}[(page_aware, threads)], threads=threads,
+                timed(ds, cfg["take"][(page_aware, threads)], threads=threads,
                       deterministic=deterministic, page_aware=page_aware)
-    with open({results!r}, "w") as f:
-        json.dump(dict(rows=rows), f)
-""")
+    save_results(cfg, rows=rows)
+"""
 
 
 def _measure(work, files, faults):
     from s3_server import BUCKET, run_with_s3
 
-    results = work / "results.json"
     objects = {}
     for data in files:
         objects[f"bench/{data.name}"] = data
         objects[f"bench/{data.name}.offsets"] = Path(str(data) + ".offsets")
-    urls = [f"s3://{BUCKET}/bench/{data.name}" for data in files]
-    code = SNIPPET.format(python=str(ROOT / "python"), urls=urls, threads=THREADS, take=TAKE,
-                          page_aware=PAGE_AWARE, warm=WARM_RECORDS, results=str(results))
-    run_with_s3(work / "run", objects, code, faults=faults, timeout=1200)
-    return json.loads(results.read_text())["rows"]
+    cfg = dict(urls=[f"s3://{BUCKET}/bench/{data.name}" for data in files], threads=THREADS,
+               take=TAKE, page_aware=PAGE_AWARE, warm=WARM_RECORDS)
+    return run_snippet(run_with_s3, work, objects, SNIPPET, cfg, faults=faults,
+                       timeout=1200)["rows"]
 
 
 def run_s3_latency(out_dir):
     """Measures row 11; returns its results (rates per latency model, or why not)."""
-    import numpy as np
-
-    import tfrecord_lirs
-    from gcs_emulator import namespace_unavailable
     from s3_server import netem_unavailable
 
-    why = namespace_unavailable()
+    why = unavailable(server=False)
     if why:
         return {"skipped": why}
     work = Path(out_dir) / "s3_latency"
     work.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(10)
-    files = [work / f"remote-{f}.tfrecord" for f in range(FILES)]
-    for f, data in enumerate(files):
-        with tfrecord_lirs.PaddedWriter(str(data)) as w:
-            for i in range(RECORDS):
-                n = int(rng.integers(*RECORD_BYTES))
-                w.write(b"%08d" % (f * RECORDS + i)
-                        + bytes(rng.integers(0, 256, size=n, dtype=np.uint8)))
+    files = write_records([work / f"remote-{f}.tfrecord" for f in range(FILES)], RECORDS, 10)
     start = time.time()
     out = {"records": FILES * RECORDS, "file_bytes": [data.stat().st_size for data in files]}
     netem_why = netem_unavailable(NETEM_DELAY_MS)
