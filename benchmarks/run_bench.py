@@ -975,6 +975,16 @@ def report(path, t, m, meta, results):
         "shards of 4 MiB from the same server into its local cache, cold then warm, "
         "sample by sample with its default shuffle (`py1e`: within blocks of shards, "
         "not full-range).",
+        "* Data refurbishing (row 14, `benchmarks/refurbish_bench.py`, the TensorFlow-free "
+        "venv): a PyTorch DataLoader with 2 persistent worker processes over PNG Examples; "
+        "the augmentation is numpy and Pillow (decode, crop, flip, 5 RandAugment-like "
+        "layers; refurbish stores the output after the 4th, data echoing after the 5th); "
+        "the stores are directories under /dev/shm (shared by the workers in memory), and "
+        "one row puts the r=3 store on disk. Epoch 0 refreshes everything and is not "
+        "timed. The per-batch spread is p95/p50 of the time a worker spends on each batch "
+        "(from the end of its previous one), the CPU per step the cache-aware shuffle "
+        "keeps even; the spread of the batches' arrivals is printed beside it (two "
+        "workers' batches interleave there, so it swings with their phase).",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
