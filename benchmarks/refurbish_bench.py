@@ -14,6 +14,8 @@ layers, `final` FINAL_LAYERS more. Pipelines, side by side in one run:
   `--store-root` (default /dev/shm: the store shared by the workers in memory, where the
   README puts it; the paper's store is in memory too);
 * refurbish r=3, store on disk: the same with the store under `--out`;
+* refurbish r=3, random placement: the same uses in a random order, without the
+  cache-aware shuffle (what the per-batch spread would be without it);
 * echo r: the same machinery with the whole augmentation as `partial` and no `final`
   (data echoing: a fully augmented sample reused r epochs).
 
@@ -179,6 +181,28 @@ class EpochSampler(tud.Sampler):
         return ((i, self.epoch) for i in self.sampler)
 
 
+class RandomPlacement(tud.Sampler):
+    """The schedule's uses of each epoch in a random order (seeded): the same refreshes
+    and reuses, without the cache-aware shuffle that gives every batch its share."""
+
+    def __init__(self, sampler):
+        self.sampler, self.schedule = sampler, sampler.schedule
+
+    def set_epoch(self, epoch):
+        self.sampler.set_epoch(epoch)
+        self.epoch = epoch
+
+    def order(self, epoch):
+        return np.random.default_rng([SEED, epoch]).permutation(len(self.sampler))
+
+    def __len__(self):
+        return len(self.sampler)
+
+    def __iter__(self):
+        uses = list(self.sampler)
+        return (uses[k] for k in self.order(self.epoch))
+
+
 def collate(batch):
     """The outputs' hashes, and when and in which worker the batch was done."""
     hashes = [hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=8).digest()
@@ -186,10 +210,11 @@ def collate(batch):
     return hashes, os.getpid(), time.perf_counter()
 
 
-def run(kind, r, source, epochs, store, log=None):
+def run(kind, r, source, epochs, store, log=None, random_placement=False):
     """Per epoch: the batches' arrival times, their (worker, done time), the output
     hashes by id and the refreshes per batch (`log`: count the partial augmentations
-    in that file)."""
+    in that file; `random_placement`: the uses in a random order, see
+    `RandomPlacement`)."""
     n = len(source)
     if kind == "standard":
         sampler, data = EpochSampler(n), Standard(source)
@@ -200,6 +225,8 @@ def run(kind, r, source, epochs, store, log=None):
             fns = (Counted(fns[0], log), fns[1])
         data = RefurbishDataset(source, *fns, sampler, store=store,
                                 partial_name=f"{kind}-bench-1")
+        if random_placement:
+            sampler = RandomPlacement(sampler)
     loader = tud.DataLoader(data, sampler=sampler, batch_size=BATCH, num_workers=2,
                             collate_fn=collate, persistent_workers=True)
     times, done, outputs, refreshes = [], [], [], []
@@ -209,6 +236,9 @@ def run(kind, r, source, epochs, store, log=None):
             ids = [i for i, _ in sampler]
         else:
             ids, refresh, _ = sampler.schedule.epoch(epoch)
+            if random_placement:
+                order = sampler.order(epoch)
+                ids, refresh = ids[order], refresh[order]
             ids = ids.tolist()
             refreshes.append([int(refresh[b:b + BATCH].sum()) for b in range(0, n, BATCH)])
         epoch_times, epoch_done, got = [time.perf_counter()], [], []
@@ -269,7 +299,8 @@ def main():
     try:
         for kind, r, disk in [("standard", 1, False), ("refurbish", 2, False),
                               ("refurbish", 3, False), ("refurbish_disk", 3, True),
-                              ("echo", 2, False), ("echo", 3, False)]:
+                              ("refurbish_random", 3, False), ("echo", 2, False),
+                              ("echo", 3, False)]:
             # A new directory each, all removed at the end (entries put into a path
             # just emptied of 3,000 cost 93-106 us a put against 65-75 us in a new
             # directory, ext4 here).
@@ -282,9 +313,10 @@ def main():
                 if os.path.exists(log):
                     os.remove(log)
             second = kind == "refurbish" and r == 3
-            times, done, outputs, refreshes = run(kind.replace("_disk", ""), r, source,
+            times, done, outputs, refreshes = run(kind.split("_")[0], r, source,
                                                   args.epochs, store,
-                                                  logs[0] if second else None)
+                                                  logs[0] if second else None,
+                                                  random_placement=kind.endswith("_random"))
             row = summary(kind, r, times, done, outputs, refreshes, len(source))
             row["store"] = os.path.dirname(store)
             print(json.dumps(row), flush=True)

@@ -389,6 +389,12 @@ def bench_refurbish(t, out):
     t.add(sec, f"refurbish r=3, the store on disk (under {x['store']})",
           fmt_rate(x["images_per_s"], "img/s"),
           f"{ratio(x['images_per_s'], std['images_per_s']):.2f}x standard")
+    x = res["refurbish_random_3"]
+    lo, hi = x["refreshes_per_batch"]
+    t.add(sec, "refurbish r=3, the same uses at random positions (no cache-aware shuffle): "
+          "refreshes per batch; a worker's time per batch p95/p50",
+          f"{lo}..{hi}", f"p95/p50 {x['batch_p95_over_p50']:.2f}, "
+          f"{ratio(x['images_per_s'], std['images_per_s']):.2f}x standard's img/s")
     for r in (2, 3):
         x = res[f"echo_{r}"]
         t.add(sec, f"data echoing r={r} (the whole augmentation reused)",
