@@ -4,10 +4,13 @@
 //! `drop_remainder` with short unordered windows, unordered completion orders, and
 //! the fresh fetch after a window-level failure.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use common::id_of;
 use tfrecord_lirs::{
     CursorOptions, CursorState, DatasetCursor, ErrorKind, FetchOptions, OrderParams, PaddedWriter,
     Reader,
@@ -42,10 +45,6 @@ fn damage(path: &Path, ids: &[u64]) {
         bytes[off as usize + 12] ^= 1;
     }
     std::fs::write(path, bytes).unwrap();
-}
-
-fn id_of(payload: &[u8]) -> u64 {
-    u64::from(u32::from_le_bytes(payload[..4].try_into().unwrap()))
 }
 
 fn reader(path: &Path) -> Arc<Reader> {

@@ -2,9 +2,12 @@
 //! new workers every instance not yet delivered is delivered exactly once, for both
 //! order versions, instance-based and page-aware, ordered and unordered.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::take;
 use tfrecord_lirs::{
     CursorOptions, CursorState, DatasetCursor, EpochState, ErrorKind, OrderParams, OrderVersion,
     PaddedWriter, Reader, ShardState,
@@ -46,20 +49,6 @@ fn options(reader: &Reader, run: Run, epoch: u64, num_shards: u64, k: u64) -> Cu
     o.order_version = run.version;
     o.unordered = run.unordered;
     o
-}
-
-fn id_of(payload: &[u8]) -> u64 {
-    u64::from(u32::from_le_bytes(payload[..4].try_into().unwrap()))
-}
-
-/// Takes up to `batches` batches from `cursor`, their ids appended to `out`.
-fn take(cursor: &mut DatasetCursor, batches: usize, out: &mut Vec<u64>) {
-    for _ in 0..batches {
-        match cursor.next_batch() {
-            Some(batch) => out.extend(batch.unwrap().iter().map(id_of)),
-            None => return,
-        }
-    }
 }
 
 fn count(ids: &[u64], into: &mut BTreeMap<u64, u32>) {

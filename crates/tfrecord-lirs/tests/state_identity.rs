@@ -3,10 +3,13 @@
 //! naming the file that differs, while the same files moved elsewhere restore; and
 //! the states of shards of equal length (`Drop`, `Pad`) combine exactly.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use common::take;
 use tfrecord_lirs::format::shard_remainder::ShardRemainder;
 use tfrecord_lirs::{
     CursorOptions, CursorState, DatasetCursor, DatasetLoader, EpochState, ErrorKind, LoaderOptions,
@@ -51,19 +54,6 @@ fn options(reader: &Reader, num_shards: u64, k: u64, rule: ShardRemainder) -> Cu
     o.order_version = OrderVersion::V2;
     o.shard_remainder = rule;
     o
-}
-
-fn id_of(payload: &[u8]) -> u64 {
-    u64::from(u32::from_le_bytes(payload[..4].try_into().unwrap()))
-}
-
-fn take(cursor: &mut DatasetCursor, batches: usize, out: &mut Vec<u64>) {
-    for _ in 0..batches {
-        match cursor.next_batch() {
-            Some(batch) => out.extend(batch.unwrap().iter().map(id_of)),
-            None => return,
-        }
-    }
 }
 
 /// The epoch state after two shards of `reader` took one and two batches.

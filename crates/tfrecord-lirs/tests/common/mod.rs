@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tfrecord_lirs::format;
-use tfrecord_lirs::{Fit, PadOptions, PadSummary, PaddedWriter};
+use tfrecord_lirs::{DatasetCursor, Fit, PadOptions, PadSummary, PaddedWriter};
 
 /// Deterministic payload `i` of `len` bytes; never starts with 0x00 (so never a filler).
 pub fn payload(i: usize, len: usize) -> Vec<u8> {
@@ -137,4 +137,19 @@ pub fn mmap_opt_in() -> Option<tfrecord_lirs::MmapOptIn> {
     // SAFETY: the tests' own temporary files; nothing writes or truncates them while
     // they are mapped.
     Some(unsafe { tfrecord_lirs::MmapOptIn::new() })
+}
+
+/// The id a test payload starts with (its first 4 bytes, little-endian).
+pub fn id_of(payload: &[u8]) -> u64 {
+    u64::from(u32::from_le_bytes(payload[..4].try_into().unwrap()))
+}
+
+/// Takes up to `batches` batches from `cursor`, their ids appended to `out`.
+pub fn take(cursor: &mut DatasetCursor, batches: usize, out: &mut Vec<u64>) {
+    for _ in 0..batches {
+        match cursor.next_batch() {
+            Some(batch) => out.extend(batch.unwrap().iter().map(id_of)),
+            None => return,
+        }
+    }
 }
