@@ -116,13 +116,7 @@ pub(crate) struct Ledger {
 impl Ledger {
     /// Opens and locks the ledger of `dir` (created, by a scan, if missing).
     pub(crate) fn lock(dir: &Path) -> std::io::Result<Ledger> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join(LEDGER_FILE))?;
-        file.lock()?;
+        let mut file = locked(dir, LEDGER_FILE, false)?;
         let mut words = [0u8; 16];
         let (bytes, swept, written) = match file.read_exact(&mut words) {
             Ok(()) => {
@@ -190,13 +184,16 @@ pub(crate) struct Writing {
     _lock: File,
 }
 
-fn writers_lock(dir: &Path, shared: bool) -> std::io::Result<File> {
+/// The file `name` of `dir` (made if missing), opened anew and locked, shared or
+/// exclusive (`flock`: a new open per use, so threads of one process exclude each other
+/// too).
+fn locked(dir: &Path, name: &str, shared: bool) -> std::io::Result<File> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(dir.join(WRITERS_FILE))?;
+        .open(dir.join(name))?;
     if shared {
         file.lock_shared()?;
     } else {
@@ -227,7 +224,7 @@ pub(crate) fn reserve(
         }
         // No writer can reserve while this process holds the ledger; those that did
         // finish (they do not need the ledger to) before the scan counts.
-        let all_written = writers_lock(dir, false)?;
+        let all_written = locked(dir, WRITERS_FILE, false)?;
         let mut found = scan(dir)?;
         drop(all_written);
         ledger.bytes = found.iter().map(|f| f.size).sum();
@@ -255,7 +252,7 @@ pub(crate) fn reserve(
     ledger.commit()?;
     // Taken before the ledger is unlocked, so no scan can come between.
     let writing = Writing {
-        _lock: writers_lock(dir, true)?,
+        _lock: locked(dir, WRITERS_FILE, true)?,
     };
     Ok((Some(writing), evicted))
 }
