@@ -44,11 +44,6 @@ def per_use_seconds(fn, items):
     return (time.perf_counter() - start) / len(items)
 
 
-def spread(values):
-    values = np.sort(values)
-    return float(values[int(len(values) * 0.95)] / values[len(values) // 2])
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -69,14 +64,14 @@ def main():
         return partial + layers[rng.integers(5, size=batch * rb.FINAL_LAYERS)].sum()
 
     rows = {"decode_us": decode * 1e6, "layer_us": [round(v * 1e6) for v in layers]}
-    rows["standard"] = spread([batch_time(batch) for _ in range(args.batches)])
+    rows["standard"] = rb.spread([batch_time(batch) for _ in range(args.batches)])
     for r in (2, 3):
         share = n // r / n * batch
         lo = int(share)
         fixed = [batch_time(lo + (rng.random() < share - lo)) for _ in range(args.batches)]
-        rows[f"refurbish_{r}"] = spread(fixed)
+        rows[f"refurbish_{r}"] = rb.spread(fixed)
         drawn = rng.hypergeometric(n // r, n - n // r, batch, size=args.batches)
-        rows[f"refurbish_{r}_random_placement"] = spread([batch_time(k) for k in drawn])
+        rows[f"refurbish_{r}_random_placement"] = rb.spread([batch_time(k) for k in drawn])
     print(json.dumps(rows))
 
 
