@@ -30,6 +30,18 @@ print(json.dumps([x.numpy().hex() for x in ds]))
 """
 
 
+def elements(run):
+    """The elements a child reader printed (`run`: its exit code, stdout, stderr)."""
+    code, out, err = run
+    assert code == 0, err
+    return [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])]
+
+
+def block_names(files):
+    """The block files' names among a cache directory's `files` (block k is `k`)."""
+    return sorted(f.split("/")[-1] for f in files if f.split("/")[-1].isdigit())
+
+
 def test_the_op_reads_through_the_cache_then_from_it_alone(tmp_path):
     code = f"""
 import json, os, subprocess, sys
@@ -52,16 +64,11 @@ print(json.dumps({{"cold": [cold.returncode, cold.stdout, cold.stderr[-2000:]],
     res = run_with_s3(tmp_path, {"train.tfrecord": DATA, "train.tfrecord.offsets": TABLE},
                       code, timeout=900)
     r = json.loads(res.stdout.strip().splitlines()[-1])
-    code, out, err = r["cold"]
-    assert code == 0, err
-    cold = [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])]
+    cold = elements(r["cold"])
     assert sorted(cold) == sorted(PAYLOADS) and cold != PAYLOADS
     # The data's two blocks and the table's one, under their objects' identities.
-    blocks = [f for f in r["files"] if f.split("/")[-1].isdigit()]
-    assert sorted(f.split("/")[-1] for f in blocks) == ["0", "0", "1"], r["files"]
-    code, out, err = r["warm"]
-    assert code == 0, err
-    assert [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])] == cold
+    assert block_names(r["files"]) == ["0", "0", "1"], r["files"]
+    assert elements(r["warm"]) == cold
     # Without the cache the same read fails: the warm one was served by the cache alone.
     assert r["uncached"] != 0
 
@@ -110,17 +117,12 @@ print(json.dumps({{"cold": cold, "warm": warm, "gets": [before, after_cold, afte
     res = run_with_s3(tmp_path, {"train.tfrecord": DATA, "train.tfrecord.offsets": TABLE},
                       code, faults={"count_gets": True}, timeout=900)
     r = json.loads(res.stdout.strip().splitlines()[-1])
-    code, out, err = r["cold"]
-    assert code == 0, err
-    cold = [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])]
+    cold = elements(r["cold"])
     assert sorted(cold) == sorted(PAYLOADS) and cold != PAYLOADS
     # The argument's directory holds the blocks; the environment's got none.
-    blocks = [f for f in r["files"] if f.split("/")[-1].isdigit()]
-    assert sorted(f.split("/")[-1] for f in blocks) == ["0", "0", "1"], r["files"]
+    assert block_names(r["files"]) == ["0", "0", "1"], r["files"]
     assert r["other"] == [], r["other"]
-    code, out, err = r["warm"]
-    assert code == 0, err
-    assert [bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])] == cold
+    assert elements(r["warm"]) == cold
     before, after_cold, after_warm = (
         {k: v for k, v in g.items() if k.endswith("/train.tfrecord")} for g in r["gets"])
     data_gets = lambda g: sum(g.values())  # noqa: E731
