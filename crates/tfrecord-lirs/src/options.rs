@@ -61,23 +61,25 @@ pub fn cache(
 }
 
 /// The op's `cache_bytes` attr (a signed integer): -1 is "not given" (`None`: the
-/// default of [`cache`]), else at least 1.
+/// default of [`cache`]), another negative number an error; the bound itself (at least
+/// 1) is checked by [`cache`], as for every front end.
 ///
 /// ```
 /// use tfrecord_lirs::options;
 /// assert_eq!(options::signed_cache_bytes(-1)?, None);
 /// assert_eq!(options::signed_cache_bytes(1 << 20)?, Some(1 << 20));
-/// assert!(options::signed_cache_bytes(0).is_err());
+/// assert!(options::signed_cache_bytes(-2).is_err());
 /// # Ok::<(), tfrecord_lirs::Error>(())
 /// ```
 pub fn signed_cache_bytes(bytes: i64) -> Result<Option<u64>> {
-    match bytes {
-        defaults::DATASET_CACHE_BYTES => Ok(None),
-        n if n >= 1 => Ok(Some(n as u64)),
-        n => Err(Error::invalid_argument(format!(
-            "cache_bytes must be at least 1 (or -1: not given), got {n}"
-        ))),
+    if bytes == defaults::DATASET_CACHE_BYTES {
+        return Ok(None);
     }
+    u64::try_from(bytes).map(Some).map_err(|_| {
+        Error::invalid_argument(format!(
+            "cache_bytes must be at least 1 (or -1: not given), got {bytes}"
+        ))
+    })
 }
 
 /// A page size: a power of two from [`MIN_PAGE_SIZE`](crate::format::MIN_PAGE_SIZE) to
