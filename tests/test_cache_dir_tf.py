@@ -2,9 +2,9 @@
 (the core's rule, as DataSource/Loader do when given no `cache_dir`). A first process
 reads an epoch through moto (tests/s3_server.py, a private network namespace) into the
 cache; a second, with the endpoint pointing at a port nothing listens on (any request
-would fail), reads the same epoch from the cache alone. Then `LIRSDataset(cache_dir=...)`:
-the argument wins over the variable, and a second pass makes no data GET (counted by the
-server)."""
+would fail), reads the same epoch from the cache alone. Then `cache_dir=` given to
+`LIRSDataset` and to `read`: the argument wins over the variable, and a second pass makes
+no data GET (counted by the server)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import affine_payload, framed
 from s3_server import BUCKET, run_with_s3
 
@@ -73,20 +74,34 @@ print(json.dumps({{"cold": [cold.returncode, cold.stdout, cold.stderr[-2000:]],
     assert r["uncached"] != 0
 
 
-# LIRSDataset(cache_dir=...): the argument, with the environment variable naming
-# another directory (the argument wins). argv: cache_dir, then the seed.
-READ_BY_ARGUMENT = f"""
+# `cache_dir=` given to LIRSDataset or to `read`, with the environment variable naming
+# another directory (the argument wins). argv: cache_dir.
+READ_IDS = list(range(0, len(PAYLOADS), 7))
+READ_BY_ARGUMENT = {
+    "LIRSDataset": f"""
 import json, sys
 sys.path.insert(0, {str(REPO / 'python')!r})
 import tfrecord_lirs
-ds = tfrecord_lirs.LIRSDataset(["s3://{BUCKET}/train.tfrecord"], seed=int(sys.argv[2]),
+ds = tfrecord_lirs.LIRSDataset(["s3://{BUCKET}/train.tfrecord"], seed=5,
                                num_parallel_reads=8, cache_dir=sys.argv[1],
                                cache_bytes=64 << 20)
 print(json.dumps([x.numpy().hex() for x in ds]))
-"""
+""",
+    "read": f"""
+import json, sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+out = tfrecord_lirs.read(["s3://{BUCKET}/train.tfrecord"], {READ_IDS!r},
+                         cache_dir=sys.argv[1], cache_bytes=64 << 20)
+print(json.dumps([x.hex() for x in out.numpy()]))
+""",
+}
 
 
-def test_the_cache_dir_argument_wins_over_the_environment_and_serves_a_second_pass(tmp_path):
+@pytest.mark.parametrize("reader", sorted(READ_BY_ARGUMENT))
+def test_the_cache_dir_argument_wins_over_the_environment_and_serves_a_second_pass(
+        tmp_path, reader):
+    script = READ_BY_ARGUMENT[reader]
     code = f"""
 import json, os, subprocess, sys, urllib.request
 here = os.path.dirname(os.path.abspath(__file__))
@@ -102,7 +117,7 @@ def files(root):
                   for d, _, fs in os.walk(root) for f in fs)
 
 def run():
-    res = subprocess.run([sys.executable, "-c", {READ_BY_ARGUMENT!r}, cache, "5"], env=env,
+    res = subprocess.run([sys.executable, "-c", {script!r}, cache], env=env,
                          capture_output=True, text=True, timeout=300)
     return [res.returncode, res.stdout, res.stderr[-2000:]]
 
@@ -118,7 +133,10 @@ print(json.dumps({{"cold": cold, "warm": warm, "gets": [before, after_cold, afte
                       code, faults={"count_gets": True}, timeout=900)
     r = json.loads(res.stdout.strip().splitlines()[-1])
     cold = elements(r["cold"])
-    assert sorted(cold) == sorted(PAYLOADS) and cold != PAYLOADS
+    if reader == "read":
+        assert cold == [PAYLOADS[i] for i in READ_IDS]
+    else:
+        assert sorted(cold) == sorted(PAYLOADS) and cold != PAYLOADS
     # The argument's directory holds the blocks; the environment's got none.
     assert block_names(r["files"]) == ["0", "0", "1"], r["files"]
     assert r["other"] == [], r["other"]
@@ -133,7 +151,6 @@ print(json.dumps({{"cold": cold, "warm": warm, "gets": [before, after_cold, afte
 
 def test_a_bound_without_a_directory_and_a_bad_bound_are_the_cores_errors(
         tmp_path, monkeypatch):
-    import pytest
     import tensorflow as tf
 
     import tfrecord_lirs
@@ -148,9 +165,18 @@ def test_a_bound_without_a_directory_and_a_bad_bound_are_the_cores_errors(
         tfrecord_lirs.LIRSDataset([str(data)], cache_dir=str(tmp_path / "c"), cache_bytes=0)
     with pytest.raises(ValueError, match="cache_bytes must be an int"):
         tfrecord_lirs.LIRSDataset([str(data)], cache_dir=str(tmp_path / "c"), cache_bytes=1.5)
+    # `read` takes the same arguments to the same rules.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cache_bytes is given but no"):
+        tfrecord_lirs.read([str(data)], [0], cache_bytes=1 << 20)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cache_bytes must be at least 1"):
+        tfrecord_lirs.read([str(data)], [0], cache_dir=str(tmp_path / "c"), cache_bytes=0)
+    with pytest.raises(ValueError, match="cache_bytes must be an int"):
+        tfrecord_lirs.read([str(data)], [0], cache_dir=str(tmp_path / "c"), cache_bytes=1.5)
     # A local file is read as it is, through a given cache_dir that stays empty.
     ds = tfrecord_lirs.LIRSDataset([str(data)], cache_dir=tmp_path / "c", seed=1)
     assert sorted(x.numpy() for x in ds) == sorted(PAYLOADS)
+    assert tfrecord_lirs.read([str(data)], [3, 1], cache_dir=tmp_path / "c").numpy().tolist() \
+        == [PAYLOADS[3], PAYLOADS[1]]
     assert not [f for _, _, fs in os.walk(tmp_path / "c") for f in fs]
 
 

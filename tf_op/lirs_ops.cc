@@ -78,6 +78,9 @@ REGISTER_OP("LIRSRead")
     // I/O backend: "auto" (default), "pread", "mmap" or "direct" (O_DIRECT).
     .Attr("backend: string = 'auto'")
     .Attr("trust_table: bool = false")  // As for LIRSDataset.
+    // The local tier of URL reads, as for LIRSDataset ('' and -1: not given).
+    .Attr("cache_dir: string = ''")
+    .Attr("cache_bytes: int = -1")
     // Reads files: never constant-fold. Allowlisted for dataset functions
     // (lirs_kernels.cc), so map(read) pipelines can be checkpointed.
     .SetIsStateful()

@@ -111,3 +111,14 @@ def check_buffer_size(buffer_size):
     if not -(1 << 63) <= buffer_size < (1 << 63):
         raise ValueError(f"buffer_size out of range: {buffer_size}")
     check(_lirs.check_buffer_size, buffer_size)
+
+
+def cache_attrs(cache_dir, cache_bytes):
+    """The ops' `cache_dir` and `cache_bytes` attrs: '' and -1 when not given (then
+    the core's rule: TFRECORD_LIRS_CACHE_DIR, 32 GiB). The type only is checked here:
+    the values' rules and messages are the core's."""
+    if cache_bytes is not None and (isinstance(cache_bytes, bool)
+                                    or not isinstance(cache_bytes, int)):
+        raise ValueError(f"cache_bytes must be an int or None, got {cache_bytes!r}")
+    return (b"" if cache_dir is None else os.fsencode(cache_dir),
+            or_default(cache_bytes, "dataset_cache_bytes"))

@@ -196,10 +196,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if epoch_state is not None and not isinstance(epoch_state, bytes):
             raise TypeError("epoch_state must be bytes (from "
                             f"LIRSDataset.combine_shard_states) or None, got {epoch_state!r}")
-        if cache_bytes is not None and (isinstance(cache_bytes, bool)
-                                        or not isinstance(cache_bytes, int)):
-            # The type only: the value's rule and message are the core's.
-            raise ValueError(f"cache_bytes must be an int or None, got {cache_bytes!r}")
+        cache_dir, cache_bytes = _op_library.cache_attrs(cache_dir, cache_bytes)
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
@@ -248,9 +245,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
             order_version=int(order_version),
             shard_remainder=shard_remainder,
             epoch_state=epoch_state or b"",
-            # '' and -1: not given (the core's rule: TFRECORD_LIRS_CACHE_DIR, 32 GiB).
-            cache_dir=b"" if cache_dir is None else os.fsencode(cache_dir),
-            cache_bytes=_op_library.or_default(cache_bytes, "dataset_cache_bytes"),
+            cache_dir=cache_dir,
+            cache_bytes=cache_bytes,
             deterministic=(_op_library.or_default(deterministic, "dataset_deterministic")
                            if deterministic is None else str(deterministic).lower()),
             metadata=self._metadata.SerializeToString())

@@ -30,17 +30,21 @@ def _string_vector(value, what):
 
 
 def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
-         trust_table=None):
+         trust_table=None, cache_dir=None, cache_bytes=None):
     """Payloads of instances `ids` (global ids across `filenames` in order) as
     a 1-D tf.string tensor.
 
     `page_size` (keyword only) is the page size the files were padded with,
     `backend` ("auto", "pread", "mmap" or "direct") how they are read, and
     `trust_table` whether the tables are authoritative (files padded by other
-    tools), as for LIRSDataset (None: the Rust core's defaults, as there). Opened files are cached by the kernel (a few at a time, keyed
-    by path, size and mtime, so a rebuilt table is picked up), so calling this
-    once per batch does not re-read the offset tables. Usable in Dataset.map,
-    and such pipelines can be checkpointed.
+    tools), as for LIRSDataset (None: the Rust core's defaults, as there). Opened
+    files are cached by the kernel (a few at a time, keyed by path, size and mtime,
+    so a rebuilt table is picked up), so calling this once per batch does not
+    re-read the offset tables. Usable in Dataset.map, and such pipelines can be
+    checkpointed.
+
+    `cache_dir` and `cache_bytes`: the local tier of object-storage reads, as for
+    LIRSDataset (None: `TFRECORD_LIRS_CACHE_DIR`, else no cache; 32 GiB).
     """
     page_size = _op_library.or_default(page_size, "page_size")
     backend = _op_library.or_default(backend, "backend")
@@ -50,10 +54,12 @@ def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
     files = _string_vector(filenames, "filenames")
     tables = (tf.constant([], dtype=tf.string) if offset_tables is None
               else _string_vector(offset_tables, "offset_tables"))
+    cache_dir, cache_bytes = _op_library.cache_attrs(cache_dir, cache_bytes)
     ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
     return _op_library.ops.lirs_read(filenames=files, offset_tables=tables, ids=ids,
-                                 page_size=page_size, backend=backend,
-                                 trust_table=bool(trust_table))
+                                     page_size=page_size, backend=backend,
+                                     trust_table=bool(trust_table), cache_dir=cache_dir,
+                                     cache_bytes=cache_bytes)
 
 
 def is_filler(record):

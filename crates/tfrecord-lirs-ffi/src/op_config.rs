@@ -147,7 +147,13 @@ impl<'a> OpArgs<'a> {
 }
 
 /// The attrs every reading op takes (LIRSRead, LIRSDataset).
-const READER_ATTRS: [&str; 3] = ["page_size", "backend", "trust_table"];
+const READER_ATTRS: [&str; 5] = [
+    "page_size",
+    "backend",
+    "trust_table",
+    "cache_dir",
+    "cache_bytes",
+];
 
 fn reader_config_of(
     args: &OpArgs,
@@ -161,9 +167,8 @@ fn reader_config_of(
         verify_payload_crc: true,
         backend: args.string("backend")?,
         trust_table: args.bool("trust_table")?,
-        // LIRSRead has no cache attrs: the core's rule with no argument.
-        cache_dir: Vec::new(),
-        cache_bytes: tfrecord_lirs::options::defaults::DATASET_CACHE_BYTES,
+        cache_dir: args.bytes("cache_dir")?,
+        cache_bytes: args.int("cache_bytes")?,
     })
 }
 
@@ -188,9 +193,7 @@ pub fn dataset_config(
     files: &[FilePath],
     tables: &[FilePath],
 ) -> FfiResult<DatasetConfig> {
-    const DATASET_ARGS: [&str; 13] = [
-        "cache_dir",
-        "cache_bytes",
+    const DATASET_ARGS: [&str; 11] = [
         "page_aware",
         "num_shards",
         "shard_index",
@@ -207,11 +210,7 @@ pub fn dataset_config(
     let known: Vec<&str> = READER_ATTRS.iter().chain(&DATASET_ARGS).copied().collect();
     let args = OpArgs::new("LIRSDataset", args, &known)?;
     Ok(DatasetConfig {
-        reader: ReaderConfig {
-            cache_dir: args.bytes("cache_dir")?,
-            cache_bytes: args.int("cache_bytes")?,
-            ..reader_config_of(&args, files, tables)?
-        },
+        reader: reader_config_of(&args, files, tables)?,
         walk: WalkConfig {
             page_aware: args.bool("page_aware")?,
             num_shards: args.int("num_shards")?,
@@ -375,6 +374,8 @@ mod tests {
                 int("page_size", 512),
                 text("backend", b"auto"),
                 int("trust_table", 1),
+                text("cache_dir", b"/tmp/read-cache"),
+                int("cache_bytes", 4096),
             ],
             &[path("a")],
             &[path("a.idx")],
@@ -385,8 +386,8 @@ mod tests {
             (512, "auto", true)
         );
         assert_eq!(r.tables[0].bytes, b"a.idx");
-        assert!(r.cache_dir.is_empty());
-        assert_eq!(r.cache_bytes, -1);
+        assert_eq!(r.cache_dir, b"/tmp/read-cache");
+        assert_eq!(r.cache_bytes, 4096);
     }
 
     #[test]
