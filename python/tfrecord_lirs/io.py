@@ -40,8 +40,10 @@ def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
     tools), as for LIRSDataset (None: the Rust core's defaults, as there). Opened
     files are cached by the kernel (a few at a time, keyed by path, size and mtime,
     so a rebuilt table is picked up), so calling this once per batch does not
-    re-read the offset tables. Usable in Dataset.map, and such pipelines can be
-    checkpointed.
+    re-read the offset tables. Files on object storage have no such identity, so
+    each call opens them again (a few requests per file: the object, its table's
+    ends); over object storage prefer LIRSDataset or DataSource, which open once.
+    Usable in Dataset.map, and such pipelines can be checkpointed.
 
     `cache_dir` and `cache_bytes`: the local tier of object-storage reads, as for
     LIRSDataset (None: `TFRECORD_LIRS_CACHE_DIR`, else no cache; 32 GiB).
