@@ -24,6 +24,8 @@ DEFAULTS = _lirs.defaults()
 OP_ATTR_DEFAULT = {"batch_size": "dataset_batch_size",
                    "deterministic": "dataset_deterministic",
                    "cache_bytes": "dataset_cache_bytes"}
+# LIRSRead's: its cache_bytes is LIRSDataset's (-1, not given).
+READ_ATTR_DEFAULT = {"cache_bytes": "dataset_cache_bytes"}
 # Attrs with no user-facing default in the table (empty: not given).
 OP_ATTR_WITHOUT_DEFAULT = {"epoch_state", "metadata", "cache_dir"}
 
@@ -68,12 +70,13 @@ def test_the_op_attrs_defaults_are_the_cores():
         ("LIRSDataset", "page_size"), ("LIRSDataset", "order_version"),
         ("LIRSDataset", "shard_remainder"), ("LIRSDataset", "cache_dir"),
         ("LIRSDataset", "cache_bytes"),
-        ("LIRSRead", "page_size"), ("LIRSRead", "backend")}
+        ("LIRSRead", "page_size"), ("LIRSRead", "backend"), ("LIRSRead", "cache_dir"),
+        ("LIRSRead", "cache_bytes")}
     for op, name, kind, text in attrs:
         if name in OP_ATTR_WITHOUT_DEFAULT:
             assert _attr_value(kind, text) == "", (op, name)
             continue
-        key = OP_ATTR_DEFAULT.get(name, name) if op == "LIRSDataset" else name
+        key = (OP_ATTR_DEFAULT if op == "LIRSDataset" else READ_ATTR_DEFAULT).get(name, name)
         assert key in DEFAULTS, f"{op}.{name} has a default the core does not list"
         assert _attr_value(kind, text) == DEFAULTS[key], (op, name, text, DEFAULTS[key])
 
