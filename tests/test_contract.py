@@ -13,11 +13,11 @@ from tensorflow.python.framework import op_def_registry  # noqa: E402
 from tfrecord_lirs import _checks, _lirs, _op_library, errors  # noqa: E402
 
 DEFAULTS = _lirs.defaults()
-# The ops' attrs whose default differs in meaning from the Loader's (LIRSRead's
-# cache_bytes is LIRSDataset's: -1, not given).
-DATASET_ATTR = {"batch_size": "dataset_batch_size", "deterministic": "dataset_deterministic",
-                "cache_bytes": "dataset_cache_bytes"}
-READ_ATTR = {"cache_bytes": "dataset_cache_bytes"}
+# The attrs whose default differs in meaning from the Loader's: both ops', then
+# LIRSDataset's.
+OP_ATTR = {"cache_bytes": "op_cache_bytes"}
+DATASET_ATTR = {**OP_ATTR, "batch_size": "dataset_batch_size",
+                "deterministic": "dataset_deterministic"}
 
 
 def _value(attr_value):
@@ -37,7 +37,7 @@ def test_registered_op_attr_defaults_are_the_cores():
             without_default = ("epoch_state", "metadata", "cache_dir")
             if not attr.HasField("default_value") or attr.name in without_default:
                 continue
-            key = (DATASET_ATTR if op == "LIRSDataset" else READ_ATTR).get(attr.name, attr.name)
+            key = (DATASET_ATTR if op == "LIRSDataset" else OP_ATTR).get(attr.name, attr.name)
             assert _value(attr.default_value) == DEFAULTS[key], (op, attr.name)
             seen.add(attr.name)
     assert {"page_size", "order_version", "backend", "trust_table", "num_parallel_reads",

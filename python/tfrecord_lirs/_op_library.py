@@ -121,4 +121,4 @@ def cache_attrs(cache_dir, cache_bytes):
                                     or not isinstance(cache_bytes, int)):
         raise ValueError(f"cache_bytes must be an int or None, got {cache_bytes!r}")
     return (b"" if cache_dir is None else os.fsencode(cache_dir),
-            or_default(cache_bytes, "dataset_cache_bytes"))
+            or_default(cache_bytes, "op_cache_bytes"))

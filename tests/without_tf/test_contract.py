@@ -20,12 +20,10 @@ CLI = Path(os.environ.get("TFRECORD_LIRS_CLI") or REPO / "target" / "release" / 
 
 DEFAULTS = _lirs.defaults()
 
-# The op's attr names that differ from the core's table (LIRSDataset's own meaning).
-OP_ATTR_DEFAULT = {"batch_size": "dataset_batch_size",
-                   "deterministic": "dataset_deterministic",
-                   "cache_bytes": "dataset_cache_bytes"}
-# LIRSRead's: its cache_bytes is LIRSDataset's (-1, not given).
-READ_ATTR_DEFAULT = {"cache_bytes": "dataset_cache_bytes"}
+# The attr names that differ from the core's table: both ops', then LIRSDataset's.
+OP_ATTR_DEFAULT = {"cache_bytes": "op_cache_bytes"}
+DATASET_ATTR_DEFAULT = {**OP_ATTR_DEFAULT, "batch_size": "dataset_batch_size",
+                        "deterministic": "dataset_deterministic"}
 # Attrs with no user-facing default in the table (empty: not given).
 OP_ATTR_WITHOUT_DEFAULT = {"epoch_state", "metadata", "cache_dir"}
 
@@ -76,7 +74,7 @@ def test_the_op_attrs_defaults_are_the_cores():
         if name in OP_ATTR_WITHOUT_DEFAULT:
             assert _attr_value(kind, text) == "", (op, name)
             continue
-        key = (OP_ATTR_DEFAULT if op == "LIRSDataset" else READ_ATTR_DEFAULT).get(name, name)
+        key = (DATASET_ATTR_DEFAULT if op == "LIRSDataset" else OP_ATTR_DEFAULT).get(name, name)
         assert key in DEFAULTS, f"{op}.{name} has a default the core does not list"
         assert _attr_value(kind, text) == DEFAULTS[key], (op, name, text, DEFAULTS[key])
 

@@ -72,7 +72,7 @@ pub fn cache(
 /// # Ok::<(), tfrecord_lirs::Error>(())
 /// ```
 pub fn signed_cache_bytes(bytes: i64) -> Result<Option<u64>> {
-    if bytes == defaults::DATASET_CACHE_BYTES {
+    if bytes == defaults::OP_CACHE_BYTES {
         return Ok(None);
     }
     u64::try_from(bytes).map(Some).map_err(|_| {

@@ -61,9 +61,9 @@ pub const CACHE_BYTES: u64 = 32 << 30;
 /// The environment variable naming a `cache_dir` when no argument does (an argument
 /// wins; neither: no local tier).
 pub const CACHE_DIR_ENV: &str = "TFRECORD_LIRS_CACHE_DIR";
-/// LIRSDataset's `cache_bytes` as the op takes it: -1, not given (Python's `None`:
-/// [`CACHE_BYTES`] under a `cache_dir`, an error without one).
-pub const DATASET_CACHE_BYTES: i64 = -1;
+/// `cache_bytes` as the ops (LIRSDataset, LIRSRead) take it: -1, not given (Python's
+/// `None`: [`CACHE_BYTES`] under a `cache_dir`, an error without one).
+pub const OP_CACHE_BYTES: i64 = -1;
 /// The `Loader`'s batch: the batch of the benchmarks and of the TensorFlow examples.
 pub const BATCH_SIZE: i64 = 256;
 /// LIRSDataset's `batch_size` as the op takes it: 0, elements are single records
@@ -115,7 +115,7 @@ pub const TABLE: &[(&str, Value)] = &[
     ("reuse_factor", Value::Int(REUSE_FACTOR as i64)),
     ("store_bytes", Value::Int(STORE_BYTES as i64)),
     ("cache_bytes", Value::Int(CACHE_BYTES as i64)),
-    ("dataset_cache_bytes", Value::Int(DATASET_CACHE_BYTES)),
+    ("op_cache_bytes", Value::Int(OP_CACHE_BYTES)),
     ("dataset_batch_size", Value::Int(DATASET_BATCH_SIZE)),
     ("drop_remainder", Value::Bool(DROP_REMAINDER)),
     ("trust_table", Value::Bool(TRUST_TABLE)),
@@ -153,7 +153,7 @@ mod tests {
         super::super::shard_remainder(SHARD_REMAINDER).unwrap();
         super::super::best_fit_lookahead(BEST_FIT_LOOKAHEAD).unwrap();
         assert_eq!(
-            super::super::signed_cache_bytes(DATASET_CACHE_BYTES).unwrap(),
+            super::super::signed_cache_bytes(OP_CACHE_BYTES).unwrap(),
             None
         );
         tfrecord_lirs_format::refurbish::check_reuse_factor(REUSE_FACTOR).unwrap();
