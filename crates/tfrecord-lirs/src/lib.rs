@@ -101,6 +101,7 @@ pub use inspect::interop::{
 pub use inspect::verify::{inspect, inspect_in, inspect_with, inspect_with_progress, Inspection};
 pub use read::batch::Batch;
 pub use read::cursor::options::CursorOptions;
+pub use read::cursor::parts::{EpochParts, PARTS_PER_EPOCH};
 pub use read::cursor::state::CursorState;
 pub use read::cursor::view::BatchView;
 pub use read::cursor::walk::DatasetCursor;

@@ -8,6 +8,7 @@ use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::{first_window, CursorOptions};
+use super::parts::{EpochParts, PartOrder};
 use super::state::CursorState;
 use super::view::BatchView;
 use crate::pool::panic_message;
@@ -34,7 +35,15 @@ fn open_order(
     reader: &Reader,
     options: &CursorOptions,
     base: Option<&EpochState>,
+    part: Option<(EpochParts, u64)>,
 ) -> Result<Box<dyn OrderSource>> {
+    if let Some((parts, k)) = part {
+        // The whole epoch's order, twice: once to find the part's bounds, once to walk
+        // it (an order only moves forward cheaply).
+        let whole = || reader.epoch_order_with_version(&options.order, options.order_version);
+        let range = parts.positions(&mut whole()?, k)?;
+        return Ok(Box::new(PartOrder::new(Box::new(whole()?), range)?));
+    }
     if options.shard_remainder != ShardRemainder::Keep {
         // A fresh base (a checkpoint's walk from the epoch's start) is the equal shard.
         let order = ResumedOrder::equal_shard(reader.layout(), options, base)?;
@@ -113,6 +122,8 @@ pub struct DatasetCursor {
     /// The elastic resume point the walk started from, when positions of the epoch
     /// were delivered before it (by another set of shards); `None`: the epoch's start.
     base: Option<Arc<EpochState>>,
+    /// The part of the epoch walked (of how many), when the walk is one part.
+    part: Option<(EpochParts, u64)>,
     len: u64,
     order_version: u32,
     /// `None` after a window failed as a whole: started again at the next call.
@@ -141,7 +152,7 @@ impl DatasetCursor {
         options: CursorOptions,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        DatasetCursor::open(reader, options, None, state)
+        DatasetCursor::open(reader, options, None, None, state)
     }
 
     /// Elastic resume: a cursor over shard `options.order.shard_index` of
@@ -194,16 +205,38 @@ impl DatasetCursor {
     ) -> Result<DatasetCursor> {
         base.check_fits(&reader, &options.order, options.order_version)?;
         let base = (!base.is_fresh()).then(|| Arc::new(base.clone()));
-        DatasetCursor::open(reader, options, base, state)
+        DatasetCursor::open(reader, options, base, None, state)
+    }
+
+    /// A cursor over part `part` of `parts` of the whole epoch of `options.order`
+    /// (one shard of one, kept remainder), at `state` (positions counted in the
+    /// part). Workers that share the seeds walk disjoint parts of one order, so a
+    /// coordinator handing out each part once delivers the epoch once.
+    pub fn part(
+        reader: Arc<Reader>,
+        options: CursorOptions,
+        parts: EpochParts,
+        part: u64,
+        state: &CursorState,
+    ) -> Result<DatasetCursor> {
+        if options.order.num_shards != 1 || options.shard_remainder != ShardRemainder::Keep {
+            return Err(Error::invalid_argument(format!(
+                "a walk of parts reads the whole epoch: num_shards must be 1 (got {}) and \
+                 shard_remainder 'keep'",
+                options.order.num_shards
+            )));
+        }
+        DatasetCursor::open(reader, options, None, Some((parts, part)), state)
     }
 
     fn open(
         reader: Arc<Reader>,
         options: CursorOptions,
         base: Option<Arc<EpochState>>,
+        part: Option<(EpochParts, u64)>,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        let order = open_order(&reader, &options, base.as_deref())?;
+        let order = open_order(&reader, &options, base.as_deref(), part)?;
         let (len, order_version) = (order.len(), order.version());
         state.check(len, order_version)?;
         let ledger = DeliveredLedger::new(state.position, state.delivered_after.iter().copied());
@@ -211,6 +244,7 @@ impl DatasetCursor {
             reader,
             options,
             base,
+            part,
             len,
             order_version,
             fetcher: None,
@@ -233,6 +267,7 @@ impl DatasetCursor {
             Arc::clone(&self.reader),
             self.options,
             self.base.clone(),
+            self.part,
             state,
         )?;
         Ok(())
@@ -487,7 +522,7 @@ impl DatasetCursor {
             if position >= self.len {
                 return Some(Step::End);
             }
-            let started = open_order(&self.reader, &self.options, self.base.as_deref())
+            let started = open_order(&self.reader, &self.options, self.base.as_deref(), self.part)
                 .and_then(|order| self.start_fetch(order));
             match started {
                 Ok(fetcher) => self.fetcher = Some(fetcher),
