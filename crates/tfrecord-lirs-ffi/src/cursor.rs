@@ -27,6 +27,28 @@ const _: () = {
 };
 
 impl LirsReader {
+    /// The core's options of one iteration of `config`.
+    fn cursor_options(&self, config: &CursorConfig) -> FfiResult<core::CursorOptions> {
+        let walk = &config.walk;
+        let (num_shards, shard_index) =
+            rules::check_shard(Some(walk.num_shards), Some(walk.shard_index))?;
+        let mut options =
+            core::CursorOptions::dataset(self.core(), walk.batch_size, walk.num_parallel_reads)?;
+        options.order = core::OrderParams {
+            seed: core::seed_from_pair(config.seed, config.seed2),
+            // The seed generator gives every iteration its own seeds.
+            epoch: 0,
+            page_aware: walk.page_aware,
+            num_shards,
+            shard_index,
+        };
+        options.drop_remainder = walk.drop_remainder;
+        options.shard_remainder = core::options::shard_remainder(&walk.shard_remainder)?;
+        options.unordered = config.unordered;
+        options.order_version = rules::order_version_of(walk.order_version)?;
+        Ok(options)
+    }
+
     /// Starts an iteration at `checkpoint` (public for Rust-side tests).
     pub fn fetch(
         &self,
@@ -37,26 +59,7 @@ impl LirsReader {
         report(
             status,
             guard("fetch", || {
-                let walk = &config.walk;
-                let (num_shards, shard_index) =
-                    rules::check_shard(Some(walk.num_shards), Some(walk.shard_index))?;
-                let mut options = core::CursorOptions::dataset(
-                    self.core(),
-                    walk.batch_size,
-                    walk.num_parallel_reads,
-                )?;
-                options.order = core::OrderParams {
-                    seed: core::seed_from_pair(config.seed, config.seed2),
-                    // The seed generator gives every iteration its own seeds.
-                    epoch: 0,
-                    page_aware: walk.page_aware,
-                    num_shards,
-                    shard_index,
-                };
-                options.drop_remainder = walk.drop_remainder;
-                options.shard_remainder = core::options::shard_remainder(&walk.shard_remainder)?;
-                options.unordered = config.unordered;
-                options.order_version = rules::order_version_of(walk.order_version)?;
+                let options = self.cursor_options(config)?;
                 let (state, base) = checkpoint::starting_point(
                     checkpoint,
                     options.order_version,
@@ -74,6 +77,43 @@ impl LirsReader {
                 Ok(Box::new(DatasetCursor {
                     inner,
                     seeds: (config.seed, config.seed2),
+                    part: None,
+                    poison: Poison::new("a handle"),
+                }))
+            }),
+        )
+    }
+
+    /// Starts reading part `part` of the epoch of `config` (see
+    /// [`core::EpochParts`]) at `state` (`None`: its start); public for Rust-side
+    /// tests.
+    pub fn fetch_part(
+        &self,
+        config: &CursorConfig,
+        part: i64,
+        state: Option<&core::CursorState>,
+        status: &mut Status,
+    ) -> FfiResult<Box<DatasetCursor>> {
+        report(
+            status,
+            guard("fetch_part", || {
+                let options = self.cursor_options(config)?;
+                let parts = rules::epoch_parts(&config.walk, self.core().len());
+                let part = u64::try_from(part).map_err(|_| {
+                    FfiError::invalid(format!("LIRSDataset split {part} is negative"))
+                })?;
+                let fresh = core::CursorState::start_of(options.order_version);
+                let inner = core::DatasetCursor::part(
+                    Arc::clone(self.core()),
+                    options,
+                    parts,
+                    part,
+                    state.unwrap_or(&fresh),
+                )?;
+                Ok(Box::new(DatasetCursor {
+                    inner,
+                    seeds: (config.seed, config.seed2),
+                    part: Some(part),
                     poison: Poison::new("a handle"),
                 }))
             }),
@@ -85,6 +125,8 @@ pub struct DatasetCursor {
     pub(crate) inner: core::DatasetCursor,
     /// The iteration's (`seed`, `seed2`), for its checkpoint.
     seeds: (i64, i64),
+    /// The part of the epoch read, when the cursor reads one (splits).
+    part: Option<u64>,
     /// Set when a method panicked outside the core's own catch: the cursor may be
     /// half-updated.
     poison: Poison,
@@ -134,6 +176,32 @@ impl DatasetCursor {
             num_random_samples,
         };
         Ok(self.checkpoint(&seeds, status)?.shard_state)
+    }
+
+    /// The checkpoint of a cursor that reads a part (`TfPartState`); public for
+    /// Rust-side tests.
+    pub fn save_part(&self, num_random_samples: i64, status: &mut Status) -> FfiResult<Vec<u8>> {
+        report(
+            status,
+            guard("save_part", || {
+                let part = self.part.ok_or_else(|| {
+                    FfiError::new(
+                        crate::ErrorCode::Internal,
+                        "save_part of a cursor that reads no part",
+                    )
+                })?;
+                let state = elastic::TfPartState {
+                    seeds: elastic::TfSeeds {
+                        seed: self.seeds.0,
+                        seed2: self.seeds.1,
+                        num_random_samples,
+                    },
+                    part,
+                    state: self.inner.state(),
+                };
+                Ok(state.encode())
+            }),
+        )
     }
 
     /// Steps to the next record (public for Rust-side tests).

@@ -177,6 +177,68 @@ impl LirsDataset {
         self.reader.fetch(&config, &fresh, status)
     }
 
+    /// How many parts (splits) an epoch is read in, after checking that this
+    /// dataset, whose op was given (`seed`, `seed2`), may be read in parts
+    /// ([`rules::check_parts`]); public for Rust-side tests.
+    pub fn split_count(&self, seed: i64, seed2: i64, status: &mut Status) -> FfiResult<i64> {
+        report(
+            status,
+            guard("split_count", || {
+                let walk = &self.config.walk;
+                rules::check_parts(walk, seed, seed2, !self.config.epoch_state.is_empty())?;
+                let count = rules::epoch_parts(walk, self.reader.core().len()).count();
+                i64::try_from(count)
+                    .map_err(|_| FfiError::invalid(format!("{count} splits do not fit an int64")))
+            }),
+        )
+    }
+
+    /// Starts reading part `part` of the epoch of an iteration (public for Rust-side
+    /// tests).
+    pub fn start_part(
+        &self,
+        seeds: &IterationSeeds,
+        unordered: bool,
+        part: i64,
+        status: &mut Status,
+    ) -> FfiResult<Box<DatasetCursor>> {
+        self.reader
+            .fetch_part(&self.cursor_config(seeds, unordered), part, None, status)
+    }
+
+    /// The cursor of a checkpoint taken while reading a part (`save_part`'s bytes);
+    /// `DataLoss` when they are damaged or cannot belong to this dataset.
+    pub fn restore_part(
+        &self,
+        unordered: bool,
+        saved: &[u8],
+        status: &mut Status,
+    ) -> FfiResult<Box<DatasetCursor>> {
+        let saved = report(
+            status,
+            crate::elastic::TfPartState::decode(saved).map_err(|e| {
+                let e = FfiError::from(e);
+                FfiError::new(e.code, format!("LIRSDataset part state: {}", e.message))
+            }),
+        )?;
+        let seeds = IterationSeeds {
+            seed: saved.seeds.seed,
+            seed2: saved.seeds.seed2,
+            num_random_samples: saved.seeds.num_random_samples,
+        };
+        let part = report(
+            status,
+            i64::try_from(saved.part)
+                .map_err(|_| FfiError::invalid(format!("part {} is too large", saved.part))),
+        )?;
+        self.reader.fetch_part(
+            &self.cursor_config(&seeds, unordered),
+            part,
+            Some(&saved.state),
+            status,
+        )
+    }
+
     #[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds a rust::Vec
     pub(crate) fn restore(
         &self,
@@ -261,6 +323,83 @@ mod tests {
         let mut config = config.clone();
         change(&mut config.walk);
         config
+    }
+
+    /// Two workers with the same seeds, taking splits from one counter in turn,
+    /// deliver the epoch once; a split's checkpoint restores to the same rest; the
+    /// datasets that cannot be read in splits say why.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn splits_deliver_the_epoch_once_and_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 1000, 8);
+        let mut st = ok_status();
+        let seeds = IterationSeeds {
+            seed: 5,
+            seed2: 7,
+            num_random_samples: 1,
+        };
+        for batch_size in [0, 4] {
+            let config = dataset_config(&path, batch_size);
+            let workers = [
+                open_dataset_config(&config, &mut st).unwrap(),
+                open_dataset_config(&config, &mut st).unwrap(),
+            ];
+            let count = workers[0].split_count(5, 7, &mut st).unwrap();
+            assert_eq!(count, 250);
+            let mut seen = Vec::new();
+            for k in 0..count {
+                let ds = &workers[(k % 2) as usize];
+                let mut cursor = ds.start_part(&seeds, false, k, &mut st).unwrap();
+                seen.extend(next_ids(&mut cursor, None));
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, (0..1000).collect::<Vec<u32>>());
+            // A checkpoint inside split 3.
+            let ds = &workers[0];
+            let whole = next_ids(&mut ds.start_part(&seeds, false, 3, &mut st).unwrap(), None);
+            let mut cursor = ds.start_part(&seeds, false, 3, &mut st).unwrap();
+            let head = next_ids(&mut cursor, Some(1));
+            let saved = cursor.save_part(1, &mut st).unwrap();
+            let mut restored = ds.restore_part(false, &saved, &mut st).unwrap();
+            assert_eq!([head, next_ids(&mut restored, None)].concat(), whole);
+            assert!(ds.restore_part(false, &saved[..10], &mut st).is_err());
+            assert_eq!(st.code, ErrorCode::DataLoss);
+            assert!(
+                st.message.contains("LIRSDataset part state"),
+                "{}",
+                st.message
+            );
+            // A whole-epoch cursor has no part to save.
+            let mut st = ok_status();
+            let plain = ds.start(&seeds, false, false, &mut st).unwrap();
+            assert!(plain.save_part(1, &mut st).is_err());
+        }
+        let config = dataset_config(&path, 4);
+        for (config, seed, want) in [
+            (config.clone(), 0, "needs a fixed seed"),
+            (
+                dataset_with(&config, |w| (w.num_shards, w.shard_index) = (2, 1)),
+                5,
+                "num_shards must be 1 and shard_index 0, got num_shards=2 shard_index=1",
+            ),
+            (
+                dataset_with(&config, |w| w.shard_remainder = "drop".into()),
+                5,
+                "shard_remainder 'keep'",
+            ),
+            (
+                dataset_with(&config, |w| (w.page_aware, w.drop_remainder) = (true, true)),
+                5,
+                "drop_remainder would drop records",
+            ),
+        ] {
+            let mut st = ok_status();
+            let ds = open_dataset_config(&config, &mut st).unwrap();
+            assert!(ds.split_count(seed, 0, &mut st).is_err());
+            assert_eq!(st.code, ErrorCode::InvalidArgument);
+            assert!(st.message.contains(want), "{}", st.message);
+        }
     }
 
     /// A dataset saves its cursor as one value (`shard_state`, which holds the seeds),

@@ -10,7 +10,9 @@ use tfrecord_lirs as core;
 const TF_SHARD_MAGIC: &[u8; 8] = b"LIRSTFS\0";
 /// The first bytes of a TensorFlow epoch state.
 const TF_EPOCH_MAGIC: &[u8; 8] = b"LIRSTFE\0";
-/// The version of both encodings.
+/// The first bytes of a TensorFlow iterator's state while it reads parts (splits).
+const TF_PART_MAGIC: &[u8; 8] = b"LIRSTFP\0";
+/// The version of the three encodings.
 const TF_ENCODING_VERSION: u32 = 1;
 /// Magic, encoding version, padding, seed, seed2, num_random_samples.
 const TF_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8;
@@ -156,6 +158,43 @@ impl TfEpochState {
     }
 }
 
+/// A LIRSDataset iterator's state while it reads parts of the epoch that a
+/// coordinator hands out (tf.data service splits): its seeds, the part it is in and
+/// what it delivered of that part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TfPartState {
+    /// The iteration's seeds.
+    pub seeds: TfSeeds,
+    /// The part being read.
+    pub part: u64,
+    /// What was delivered of it (positions counted in the part).
+    pub state: core::CursorState,
+}
+
+impl TfPartState {
+    /// `LIRSTFP\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
+    /// num_random_samples (i64 each), the part (u64), then
+    /// [`core::CursorState::encode`].
+    pub fn encode(&self) -> Vec<u8> {
+        let mut inner = self.part.to_le_bytes().to_vec();
+        inner.extend_from_slice(&self.state.encode());
+        self.seeds.encode(TF_PART_MAGIC, &inner)
+    }
+
+    /// Reads [`encode`](TfPartState::encode)'s bytes (`DataLoss` if damaged).
+    pub fn decode(bytes: &[u8]) -> core::Result<TfPartState> {
+        let (seeds, rest) = TfSeeds::decode(bytes, TF_PART_MAGIC, "part state")?;
+        let (part, state) = rest
+            .split_first_chunk::<8>()
+            .ok_or_else(|| core::Error::data_loss("part state: its part number is cut short"))?;
+        Ok(TfPartState {
+            seeds,
+            part: u64::from_le_bytes(*part),
+            state: core::CursorState::decode(state)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +244,19 @@ mod tests {
             e.to_string().contains("not a LIRSDataset epoch state"),
             "{e}"
         );
+        let part = TfPartState {
+            seeds: shard(0, 1).seeds,
+            part: 17,
+            state: shard(0, 1).shard.state,
+        };
+        assert_eq!(TfPartState::decode(&part.encode()).unwrap(), part);
+        let e = TfPartState::decode(&shard(0, 1).encode()).unwrap_err();
+        assert!(
+            e.to_string().contains("not a LIRSDataset part state"),
+            "{e}"
+        );
+        let e = TfPartState::decode(&part.encode()[..44]).unwrap_err();
+        assert!(e.to_string().contains("cut short"), "{e}");
         let e = TfShardState::decode(&shard(0, 1).encode()[..20]).unwrap_err();
         assert!(
             e.to_string().contains("shorter than its 40-byte header"),

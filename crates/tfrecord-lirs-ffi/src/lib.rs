@@ -175,6 +175,36 @@ mod ffi {
             from_epoch_state: bool,
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
+        /// How many splits (parts of the epoch) the dataset is read in under a
+        /// coordinator's split provider, after checking that it may be: `seed`,
+        /// `seed2` as the op was given them (a fixed pair is required).
+        fn split_count(
+            self: &LirsDataset,
+            seed: i64,
+            seed2: i64,
+            status: &mut Status,
+        ) -> Result<i64>;
+        /// Starts reading split `part` of the epoch of an iteration with `seeds`.
+        fn start_part(
+            self: &LirsDataset,
+            seeds: &IterationSeeds,
+            unordered: bool,
+            part: i64,
+            status: &mut Status,
+        ) -> Result<Box<DatasetCursor>>;
+        /// The cursor of a `save_part` checkpoint (its seeds, split and position).
+        fn restore_part(
+            self: &LirsDataset,
+            unordered: bool,
+            saved: &[u8],
+            status: &mut Status,
+        ) -> Result<Box<DatasetCursor>>;
+        /// What a cursor of `start_part` delivered, with its seeds and split.
+        fn save_part(
+            self: &DatasetCursor,
+            num_random_samples: i64,
+            status: &mut Status,
+        ) -> Result<Vec<u8>>;
         /// The keys a LIRSDataset checkpoint may hold besides `num_random_samples`
         /// (the seed generator's): today's and older checkpoints' (see
         /// `op_config::checkpoint`).

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tfrecord_lirs as core;
 
-use crate::{path_of, FfiResult, ReaderConfig};
+use crate::{path_of, FfiError, FfiResult, ReaderConfig, WalkConfig};
 
 /// The I/O backend named `name` ([`core::options::backend`]).
 pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
@@ -20,6 +20,55 @@ pub fn parse_backend(name: &str) -> FfiResult<core::Backend> {
 /// (an unknown one as 1 shard / index 0).
 pub fn check_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> FfiResult<(u64, u64)> {
     Ok(core::options::signed_shard(num_shards, shard_index)?)
+}
+
+/// Whether a LIRSDataset of `walk` may read parts of its epoch that a coordinator
+/// hands out (tf.data service's `distributed_epoch`, `ShardingPolicy.DYNAMIC`): every
+/// worker must walk the same order of the whole epoch, so the seed pair is fixed,
+/// there is one shard (the coordinator shards) and no elastic resume state; page-aware
+/// parts end at unit ends, so their last batches are short and `drop_remainder`
+/// would drop records inside the epoch.
+pub fn check_parts(walk: &WalkConfig, seed: i64, seed2: i64, epoch_state: bool) -> FfiResult<()> {
+    const WHAT: &str = "LIRSDataset read in splits (tf.data service distributed_epoch or \
+                        ShardingPolicy.DYNAMIC)";
+    if seed == 0 && seed2 == 0 {
+        return Err(FfiError::invalid(format!(
+            "{WHAT} needs a fixed seed: every worker must walk the same order, so give \
+             seed= (or tf.random.set_seed)"
+        )));
+    }
+    if walk.num_shards != 1 || walk.shard_index != 0 {
+        return Err(FfiError::invalid(format!(
+            "{WHAT} reads the whole epoch and the dispatcher shards it: num_shards must be \
+             1 and shard_index 0, got num_shards={} shard_index={}",
+            walk.num_shards, walk.shard_index
+        )));
+    }
+    if walk.shard_remainder != "keep" {
+        return Err(FfiError::invalid(format!(
+            "{WHAT} takes shard_remainder 'keep', got '{}'",
+            walk.shard_remainder
+        )));
+    }
+    if epoch_state {
+        return Err(FfiError::invalid(format!(
+            "{WHAT} cannot resume an epoch_state (elastic resume is for num_shards workers)"
+        )));
+    }
+    if walk.page_aware && walk.batch_size > 0 && walk.drop_remainder {
+        return Err(FfiError::invalid(format!(
+            "{WHAT}: page-aware splits end at page units, so their last batches are short; \
+             drop_remainder would drop records inside the epoch (batch after the service, \
+             or set page_aware=False)"
+        )));
+    }
+    Ok(())
+}
+
+/// The parts an epoch of `len` instances of `walk` is read in (see [`check_parts`]).
+pub fn epoch_parts(walk: &WalkConfig, len: u64) -> core::EpochParts {
+    let batch = usize::try_from(walk.batch_size).unwrap_or(0);
+    core::EpochParts::new(len, batch, walk.page_aware)
 }
 
 /// [`core::options::shard`].
