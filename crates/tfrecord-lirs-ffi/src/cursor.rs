@@ -196,8 +196,7 @@ impl DatasetCursor {
                         seed2: self.seeds.1,
                         num_random_samples,
                     },
-                    part,
-                    state: self.inner.state(),
+                    part: Some((part, self.inner.state())),
                 };
                 Ok(state.encode())
             }),

@@ -29,6 +29,46 @@ pub(crate) fn open_dataset(
     open_dataset_config(&config, status)
 }
 
+fn decode_part_state(saved: &[u8]) -> FfiResult<crate::elastic::TfPartState> {
+    crate::elastic::TfPartState::decode(saved).map_err(|e| {
+        let e = FfiError::from(e);
+        FfiError::new(e.code, format!("LIRSDataset part state: {}", e.message))
+    })
+}
+
+fn seeds_of(seeds: &crate::elastic::TfSeeds) -> IterationSeeds {
+    IterationSeeds {
+        seed: seeds.seed,
+        seed2: seeds.seed2,
+        num_random_samples: seeds.num_random_samples,
+    }
+}
+
+/// The state of an iteration read in splits that holds no split yet: its seeds.
+pub(crate) fn save_no_part(seeds: &IterationSeeds) -> Vec<u8> {
+    crate::elastic::TfPartState {
+        seeds: crate::elastic::TfSeeds {
+            seed: seeds.seed,
+            seed2: seeds.seed2,
+            num_random_samples: seeds.num_random_samples,
+        },
+        part: None,
+    }
+    .encode()
+}
+
+/// The seeds of a part state (`save_part`'s or `save_no_part`'s bytes) into `seeds`;
+/// whether it holds a split (then `restore_part` restores its cursor).
+pub(crate) fn part_state_seeds(
+    saved: &[u8],
+    seeds: &mut IterationSeeds,
+    status: &mut Status,
+) -> FfiResult<bool> {
+    let saved = report(status, decode_part_state(saved))?;
+    *seeds = seeds_of(&saved.seeds);
+    Ok(saved.part.is_some())
+}
+
 pub(crate) fn checkpoint_keys() -> Vec<String> {
     op_config::CHECKPOINT_KEYS
         .iter()
@@ -207,34 +247,32 @@ impl LirsDataset {
     }
 
     /// The cursor of a checkpoint taken while reading a part (`save_part`'s bytes);
-    /// `DataLoss` when they are damaged or cannot belong to this dataset.
+    /// `DataLoss` when they are damaged, hold no part (see `part_state_seeds`) or
+    /// cannot belong to this dataset.
     pub fn restore_part(
         &self,
         unordered: bool,
         saved: &[u8],
         status: &mut Status,
     ) -> FfiResult<Box<DatasetCursor>> {
-        let saved = report(
-            status,
-            crate::elastic::TfPartState::decode(saved).map_err(|e| {
-                let e = FfiError::from(e);
-                FfiError::new(e.code, format!("LIRSDataset part state: {}", e.message))
-            }),
-        )?;
-        let seeds = IterationSeeds {
-            seed: saved.seeds.seed,
-            seed2: saved.seeds.seed2,
-            num_random_samples: saved.seeds.num_random_samples,
+        let saved = report(status, decode_part_state(saved))?;
+        let Some((part, state)) = saved.part else {
+            return report(
+                status,
+                Err(FfiError::new(
+                    crate::ErrorCode::DataLoss,
+                    "LIRSDataset part state: it holds no split",
+                )),
+            );
         };
         let part = report(
             status,
-            i64::try_from(saved.part)
-                .map_err(|_| FfiError::invalid(format!("part {} is too large", saved.part))),
+            i64::try_from(part).map_err(|_| FfiError::invalid(format!("part {part} is too large"))),
         )?;
         self.reader.fetch_part(
-            &self.cursor_config(&seeds, unordered),
+            &self.cursor_config(&seeds_of(&saved.seeds), unordered),
             part,
-            Some(&saved.state),
+            Some(&state),
             status,
         )
     }
@@ -361,6 +399,18 @@ mod tests {
             let mut cursor = ds.start_part(&seeds, false, 3, &mut st).unwrap();
             let head = next_ids(&mut cursor, Some(1));
             let saved = cursor.save_part(1, &mut st).unwrap();
+            let mut got = IterationSeeds {
+                seed: 0,
+                seed2: 0,
+                num_random_samples: 0,
+            };
+            assert!(part_state_seeds(&saved, &mut got, &mut st).unwrap());
+            assert_eq!((got.seed, got.seed2, got.num_random_samples), (5, 7, 1));
+            let none = save_no_part(&seeds);
+            assert!(!part_state_seeds(&none, &mut got, &mut st).unwrap());
+            assert!(ds.restore_part(false, &none, &mut st).is_err());
+            assert!(st.message.contains("holds no split"), "{}", st.message);
+            let mut st = ok_status();
             let mut restored = ds.restore_part(false, &saved, &mut st).unwrap();
             assert_eq!([head, next_ids(&mut restored, None)].concat(), whole);
             assert!(ds.restore_part(false, &saved[..10], &mut st).is_err());

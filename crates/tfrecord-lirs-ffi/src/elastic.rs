@@ -159,38 +159,42 @@ impl TfEpochState {
 }
 
 /// A LIRSDataset iterator's state while it reads parts of the epoch that a
-/// coordinator hands out (tf.data service splits): its seeds, the part it is in and
-/// what it delivered of that part.
+/// coordinator hands out (tf.data service splits): its seeds, and the part it is in
+/// with what it delivered of it (none before the first split).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TfPartState {
     /// The iteration's seeds.
     pub seeds: TfSeeds,
-    /// The part being read.
-    pub part: u64,
-    /// What was delivered of it (positions counted in the part).
-    pub state: core::CursorState,
+    /// The part being read and what was delivered of it (positions counted in the
+    /// part).
+    pub part: Option<(u64, core::CursorState)>,
 }
 
 impl TfPartState {
     /// `LIRSTFP\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
-    /// num_random_samples (i64 each), the part (u64), then
-    /// [`core::CursorState::encode`].
+    /// num_random_samples (i64 each), then nothing (no part yet), or the part (u64)
+    /// and [`core::CursorState::encode`].
     pub fn encode(&self) -> Vec<u8> {
-        let mut inner = self.part.to_le_bytes().to_vec();
-        inner.extend_from_slice(&self.state.encode());
+        let mut inner = Vec::new();
+        if let Some((part, state)) = &self.part {
+            inner.extend_from_slice(&part.to_le_bytes());
+            inner.extend_from_slice(&state.encode());
+        }
         self.seeds.encode(TF_PART_MAGIC, &inner)
     }
 
     /// Reads [`encode`](TfPartState::encode)'s bytes (`DataLoss` if damaged).
     pub fn decode(bytes: &[u8]) -> core::Result<TfPartState> {
         let (seeds, rest) = TfSeeds::decode(bytes, TF_PART_MAGIC, "part state")?;
-        let (part, state) = rest
-            .split_first_chunk::<8>()
-            .ok_or_else(|| core::Error::data_loss("part state: its part number is cut short"))?;
+        if rest.is_empty() {
+            return Ok(TfPartState { seeds, part: None });
+        }
+        let (part, state) = rest.split_first_chunk::<8>().ok_or_else(|| {
+            core::Error::data_loss("part state: its part number is cut short")
+        })?;
         Ok(TfPartState {
             seeds,
-            part: u64::from_le_bytes(*part),
-            state: core::CursorState::decode(state)?,
+            part: Some((u64::from_le_bytes(*part), core::CursorState::decode(state)?)),
         })
     }
 }
@@ -246,10 +250,14 @@ mod tests {
         );
         let part = TfPartState {
             seeds: shard(0, 1).seeds,
-            part: 17,
-            state: shard(0, 1).shard.state,
+            part: Some((17, shard(0, 1).shard.state)),
         };
         assert_eq!(TfPartState::decode(&part.encode()).unwrap(), part);
+        let before = TfPartState {
+            part: None,
+            ..part.clone()
+        };
+        assert_eq!(TfPartState::decode(&before.encode()).unwrap(), before);
         let e = TfPartState::decode(&shard(0, 1).encode()).unwrap_err();
         assert!(
             e.to_string().contains("not a LIRSDataset part state"),

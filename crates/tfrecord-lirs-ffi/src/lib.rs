@@ -199,6 +199,15 @@ mod ffi {
             saved: &[u8],
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
+        /// The state of an iteration read in splits before its first split: its seeds.
+        fn save_no_part(seeds: &IterationSeeds) -> Vec<u8>;
+        /// The seeds of a `save_part` or `save_no_part` state into `seeds`; whether
+        /// it holds a split (then `restore_part` restores its cursor).
+        fn part_state_seeds(
+            saved: &[u8],
+            seeds: &mut IterationSeeds,
+            status: &mut Status,
+        ) -> Result<bool>;
         /// What a cursor of `start_part` delivered, with its seeds and split.
         fn save_part(
             self: &DatasetCursor,
@@ -268,5 +277,5 @@ pub use status::{guard, guard_poisoning, ok_status, FfiError, FfiResult};
 
 // The bridge's free functions, where the generated code (`ffi`) looks for them.
 use checkpoint::combine_shard_states;
-use dataset::{checkpoint_keys, open_dataset};
+use dataset::{checkpoint_keys, open_dataset, part_state_seeds, save_no_part};
 use reader::{is_filler, open_reader_for_op, process_io_totals};
