@@ -16,18 +16,15 @@ parallel_epochs -- every worker runs the WHOLE dataset. With two workers the
     produce a full epoch (e.g. several independent trainers).
 
 distributed_epoch -- the dispatcher splits the dataset's source among the
-    workers. LIRSDataset is a source op without a split provider, so
-    `LIRSDataset(...).apply(distribute("distributed_epoch"))` fails
-    (UnimplementedError: cannot create split providers). What works: make a
-    splittable source of SHARD NUMBERS, `Dataset.range(K)`, and flat_map each
-    number k to LIRSDataset(..., num_shards=K, shard_index=k) with one seed.
-    The dispatcher hands shard numbers to workers on demand (dynamic sharding:
-    a fast worker takes more shards); all shards are slices of the same
-    global permutation, so the epoch is every instance exactly once. Each
-    job re-creates the datasets, so a new permutation per epoch needs a new
-    seed per epoch (`epoch_seed`).  K can be larger than the number of
-    workers (load balancing); the order within a shard is already random, and
-    shards are interleaved as workers deliver them.
+    workers (as ShardingPolicy.DYNAMIC does). LIRSDataset's splits are the
+    parts of its epoch's permutation (about 256 contiguous blocks of it;
+    page-aware, whole pages): every worker computes the same permutation from
+    the one fixed seed and reads only the parts the dispatcher hands it, so
+    the epoch is every instance exactly once and every byte is read once. A
+    fast worker takes more parts. Each job re-creates the dataset, so a new
+    permutation per epoch needs a new seed per epoch (`epoch_seed`).
+    `distributed_epoch_by_shard` is the older form (a splittable source of
+    shard numbers, each flat_mapped to one LIRS shard).
 
 The file paths must be readable by every worker (shared storage), and every
 worker process must have the op library loaded (import tfrecord_lirs).
@@ -70,8 +67,15 @@ def parallel_epochs(files, target, seed, page_aware=False, page_size=4096):
     return ds.apply(service.distribute("parallel_epochs", target))
 
 
-def distributed_epoch(files, target, seed, epoch, num_shards=8, page_aware=False,
-                      page_size=4096):
+def distributed_epoch(files, target, seed, epoch, page_aware=False, page_size=4096):
+    """One epoch, its parts handed out to the workers: each instance once."""
+    ds = LIRSDataset(files, seed=epoch_seed(seed, epoch), page_aware=page_aware,
+                     page_size=page_size)
+    return ds.apply(service.distribute("distributed_epoch", target))
+
+
+def distributed_epoch_by_shard(files, target, seed, epoch, num_shards=8, page_aware=False,
+                               page_size=4096):
     """One epoch, split among the workers by LIRS shard: each instance once."""
     s = epoch_seed(seed, epoch)
 
@@ -108,10 +112,10 @@ def main():
               f"once; first 8: {got[:8]}")
 
     try:
-        ids(LIRSDataset([path], seed=1).apply(
+        ids(LIRSDataset([path]).apply(
             service.distribute("distributed_epoch", dispatcher.target)))
-    except tf.errors.UnimplementedError as e:
-        print("plain LIRSDataset in distributed_epoch:", str(e).split("\n")[0][-160:],
+    except tf.errors.InvalidArgumentError as e:
+        print("LIRSDataset without a seed in distributed_epoch:", e.message.split("\n")[0],
               file=sys.stderr)
 
 

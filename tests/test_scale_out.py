@@ -98,12 +98,13 @@ class TestDataService:
         (epoch0,) = global_orders(path, seed=5, epochs=1)
         assert first == epoch0 and second == epoch0
 
-    def test_service_distributed_epoch_needs_a_splittable_source(self, lirs_file, cluster):
+    def test_service_distributed_epoch_reads_a_lirs_dataset_in_splits(self, lirs_file, cluster):
+        # (Before LIRSDataset had split providers: UnimplementedError, "Cannot create
+        # split providers for dataset of type LIRSDataset".)
         path, _ = lirs_file
         ds = LIRSDataset(path, seed=5, page_size=PAGE).apply(
             tf.data.experimental.service.distribute("distributed_epoch", cluster.target))
-        with pytest.raises(tf.errors.UnimplementedError, match="split provider"):
-            ids_of(ds)
+        assert collections.Counter(ids_of(ds)) == collections.Counter(range(N))
 
 
     def test_service_iterators_are_not_checkpointable(self, lirs_file, cluster, tmp_path):
@@ -120,7 +121,7 @@ class TestDataService:
         epochs = []
         for epoch in range(2):
             before = [w._num_tasks() for w in cluster.workers]  # pylint: disable=protected-access
-            it = tf_data_service.distributed_epoch(
+            it = tf_data_service.distributed_epoch_by_shard(
                 [path], cluster.target, seed=5, epoch=epoch, num_shards=4,
                 page_aware=page_aware, page_size=PAGE).as_numpy_iterator()
             got = [int(next(it).split(b":", 1)[0])]

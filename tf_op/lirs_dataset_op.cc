@@ -6,7 +6,10 @@
 // state. Here: tensors and tstring views, the seed generator of
 // ShuffleDatasetV3 (lirs_seed_generator.h), checkpoint keys
 // (num_random_samples, the generator's; the rest under the keys Rust names),
-// statuses.
+// statuses, and splits: under a split provider (tf.data service
+// distributed_epoch, ShardingPolicy.DYNAMIC) the iterator reads the parts of the
+// epoch the provider hands out, each a Rust cursor (Rust decides how many parts
+// there are and which positions each holds), as range_dataset_op.cc does.
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +20,7 @@
 #include "lirs_status.h"
 #include "tensorflow/core/data/dataset_utils.h"
 #include "tensorflow/core/data/name_utils.h"
+#include "tensorflow/core/data/split_utils.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -82,14 +86,17 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, const LIRSDatasetOp& op,
           std::vector<Tensor> inputs, rust::Box<LirsDataset> rust_dataset,
-          std::unique_ptr<lirs::SeedGeneratorRef> seeds)
+          std::unique_ptr<lirs::SeedGeneratorRef> seeds, int64_t seed,
+          int64_t seed2)
       : DatasetBase(DatasetContext(ctx)),
         graph_attrs_(op.graph_attrs_),
         inputs_(std::move(inputs)),
         lirs_(std::move(rust_dataset)),
         dims_(lirs_->element_dims()),
         output_shapes_({PartialTensorShape(dims_)}),
-        seeds_(std::move(seeds)) {}
+        seeds_(std::move(seeds)),
+        seed_(seed),
+        seed2_(seed2) {}
 
   std::unique_ptr<IteratorBase> MakeIteratorInternal(
       const std::string& prefix) const override {
@@ -120,6 +127,22 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
 
   absl::Status CheckExternalState() const override { return absl::OkStatus(); }
 
+  // One split per part of the epoch; Rust says how many, or why this dataset
+  // cannot be read in splits.
+  absl::Status MakeSplitProviders(std::vector<std::unique_ptr<SplitProvider>>*
+                                      split_providers) const override {
+    int64_t count = 0;
+    TF_RETURN_IF_ERROR(SplitCount(&count));
+    split_providers->push_back(std::make_unique<IndexSplitProvider>(count));
+    return absl::OkStatus();
+  }
+
+  absl::Status SplitCount(int64_t* count) const {
+    return CallRust("", [&](ffi::Status& st) {
+      *count = lirs_->split_count(seed_, seed2_, st);
+    });
+  }
+
  protected:
   absl::Status AsGraphDefInternal(SerializationContext* ctx,
                                   DatasetGraphDefBuilder* b,
@@ -143,6 +166,9 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
    public:
     static constexpr const char* const kNumRandomSamples = "num_random_samples";
     static constexpr const char* const kShardStateKey = "shard_state";
+    // Under splits: the part state (Rust's bytes) and the split provider's keys.
+    static constexpr const char* const kPartStateKey = "part_state";
+    static constexpr const char* const kSplitProviderKey = "split_provider";
 
     explicit Iterator(const Params& params)
         : DatasetIterator<Dataset>(params),
@@ -158,6 +184,16 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       unordered_ = dataset()->lirs_->unordered(
           o == nullptr || o->optional_deterministic_case() !=
                               Options::kDeterministic ? -1 : o->deterministic());
+      if (!ctx->split_providers().empty()) {
+        int64_t count = 0;
+        TF_RETURN_IF_ERROR(dataset()->SplitCount(&count));
+        TF_ASSIGN_OR_RETURN(split_provider_,
+                            GetSingleSplitProvider(ctx, dataset()));
+        // No cursor until the first split: nothing is read before.
+        seed_generator_->GenerateSeeds(&seeds_.seed, &seeds_.seed2);
+        seeds_.num_random_samples = seed_generator_->num_random_samples();
+        return absl::OkStatus();
+      }
       // The iteration an epoch state resumes takes that state's seeds, and the
       // generator goes on from there; every other draws fresh ones.
       ffi::IterationSeeds s{0, 0, 0};
@@ -178,6 +214,37 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                                  std::vector<Tensor>* out_tensors,
                                  bool* end_of_sequence) override {
       mutex_lock l(mu_);
+      if (split_provider_ == nullptr) {
+        return Read(ctx, out_tensors, end_of_sequence);
+      }
+      // The parts the provider hands out, one after the other; the finished
+      // part's cursor stays until the next split (its checkpoint says so).
+      while (true) {
+        if (cursor_ != nullptr && !part_done_) {
+          TF_RETURN_IF_ERROR(Read(ctx, out_tensors, end_of_sequence));
+          if (!*end_of_sequence) return absl::OkStatus();
+          part_done_ = true;
+        }
+        Tensor split;
+        bool end_of_splits = false;
+        TF_RETURN_IF_ERROR(split_provider_->GetNext(&split, &end_of_splits));
+        if (end_of_splits) {
+          *end_of_sequence = true;
+          return absl::OkStatus();
+        }
+        const int64_t part = split.scalar<int64_t>()();
+        TF_RETURN_IF_ERROR(CallRust("LIRSDataset: ", [&](ffi::Status& st) {
+          cursor_ = std::make_unique<rust::Box<DatasetCursor>>(
+              dataset()->lirs_->start_part(seeds_, unordered_, part, st));
+        }));
+        part_done_ = false;
+      }
+    }
+
+   private:
+    // The cursor's next element (end_of_sequence at the end of its walk).
+    absl::Status Read(IteratorContext* ctx, std::vector<Tensor>* out_tensors,
+                      bool* end_of_sequence) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       DatasetCursor& cursor = **cursor_;
       if (dataset()->dims_.empty()) {  // one record
         TF_RETURN_IF_ERROR(CallRust("LIRSDataset: ", [&](ffi::Status& st) {
@@ -222,6 +289,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
                               IteratorStateWriter* writer) override {
       mutex_lock l(mu_);
       const int64_t samples = seed_generator_->num_random_samples();
+      if (split_provider_ != nullptr) return SaveSplits(writer, samples);
       rust::Vec<uint8_t> state;
       TF_RETURN_IF_ERROR(
           CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
@@ -242,6 +310,14 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           reader->ReadScalar(prefix(), kNumRandomSamples, &samples));
       seed_generator_->set_num_random_samples(samples);
       seed_generator_->Reset();
+      if (reader->Contains(prefix(), kPartStateKey)) {
+        return RestoreSplits(ctx, reader);
+      }
+      if (split_provider_ != nullptr) {
+        return absl::FailedPreconditionError(
+            "LIRSDataset checkpoint: it was not read in splits, this iterator "
+            "reads the splits of a tf.data service");
+      }
       // The values under the keys Rust names (older checkpoints' too): it
       // tells them apart.
       rust::Vec<ffi::NamedValue> saved;
@@ -260,8 +336,72 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     }
 
    private:
+    std::string SplitProviderKey(const std::string& key) {
+      return full_name(absl::StrCat(kSplitProviderKey, "/", key));
+    }
+
+    absl::Status SaveSplits(IteratorStateWriter* writer, int64_t samples)
+        TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      TF_RETURN_IF_ERROR(split_provider_->Save(
+          [this](const std::string& key) { return SplitProviderKey(key); },
+          writer));
+      rust::Vec<uint8_t> state;
+      if (cursor_ == nullptr) {
+        state = ffi::save_no_part(seeds_);
+      } else {
+        TF_RETURN_IF_ERROR(
+            CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
+              state = (*cursor_)->save_part(seeds_.num_random_samples, st);
+            }));
+      }
+      TF_RETURN_IF_ERROR(
+          writer->WriteScalar(prefix(), kNumRandomSamples, samples));
+      return writer->WriteScalar(
+          prefix(), kPartStateKey,
+          tstring(reinterpret_cast<const char*>(state.data()), state.size()));
+    }
+
+    absl::Status RestoreSplits(IteratorContext* ctx, IteratorStateReader* reader)
+        TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (split_provider_ == nullptr) {
+        return absl::FailedPreconditionError(
+            "LIRSDataset checkpoint: it was read in splits (tf.data service), "
+            "this iterator has no split provider");
+      }
+      TF_RETURN_IF_ERROR(split_provider_->Restore(
+          [this](const std::string& key) { return SplitProviderKey(key); },
+          reader));
+      tstring saved;
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kPartStateKey, &saved));
+      const rust::Slice<const uint8_t> bytes(
+          reinterpret_cast<const uint8_t*>(saved.data()), saved.size());
+      ffi::IterationSeeds seeds{0, 0, 0};
+      bool has_part = false;
+      TF_RETURN_IF_ERROR(
+          CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
+            has_part = ffi::part_state_seeds(bytes, seeds, st);
+          }));
+      std::unique_ptr<rust::Box<DatasetCursor>> cursor;
+      if (has_part) {
+        TF_RETURN_IF_ERROR(
+            CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
+              cursor = std::make_unique<rust::Box<DatasetCursor>>(
+                  dataset()->lirs_->restore_part(unordered_, bytes, st));
+            }));
+      }
+      seeds_ = seeds;
+      cursor_ = std::move(cursor);
+      part_done_ = false;
+      return absl::OkStatus();
+    }
+
     mutex mu_;
     bool unordered_ TF_GUARDED_BY(mu_) = false;
+    // Under splits: the provider, the iteration's seeds (every part is of its
+    // order), and whether the current part's cursor is at its end.
+    std::shared_ptr<SplitProvider> split_provider_;
+    ffi::IterationSeeds seeds_ TF_GUARDED_BY(mu_){0, 0, 0};
+    bool part_done_ TF_GUARDED_BY(mu_) = false;
     std::shared_ptr<SeedGenerator> seed_generator_;
     std::unique_ptr<rust::Box<DatasetCursor>> cursor_ TF_GUARDED_BY(mu_);
   };
@@ -272,6 +412,10 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   const rust::Vec<int64_t> dims_;  // Of every element: [], [batch] or [-1].
   const std::vector<PartialTensorShape> output_shapes_;
   const std::unique_ptr<lirs::SeedGeneratorRef> seeds_;
+  // The op's seed inputs: splits need a fixed pair (every worker walks the same
+  // order), which Rust checks.
+  const int64_t seed_;
+  const int64_t seed2_;
 };
 
 void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
@@ -300,7 +444,7 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   OP_REQUIRES_OK(ctx, lirs::SeedGeneratorRef::Make(ctx, kSeedGeneratorInput, seed,
                                                    seed2, reshuffle_, &seeds));
   *output = new Dataset(ctx, *this, std::move(inputs), std::move(*dataset),
-                        std::move(seeds));
+                        std::move(seeds), seed, seed2);
 }
 
 namespace {

@@ -92,6 +92,9 @@ class LIRSDataset(dataset_ops.DatasetSource):
         means True, as for Dataset.shuffle.
       num_shards, shard_index: read only shard `shard_index` of `num_shards`
         (disjoint, together complete; e.g. from a tf.distribute.InputContext).
+        Under tf.data service's `distributed_epoch` or `ShardingPolicy.DYNAMIC`
+        leave them at 1/0: the dispatcher hands out the parts of the epoch
+        (splits), which needs a fixed `seed` (docs/CLUSTER.md).
       page_size: the page size the files were padded with; defines the pages of
         `page_aware` shuffling. Default (None) 4 KiB.
       batch_size: if set, elements are 1-D tf.string tensors of `batch_size`

@@ -162,10 +162,23 @@ pub fn signed_page_size(page_size: i64) -> Result<u64> {
     self::page_size(bytes).map(PageSize::get)
 }
 
+/// tf.data's `SHARD_HINT`: a placeholder for the number of shards.
+const SHARD_HINT: i64 = -1;
+
 /// `num_shards` and `shard_index` as the foreign callers give them (signed; either may
 /// be unknown yet, e.g. a tensor Python cannot see into): [`shard`]'s rule; the pair
 /// as u64s (an unknown one as 1 shard / index 0).
 pub fn signed_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> Result<(u64, u64)> {
+    if num_shards == Some(SHARD_HINT) {
+        // tf.data's HINT sharding rewrites only shard() ops; nothing fills a reader's
+        // own argument, so -1 would silently mean "every worker reads everything".
+        return Err(Error::invalid_argument(
+            "num_shards must be >= 1, got -1 (tf.data.experimental.SHARD_HINT): tf.data's \
+             HINT sharding fills it in only for Dataset.shard(), never in a reader's own \
+             arguments; give the number of shards, or let tf.data service hand out the \
+             epoch's parts (ShardingPolicy.DYNAMIC or processing_mode=\"distributed_epoch\")",
+        ));
+    }
     if let Some(n) = num_shards.filter(|&n| n < 0) {
         return Err(Error::invalid_argument(format!(
             "num_shards must be >= 1, got {n}"
@@ -467,6 +480,8 @@ mod tests {
             "shard_index must be >= 0, got -1"
         );
         assert!(signed_shard(Some(2), Some(2)).is_err());
+        let hint = signed_shard(Some(-1), Some(0)).unwrap_err().to_string();
+        assert!(hint.contains("SHARD_HINT") && hint.contains("ShardingPolicy.DYNAMIC"), "{hint}");
         assert_eq!(pad_fit("auto").unwrap(), PadFit::Auto);
         assert_eq!(
             pad_fit("best:3").unwrap(),

@@ -1,0 +1,112 @@
+"""LIRSDataset read in splits by tf.data service: a real DispatchServer and two
+WorkerServers (ports from the OS), processing_mode="distributed_epoch" and
+ShardingPolicy.DYNAMIC. The dispatcher hands out the parts of the epoch's order, so
+every instance arrives exactly once per job and every byte is read once across the
+workers (tfrecord_lirs.process_io_totals counts what the readers of the process read,
+workers included). Each case runs in a process of its own: the totals are the
+process's, and a reader another test left behind would count into them."""
+
+import collections
+import json
+import subprocess
+import sys
+
+import pytest
+
+import tfrecord_lirs
+
+N = 6000
+PAGE = 1024
+
+CASE = r"""
+import json, sys
+import tensorflow as tf
+import tfrecord_lirs
+from tfrecord_lirs import LIRSDataset
+
+path, mode, page_aware, batch, seed = (sys.argv[1], sys.argv[2], sys.argv[3] == "1",
+                                       int(sys.argv[4]), int(sys.argv[5]))
+service = tf.data.experimental.service
+dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+address = dispatcher.target.split("://")[1]
+workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=address, port=0))
+           for _ in range(2)]
+kwargs = dict(seed=seed or None, page_aware=page_aware, page_size=%(page)d,
+              batch_size=batch, backend="pread")
+ds = LIRSDataset(path, **kwargs)
+policy = {"distributed_epoch": "distributed_epoch",
+          "dynamic": service.ShardingPolicy.DYNAMIC,
+          "off": service.ShardingPolicy.OFF,
+          "file": service.ShardingPolicy.FILE,
+          "file_or_data": service.ShardingPolicy.FILE_OR_DATA}.get(mode)
+if policy is not None:
+    ds = ds.apply(service.distribute(policy, dispatcher.target))
+before = tfrecord_lirs.process_io_totals()
+try:
+    ids = []
+    for x in ds.as_numpy_iterator():
+        for r in ([x] if batch == 0 else x):
+            ids.append(int(r.split(b":", 1)[0]))
+    error = None
+except tf.errors.OpError as e:
+    ids, error = [], "%%s: %%s" %% (type(e).__name__, e.message)
+after = tfrecord_lirs.process_io_totals()
+print(json.dumps({"ids": ids, "error": error,
+                  "bytes_read": after["bytes_read"] - before["bytes_read"]}))
+""" % {"page": PAGE}
+
+
+def run_case(path, mode, page_aware=False, batch=0, seed=7):
+    out = subprocess.run(
+        [sys.executable, "-c", CASE, path, mode, str(int(page_aware)), str(batch), str(seed)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("{")]
+    return json.loads(line)
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    """N instances "<id>:xxx..." of 100 to 160 bytes, padded to 1 KiB pages."""
+    path = str(tmp_path_factory.mktemp("splits") / "data.tfrecord")
+    with tfrecord_lirs.PaddedWriter(path, page_size=PAGE) as w:
+        for i in range(N):
+            w.write(b"%d:" % i + b"x" * (100 + i % 61))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["distributed_epoch", "dynamic"])
+@pytest.mark.parametrize("page_aware,batch", [(False, 0), (True, 0), (False, 32), (True, 32)])
+def test_splits_deliver_each_instance_once_and_read_each_byte_once(data_file, mode,
+                                                                   page_aware, batch):
+    one = run_case(data_file, "plain", page_aware, batch)
+    assert sorted(one["ids"]) == list(range(N))
+    split = run_case(data_file, mode, page_aware, batch)
+    assert split["error"] is None, split["error"]
+    # Every instance exactly once across the two workers.
+    counts = collections.Counter(split["ids"])
+    assert counts == collections.Counter(range(N)), (
+        [i for i, c in counts.items() if c != 1][:10], len(split["ids"]))
+    # What the two workers read together is what one reader reads alone: each
+    # worker read its share, not the whole. Page-aware, a page split between two
+    # parts would be read twice (256 parts: about a fifth of the file's pages more).
+    assert split["bytes_read"] <= 1.02 * one["bytes_read"], (split["bytes_read"], one["bytes_read"])
+    assert split["bytes_read"] >= 0.98 * one["bytes_read"]
+
+
+def test_without_splits_each_worker_reads_everything(data_file):
+    """The contrast: ShardingPolicy.OFF, each worker produces (and reads) the whole
+    epoch, so two workers read it twice."""
+    one = run_case(data_file, "plain")
+    off = run_case(data_file, "off")
+    assert collections.Counter(off["ids"]) == collections.Counter(list(range(N)) * 2)
+    assert off["bytes_read"] >= 1.9 * one["bytes_read"]
+
+
+@pytest.mark.parametrize("seed,extra,want", [
+    (0, {}, "needs a fixed seed"),
+])
+def test_splits_refuse_what_would_not_cover_the_epoch(data_file, seed, extra, want):
+    """Without a fixed seed each worker would walk its own order: refused, naming why."""
+    got = run_case(data_file, "distributed_epoch", seed=seed)
+    assert got["error"] is not None and want in got["error"], got["error"]
