@@ -24,15 +24,16 @@ import tensorflow as tf
 import tfrecord_lirs
 from tfrecord_lirs import LIRSDataset
 
-path, mode, page_aware, batch, seed = (sys.argv[1], sys.argv[2], sys.argv[3] == "1",
-                                       int(sys.argv[4]), int(sys.argv[5]))
+path, mode, page_aware, batch, seed, num_shards = (
+    sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]), int(sys.argv[5]),
+    int(sys.argv[6]))
 service = tf.data.experimental.service
 dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
 address = dispatcher.target.split("://")[1]
 workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=address, port=0))
            for _ in range(2)]
 kwargs = dict(seed=seed or None, page_aware=page_aware, page_size=%(page)d,
-              batch_size=batch, backend="pread")
+              batch_size=batch or None, backend="pread", num_shards=num_shards, shard_index=0)
 ds = LIRSDataset(path, **kwargs)
 policy = {"distributed_epoch": "distributed_epoch",
           "dynamic": service.ShardingPolicy.DYNAMIC,
@@ -52,13 +53,15 @@ except tf.errors.OpError as e:
     ids, error = [], "%%s: %%s" %% (type(e).__name__, e.message)
 after = tfrecord_lirs.process_io_totals()
 print(json.dumps({"ids": ids, "error": error,
-                  "bytes_read": after["bytes_read"] - before["bytes_read"]}))
+                  "bytes_read": after["bytes_read"] - before["bytes_read"],
+                  "tasks": [w._num_tasks() for w in workers]}))
 """ % {"page": PAGE}
 
 
-def run_case(path, mode, page_aware=False, batch=0, seed=7):
+def run_case(path, mode, page_aware=False, batch=0, seed=7, num_shards=1):
     out = subprocess.run(
-        [sys.executable, "-c", CASE, path, mode, str(int(page_aware)), str(batch), str(seed)],
+        [sys.executable, "-c", CASE, path, mode, str(int(page_aware)), str(batch), str(seed),
+         str(num_shards)],
         capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     (line,) = [x for x in out.stdout.splitlines() if x.startswith("{")]
@@ -83,6 +86,7 @@ def test_splits_deliver_each_instance_once_and_read_each_byte_once(data_file, mo
     assert sorted(one["ids"]) == list(range(N))
     split = run_case(data_file, mode, page_aware, batch)
     assert split["error"] is None, split["error"]
+    assert split["tasks"] == [1, 1], "the job must run on both workers"
     # Every instance exactly once across the two workers.
     counts = collections.Counter(split["ids"])
     assert counts == collections.Counter(range(N)), (
@@ -103,10 +107,24 @@ def test_without_splits_each_worker_reads_everything(data_file):
     assert off["bytes_read"] >= 1.9 * one["bytes_read"]
 
 
-@pytest.mark.parametrize("seed,extra,want", [
-    (0, {}, "needs a fixed seed"),
+@pytest.mark.parametrize("seed,num_shards,want", [
+    (0, 1, "needs a fixed seed"),
+    (7, 2, "num_shards must be 1 and shard_index 0, got num_shards=2"),
 ])
-def test_splits_refuse_what_would_not_cover_the_epoch(data_file, seed, extra, want):
-    """Without a fixed seed each worker would walk its own order: refused, naming why."""
-    got = run_case(data_file, "distributed_epoch", seed=seed)
+def test_splits_refuse_what_would_not_cover_the_epoch(data_file, seed, num_shards, want):
+    """Without a fixed seed each worker would walk its own order; with shards of its
+    own a worker would read only part of each part: refused when the job starts,
+    naming why."""
+    got = run_case(data_file, "distributed_epoch", seed=seed, num_shards=num_shards)
     assert got["error"] is not None and want in got["error"], got["error"]
+    assert got["error"].startswith("InvalidArgumentError"), got["error"]
+
+
+def test_shard_hint_is_refused_naming_why(data_file):
+    """HINT sharding fills SHARD_HINT only in Dataset.shard(): in LIRSDataset's own
+    num_shards it would mean every worker reads everything."""
+    import tensorflow as tf
+
+    with pytest.raises(ValueError, match="SHARD_HINT.*ShardingPolicy.DYNAMIC"):
+        tfrecord_lirs.LIRSDataset(data_file, seed=1,
+                                  num_shards=tf.data.experimental.SHARD_HINT, shard_index=0)
