@@ -189,9 +189,9 @@ impl TfPartState {
         if rest.is_empty() {
             return Ok(TfPartState { seeds, part: None });
         }
-        let (part, state) = rest.split_first_chunk::<8>().ok_or_else(|| {
-            core::Error::data_loss("part state: its part number is cut short")
-        })?;
+        let (part, state) = rest
+            .split_first_chunk::<8>()
+            .ok_or_else(|| core::Error::data_loss("part state: its part number is cut short"))?;
         Ok(TfPartState {
             seeds,
             part: Some((u64::from_le_bytes(*part), core::CursorState::decode(state)?)),

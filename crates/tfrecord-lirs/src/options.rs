@@ -481,7 +481,10 @@ mod tests {
         );
         assert!(signed_shard(Some(2), Some(2)).is_err());
         let hint = signed_shard(Some(-1), Some(0)).unwrap_err().to_string();
-        assert!(hint.contains("SHARD_HINT") && hint.contains("ShardingPolicy.DYNAMIC"), "{hint}");
+        assert!(
+            hint.contains("SHARD_HINT") && hint.contains("ShardingPolicy.DYNAMIC"),
+            "{hint}"
+        );
         assert_eq!(pad_fit("auto").unwrap(), PadFit::Auto);
         assert_eq!(
             pad_fit("best:3").unwrap(),
