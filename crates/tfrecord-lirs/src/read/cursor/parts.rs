@@ -186,7 +186,7 @@ mod tests {
             let parts = EpochParts::new(len, batch, false);
             assert_eq!(parts.part_len() % (batch.max(1) as u64), 0);
             assert!(parts.count() <= PARTS_PER_EPOCH || parts.part_len() == batch as u64);
-            assert_eq!(parts.count() * parts.part_len() >= len, true);
+            assert!(parts.count() * parts.part_len() >= len);
             if len > 0 {
                 assert!((parts.count() - 1) * parts.part_len() < len);
             }
