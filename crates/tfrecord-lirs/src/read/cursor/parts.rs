@@ -12,7 +12,23 @@ use std::ops::Range;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
+use super::options::CursorOptions;
 use crate::read::fetch::OrderSource;
+use crate::read::reader::Reader;
+
+/// The order of part `k` of `parts` of the epoch of `options` over `reader`.
+pub(super) fn part_order(
+    reader: &Reader,
+    options: &CursorOptions,
+    parts: EpochParts,
+    k: u64,
+) -> Result<Box<dyn OrderSource>> {
+    // The whole epoch's order, twice: once to find the part's bounds, once to walk it
+    // (an order only moves forward cheaply).
+    let whole = || reader.epoch_order_with_version(&options.order, options.order_version);
+    let range = parts.positions(&mut whole()?, k)?;
+    Ok(Box::new(PartOrder::new(Box::new(whole()?), range)?))
+}
 
 /// Parts per epoch aimed at: enough for workers to balance their load (a worker
 /// asks for a part whenever it finished one), few enough that asking costs little.

@@ -8,7 +8,7 @@ use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::{first_window, CursorOptions};
-use super::parts::{EpochParts, PartOrder};
+use super::parts::{part_order, EpochParts};
 use super::state::CursorState;
 use super::view::BatchView;
 use crate::pool::panic_message;
@@ -38,11 +38,7 @@ fn open_order(
     part: Option<(EpochParts, u64)>,
 ) -> Result<Box<dyn OrderSource>> {
     if let Some((parts, k)) = part {
-        // The whole epoch's order, twice: once to find the part's bounds, once to walk
-        // it (an order only moves forward cheaply).
-        let whole = || reader.epoch_order_with_version(&options.order, options.order_version);
-        let range = parts.positions(&mut whole()?, k)?;
-        return Ok(Box::new(PartOrder::new(Box::new(whole()?), range)?));
+        return part_order(reader, options, parts, k);
     }
     if options.shard_remainder != ShardRemainder::Keep {
         // A fresh base (a checkpoint's walk from the epoch's start) is the equal shard.
@@ -122,8 +118,7 @@ pub struct DatasetCursor {
     /// The elastic resume point the walk started from, when positions of the epoch
     /// were delivered before it (by another set of shards); `None`: the epoch's start.
     base: Option<Arc<EpochState>>,
-    /// The part of the epoch walked (of how many), when the walk is one part.
-    part: Option<(EpochParts, u64)>,
+    part: Option<(EpochParts, u64)>, // The part walked (of how many), if one.
     len: u64,
     order_version: u32,
     /// `None` after a window failed as a whole: started again at the next call.
@@ -208,28 +203,7 @@ impl DatasetCursor {
         DatasetCursor::open(reader, options, base, None, state)
     }
 
-    /// A cursor over part `part` of `parts` of the whole epoch of `options.order`
-    /// (one shard of one, kept remainder), at `state` (positions counted in the
-    /// part). Workers that share the seeds walk disjoint parts of one order, so a
-    /// coordinator handing out each part once delivers the epoch once.
-    pub fn part(
-        reader: Arc<Reader>,
-        options: CursorOptions,
-        parts: EpochParts,
-        part: u64,
-        state: &CursorState,
-    ) -> Result<DatasetCursor> {
-        if options.order.num_shards != 1 || options.shard_remainder != ShardRemainder::Keep {
-            return Err(Error::invalid_argument(format!(
-                "a walk of parts reads the whole epoch: num_shards must be 1 (got {}) and \
-                 shard_remainder 'keep'",
-                options.order.num_shards
-            )));
-        }
-        DatasetCursor::open(reader, options, None, Some((parts, part)), state)
-    }
-
-    fn open(
+    pub(super) fn open(
         reader: Arc<Reader>,
         options: CursorOptions,
         base: Option<Arc<EpochState>>,
