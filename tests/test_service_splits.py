@@ -8,6 +8,7 @@ process's, and a reader another test left behind would count into them."""
 
 import collections
 import json
+import os
 import subprocess
 import sys
 
@@ -135,3 +136,45 @@ def test_shard_hint_is_refused_naming_why(data_file):
     with pytest.raises(ValueError, match="SHARD_HINT.*ShardingPolicy.DYNAMIC"):
         tfrecord_lirs.LIRSDataset(data_file, seed=1,
                                   num_shards=tf.data.experimental.SHARD_HINT, shard_index=0)
+
+
+SAVE_CASE = r"""
+import collections, json, os, sys, time
+import tensorflow as tf
+from tfrecord_lirs import LIRSDataset
+
+path, out, work = sys.argv[1], sys.argv[2], sys.argv[3]
+service = tf.data.experimental.service
+dispatcher = service.DispatchServer(service.DispatcherConfig(
+    port=0, work_dir=work, fault_tolerant_mode=True))
+address = dispatcher.target.split("://")[1]
+workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=address, port=0))
+           for _ in range(2)]
+tf.data.experimental.distributed_save(LIRSDataset(path, seed=3), out, address)
+while not any(os.path.exists(os.path.join(out, f)) for f in ("DONE", "ERROR")):
+    time.sleep(0.2)
+error = open(os.path.join(out, "ERROR")).read() if os.path.exists(os.path.join(out, "ERROR")) else None
+ids = [] if error else [int(x.split(b":", 1)[0])
+                        for x in tf.data.Dataset.load(out).as_numpy_iterator()]
+print(json.dumps({"ids": ids, "error": error,
+                  "streams": sorted(os.listdir(os.path.join(out, "streams")))}))
+"""
+
+
+def test_distributed_save_reads_splits_and_checkpoints_its_workers(data_file, tmp_path):
+    """tf.data.experimental.distributed_save: the dispatcher hands the parts to two
+    workers, whose snapshot writers checkpoint their LIRSDataset iterators (split
+    provider, seeds, part and position) when their streams end; a failed save would
+    end the snapshot in ERROR."""
+    out = subprocess.run(
+        [sys.executable, "-c", SAVE_CASE, data_file, str(tmp_path / "snap"),
+         str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})  # the writers' log lines
+    assert out.returncode == 0, out.stderr[-3000:]
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("{")]
+    got = json.loads(line)
+    assert got["error"] is None, got["error"]
+    assert got["streams"] == ["stream_0", "stream_1"]
+    assert collections.Counter(got["ids"]) == collections.Counter(range(N))
+    assert "Wrote checkpoint file" in out.stderr
