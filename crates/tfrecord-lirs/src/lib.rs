@@ -115,9 +115,10 @@ pub use read::reader::{
     Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
 };
 pub use read::refurbish::{Partial, Refurbisher};
-pub use read::sampler::{Sampler, SamplerSource};
+pub use read::sampler::{Sampler, SamplerSource, SamplerState};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
+pub use read::worker_epochs::WorkerEpochs;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use storage::file_list::{expand_files, expand_shell_files};
 pub use storage::local::{Backend, MmapOptIn};

@@ -33,6 +33,10 @@ pub const SHARD_INDEX: u64 = 0;
 /// Shards keep the remainder: lengths differ by at most one (the orders of every
 /// earlier release); "drop"/"pad" give every data-parallel rank the same count.
 pub const SHARD_REMAINDER: &str = "keep";
+/// In a data-parallel process group (PyTorch's `torch.distributed`), shards pad, as
+/// `DistributedSampler(drop_last=False)`: with "keep" one rank can run a step more
+/// than another, which then waits at its collective until the group times out.
+pub const PROCESS_GROUP_SHARD_REMAINDER: &str = "pad";
 /// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically; on object
 /// storage that is the adaptive limit of requests in flight
 /// ([`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)).
@@ -110,6 +114,10 @@ pub const TABLE: &[(&str, Value)] = &[
     ("num_shards", Value::Int(NUM_SHARDS as i64)),
     ("shard_index", Value::Int(SHARD_INDEX as i64)),
     ("shard_remainder", Value::Str(SHARD_REMAINDER)),
+    (
+        "process_group_shard_remainder",
+        Value::Str(PROCESS_GROUP_SHARD_REMAINDER),
+    ),
     ("num_parallel_reads", Value::Int(NUM_PARALLEL_READS)),
     ("batch_size", Value::Int(BATCH_SIZE)),
     ("reuse_factor", Value::Int(REUSE_FACTOR as i64)),

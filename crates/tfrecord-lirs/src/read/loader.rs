@@ -405,6 +405,24 @@ impl DatasetLoader {
         Ok(())
     }
 
+    /// The epoch of the state restored and not yet walked from, if any.
+    pub fn restored_epoch(&self) -> Option<u64> {
+        self.restored.as_ref().map(|r| r.epoch)
+    }
+
+    /// Starts a walk of `epoch` (a data-loading worker's, whose epochs a
+    /// [`WorkerEpochs`](crate::WorkerEpochs) decides): the walk [`begin`] starts when
+    /// `epoch` is the current one (from a state restored or an elastic resume of that
+    /// epoch, if any), else a walk of `epoch` from its start.
+    ///
+    /// [`begin`]: DatasetLoader::begin
+    pub fn begin_epoch(&mut self, epoch: u64) -> Result<()> {
+        if epoch != self.epoch {
+            self.set_epoch(epoch);
+        }
+        self.begin()
+    }
+
     /// The next batch of the walk; `Err` for an instance that could not be read (the
     /// next call goes on: see [`DatasetCursor::next_batch`]); `None` at the end of the
     /// epoch, or when no walk was begun. The end of an epoch moves the counter on.
@@ -569,6 +587,66 @@ mod tests {
         .unwrap();
         assert!(dropping.next_batch().is_none());
         assert_eq!(walk(&mut dropping).len(), 15);
+    }
+
+    #[test]
+    fn workers_walk_the_epochs_their_worker_epochs_give_and_keep_a_restored_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 300);
+        let options = LoaderOptions {
+            seed: 2,
+            batch_size: 32,
+            ..Default::default()
+        };
+        let main = crate::WorkerEpochs::create(dir.path()).unwrap();
+        // Worker `w` of 2 made for the iteration of base seed `seed`: its whole walk.
+        let walk_in = |w: u64, seed: u64, loader: &mut DatasetLoader| {
+            let mut epochs = crate::WorkerEpochs::open(main.path()).unwrap();
+            loader.set_worker(2, w).unwrap();
+            let epoch = epochs.begin(w, seed, loader.restored_epoch()).unwrap();
+            loader.begin_epoch(epoch).unwrap();
+            std::iter::from_fn(|| loader.next_batch())
+                .flat_map(|b| ids(&b.unwrap()))
+                .collect::<Vec<u64>>()
+        };
+        for epoch in 0..3 {
+            let mut got = Vec::new();
+            for w in 0..2 {
+                let mut copy = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+                let mine = walk_in(w, 100 + epoch, &mut copy);
+                let mut fresh = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+                fresh.set_worker(2, w).unwrap();
+                fresh.set_epoch(epoch);
+                assert_eq!(
+                    mine,
+                    walk(&mut fresh).concat(),
+                    "worker {w} walks epoch {epoch}"
+                );
+                got.extend(mine);
+            }
+            got.sort_unstable();
+            assert_eq!(
+                got,
+                (0..300).collect::<Vec<u64>>(),
+                "epoch {epoch}: each id once"
+            );
+        }
+        // A state restored in a worker: its walk goes on from it.
+        let mut first = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        first.set_worker(2, 0).unwrap();
+        first.set_epoch(4);
+        first.begin().unwrap();
+        first.next_batch().unwrap().unwrap();
+        let state = first.state().unwrap();
+        let rest: Vec<u64> = std::iter::from_fn(|| first.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        let mut restored = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        restored.set_worker(2, 0).unwrap();
+        restored.restore(&state).unwrap();
+        assert_eq!(restored.restored_epoch(), Some(4));
+        assert_eq!(walk_in(0, 7, &mut restored), rest);
+        assert_eq!(main.furthest().unwrap(), 5);
     }
 
     #[test]

@@ -13,3 +13,4 @@ pub(crate) mod sampler;
 pub(crate) mod stats;
 pub(crate) mod table_check;
 pub(crate) mod tfrecord_lirs;
+pub(crate) mod worker_epochs;
