@@ -15,6 +15,7 @@ import os
 import sys
 
 from tfrecord_lirs import _checks, _lirs
+from tfrecord_lirs._processes import process_group as _process_group
 
 
 def _paths(value, name):
@@ -111,8 +112,12 @@ class DataSource:
         self._open()
 
     def __repr__(self):
-        files = self._args[0]
-        return (f"DataSource({len(files)} file{'s' if len(files) != 1 else ''}, "
+        # The same in every process (Grain keeps it in checkpoints): the count, the
+        # first and last base names (a split is in them) and the instances.
+        names = [os.path.basename(os.fsdecode(f).rstrip("/")) for f in self._args[0]]
+        shown = "".join(f" {n}" for n in (names if len(names) <= 2
+                                          else [names[0], "...", names[-1]]))
+        return (f"DataSource({len(names)} file{'s' if len(names) != 1 else ''}{shown}, "
                 f"{len(self)} instances)")
 
     @property
@@ -142,8 +147,15 @@ class Sampler:
     every machine and version (docs/FORMAT.md §5).
 
     A PyTorch `Sampler`: `DataLoader(source, sampler=Sampler(source, seed),
-    batch_size=256)`; call `set_epoch(e)` before each epoch as with
-    `DistributedSampler`. `page_aware=True` (files padded by `pad`/`PaddedWriter`)
+    batch_size=256)`. Each iteration walks the current epoch (`epoch`); once it has
+    handed out every id, the epoch moves on, so every epoch of the DataLoader is a
+    fresh permutation with no call (an iteration dropped part way is walked again
+    from its start). `set_epoch(e)` picks the epoch the next iteration walks, as with
+    `DistributedSampler`. `state_dict()` / `load_state_dict(state)` (torchdata's
+    `Stateful`: a `StatefulDataLoader` saves and restores them itself): the epoch,
+    the position in it and what identifies the dataset, seed and shard; restored in
+    any process, a state of another dataset, seed, shard or options is refused with
+    `InvalidArgumentError`. `page_aware=True` (files padded by `pad`/`PaddedWriter`)
     shuffles whole pages and needs the source, not a length. `num_shards`/
     `shard_index`: this worker's slice of each epoch (every instance in exactly one
     shard). `order_version`: 1 (the default: the same orders as `LIRSDataset` and the
@@ -178,7 +190,8 @@ class Sampler:
         self._instances = 0 if self._source is not None else _lirs_count(source_or_len)
         self._native = _lirs.NativeSampler(
             None if self._source is None else self._source._reader, self._instances,
-            seed, page_aware, num_shards, shard_index, order_version, shard_remainder)
+            seed, page_aware, num_shards, shard_index, order_version, shard_remainder,
+            _process_group())
 
     def _option(self, name):
         return self._native.options()[name]
@@ -231,10 +244,19 @@ class Sampler:
         return _ids(self._native.order(epoch))
 
     def __iter__(self):
-        return iter(self.order())
+        return self._native.walk()
 
     def __len__(self):
         return self._native.len()
+
+    def state_dict(self):
+        """The checkpoint, a dict of plain values (picklable): where the iteration
+        begun last is, or where the next one starts."""
+        return self._native.state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Restores a `state_dict()`: the next iteration goes on from it."""
+        self._native.load_state_dict(dict(state_dict))
 
     def _locate(self, index):
         """Global index `index` over all epochs as (epoch, position), from the core."""
@@ -258,14 +280,11 @@ class Sampler:
     def __getstate__(self):
         source = self._source if self._source is not None else self._instances
         return {"source": source, "options": self._native.options(),
-                "epoch": self._native.epoch(), "resumed": self._native.resumed_state()}
+                "state": self._native.state_dict()}
 
     def __setstate__(self, state):
-        source = state["source"]
-        self.__init__(source, **state["options"])
-        if state["resumed"] is not None:
-            self._native.resume(state["resumed"])
-        self._native.set_epoch(state["epoch"])
+        self.__init__(state["source"], **state["options"])
+        self._native.load_state_dict(state["state"])
 
 
 __all__ = ["DataSource", "Sampler"]

@@ -280,6 +280,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeReader>()?;
     m.add_class::<loader::NativeLoader>()?;
     m.add_class::<sampler::NativeSampler>()?;
+    m.add_class::<sampler::NativeSamplerWalk>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     elastic::register(m)?;
