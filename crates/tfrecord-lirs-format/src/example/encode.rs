@@ -3,11 +3,13 @@
 //! loosely typed values ([`Input`]) become a feature's list.
 //!
 //! The bytes are deterministic: features in name order (byte-wise), each map entry with
-//! its key and value written even when empty — what protobuf's own encoders write with
-//! deterministic serialization (`SerializeToString(deterministic=True)`), so the same
-//! content gives the same bytes as TensorFlow's `tf.train.Example`. prost writes the map
-//! of [`Features`](super::Features) in hash order and skips an empty entry's key or
-//! value, hence the entry messages below, wire-identical to the map.
+//! its key and value written even when empty — what C++ and pure-Python protobuf write
+//! with deterministic serialization (`SerializeToString(deterministic=True)`), so the
+//! same content gives the same bytes as TensorFlow's `tf.train.Example`. (Python's
+//! default upb backend orders a key after the longer keys it is a prefix of, so its
+//! bytes differ where one name is a prefix of another; the message is the same.) prost
+//! writes the map of [`Features`](super::Features) in hash order and skips an empty
+//! entry's key or value, hence the entry messages below, wire-identical to the map.
 
 use super::spec::{DType, Values};
 use super::{BytesList, Feature, FloatList, Int64List, Kind};
@@ -278,7 +280,7 @@ fn array_values(a: Array) -> Rule<Option<Values>> {
                 ));
             }
             // A bytes or str array is bytes even when empty; an object array's items decide.
-            let values = list_values(items).map_err(|e| format!("array element {e}"))?;
+            let values = list_values(items).map_err(|e| format!("{} array: {e}", a.typestr))?;
             return match (values, typed) {
                 (None, Some(_)) => Ok(Some(Values::Bytes(Vec::new()))),
                 (Some(v), Some(t)) if v.dtype() != t => Err(bad()),
@@ -418,6 +420,20 @@ mod tests {
         let tf = "0a1a0a0b0a02616112051a030a01020a0b0a027a7a12051a030a0101";
         let hex: String = sorted.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, tf);
+        // Byte-wise, a prefix first: C++ and pure-Python protobuf's deterministic order.
+        let names = ["b", "ab", "", "a", "\u{e9}", "\u{1}"];
+        let features = names
+            .iter()
+            .map(|n| (n.to_string(), Feature::default()))
+            .collect();
+        let ex = serialize_example(features).unwrap();
+        let mut keys = Vec::new();
+        let mut rest = &ex[2..];
+        while let [0x0a, n, 0x0a, k, tail @ ..] = rest {
+            keys.push(String::from_utf8(tail[..*k as usize].to_vec()).unwrap());
+            rest = &rest[2 + *n as usize..];
+        }
+        assert_eq!(keys, ["", "\u{1}", "a", "ab", "b", "\u{e9}"]);
     }
 
     #[test]
