@@ -279,11 +279,12 @@ def serialize_examples(examples):
     Features are written in byte-wise name order, each as protobuf writes it, so the
     bytes are those of `tf.train.Example(...).SerializeToString(deterministic=True)`
     for the same content (with Python's default upb protobuf, unless a name is a prefix
-    of another: upb puts "ab" before "a"; the message is the same). Errors name the example (its index), the feature and the value:
-    `InvalidArgumentError` for a list mixing kinds, a nested list, an int outside int64,
-    an array of another dtype (complex, datetime, ...) or a value of another type
-    (e.g. None); `TypeError` for features that are not a dict or a name that is not a
-    str. The rules and the encoding are the Rust core's."""
+    of another: upb puts "ab" before "a"; the message is the same). Errors name the
+    example (its index), the feature and the value: `InvalidArgumentError` for a list
+    mixing kinds, a nested list, an int outside int64, an array of another dtype
+    (complex, datetime, ...) or a value of another type (e.g. None); `TypeError` for
+    features that are not a dict or a name that is not a str. The rules and the
+    encoding are the Rust core's."""
     return _lirs.serialize_examples(examples)
 
 
