@@ -2,7 +2,7 @@
 # defaults are checked against the extension's own signatures by
 # tests/without_tf/test_contract.py; an option defaulting to None takes the core's default.
 from os import PathLike
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 _Path = str | bytes | PathLike[str]
 _Summary = dict[str, Any]
@@ -180,3 +180,7 @@ def parse_examples(records: Sequence[bytes], features: Optional[Sequence[tuple[A
 def parse_sequence_examples(records: Sequence[bytes], context: Sequence[tuple[Any, ...]],
                             sequence: Sequence[tuple[Any, ...]]
                             ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]: ...
+# Serialized tf.train.Examples of dicts of feature name -> value (bytes, str, int, float,
+# a list of one kind, a numpy array), features in name order.
+def serialize_example(features: dict[str, Any]) -> bytes: ...
+def serialize_examples(examples: Iterable[dict[str, Any]]) -> list[bytes]: ...

@@ -286,3 +286,15 @@ def test_parse_example_names_and_arguments():
     assert tfrecord_lirs.Ragged._fields == ("values", "row_lengths")
     assert list(inspect.signature(tfrecord_lirs.ParseExample).parameters) == ["features"]
     assert inspect.signature(tfrecord_lirs.ParseExample).parameters["features"].default is None
+
+
+def test_serialize_example_names_and_arguments():
+    # The inverse of parse_example: exported, one argument each, as the extension's.
+    import inspect
+
+    import tfrecord_lirs
+
+    for name, arg in (("serialize_example", "features"), ("serialize_examples", "examples")):
+        assert name in tfrecord_lirs.__all__, name
+        for fn in (getattr(tfrecord_lirs, name), getattr(_lirs, name)):
+            assert list(inspect.signature(fn).parameters) == [arg], fn
