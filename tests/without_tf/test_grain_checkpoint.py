@@ -46,7 +46,7 @@ def loader(paths, workers):
 
 RESTORE = """
 import pickle, sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {common!r}]
 from test_grain_checkpoint import loader
 paths, state, workers = pickle.load(open({args!r}, "rb"))
 it = iter(loader(paths, workers))
@@ -66,7 +66,8 @@ def test_a_grain_checkpoint_restores_in_a_new_process(tmp_path, workers):
     assert sorted(got) == sorted(list(range(N)) * 2)
     args = tmp_path / "args.pkl"
     args.write_bytes(pickle.dumps((paths, state, workers)))
-    out = subprocess.run([sys.executable, "-c", RESTORE.format(tests=str(HERE), args=str(args))],
+    code = RESTORE.format(tests=str(HERE), common=str(HERE.parent), args=str(args))
+    out = subprocess.run([sys.executable, "-c", code],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert eval(out.stdout) == rest
