@@ -17,7 +17,7 @@ DEFAULTS = _lirs.defaults()
 # LIRSDataset's.
 OP_ATTR = {"cache_bytes": "op_cache_bytes"}
 DATASET_ATTR = {**OP_ATTR, "batch_size": "dataset_batch_size",
-                "deterministic": "dataset_deterministic"}
+                "deterministic": "dataset_deterministic", "seed_rule": "op_seed_rule"}
 
 
 def _value(attr_value):

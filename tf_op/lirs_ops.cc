@@ -54,6 +54,13 @@ REGISTER_OP("LIRSDataset")
     // -1 = not given (32 GiB). Rust applies the rule and checks both.
     .Attr("cache_dir: string = ''")
     .Attr("cache_bytes: int = -1")
+    // Which seed and epoch an iteration orders with (docs/FORMAT.md §5.9): 0, the
+    // rule of graphs saved before it existed (each iteration's pair folded); 1
+    // (what Python passes): an op seed without a global seed orders as the
+    // TensorFlow-free front ends do. Rust checks it.
+    .Attr("seed_rule: int = 0")
+    // The epoch the first iteration walks (Rust checks it: >= 0).
+    .Attr("start_epoch: int = 0")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {

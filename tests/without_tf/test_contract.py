@@ -23,7 +23,8 @@ DEFAULTS = _lirs.defaults()
 # The attr names that differ from the core's table: both ops', then LIRSDataset's.
 OP_ATTR_DEFAULT = {"cache_bytes": "op_cache_bytes"}
 DATASET_ATTR_DEFAULT = {**OP_ATTR_DEFAULT, "batch_size": "dataset_batch_size",
-                        "deterministic": "dataset_deterministic"}
+                        "deterministic": "dataset_deterministic",
+                        "seed_rule": "op_seed_rule"}
 # Attrs with no user-facing default in the table (empty: not given).
 OP_ATTR_WITHOUT_DEFAULT = {"epoch_state", "metadata", "cache_dir"}
 

@@ -243,6 +243,11 @@ def test_grain_map_dataset_in_lirs_order(padded):
     sampler = Sampler(src, seed=11, page_aware=True)
     assert [ds[i] for i in range(50)] == [payloads[i] for i in sampler.order(0)[:50]]
     assert ds[n + 3] == payloads[sampler.order(1)[3]]  # index n.. is epoch 1
+    # One seed, one order: Grain's epochs are the Sampler's and the CLI's.
+    for epoch in (0, 1):
+        cli = run_ok("order", path, "--seed", 11, "--epoch", epoch, "--page-aware")
+        assert [int(i) for i in cli.stdout.split()] == list(sampler.order(epoch))
+        assert [ds[epoch * n + i] for i in range(n)] == [payloads[i] for i in sampler.order(epoch)]
     batches = list(ds.batch(256, batch_fn=list))
     assert collections.Counter(p for b in batches for p in b) == collections.Counter(payloads)
     # Grain's own shuffle over the source works too (the RandomAccessDataSource protocol).

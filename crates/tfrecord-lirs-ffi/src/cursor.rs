@@ -45,14 +45,6 @@ impl LirsReader {
                     walk.batch_size,
                     walk.num_parallel_reads,
                 )?;
-                options.order = core::OrderParams {
-                    seed: core::seed_from_pair(config.seed, config.seed2),
-                    // The seed generator gives every iteration its own seeds.
-                    epoch: 0,
-                    page_aware: walk.page_aware,
-                    num_shards,
-                    shard_index,
-                };
                 options.drop_remainder = walk.drop_remainder;
                 options.shard_remainder = core::options::shard_remainder(&walk.shard_remainder)?;
                 options.unordered = config.unordered;
@@ -62,6 +54,16 @@ impl LirsReader {
                     options.order_version,
                     &config.epoch_state,
                 )?;
+                // A saved state names its order's seed and epoch (whichever rule made
+                // them); a fresh walk takes the iteration's.
+                let (seed, epoch) = base.as_ref().map_or(config.order, |b| (b.seed, b.epoch));
+                options.order = core::OrderParams {
+                    seed,
+                    epoch,
+                    page_aware: walk.page_aware,
+                    num_shards,
+                    shard_index,
+                };
                 let inner = match base {
                     Some(base) => core::DatasetCursor::resume(
                         Arc::clone(self.core()),
@@ -74,6 +76,7 @@ impl LirsReader {
                 Ok(Box::new(DatasetCursor {
                     inner,
                     seeds: (config.seed, config.seed2),
+                    seed_rule: config.seed_rule,
                     poison: Poison::new("a handle"),
                 }))
             }),
@@ -83,8 +86,9 @@ impl LirsReader {
 
 pub struct DatasetCursor {
     pub(crate) inner: core::DatasetCursor,
-    /// The iteration's (`seed`, `seed2`), for its checkpoint.
+    /// The iteration's (`seed`, `seed2`) and the run's seed rule, for its checkpoint.
     seeds: (i64, i64),
+    seed_rule: core::SeedRule,
     /// Set when a method panicked outside the core's own catch: the cursor may be
     /// half-updated.
     poison: Poison,
@@ -111,7 +115,7 @@ impl DatasetCursor {
             guard("checkpoint", || {
                 let (position, delivered_after) = self.inner.state().to_signed()?;
                 let shard_state = elastic::TfShardState {
-                    seeds: seeds.into(),
+                    seeds: elastic::TfSeeds::new(seeds, self.seed_rule),
                     shard: self.inner.shard_state(),
                 };
                 Ok(CursorCheckpoint {

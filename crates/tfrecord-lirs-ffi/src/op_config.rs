@@ -3,7 +3,9 @@
 //! looking at its name. Which names exist, their types, which are required and what an
 //! older checkpoint's absent key means are decided here, once.
 
-use crate::{FfiError, FfiResult, FilePath, IterationSeeds, NamedValue};
+use tfrecord_lirs::SeedRule;
+
+use crate::{DatasetSeeds, FfiError, FfiResult, FilePath, IterationSeeds, NamedValue};
 
 /// What to open: data files and their offset tables, and how to read them.
 #[derive(Debug, Clone)]
@@ -43,12 +45,18 @@ pub struct WalkConfig {
     pub shard_remainder: String,
 }
 
-/// One iteration of a LIRSDataset: the (`seed`, `seed2`) pair the iteration drew,
-/// `unordered` delivery, and the dataset's walk.
+/// One iteration of a LIRSDataset: the (`seed`, `seed2`) pair the iteration drew, the
+/// (seed, epoch) it orders with and the rule that made them of it, `unordered`
+/// delivery, and the dataset's walk.
 #[derive(Debug, Clone)]
 pub struct CursorConfig {
     pub seed: i64,
     pub seed2: i64,
+    /// The order's seed and epoch ([`DatasetSeeds::order`]); a walk from a saved state
+    /// (a checkpoint's `shard_state`, an epoch state) orders with the state's instead.
+    pub order: (u64, u64),
+    /// The run's seed rule, saved with the cursor's state.
+    pub seed_rule: SeedRule,
     pub unordered: bool,
     /// Elastic resume: an epoch state (`combine_shard_states`) this iteration
     /// starts from, as shard `walk.shard_index` of `walk.num_shards`; empty: none.
@@ -62,6 +70,8 @@ pub struct CursorConfig {
 pub struct DatasetConfig {
     pub reader: ReaderConfig,
     pub walk: WalkConfig,
+    /// The op's seed pair, seed rule, `start_epoch` and `reshuffle_each_iteration`.
+    pub seeds: DatasetSeeds,
     /// Elastic resume (`combine_shard_states`): the dataset's first iteration
     /// starts from this epoch state; empty: none.
     pub epoch_state: Vec<u8>,
@@ -185,15 +195,16 @@ pub fn reader_config(
     )
 }
 
-/// The config of a LIRSDataset op: its attrs and scalar inputs `args` (all but
-/// `seed`, `seed2` and the seed generator, which the kernel's seed protocol takes),
-/// `files` and their `tables`.
+/// The config of a LIRSDataset op: its attrs and scalar inputs `args` (all but the
+/// seed generator, which the kernel's seed protocol takes), `files` and their
+/// `tables`. A graph saved before `seed_rule` and `start_epoch` existed has neither:
+/// rule 0 (what it did) and epoch 0.
 pub fn dataset_config(
     args: &[NamedValue],
     files: &[FilePath],
     tables: &[FilePath],
 ) -> FfiResult<DatasetConfig> {
-    const DATASET_ARGS: [&str; 11] = [
+    const DATASET_ARGS: [&str; 15] = [
         "page_aware",
         "num_shards",
         "shard_index",
@@ -204,12 +215,29 @@ pub fn dataset_config(
         "shard_remainder",
         "epoch_state",
         "deterministic",
-        // The kernel's seed-generator protocol reads it; nothing here depends on it.
         "reshuffle_each_iteration",
+        "seed",
+        "seed2",
+        "seed_rule",
+        "start_epoch",
     ];
     let known: Vec<&str> = READER_ATTRS.iter().chain(&DATASET_ARGS).copied().collect();
     let args = OpArgs::new("LIRSDataset", args, &known)?;
+    let absent_is_zero = |name: &str| {
+        if args.values.iter().any(|v| v.name == name) {
+            args.int(name)
+        } else {
+            Ok(0)
+        }
+    };
+    let seeds = DatasetSeeds::new(
+        (args.int("seed")?, args.int("seed2")?),
+        absent_is_zero("seed_rule")?,
+        absent_is_zero("start_epoch")?,
+        args.bool("reshuffle_each_iteration")?,
+    )?;
     Ok(DatasetConfig {
+        seeds,
         reader: reader_config_of(&args, files, tables)?,
         walk: WalkConfig {
             page_aware: args.bool("page_aware")?,
@@ -340,6 +368,10 @@ mod tests {
             int("shard_index", 3),
             text("cache_dir", b"/tmp/lirs-cache"),
             int("cache_bytes", 1 << 20),
+            int("seed", 87_654_321),
+            int("seed2", -3),
+            int("seed_rule", 1),
+            int("start_epoch", 4),
         ]
     }
 
@@ -369,6 +401,15 @@ mod tests {
         assert_eq!(w.shard_remainder, "pad");
         assert_eq!(c.reader.cache_dir, b"/tmp/lirs-cache");
         assert_eq!(c.reader.cache_bytes, 1 << 20);
+        assert_eq!(c.seeds.pair, (87_654_321, -3));
+        assert_eq!(c.seeds.rule, SeedRule::OpSeed);
+        assert!(c.seeds.reshuffle);
+        assert_eq!(c.seeds.start_epoch, 4);
+        // A graph saved before the seed rule and start_epoch: rule 0, epoch 0.
+        let mut old = dataset_args();
+        old.retain(|v| v.name != "seed_rule" && v.name != "start_epoch");
+        let c = dataset_config(&old, &[path("a")], &[]).unwrap();
+        assert_eq!((c.seeds.rule, c.seeds.start_epoch), (SeedRule::Fold, 0));
         let r = reader_config(
             &[
                 int("page_size", 512),
@@ -418,6 +459,19 @@ mod tests {
         swapped.retain(|v| v.name != "backend");
         swapped.push(int("backend", 1));
         fails(swapped, ErrorCode::Internal, "`backend` must be a string");
+        for (name, value, words) in [
+            ("seed_rule", 3, "seed_rule must be 0 or 1, got 3"),
+            (
+                "start_epoch",
+                -2,
+                "start_epoch must be >= 0 and below 2**62, got -2",
+            ),
+        ] {
+            let mut bad = dataset_args();
+            bad.retain(|v| v.name != name);
+            bad.push(int(name, value));
+            fails(bad, ErrorCode::InvalidArgument, words);
+        }
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub fn cursor_config(batch_size: i64, num_parallel_reads: i64) -> CursorConfig {
     CursorConfig {
         seed: 5,
         seed2: 0,
+        order: (core::seed_from_pair(5, 0), 0),
+        seed_rule: core::SeedRule::Fold,
         unordered: false,
         epoch_state: Vec::new(),
         walk: WalkConfig {

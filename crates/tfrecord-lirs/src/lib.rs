@@ -137,7 +137,7 @@ pub use tfrecord_lirs_format::refurbish::{
     final_seed, partial_seed, EpochSchedule, RefurbishParams, RefurbishSchedule, Use,
     REFURBISH_SCHEDULE_VERSION,
 };
-pub use tfrecord_lirs_format::seed_pair::seed_from_pair;
+pub use tfrecord_lirs_format::seed_pair::{seed_from_pair, SeedRule, DEFAULT_GRAPH_SEED};
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};
 pub use tfrecord_lirs_format::table_path::default_table_path;
 pub use write::index::{

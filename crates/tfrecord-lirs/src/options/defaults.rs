@@ -82,6 +82,12 @@ pub const DETERMINISTIC: bool = true;
 /// LIRSDataset's `deterministic` as the op takes it: as the pipeline's
 /// `tf.data.Options().deterministic` says (Python's `None`).
 pub const DATASET_DETERMINISTIC: &str = "default";
+/// The seed rule LIRSDataset graphs are made with (docs/FORMAT.md §5.9): an op seed
+/// without a global seed orders as the TensorFlow-free front ends do.
+pub const SEED_RULE: i64 = tfrecord_lirs_format::seed_pair::SeedRule::CURRENT as i64;
+/// LIRSDataset's `seed_rule` attr when a graph holds none: 0, the rule of graphs saved
+/// before the attr existed.
+pub const OP_SEED_RULE: i64 = tfrecord_lirs_format::seed_pair::SeedRule::Fold as i64;
 /// A new order every iteration, as for `Dataset.shuffle`.
 pub const RESHUFFLE_EACH_ITERATION: bool = true;
 /// Files worked on at once by the many-file commands: 0 chooses automatically.
@@ -110,6 +116,9 @@ pub const TABLE: &[(&str, Value)] = &[
     ("compression", Value::Str(COMPRESSION)),
     ("seed", Value::Int(SEED as i64)),
     ("epoch", Value::Int(EPOCH as i64)),
+    ("start_epoch", Value::Int(EPOCH as i64)),
+    ("seed_rule", Value::Int(SEED_RULE)),
+    ("op_seed_rule", Value::Int(OP_SEED_RULE)),
     ("page_aware", Value::Bool(PAGE_AWARE)),
     ("num_shards", Value::Int(NUM_SHARDS as i64)),
     ("shard_index", Value::Int(SHARD_INDEX as i64)),
