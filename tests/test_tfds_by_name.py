@@ -32,9 +32,9 @@ class LirsTokens(tfds.core.GeneratorBasedBuilder):
             }))
 
     def _split_generators(self, dl_manager):
-        return {"train": self._generate(0), "test": self._generate(1000)}
+        return {"train": self._generate_examples(0), "test": self._generate_examples(1000)}
 
-    def _generate(self, base):
+    def _generate_examples(self, base):
         for i in range(EXAMPLES):
             yield base + i, {"tokens": list(range(base + i, base + i + i % 4)),
                              "label": i % 5}

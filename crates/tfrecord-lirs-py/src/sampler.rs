@@ -66,12 +66,6 @@ impl NativeSamplerWalk {
         }
         Ok(None)
     }
-
-    /// The epoch walked.
-    #[getter]
-    fn epoch(&self) -> u64 {
-        self.progress.epoch
-    }
 }
 
 fn lock(sampler: &Mutex<Sampler>) -> core::Result<MutexGuard<'_, Sampler>> {
