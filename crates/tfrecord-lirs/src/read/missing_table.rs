@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use crate::read::reader::ReaderOptions;
 use crate::storage::block_cache::{hash, identity_text};
 use crate::storage::block_lock::BlockLock;
 use crate::storage::local::OffsetTable;
@@ -40,27 +39,29 @@ pub(crate) const TABLES_DIR: &str = "tfrecord-lirs-tables-1";
 static BUILT: AtomicU64 = AtomicU64::new(0);
 
 /// How many offset tables this process has built on open so far (each one scan of its
-/// data file; see [`ReaderOptions::index_missing`]): for logs, and for checking that
+/// data file; see
+/// [`ReaderOptions::index_missing`](crate::read::reader::ReaderOptions::index_missing)): for logs, and for checking that
 /// processes opening one file at once built its table once between them.
 pub fn tables_built_on_open() -> u64 {
     BUILT.load(Ordering::Relaxed)
 }
 
-/// `data`'s table at `table` (see [`Reader::open`](crate::read::reader::Reader::open)),
-/// opened; if it is missing and `options.index_missing`, built (see the module's
-/// comment): where it is then (the path its errors name), and the table.
+/// `data`'s table at `table` through `storage` (see
+/// [`Reader::open`](crate::read::reader::Reader::open)), opened; if it is missing and
+/// `index_missing`, built (see the module's comment): where it is then (the path its
+/// errors name), and the table.
 pub(crate) fn open_table(
-    options: &ReaderOptions,
-    data: &Path,
-    table: &Path,
+    storage: &Storage,
+    index_missing: bool,
+    (data, table): (&Path, &Path),
     version: Option<(String, u64)>,
 ) -> Result<(PathBuf, OffsetTable)> {
-    match open_table_of(&options.storage, table, Some(data)) {
+    match open_table_of(storage, table, Some(data)) {
         Ok(t) => Ok((table.to_path_buf(), t)),
-        Err(e) if options.index_missing && e.is_missing_table() => {
-            build_missing_table(&options.storage, data, table, version)
+        Err(e) if index_missing && e.is_missing_table() => {
+            build_missing_table(storage, data, table, version)
         }
-        Err(e) => Err(crate::advice::diagnose(&options.storage, data, e)),
+        Err(e) => Err(crate::advice::diagnose(storage, data, e)),
     }
 }
 

@@ -243,7 +243,12 @@ impl Reader {
             // first and last entries are looked at here (O(1) per file); every other
             // entry is checked when an instance's span is read. A missing one may be
             // built (`index_missing`).
-            let (table_path, table) = open_table(options, data, table_path, opened.version())?;
+            let (table_path, table) = open_table(
+                &options.storage,
+                options.index_missing,
+                (data, table_path),
+                opened.version(),
+            )?;
             let table_path = &table_path;
             let src: Box<dyn ReadAt> = opened.with_records(table.len());
             let size = src.size();
