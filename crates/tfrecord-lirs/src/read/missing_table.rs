@@ -75,15 +75,22 @@ fn build_missing_table(
     version: Option<(String, u64)>,
 ) -> Result<(PathBuf, OffsetTable)> {
     let local = storage.is_local(data);
+    // Written where it was looked for only on a local file system: a read never writes
+    // to object storage.
+    let table_local = storage.is_local(table);
     let cached = cached_table_path(storage, data, version);
     if let Some(found) = cached.as_deref().and_then(|c| open_existing(c, data)) {
         return Ok(found);
     }
     let _lock = lock(data, local, cached.as_deref());
     // Another builder may have finished while this one waited for the lock.
-    if local {
-        if let Ok(t) = open_table_of(storage, table, Some(data)) {
-            return Ok((table.to_path_buf(), t));
+    if table_local {
+        match open_table_of(storage, table, Some(data)) {
+            Ok(t) => return Ok((table.to_path_buf(), t)),
+            Err(e) if !e.is_missing_table() => {
+                return Err(crate::advice::diagnose(storage, data, e))
+            }
+            Err(_) => {}
         }
     }
     if let Some(found) = cached.as_deref().and_then(|c| open_existing(c, data)) {
@@ -99,7 +106,7 @@ fn build_missing_table(
     };
     // Beside the data when its directory can be written (a probe file says so before
     // the scan, whose errors are the file's own).
-    let beside = match local {
+    let beside = match table_local {
         true => temp_file_beside(table).map(drop),
         false => Err(Error::invalid_argument(
             "a URL: nothing is written to its storage",
