@@ -48,7 +48,9 @@ def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
     `cache_dir` and `cache_bytes`: the local tier of object-storage reads, as for
     LIRSDataset (None: `TFRECORD_LIRS_CACHE_DIR`, else no cache; 32 GiB).
     `index_missing`: a missing offset table is built on open, as for LIRSDataset
-    (None: True; False: `tf.errors.NotFoundError`).
+    (None: True; False: `tf.errors.NotFoundError`). A table that can be kept neither
+    beside its file nor in a `cache_dir` lives in memory only, with the reader: each
+    call that opens the file again scans it again.
     """
     page_size = _op_library.or_default(page_size, "page_size")
     backend = _op_library.or_default(backend, "backend")

@@ -184,7 +184,7 @@ fn child() {
         // Opens `path` once; with "threads", from 8 threads at once.
         "open" => {
             let reader = Reader::open_one(&path, None, &ReaderOptions::default()).unwrap();
-            assert!(reader.len() > 0);
+            assert!(!reader.is_empty());
         }
         "threads" => {
             let start = Arc::new(Barrier::new(8));
