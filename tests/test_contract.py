@@ -42,7 +42,8 @@ def test_registered_op_attr_defaults_are_the_cores():
             seen.add(attr.name)
     assert {"page_size", "order_version", "backend", "trust_table", "num_parallel_reads",
             "batch_size", "drop_remainder", "deterministic",
-            "reshuffle_each_iteration", "shard_remainder", "cache_bytes"} <= seen
+            "reshuffle_each_iteration", "shard_remainder", "cache_bytes",
+            "index_missing"} <= seen
 
 
 def test_each_core_error_class_is_also_its_tf_errors_class():

@@ -134,6 +134,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
         implementation's '0'-filled records. The padding must still be valid
         TFRecord framing. Default False: strict, only LIRS filler records may
         follow an instance, which catches tables missing entries.
+      index_missing: a file without its offset table gets one at open, built by
+        the scan `tfrecord-lirs index` makes (every record's CRCs checked), once
+        per file however many processes open it at once, kept beside the file
+        (`<file>.offsets`); where that directory is read-only, and for object
+        storage, in `cache_dir` (else in the process's memory only). Default
+        (None) True; False: a missing table raises `tf.errors.NotFoundError`, as
+        in earlier releases (the op attr `index_missing`, default true, so graphs
+        saved before it load).
       deterministic: False: the windows of the order being read are delivered as
         their reads complete (RINAS; for high-latency storage such as gs://), not
         in order: each epoch is still every instance once, and batches formed in
@@ -187,7 +195,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  page_size=None, batch_size=None, drop_remainder=None,
                  backend=_op_library.DEFAULTS["backend"], trust_table=None, deterministic=None,
                  order_version=None, epoch_state=None, shard_remainder=None,
-                 cache_dir=None, cache_bytes=None, start_epoch=None):
+                 cache_dir=None, cache_bytes=None, start_epoch=None, index_missing=None):
         """See the class docstring."""
         # An argument left None takes the Rust core's default (the op needs values).
         page_aware = _op_library.or_default(page_aware, "page_aware")
@@ -198,6 +206,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         # `backend` has the core's default in the signature: None is refused, as
         # TFRecordDataset-style callers must name a backend.
         trust_table = _op_library.or_default(trust_table, "trust_table")
+        index_missing = _op_library.or_default(index_missing, "index_missing")
         order_version = _op_library.or_default(order_version, "order_version")
         shard_remainder = _op_library.or_default(shard_remainder, "shard_remainder")
         _op_library.check_compression_type(compression_type)
@@ -267,6 +276,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             num_parallel_reads=num_parallel_reads,
             backend=backend,
             trust_table=bool(trust_table),
+            index_missing=bool(index_missing),
             order_version=int(order_version),
             shard_remainder=shard_remainder,
             epoch_state=epoch_state or b"",

@@ -52,7 +52,7 @@ class Loader:
       order_version [1] (or 2, docs/FORMAT.md §5.8); shard_remainder ["keep"] ("drop"
       or "pad": every shard, and every DataLoader worker of it, the same count, as for
       `Sampler`). `offset_tables`, `page_size`, `backend`, `trust_table`,
-      `cache_dir`, `cache_bytes`: as for `DataSource`. `paths` may also be a `DataSource`.
+      `cache_dir`, `cache_bytes`, `index_missing`: as for `DataSource`. `paths` may also be a `DataSource`.
 
     Iterating walks the current epoch from its start (or from a state just loaded);
     at its end the epoch counter moves on, so the next iteration is a fresh
@@ -80,13 +80,14 @@ class Loader:
                  num_parallel_reads=None, num_shards=None, shard_index=None,
                  drop_remainder=None, order_version=None, shard_remainder=None, *,
                  offset_tables=None, page_size=None, backend=None, trust_table=None,
-                 cache_dir=None, cache_bytes=None):
+                 cache_dir=None, cache_bytes=None, index_missing=None):
         if isinstance(paths, DataSource):
             self._source = paths
         else:
             self._source = DataSource(paths, offset_tables, page_size=page_size,
                                       backend=backend, trust_table=trust_table,
-                                      cache_dir=cache_dir, cache_bytes=cache_bytes)
+                                      cache_dir=cache_dir, cache_bytes=cache_bytes,
+                                      index_missing=index_missing)
         self._native = _lirs.NativeLoader(
             self._source._reader, seed=seed, batch_size=batch_size, page_aware=page_aware,
             deterministic=deterministic, num_parallel_reads=num_parallel_reads,

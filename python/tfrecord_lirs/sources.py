@@ -62,6 +62,13 @@ class DataSource:
     lease, else pread), "pread" or "direct". `trust_table`: as
     `LIRSDataset(trust_table=True)` (None: False). Defaults are the Rust core's.
 
+    `index_missing`: a file without its offset table gets one at open, built by the
+    scan `tfrecord-lirs index` makes (every record's CRCs checked), once per file
+    however many processes open it at once (DataLoader workers wait for the first),
+    kept beside the file (`<file>.offsets`); where that directory is read-only, and
+    for object storage, in `cache_dir` (else in this process's memory only). None:
+    True; False: a missing table raises `NotFoundError`, as before.
+
     `cache_dir`: a local directory that keeps the bytes read from object storage
     (`s3://`, `gs://`, ...) in blocks, shared by every process naming it (DataLoader
     and Grain workers, other jobs): each block is fetched once, and a file read whole
@@ -71,7 +78,7 @@ class DataSource:
     """
 
     def __init__(self, paths, offset_tables=None, *, page_size=None, backend=None,
-                 trust_table=None, cache_dir=None, cache_bytes=None):
+                 trust_table=None, cache_dir=None, cache_bytes=None, index_missing=None):
         self._args = (
             data_files(paths, "paths"),
             None if offset_tables is None else [
@@ -79,14 +86,16 @@ class DataSource:
             ],
             page_size, backend, trust_table,
             None if cache_dir is None else os.fsdecode(cache_dir), cache_bytes,
+            None if index_missing is None else bool(index_missing),
         )
         self._open()
 
     def _open(self):
-        files, tables, page_size, backend, trust_table, cache_dir, cache_bytes = self._args
+        # A copy pickled before `index_missing` existed has seven arguments.
+        files, tables, page_size, backend, trust_table, cache_dir, cache_bytes, *rest = self._args
         self._reader = _lirs.NativeReader(files, tables or [], page_size, backend,
                                           None if trust_table is None else bool(trust_table),
-                                          cache_dir, cache_bytes)
+                                          cache_dir, cache_bytes, *rest)
 
     def __len__(self):
         return len(self._reader)

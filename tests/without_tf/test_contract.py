@@ -70,7 +70,8 @@ def test_the_op_attrs_defaults_are_the_cores():
         ("LIRSDataset", "shard_remainder"), ("LIRSDataset", "cache_dir"),
         ("LIRSDataset", "cache_bytes"),
         ("LIRSRead", "page_size"), ("LIRSRead", "backend"), ("LIRSRead", "cache_dir"),
-        ("LIRSRead", "cache_bytes")}
+        ("LIRSRead", "cache_bytes"), ("LIRSDataset", "index_missing"),
+        ("LIRSRead", "index_missing")}
     for op, name, kind, text in attrs:
         if name in OP_ATTR_WITHOUT_DEFAULT:
             assert _attr_value(kind, text) == "", (op, name)
@@ -114,7 +115,7 @@ def test_python_signatures_take_none_for_each_core_default():
             f"{DEFAULTS[key]!r})")
     assert {"page_size", "backend", "trust_table", "order_version", "seed", "batch_size",
             "num_shards", "shard_index", "fit", "page_aware", "jobs",
-            "shard_remainder", "reuse_factor", "cache_bytes"} <= checked
+            "shard_remainder", "reuse_factor", "cache_bytes", "index_missing"} <= checked
 
 
 def test_the_package_writes_no_default_page_size():
@@ -137,7 +138,7 @@ def _help_defaults(*command):
     return found
 
 
-@pytest.mark.parametrize("command", [("pad",), ("order",), ("index",), ("verify",)])
+@pytest.mark.parametrize("command", [("pad",), ("order",), ("index",), ("verify",), ("get",)])
 def test_the_cli_help_shows_the_cores_defaults(command):
     found = _help_defaults(*command)
     for flag, text in found.items():
@@ -149,8 +150,8 @@ def test_the_cli_help_shows_the_cores_defaults(command):
             command, flag, text, value)
     expected = {"pad": {"page_size", "fit", "jobs", "window"},
                 "order": {"page_size", "order_version", "epoch", "num_shards", "shard_index",
-                          "batch_size"},
-                "index": {"jobs"}, "verify": {"jobs"}}[command[0]]
+                          "batch_size", "index_missing"},
+                "index": {"jobs"}, "verify": {"jobs"}, "get": {"index_missing"}}[command[0]]
     assert expected <= set(found), found
 
 

@@ -101,7 +101,7 @@ def test_errors_name_the_file_instance_and_byte(tmp_path, two_files):
     assert isinstance(e.value, FileNotFoundError) and "missing.tfrecord" in str(e.value)
     (tmp_path / "untabled.tfrecord").write_bytes(paths[1].read_bytes())
     with pytest.raises(NotFoundError, match="offset table"):
-        DataSource(tmp_path / "untabled.tfrecord")
+        DataSource(tmp_path / "untabled.tfrecord", index_missing=False)
     with pytest.raises(InvalidArgumentError, match="got 1 offset tables for 2 data files"):
         DataSource(paths, offset_tables=[str(paths[0]) + ".offsets"])
     with pytest.raises(InvalidArgumentError, match="page_size must be a power of two from 512 to 16777216 bytes, got 1000"):

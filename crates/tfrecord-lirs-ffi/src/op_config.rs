@@ -20,6 +20,9 @@ pub struct ReaderConfig {
     /// "auto", "pread", "mmap" or "direct" (see [`crate::rules::parse_backend`]).
     pub backend: String,
     pub trust_table: bool,
+    /// Build a missing offset table on open (the attr `index_missing`; a graph saved
+    /// before it existed has none: the core's default).
+    pub index_missing: bool,
     /// The local tier of URL reads: a directory (empty: not given, the core's rule
     /// [`tfrecord_lirs::options::cache`] then looks at the environment).
     pub cache_dir: Vec<u8>,
@@ -157,10 +160,11 @@ impl<'a> OpArgs<'a> {
 }
 
 /// The attrs every reading op takes (LIRSRead, LIRSDataset).
-const READER_ATTRS: [&str; 5] = [
+const READER_ATTRS: [&str; 6] = [
     "page_size",
     "backend",
     "trust_table",
+    "index_missing",
     "cache_dir",
     "cache_bytes",
 ];
@@ -177,6 +181,10 @@ fn reader_config_of(
         verify_payload_crc: true,
         backend: args.string("backend")?,
         trust_table: args.bool("trust_table")?,
+        index_missing: match args.values.iter().any(|v| v.name == "index_missing") {
+            true => args.bool("index_missing")?,
+            false => tfrecord_lirs::options::defaults::INDEX_MISSING,
+        },
         cache_dir: args.bytes("cache_dir")?,
         cache_bytes: args.int("cache_bytes")?,
     })

@@ -85,6 +85,7 @@ pub fn reader_config(path: &Path, backend: &str) -> ReaderConfig {
         verify_payload_crc: true,
         backend: backend.into(),
         trust_table: false,
+        index_missing: true,
         cache_dir: Vec::new(),
         cache_bytes: -1,
     }

@@ -77,6 +77,9 @@ pub const DATASET_BATCH_SIZE: i64 = 0;
 pub const DROP_REMAINDER: bool = false;
 /// The offset tables are checked against the files (only fillers between entries).
 pub const TRUST_TABLE: bool = false;
+/// A data file without its offset table has one built on open (by `index`'s scan):
+/// `false` keeps the `NotFound` error of earlier releases.
+pub const INDEX_MISSING: bool = true;
 /// The `Loader` delivers in order.
 pub const DETERMINISTIC: bool = true;
 /// LIRSDataset's `deterministic` as the op takes it: as the pipeline's
@@ -136,6 +139,7 @@ pub const TABLE: &[(&str, Value)] = &[
     ("dataset_batch_size", Value::Int(DATASET_BATCH_SIZE)),
     ("drop_remainder", Value::Bool(DROP_REMAINDER)),
     ("trust_table", Value::Bool(TRUST_TABLE)),
+    ("index_missing", Value::Bool(INDEX_MISSING)),
     ("deterministic", Value::Bool(DETERMINISTIC)),
     ("dataset_deterministic", Value::Str(DATASET_DETERMINISTIC)),
     (

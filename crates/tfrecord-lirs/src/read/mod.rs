@@ -7,6 +7,7 @@ pub(crate) mod cursor;
 pub(crate) mod elastic;
 pub(crate) mod fetch;
 pub(crate) mod loader;
+pub(crate) mod missing_table;
 pub(crate) mod reader;
 pub(crate) mod refurbish;
 pub(crate) mod sampler;
