@@ -48,7 +48,10 @@ pub fn sharded_spec(path: &str) -> Option<Vec<String>> {
     if prefix.is_empty() || count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let n: u64 = count.parse().ok().filter(|n| (1..=MAX_SPEC_SHARDS).contains(n))?;
+    let n: u64 = count
+        .parse()
+        .ok()
+        .filter(|n| (1..=MAX_SPEC_SHARDS).contains(n))?;
     Some(
         (0..n)
             .map(|i| format!("{prefix}-{i:05}-of-{n:05}"))

@@ -195,7 +195,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         touch(
             dir.path(),
-            &["m.tfrecord-00000-of-00002", "m.tfrecord-00001-of-00002", "n@2"],
+            &[
+                "m.tfrecord-00000-of-00002",
+                "m.tfrecord-00001-of-00002",
+                "n@2",
+            ],
         );
         let spec = dir.path().join("m.tfrecord@2");
         let got = expand_files(&Storage::local(), &[spec]).unwrap();
