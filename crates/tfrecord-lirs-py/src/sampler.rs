@@ -172,13 +172,14 @@ impl NativeSampler {
         d.set_item(KEY_VERSION, STATE_VERSION)?;
         d.set_item("epoch", state.epoch)?;
         d.set_item("position", state.position)?;
-        d.set_item("files", state.dataset.files)?;
-        d.set_item("names", state.dataset.names)?;
-        d.set_item("seed", state.seed)?;
-        d.set_item("page_aware", state.page_aware)?;
-        d.set_item("num_shards", state.num_shards)?;
-        d.set_item("shard_index", state.shard_index)?;
-        d.set_item("shard_remainder", state.shard_remainder.name())?;
+        let walk = state.walk;
+        d.set_item("files", walk.dataset.files)?;
+        d.set_item("names", walk.dataset.names)?;
+        d.set_item("seed", walk.seed)?;
+        d.set_item("page_aware", walk.page_aware)?;
+        d.set_item("num_shards", walk.num_shards)?;
+        d.set_item("shard_index", walk.shard_index)?;
+        d.set_item("shard_remainder", walk.shard_remainder.name())?;
         d.set_item("order_version", state.order_version)?;
         let resumed_from = state.resumed_from.map(|e| PyBytes::new(py, &e.encode()));
         d.set_item("resumed_from", resumed_from)?;
@@ -217,18 +218,20 @@ impl NativeSampler {
             _ => None,
         };
         let saved = SamplerState {
-            dataset: core::DatasetIdentity {
-                files: item("files")?.extract()?,
-                names: item("names")?.extract()?,
+            walk: core::WalkIdentity {
+                dataset: core::DatasetIdentity {
+                    files: item("files")?.extract()?,
+                    names: item("names")?.extract()?,
+                },
+                seed: item("seed")?.extract()?,
+                page_aware: item("page_aware")?.extract()?,
+                num_shards: item("num_shards")?.extract()?,
+                shard_index: item("shard_index")?.extract()?,
+                shard_remainder: core::options::shard_remainder(
+                    &item("shard_remainder")?.extract::<String>()?,
+                )
+                .py_err(py)?,
             },
-            seed: item("seed")?.extract()?,
-            page_aware: item("page_aware")?.extract()?,
-            num_shards: item("num_shards")?.extract()?,
-            shard_index: item("shard_index")?.extract()?,
-            shard_remainder: core::options::shard_remainder(
-                &item("shard_remainder")?.extract::<String>()?,
-            )
-            .py_err(py)?,
             order_version: item("order_version")?.extract()?,
             epoch: item("epoch")?.extract()?,
             position: item("position")?.extract()?,

@@ -131,33 +131,35 @@ pub struct WalkIdentity {
 }
 
 impl WalkIdentity {
-    /// Checks that a state of `saved` can restore into this walk: the first difference
-    /// is an [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming it.
-    fn check_restore(&self, saved: &WalkIdentity) -> Result<()> {
+    /// Checks that a state of `saved` can restore into this walk of a `holder`
+    /// ("Loader", "Sampler"): the first difference is an
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming it.
+    pub(crate) fn check_restore(&self, saved: &WalkIdentity, holder: &str) -> Result<()> {
         let refuse = |what: String| {
             Err(Error::invalid_argument(format!(
-                "this state was saved by a Loader of {what}; restore it into a Loader of the \
-                 same files, seed, page_aware and shard"
+                "this state was saved by a {holder} of {what}; restore it into a {holder} of \
+                 the same files, seed, page_aware and shard"
             )))
         };
-        if let Some(what) = saved.dataset.differences(&self.dataset, "this Loader") {
+        let this = format!("this {holder}");
+        if let Some(what) = saved.dataset.differences(&self.dataset, &this) {
             return refuse(format!("another dataset ({what})"));
         }
         if saved.seed != self.seed {
             return refuse(format!(
-                "seed {} (this Loader has seed {})",
+                "seed {} ({this} has seed {})",
                 saved.seed, self.seed
             ));
         }
         if saved.page_aware != self.page_aware {
             return refuse(format!(
-                "page_aware={} (this Loader has page_aware={})",
+                "page_aware={} ({this} has page_aware={})",
                 saved.page_aware, self.page_aware
             ));
         }
         if saved.shard_remainder != self.shard_remainder {
             return refuse(format!(
-                "shard_remainder=\"{}\" (this Loader has shard_remainder=\"{}\")",
+                "shard_remainder=\"{}\" ({this} has shard_remainder=\"{}\")",
                 saved.shard_remainder.name(),
                 self.shard_remainder.name()
             ));
@@ -166,7 +168,7 @@ impl WalkIdentity {
         // resuming K shards' states as K' shards would map them at this point.
         if (saved.num_shards, saved.shard_index) != (self.num_shards, self.shard_index) {
             return refuse(format!(
-                "shard {} of {} (this Loader, with its worker, is shard {} of {})",
+                "shard {} of {} ({this}, with its worker, is shard {} of {})",
                 saved.shard_index, saved.num_shards, self.shard_index, self.num_shards
             ));
         }
@@ -385,7 +387,7 @@ impl DatasetLoader {
         let walk = self.walk()?;
         let state = match self.restored.take() {
             Some(restored) => {
-                walk.check_restore(&restored.walk)?;
+                walk.check_restore(&restored.walk, "Loader")?;
                 self.epoch = restored.epoch;
                 self.resumed_from = restored.resumed_from;
                 restored.cursor
@@ -479,7 +481,7 @@ impl DatasetLoader {
     /// positions past the epoch's end, are refused here, and the loader is left as it
     /// was.
     pub fn restore(&mut self, state: &LoaderState) -> Result<()> {
-        self.walk()?.check_restore(&state.walk)?;
+        self.walk()?.check_restore(&state.walk, "Loader")?;
         let version = self.cursor_options.order_version;
         if u64::from(state.cursor.order_version) != version.number() {
             return Err(Error::invalid_argument(format!(

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use crate::options;
 use crate::read::cursor::state::CursorState;
 use crate::read::elastic::{EpochState, ShardState};
+use crate::read::loader::WalkIdentity;
 use crate::read::reader::Reader;
 use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 use tfrecord_lirs_format::error::{Error, Result};
@@ -41,19 +42,10 @@ pub enum SamplerSource {
 /// ([`Sampler::restore`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SamplerState {
-    /// The dataset: its files, or for ids described by no file one unnamed "file" of
-    /// that many instances and no bytes.
-    pub dataset: DatasetIdentity,
-    /// The order's seed.
-    pub seed: u64,
-    /// Page-aware order.
-    pub page_aware: bool,
-    /// Shards of every epoch.
-    pub num_shards: u64,
-    /// The sampler's shard.
-    pub shard_index: u64,
-    /// What the shards do with the remainder.
-    pub shard_remainder: ShardRemainder,
+    /// The order's inputs (a Loader's checkpoints name the same): the dataset (its
+    /// files, or for ids described by no file one unnamed "file" of that many instances
+    /// and no bytes), seed, page-awareness, shard and remainder.
+    pub walk: WalkIdentity,
     /// The order algorithm's number.
     pub order_version: u64,
     /// The epoch walked (or next to walk).
@@ -190,12 +182,14 @@ impl Sampler {
     pub fn state(&self, walk: Option<(u64, u64)>) -> SamplerState {
         let (epoch, position) = walk.unwrap_or((self.epoch, self.start));
         SamplerState {
-            dataset: self.dataset(),
-            seed: self.seed,
-            page_aware: self.page_aware,
-            num_shards: self.num_shards,
-            shard_index: self.shard_index,
-            shard_remainder: self.remainder,
+            walk: WalkIdentity {
+                dataset: self.dataset(),
+                seed: self.seed,
+                page_aware: self.page_aware,
+                num_shards: self.num_shards,
+                shard_index: self.shard_index,
+                shard_remainder: self.remainder,
+            },
             order_version: self.version.number(),
             epoch,
             position,
@@ -210,41 +204,14 @@ impl Sampler {
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming what
     /// differs, and the sampler is left as it was.
     pub fn restore(&mut self, state: &SamplerState) -> Result<()> {
-        let refuse = |what: String| {
-            Err(Error::invalid_argument(format!(
-                "this state was saved by a Sampler of {what}; restore it into a Sampler of \
-                 the same dataset, seed, page_aware, shard, shard_remainder and order_version"
-            )))
-        };
         let here = self.state(None);
-        if let Some(what) = state.dataset.differences(&here.dataset, "this Sampler") {
-            return refuse(format!("another dataset ({what})"));
-        }
-        let differs = [
-            ("seed", state.seed.to_string(), here.seed.to_string()),
-            (
-                "page_aware",
-                state.page_aware.to_string(),
-                here.page_aware.to_string(),
-            ),
-            (
-                "shard",
-                format!("{} of {}", state.shard_index, state.num_shards),
-                format!("{} of {}", here.shard_index, here.num_shards),
-            ),
-            (
-                "shard_remainder",
-                format!("{:?}", state.shard_remainder.name()),
-                format!("{:?}", here.shard_remainder.name()),
-            ),
-            (
-                "order_version",
-                state.order_version.to_string(),
-                here.order_version.to_string(),
-            ),
-        ];
-        if let Some((name, saved, ours)) = differs.into_iter().find(|(_, a, b)| a != b) {
-            return refuse(format!("{name} {saved} (this Sampler has {name} {ours})"));
+        here.walk.check_restore(&state.walk, "Sampler")?;
+        if state.order_version != here.order_version {
+            return Err(Error::invalid_argument(format!(
+                "this state was saved by a Sampler of order_version={} (this Sampler has \
+                 order_version={})",
+                state.order_version, here.order_version
+            )));
         }
         let mut restored = self.clone();
         restored.resumed = None;
@@ -254,10 +221,11 @@ impl Sampler {
         restored.set_epoch(state.epoch);
         let len = restored.len()?;
         if state.position > len {
-            return refuse(format!(
-                "position {} of epoch {} (this Sampler's epoch has {len} instances)",
+            return Err(Error::invalid_argument(format!(
+                "this state is at position {} of epoch {}, past its end (this Sampler's \
+                 epoch has {len} instances)",
                 state.position, state.epoch
-            ));
+            )));
         }
         restored.start = state.position;
         *self = restored;
@@ -605,14 +573,17 @@ mod tests {
         );
         refused(
             new(10, 3, 0, 1).unwrap(),
-            "shard 1 of 2 (this Sampler has shard 0 of 2)",
+            "shard 1 of 2 (this Sampler, with its worker, is shard 0 of 2)",
         );
-        refused(new(10, 3, 1, 2).unwrap(), "order_version 1");
+        refused(
+            new(10, 3, 1, 2).unwrap(),
+            "order_version=1 (this Sampler has order_version=2)",
+        );
         refused(
             new(10, 3, 1, 1)
                 .unwrap()
                 .with_remainder(ShardRemainder::Pad),
-            "shard_remainder \"keep\"",
+            "shard_remainder=\"keep\" (this Sampler has shard_remainder=\"pad\")",
         );
         let mut past = state.clone();
         past.position = 6;
