@@ -125,9 +125,12 @@ def test_index_out_and_offsets_option(tmp_path, copy_testdata):
     expected = tf_read(data)
     assert get_all(data, len(truth), "--offsets", table) == expected
     run_ok("verify", data, "--offsets", table)
-    # Without --offsets the default DATA.offsets is used, and it does not exist.
-    res = run_cli("get", data, 0)
+    # Without --offsets the default DATA.offsets is used, and it does not exist: an
+    # error with --index-missing false; by default it is built there on open.
+    res = run_cli("get", data, 0, "--index-missing", "false")
     assert_error(res)
+    assert run_ok("get", data, 0).stdout == expected[0]
+    assert Path(str(data) + ".offsets").read_bytes() == pack_table(truth)
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ DEFAULTS = _lirs.defaults()
 # LIRSDataset's.
 OP_ATTR = {"cache_bytes": "op_cache_bytes"}
 DATASET_ATTR = {**OP_ATTR, "batch_size": "dataset_batch_size",
-                "deterministic": "dataset_deterministic"}
+                "deterministic": "dataset_deterministic", "seed_rule": "op_seed_rule"}
 
 
 def _value(attr_value):
@@ -42,7 +42,8 @@ def test_registered_op_attr_defaults_are_the_cores():
             seen.add(attr.name)
     assert {"page_size", "order_version", "backend", "trust_table", "num_parallel_reads",
             "batch_size", "drop_remainder", "deterministic",
-            "reshuffle_each_iteration", "shard_remainder", "cache_bytes"} <= seen
+            "reshuffle_each_iteration", "shard_remainder", "cache_bytes",
+            "index_missing"} <= seen
 
 
 def test_each_core_error_class_is_also_its_tf_errors_class():

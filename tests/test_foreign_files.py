@@ -264,23 +264,26 @@ def test_every_missing_table_error_says_how_to_make_one(tmp_path):
         for hint in hints:
             assert hint in message, message
 
-    for args in (["get", data, 0], ["verify", data], ["order", data, "--seed", "1"],
-                 ["info", data, "--trust-table"], ["get", data, 0, "--trust-table"],
-                 ["verify", data, "--trust-table"]):
+    # With index_missing false (by default the readers build the table on open;
+    # verify and info never do).
+    refuse = ["--index-missing", "false"]
+    for args in (["get", data, 0, *refuse], ["verify", data],
+                 ["order", data, "--seed", "1", *refuse], ["info", data, "--trust-table"],
+                 ["get", data, 0, "--trust-table", *refuse], ["verify", data, "--trust-table"]):
         check(assert_error(run_cli(*args), names=data.name))
     # A table given elsewhere: the hint builds it there.
     line = assert_error(run_cli("info", data, "--offsets", tmp_path / "t.idx"), names=data.name)
     assert f"tfrecord-lirs index {data} --out {tmp_path / 't.idx'}" in line, line
     for trust in (False, True):
         with pytest.raises(tf.errors.NotFoundError) as e:
-            list(tfrecord_lirs.LIRSDataset(str(data), trust_table=trust))
+            list(tfrecord_lirs.LIRSDataset(str(data), trust_table=trust, index_missing=False))
         check(e.value.message)
         with pytest.raises(tf.errors.NotFoundError) as e:
-            tfrecord_lirs.read(str(data), [0], trust_table=trust)
+            tfrecord_lirs.read(str(data), [0], trust_table=trust, index_missing=False)
         check(e.value.message)
     # In a tf.function / graph dataset too (the op's error, not Python's).
     with pytest.raises(tf.errors.NotFoundError) as e:
-        tf.function(lambda: tfrecord_lirs.read(str(data), [0]))()
+        tf.function(lambda: tfrecord_lirs.read(str(data), [0], index_missing=False))()
     check(e.value.message)
 
 

@@ -443,7 +443,7 @@ def test_missing_files_and_bad_tables(tmp_path, tf_file):
     with pytest.raises(tf.errors.NotFoundError):
         LIRSDataset(str(tmp_path / "nope.tfrecord"))
     with pytest.raises(tf.errors.NotFoundError):
-        LIRSDataset(path, offset_tables=[str(tmp_path / "nope.offsets")])
+        LIRSDataset(path, offset_tables=[str(tmp_path / "nope.offsets")], index_missing=False)
     with pytest.raises(tf.errors.NotFoundError):
         tfrecord_lirs.read(str(tmp_path / "nope.tfrecord"), [0])
     with pytest.raises(tf.errors.NotFoundError):

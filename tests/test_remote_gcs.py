@@ -75,7 +75,8 @@ SNIPPET = textwrap.dedent("""
     out["damaged_scan"] = error(lambda: tfrecord_lirs.build_offset_table(
         "gs://{bucket}/d/damaged.tfrecord", {table!r} + ".2"))
     out["missing"] = error(lambda: items(LIRSDataset("gs://{bucket}/d/none.tfrecord")))
-    out["missing_table"] = error(lambda: items(LIRSDataset("gs://{bucket}/d/untabled.tfrecord")))
+    out["missing_table"] = error(lambda: items(LIRSDataset("gs://{bucket}/d/untabled.tfrecord",
+                                                           index_missing=False)))
     with open({results!r}, "wb") as f:
         pickle.dump(out, f)
 """)

@@ -170,9 +170,12 @@ def test_missing_objects_unknown_schemes_and_local_backends(files):
     assert missing in e.value.message
     tf.io.gfile.remove(remote[1] + ".offsets")
     with pytest.raises(tf.errors.NotFoundError) as e:
-        items(LIRSDataset(remote[1]))
+        items(LIRSDataset(remote[1], index_missing=False))
     assert remote[1] + ".offsets" in e.value.message
     assert "build_offset_table" in e.value.message
+    # By default the table is built on open, in memory: nothing is written to ram://.
+    assert len(items(LIRSDataset(remote[1]))) > 0
+    assert not tf.io.gfile.exists(remote[1] + ".offsets")
     with pytest.raises(tf.errors.NotFoundError):
         tfrecord_lirs.build_offset_table(missing)
     # A scheme TensorFlow does not know says so (not "No such file or directory").

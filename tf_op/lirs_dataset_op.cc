@@ -4,7 +4,8 @@
 // shares the reader and knows the element shape and cardinality; each Iterator
 // holds a Rust DatasetCursor, which decides the epoch walk and its checkpoint
 // state. Here: tensors and tstring views, the seed generator of
-// ShuffleDatasetV3 (lirs_seed_generator.h), checkpoint keys
+// ShuffleDatasetV3 (lirs_seed_generator.h; Rust decides which seed and epoch an
+// iteration orders with, from the pair it draws), checkpoint keys
 // (num_random_samples, the generator's; the rest under the keys Rust names),
 // statuses, and splits: under a split provider (tf.data service
 // distributed_epoch, ShardingPolicy.DYNAMIC) the iterator reads the parts of the
@@ -190,8 +191,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         TF_ASSIGN_OR_RETURN(split_provider_,
                             GetSingleSplitProvider(ctx, dataset()));
         // No cursor until the first split: nothing is read before.
-        seed_generator_->GenerateSeeds(&seeds_.seed, &seeds_.seed2);
-        seeds_.num_random_samples = seed_generator_->num_random_samples();
+        dataset()->seeds_->Draw(&seeds_.seed, &seeds_.seed2,
+                                &seeds_.num_random_samples);
         return absl::OkStatus();
       }
       // The iteration an epoch state resumes takes that state's seeds, and the
@@ -202,7 +203,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         seed_generator_->set_num_random_samples(s.num_random_samples);
         seed_generator_->Reset();
       } else {
-        seed_generator_->GenerateSeeds(&s.seed, &s.seed2);
+        dataset()->seeds_->Draw(&s.seed, &s.seed2, &s.num_random_samples);
       }
       return CallRust("LIRSDataset: ", [&](ffi::Status& st) {
         cursor_ = std::make_unique<rust::Box<DatasetCursor>>(
@@ -347,7 +348,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
           writer));
       rust::Vec<uint8_t> state;
       if (cursor_ == nullptr) {
-        state = ffi::save_no_part(seeds_);
+        state = dataset()->lirs_->save_no_part(seeds_);
       } else {
         TF_RETURN_IF_ERROR(
             CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
@@ -379,7 +380,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
       bool has_part = false;
       TF_RETURN_IF_ERROR(
           CallRust("LIRSDataset checkpoint: ", [&](ffi::Status& st) {
-            has_part = ffi::part_state_seeds(bytes, seeds, st);
+            has_part = dataset()->lirs_->part_state_seeds(bytes, seeds, st);
           }));
       std::unique_ptr<rust::Box<DatasetCursor>> cursor;
       if (has_part) {
@@ -426,7 +427,8 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   OP_REQUIRES_OK(ctx,
                  lirs::StringList(inputs[1], lirs::attr::kOffsetTables, &tables));
   rust::Vec<ffi::NamedValue> args = attrs_;
-  for (const char* name : {"page_aware", "num_shards", "shard_index"}) {
+  for (const char* name :
+       {"page_aware", "num_shards", "shard_index", "seed", "seed2"}) {
     const Tensor* t;
     OP_REQUIRES_OK(ctx, ctx->input(name, &t));
     OP_REQUIRES_OK(ctx, lirs::AddNamedValue(name, *t, &args));
@@ -443,6 +445,13 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   std::unique_ptr<lirs::SeedGeneratorRef> seeds;
   OP_REQUIRES_OK(ctx, lirs::SeedGeneratorRef::Make(ctx, kSeedGeneratorInput, seed,
                                                    seed2, reshuffle_, &seeds));
+  // A new generator skips the draws of the iterations before start_epoch (Rust
+  // says how many samples); a shared one already did.
+  const int64_t skipped = (*dataset)->first_random_samples();
+  if (seeds->owned() && skipped > 0) {
+    seeds->generator()->set_num_random_samples(skipped);
+    seeds->generator()->Reset();
+  }
   *output = new Dataset(ctx, *this, std::move(inputs), std::move(*dataset),
                         std::move(seeds), seed, seed2);
 }

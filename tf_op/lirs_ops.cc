@@ -38,6 +38,9 @@ REGISTER_OP("LIRSDataset")
     // Trust the offset tables: records between entries are another tool's
     // padding (see ReaderOptions::trust_table in the Rust core).
     .Attr("trust_table: bool = false")
+    // A file without its offset table gets one built on open (the scan of
+    // `tfrecord-lirs index`); false: a missing table is NotFound, as before.
+    .Attr("index_missing: bool = true")
     // "true": in order; "false": windows handed out as their reads complete
     // (RINAS); "default": as tf.data.Options().deterministic says (True if unset).
     .Attr("deterministic: string = 'default'")
@@ -54,6 +57,13 @@ REGISTER_OP("LIRSDataset")
     // -1 = not given (32 GiB). Rust applies the rule and checks both.
     .Attr("cache_dir: string = ''")
     .Attr("cache_bytes: int = -1")
+    // Which seed and epoch an iteration orders with (docs/FORMAT.md §5.9): 0, the
+    // rule of graphs saved before it existed (each iteration's pair folded); 1
+    // (what Python passes): an op seed without a global seed orders as the
+    // TensorFlow-free front ends do. Rust checks it.
+    .Attr("seed_rule: int = 0")
+    // The epoch the first iteration walks (Rust checks it: >= 0).
+    .Attr("start_epoch: int = 0")
     .Attr("metadata: string = ''")
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -78,6 +88,7 @@ REGISTER_OP("LIRSRead")
     // I/O backend: "auto" (default), "pread", "mmap" or "direct" (O_DIRECT).
     .Attr("backend: string = 'auto'")
     .Attr("trust_table: bool = false")  // As for LIRSDataset.
+    .Attr("index_missing: bool = true")  // As for LIRSDataset.
     // The local tier of URL reads, as for LIRSDataset ('' and -1: not given).
     .Attr("cache_dir: string = ''")
     .Attr("cache_bytes: int = -1")

@@ -14,6 +14,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/kernels/data/random_seed_ops.h"
+#include "tensorflow/core/platform/mutex.h"
 
 namespace tfrecord_lirs {
 
@@ -65,6 +66,21 @@ class SeedGeneratorRef {
     absl::Status s = resources_->Delete<tensorflow::data::SeedGeneratorManager>(
         handle_.container(), handle_.name());
     if (!s.ok()) LOG(WARNING) << "LIRSDataset: failed to delete seed generator: " << s;
+  }
+
+  // Whether this reference made the generator (a dataset rebuilt from a
+  // serialized graph shares the one made before).
+  bool owned() const { return owned_; }
+
+  // Draws an iteration's pair, and the generator's count after the draw (which
+  // iteration it is): one draw at a time across iterators, so that the count is
+  // this draw's.
+  void Draw(int64_t* seed, int64_t* seed2, int64_t* num_random_samples) const {
+    static tensorflow::mutex* mu = new tensorflow::mutex;
+    tensorflow::mutex_lock l(*mu);
+    std::shared_ptr<tensorflow::data::SeedGenerator> g = generator();
+    g->GenerateSeeds(seed, seed2);
+    *num_random_samples = g->num_random_samples();
   }
 
   // The generator's handle, for the serialized graph.

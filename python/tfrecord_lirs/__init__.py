@@ -7,6 +7,7 @@ Without TensorFlow (Grain, PyTorch, plain Python):
     loader = tfrecord_lirs.Loader(["train.tfrecord"], seed=42)  # batches, list[bytes]
     tfrecord_lirs.parse_example(records, features)             # tf.train.Example -> numpy
     tfrecord_lirs.parse_sequence_example(records, context, seq)  # tf.train.SequenceExample
+    tfrecord_lirs.serialize_examples([{"label": 3}, ...])      # dicts -> tf.train.Example bytes
 
 With TensorFlow 2.21 (tf.data):
 
@@ -57,6 +58,8 @@ from tfrecord_lirs.example import (  # noqa: E402
     VarLenFeature,
     parse_example,
     parse_sequence_example,
+    serialize_example,
+    serialize_examples,
 )
 from tfrecord_lirs.loader import Loader, process_shard  # noqa: E402
 from tfrecord_lirs.sources import DataSource, Sampler  # noqa: E402
@@ -125,5 +128,7 @@ __all__ = sorted([
     "parse_example",
     "parse_sequence_example",
     "process_shard",
+    "serialize_example",
+    "serialize_examples",
     *_WITH_TENSORFLOW,
 ])

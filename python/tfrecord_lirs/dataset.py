@@ -5,9 +5,10 @@ import os
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.data.util import random_seed
+from tensorflow.python.framework import random_seed as graph_seed
 from tensorflow.python.ops import gen_dataset_ops
 
-from tfrecord_lirs import _op_library
+from tfrecord_lirs import _lirs, _op_library
 from tfrecord_lirs.io import _string_vector
 from tfrecord_lirs.sources import data_files
 
@@ -60,7 +61,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             example = tf.io.parse_single_example(record, features)
             return tf.io.decode_png(example["image"]), example["label"]
 
-        files = tf.io.gfile.glob("data/mnist-train.tfrecord-*")
+        files = "data/mnist-train.tfrecord-*"  # a pattern: its matches sorted
         ds = LIRSDataset(files, seed=42).map(parse).batch(128)
         model.fit(ds, epochs=3, shuffle=False)  # already shuffled, every epoch anew
 
@@ -69,9 +70,12 @@ class LIRSDataset(dataset_ops.DatasetSource):
         tf.data.Dataset of scalar tf.string file names (e.g.
         `tf.data.Dataset.list_files(pattern, shuffle=False)`), gathered into one
         list inside the graph. An empty list gives an empty dataset. Instance ids
-        run through the files in list order: give the files in the same order each
-        time (list_files(..., shuffle=False)) for a checkpoint to restore the same
-        instances.
+        run through the files in list order, so the list's order is part of the
+        order's inputs (docs/FORMAT.md §5.3): the same seed over the same files in
+        another order walks other records. A pattern's matches are sorted by the
+        core; `tf.io.gfile.glob` returns them in the file system's order, so pass
+        `sorted(tf.io.gfile.glob(...))` (or `list_files(..., shuffle=False)`), as
+        for a checkpoint to restore the same instances.
       compression_type: None or "" (files must be uncompressed: random access). A
         GZIP or ZLIB file is refused with how to make a readable copy
         (`tfrecord-lirs pad`, or `tfrecord_lirs.pad`, decompresses as it reads).
@@ -87,9 +91,26 @@ class LIRSDataset(dataset_ops.DatasetSource):
       offset_tables: one offset table per file; None -> `<file>.offsets`.
       page_aware: shuffle pages, then instances within a page (each page's
         instances are read back to back).
-      seed: op seed, combined with `tf.random.set_seed` as Dataset.shuffle does.
+      seed: an int in [0, 2**64) (the core checks it as Sampler's). Without a
+        global seed, iteration e (the e-th iterator made over this dataset, one per
+        epoch of `repeat` or `model.fit`) walks epoch k = `start_epoch + e` of this
+        seed: the order of `Sampler(files, seed=seed).order(k)`, of `Loader(files,
+        seed=seed)`'s epoch k and of `tfrecord-lirs order --seed seed --epoch k` for
+        the same files in the same order and the same page_aware, page_size, shards
+        and order_version (docs/FORMAT.md §5.9, seed rule 1). With a global seed
+        (`tf.random.set_seed(g)`), the pair (g, seed) seeds a generator as for
+        Dataset.shuffle, each iteration's order the fold of the pair it draws:
+        repeatable for the same (g, seed), but not the Sampler's. None: as
+        Dataset.shuffle, a random order each run, unless a global seed is set. A
+        seed known only when the graph runs (a non-constant tensor) also seeds the
+        generator.
       reshuffle_each_iteration: a new order for each iteration (epoch); None
-        means True, as for Dataset.shuffle.
+        means True, as for Dataset.shuffle. False: every iteration walks the order
+        of epoch `start_epoch` (with a seed and no global seed).
+      start_epoch: the epoch the first iteration walks (default 0; an int >= 0,
+        checked by the core): `LIRSDataset(files, seed=s, start_epoch=k)` walks
+        epochs k, k+1, ..., so a run restarted at an epoch boundary without an
+        iterator checkpoint does not walk epoch 0 again. Not with epoch_state.
       num_shards, shard_index: read only shard `shard_index` of `num_shards`
         (disjoint, together complete; e.g. from a tf.distribute.InputContext).
         Under tf.data service's `distributed_epoch` or `ShardingPolicy.DYNAMIC`
@@ -116,6 +137,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
         implementation's '0'-filled records. The padding must still be valid
         TFRecord framing. Default False: strict, only LIRS filler records may
         follow an instance, which catches tables missing entries.
+      index_missing: a file without its offset table gets one at open, built by
+        the scan `tfrecord-lirs index` makes (every record's CRCs checked), once
+        per file however many processes open it at once, kept beside the file
+        (`<file>.offsets`); where that directory is read-only, and for object
+        storage, in `cache_dir` (else in the process's memory only). Default
+        (None) True; False: a missing table raises `tf.errors.NotFoundError`, as
+        in earlier releases (the op attr `index_missing`, default true, so graphs
+        saved before it load).
       deterministic: False: the windows of the order being read are delivered as
         their reads complete (RINAS; for high-latency storage such as gs://), not
         in order: each epoch is still every instance once, and batches formed in
@@ -169,7 +198,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  page_size=None, batch_size=None, drop_remainder=None,
                  backend=_op_library.DEFAULTS["backend"], trust_table=None, deterministic=None,
                  order_version=None, epoch_state=None, shard_remainder=None,
-                 cache_dir=None, cache_bytes=None):
+                 cache_dir=None, cache_bytes=None, start_epoch=None, index_missing=None):
         """See the class docstring."""
         # An argument left None takes the Rust core's default (the op needs values).
         page_aware = _op_library.or_default(page_aware, "page_aware")
@@ -180,6 +209,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         # `backend` has the core's default in the signature: None is refused, as
         # TFRecordDataset-style callers must name a backend.
         trust_table = _op_library.or_default(trust_table, "trust_table")
+        index_missing = _op_library.or_default(index_missing, "index_missing")
         order_version = _op_library.or_default(order_version, "order_version")
         shard_remainder = _op_library.or_default(shard_remainder, "shard_remainder")
         _op_library.check_compression_type(compression_type)
@@ -200,6 +230,10 @@ class LIRSDataset(dataset_ops.DatasetSource):
             raise TypeError("epoch_state must be bytes (from "
                             f"LIRSDataset.combine_shard_states) or None, got {epoch_state!r}")
         cache_dir, cache_bytes = _op_library.cache_attrs(cache_dir, cache_bytes)
+        start_epoch = _op_library.or_default(start_epoch, "start_epoch")
+        if isinstance(start_epoch, bool) or not isinstance(start_epoch, int):
+            # The type only: the value's rule and message are the core's.
+            raise ValueError(f"start_epoch must be an int or None, got {start_epoch!r}")
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
@@ -223,7 +257,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         self._num_shards = tf.convert_to_tensor(num_shards, dtype=tf.int64, name="num_shards")
         self._shard_index = tf.convert_to_tensor(shard_index, dtype=tf.int64,
                                                  name="shard_index")
-        self._seed, self._seed2 = random_seed.get_seed(seed)
+        self._seed, self._seed2 = _seed_inputs(seed)
         # None: True, as Dataset.shuffle does.
         reshuffle_each_iteration = _op_library.or_default(reshuffle_each_iteration,
                                                       "reshuffle_each_iteration")
@@ -245,11 +279,14 @@ class LIRSDataset(dataset_ops.DatasetSource):
             num_parallel_reads=num_parallel_reads,
             backend=backend,
             trust_table=bool(trust_table),
+            index_missing=bool(index_missing),
             order_version=int(order_version),
             shard_remainder=shard_remainder,
             epoch_state=epoch_state or b"",
             cache_dir=cache_dir,
             cache_bytes=cache_bytes,
+            seed_rule=_op_library.DEFAULTS["seed_rule"],
+            start_epoch=start_epoch,
             deterministic=(_op_library.or_default(deterministic, "dataset_deterministic")
                            if deterministic is None else str(deterministic).lower()),
             metadata=self._metadata.SerializeToString())
@@ -281,6 +318,27 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if self._batch_size is None:
             return tf.TensorSpec([], tf.string)
         return tf.TensorSpec([self._batch_size if self._drop_remainder else None], tf.string)
+
+
+def _seed_inputs(seed):
+    """The op's (seed, seed2) inputs for the argument `seed`: TensorFlow's pair
+    (`get_seed`, as Dataset.shuffle takes it), but for a seed known now without a
+    global seed, whose pair (DEFAULT_GRAPH_SEED, seed) carries the whole seed (not
+    truncated to 31 bits as get_seed does), its u64 as the i64 of the same bits.
+    The core's seed rule turns the pair into orders (docs/FORMAT.md §5.9)."""
+    static = seed
+    if isinstance(seed, (tf.Tensor, tf.Variable)):
+        static = tf.get_static_value(seed)
+    if static is None:
+        return random_seed.get_seed(seed)
+    if hasattr(static, "item"):  # a NumPy scalar (a constant tensor's value)
+        static = static.item()
+    bits = _op_library.check(_lirs.op_seed_input, static)
+    first, _ = graph_seed.get_seed(0)  # the global seed, or DEFAULT_GRAPH_SEED without one
+    if first != graph_seed.DEFAULT_GRAPH_SEED:
+        return random_seed.get_seed(int(static))
+    return (tf.constant(first, dtype=tf.int64, name="seed"),
+            tf.constant(bits, dtype=tf.int64, name="seed2"))
 
 
 def _is_path(value):

@@ -1,4 +1,5 @@
-"""`tf.train.Example` records decoded without TensorFlow: `parse_example`.
+"""`tf.train.Example` records decoded and written without TensorFlow: `parse_example`,
+`serialize_example` / `serialize_examples` (its inverse; see the latter's docs).
 
     FEATURES = {
         "image": tfrecord_lirs.FixedLenFeature([], "bytes"),
@@ -240,5 +241,53 @@ class ParseExample:
         return f"ParseExample({self.features!r})"
 
 
+def serialize_example(features):
+    """One `tf.train.Example` of `features` (a dict of name -> value), serialized:
+    the inverse of `parse_example` (see `serialize_examples` for the values taken).
+
+        record = tfrecord_lirs.serialize_example({
+            "image": png_bytes,                        # bytes_list
+            "label": 3,                                # int64_list
+            "bbox": numpy.array([0.1, 0.2, 0.5, 0.9]),  # float_list (as float32)
+        })
+    """
+    return _lirs.serialize_example(features)
+
+
+def serialize_examples(examples):
+    """`tf.train.Example`s of `examples` (a list of dicts of name -> value), serialized
+    (a list of `bytes`), the encoding without the GIL; the inverse of `parse_example`:
+
+        records = tfrecord_lirs.serialize_examples(
+            [{"label": 3, "tags": ["cat", "dog"]}, {"label": 5, "tags": []}])
+        with tfrecord_lirs.PaddedWriter("train.tfrecord") as w:
+            for r in records:
+                w.write(r)
+        batch = tfrecord_lirs.parse_example(records, {"tags": tfrecord_lirs.VarLenFeature("bytes")})
+
+    A feature's value: `bytes` or `str` (UTF-8) -> bytes_list; `int` (and `bool`) ->
+    int64_list; `float` -> float_list (rounded to float32); a list or tuple of one of
+    these, all of one kind -> that list; a numpy array (or numpy scalar, or anything
+    `numpy.asarray` takes, e.g. a torch tensor), its values flattened in C order:
+    integer and bool dtypes -> int64_list, floating ones -> float_list, bytes and str
+    ones -> bytes_list, object ones as a list of their items. An empty list (or empty
+    object array) is a `Feature` with no list, which `parse_example` and TensorFlow read
+    as no values of whichever dtype the spec says (so it suits a `VarLenFeature` of any
+    dtype); an empty array of a numeric, bytes or str dtype is an empty list of that
+    dtype.
+
+    Features are written in byte-wise name order, each as protobuf writes it, so the
+    bytes are those of `tf.train.Example(...).SerializeToString(deterministic=True)`
+    for the same content (with Python's default upb protobuf, unless a name is a prefix
+    of another: upb puts "ab" before "a"; the message is the same). Errors name the
+    example (its index), the feature and the value: `InvalidArgumentError` for a list
+    mixing kinds, a nested list, an int outside int64, an array of another dtype
+    (complex, datetime, ...) or a value of another type (e.g. None); `TypeError` for
+    features that are not a dict or a name that is not a str. The rules and the
+    encoding are the Rust core's."""
+    return _lirs.serialize_examples(examples)
+
+
 __all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "ParseExample", "Ragged",
-           "VarLenFeature", "parse_example", "parse_sequence_example"]
+           "VarLenFeature", "parse_example", "parse_sequence_example", "serialize_example",
+           "serialize_examples"]

@@ -185,10 +185,20 @@ class IndexSampler:
 
     def __init__(self, source_or_len, *, seed, page_aware=None, num_epochs=None,
                  order_version=None):
-        self._orders = _EpochOrders(Sampler(source_or_len, seed=seed, page_aware=page_aware,
-                                            order_version=order_version))
+        sampler = Sampler(source_or_len, seed=seed, page_aware=page_aware,
+                          order_version=order_version)
+        self._orders = _EpochOrders(sampler)
         self._seed = seed
         self._num_epochs = num_epochs
+        # Grain keeps repr(sampler) in its DataLoader checkpoints and compares it on a
+        # restore (in any process): what the orders depend on, no memory address.
+        source = source_or_len if isinstance(source_or_len, DataSource) else len(sampler)
+        self._repr = (f"tfrecord_lirs.grain.IndexSampler({source!r}, seed={sampler.seed}, "
+                      f"page_aware={sampler.page_aware}, num_epochs={num_epochs}, "
+                      f"order_version={sampler.order_version})")
+
+    def __repr__(self):
+        return self._repr
 
     def __len__(self):
         if self._num_epochs is None:

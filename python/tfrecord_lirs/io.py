@@ -30,7 +30,7 @@ def _string_vector(value, what):
 
 
 def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
-         trust_table=None, cache_dir=None, cache_bytes=None):
+         trust_table=None, cache_dir=None, cache_bytes=None, index_missing=None):
     """Payloads of instances `ids` (global ids across `filenames` in order) as
     a 1-D tf.string tensor.
 
@@ -47,10 +47,15 @@ def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
 
     `cache_dir` and `cache_bytes`: the local tier of object-storage reads, as for
     LIRSDataset (None: `TFRECORD_LIRS_CACHE_DIR`, else no cache; 32 GiB).
+    `index_missing`: a missing offset table is built on open, as for LIRSDataset
+    (None: True; False: `tf.errors.NotFoundError`). A table that can be kept neither
+    beside its file nor in a `cache_dir` lives in memory only, with the reader: each
+    call that opens the file again scans it again.
     """
     page_size = _op_library.or_default(page_size, "page_size")
     backend = _op_library.or_default(backend, "backend")
     trust_table = _op_library.or_default(trust_table, "trust_table")
+    index_missing = _op_library.or_default(index_missing, "index_missing")
     _op_library.check_page_size(page_size)
     _op_library.check_backend(backend)
     files = _string_vector(filenames, "filenames")
@@ -60,7 +65,8 @@ def read(filenames, ids, offset_tables=None, *, page_size=None, backend=None,
     ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
     return _op_library.ops.lirs_read(filenames=files, offset_tables=tables, ids=ids,
                                      page_size=page_size, backend=backend,
-                                     trust_table=bool(trust_table), cache_dir=cache_dir,
+                                     trust_table=bool(trust_table),
+                                     index_missing=bool(index_missing), cache_dir=cache_dir,
                                      cache_bytes=cache_bytes)
 
 

@@ -12,27 +12,21 @@ rules, defaults) is the Rust core's (tfrecord_lirs._lirs.NativeLoader); this mod
 converts types and finds out which data-loading worker it runs in.
 """
 
-import sys
-
 from tfrecord_lirs import _lirs
+from tfrecord_lirs._processes import process_group as _process_group
+from tfrecord_lirs._processes import worker as _worker
 from tfrecord_lirs.sources import DataSource
 
 
-def _worker():
-    """(worker_count, worker_index) of the PyTorch DataLoader worker process this runs
-    in, (1, 0) outside one. torch is never imported here: a worker has it loaded."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return 1, 0
-    info = torch.utils.data.get_worker_info()
-    return (1, 0) if info is None else (info.num_workers, info.id)
-
-
 def process_shard():
-    """This process's shard for multi-host JAX/Grain training, as keyword arguments:
-    `Loader(paths, seed=1, **process_shard())`. From `jax.process_count()` and
-    `jax.process_index()` when jax is installed (imported here, on call), else one
-    shard (a single process)."""
+    """This process's shard for multi-process training, as keyword arguments:
+    `Loader(paths, seed=1, **process_shard())`. From the initialised
+    `torch.distributed` process group (world size and rank), else from
+    `jax.process_count()` and `jax.process_index()` when jax is installed (imported
+    here, on call), else one shard (a single process)."""
+    group = _process_group()
+    if group is not None:
+        return {"num_shards": group[0], "shard_index": group[1]}
     try:
         import jax
     except ImportError:
@@ -58,12 +52,13 @@ class Loader:
       order_version [1] (or 2, docs/FORMAT.md §5.8); shard_remainder ["keep"] ("drop"
       or "pad": every shard, and every DataLoader worker of it, the same count, as for
       `Sampler`). `offset_tables`, `page_size`, `backend`, `trust_table`,
-      `cache_dir`, `cache_bytes`: as for `DataSource`. `paths` may also be a `DataSource`.
+      `cache_dir`, `cache_bytes`, `index_missing`: as for `DataSource`. `paths` may also be a `DataSource`.
 
     Iterating walks the current epoch from its start (or from a state just loaded);
-    at its end the epoch counter moves on. `set_epoch(e)` picks the epoch (call it
-    before each epoch when a DataLoader re-creates its workers every epoch, as with
-    `DistributedSampler`). An instance that cannot be read raises a
+    at its end the epoch counter moves on, so the next iteration is a fresh
+    permutation. `set_epoch(e)` picks the epoch the next iteration walks. In PyTorch
+    DataLoader worker processes (`tfrecord_lirs.torch.Loader`) every iteration of the
+    DataLoader walks the next epoch, with no call. An instance that cannot be read raises a
     `tfrecord_lirs.errors` exception naming file, instance and byte; calling `next`
     again goes on after it.
 
@@ -85,18 +80,20 @@ class Loader:
                  num_parallel_reads=None, num_shards=None, shard_index=None,
                  drop_remainder=None, order_version=None, shard_remainder=None, *,
                  offset_tables=None, page_size=None, backend=None, trust_table=None,
-                 cache_dir=None, cache_bytes=None):
+                 cache_dir=None, cache_bytes=None, index_missing=None):
         if isinstance(paths, DataSource):
             self._source = paths
         else:
             self._source = DataSource(paths, offset_tables, page_size=page_size,
                                       backend=backend, trust_table=trust_table,
-                                      cache_dir=cache_dir, cache_bytes=cache_bytes)
+                                      cache_dir=cache_dir, cache_bytes=cache_bytes,
+                                      index_missing=index_missing)
         self._native = _lirs.NativeLoader(
             self._source._reader, seed=seed, batch_size=batch_size, page_aware=page_aware,
             deterministic=deterministic, num_parallel_reads=num_parallel_reads,
             num_shards=num_shards, shard_index=shard_index, drop_remainder=drop_remainder,
-            order_version=order_version, shard_remainder=shard_remainder)
+            order_version=order_version, shard_remainder=shard_remainder,
+            process_group=_process_group())
 
     def __iter__(self):
         self._native.begin(*_worker())
@@ -122,11 +119,11 @@ class Loader:
 
     def load_state_dict(self, state_dict):
         """Restores a `state_dict()`: the next iteration goes on from it."""
-        self._native.load_state_dict(dict(state_dict), *_worker())
+        self._native.load_state_dict(dict(state_dict), *_worker()[:2])
 
     def shard_state(self):
         """This process's share of the current epoch (bytes) for an elastic resume."""
-        return self._native.shard_state(*_worker())
+        return self._native.shard_state(*_worker()[:2])
 
     @staticmethod
     def combine_shard_states(shard_states):
@@ -140,12 +137,14 @@ class Loader:
 
     def __getstate__(self):
         return {"source": self._source, "options": self._native.options(),
-                "epoch": self._native.epoch()}
+                "epoch": self._native.epoch(), "epochs": self._native.epochs_path()}
 
     def __setstate__(self, state):
         self._source = state["source"]
         self._native = _lirs.NativeLoader(self._source._reader, **state["options"])
         self._native.set_epoch(state["epoch"])
+        if state.get("epochs") is not None:
+            self._native.join_epochs(state["epochs"])
 
     def __repr__(self):
         return f"Loader({self._source!r}, epoch {self.epoch})"

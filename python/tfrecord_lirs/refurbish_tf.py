@@ -16,7 +16,7 @@ the store and not the TFRecord file.
 import numpy as np
 import tensorflow as tf
 
-from tfrecord_lirs import _lirs
+from tfrecord_lirs import _checks, _lirs
 from tfrecord_lirs.refurbishing import RefurbishSchedule, open_store
 from tfrecord_lirs.sources import DataSource
 
@@ -44,7 +44,7 @@ def _deserialize(payload, spec):
 
 def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size=None,
               store=None, num_shards=None, shard_index=None, order_version=None,
-              epochs=None, start_epoch=0, dataset_id=None, partial_name=None,
+              epochs=None, start_epoch=None, dataset_id=None, partial_name=None,
               store_bytes=None, offset_tables=None, num_parallel_calls=None):
     """A `tf.data.Dataset` of `final(partial(record, seed), seed)` over the refurbish
     schedule of `files` (their offset tables are needed), epoch after epoch from
@@ -126,6 +126,7 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
         return final(sample, fseed)
 
     count = -1 if epochs is None else int(epochs)
+    start_epoch = _checks.or_default(start_epoch, "start_epoch")
     epochs_ds = tf.data.Dataset.range(start_epoch, tf.int64.max if count < 0
                                       else start_epoch + count)
     parallel = tf.data.AUTOTUNE if num_parallel_calls is None else num_parallel_calls

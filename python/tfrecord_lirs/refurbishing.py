@@ -145,6 +145,11 @@ class PartialStore:
             self._native = _lirs.NativePartialStore(*self._args)
         return self._native
 
+    def check_worker_process(self):
+        """Raises `InvalidArgumentError` if this store cannot serve a DataLoader worker
+        process (one in memory)."""
+        self._store().check_worker_process()
+
     @property
     def dir(self):
         """The directory of this dataset's entries (None in memory)."""

@@ -15,6 +15,7 @@ import os
 import sys
 
 from tfrecord_lirs import _checks, _lirs
+from tfrecord_lirs._processes import process_group as _process_group
 
 
 def _paths(value, name):
@@ -61,6 +62,13 @@ class DataSource:
     lease, else pread), "pread" or "direct". `trust_table`: as
     `LIRSDataset(trust_table=True)` (None: False). Defaults are the Rust core's.
 
+    `index_missing`: a file without its offset table gets one at open, built by the
+    scan `tfrecord-lirs index` makes (every record's CRCs checked), once per file
+    however many processes open it at once (DataLoader workers wait for the first),
+    kept beside the file (`<file>.offsets`); where that directory is read-only, and
+    for object storage, in `cache_dir` (else in this process's memory only). None:
+    True; False: a missing table raises `NotFoundError`, as before.
+
     `cache_dir`: a local directory that keeps the bytes read from object storage
     (`s3://`, `gs://`, ...) in blocks, shared by every process naming it (DataLoader
     and Grain workers, other jobs): each block is fetched once, and a file read whole
@@ -70,7 +78,7 @@ class DataSource:
     """
 
     def __init__(self, paths, offset_tables=None, *, page_size=None, backend=None,
-                 trust_table=None, cache_dir=None, cache_bytes=None):
+                 trust_table=None, cache_dir=None, cache_bytes=None, index_missing=None):
         self._args = (
             data_files(paths, "paths"),
             None if offset_tables is None else [
@@ -78,14 +86,16 @@ class DataSource:
             ],
             page_size, backend, trust_table,
             None if cache_dir is None else os.fsdecode(cache_dir), cache_bytes,
+            None if index_missing is None else bool(index_missing),
         )
         self._open()
 
     def _open(self):
-        files, tables, page_size, backend, trust_table, cache_dir, cache_bytes = self._args
+        # A copy pickled before `index_missing` existed has seven arguments.
+        files, tables, page_size, backend, trust_table, cache_dir, cache_bytes, *rest = self._args
         self._reader = _lirs.NativeReader(files, tables or [], page_size, backend,
                                           None if trust_table is None else bool(trust_table),
-                                          cache_dir, cache_bytes)
+                                          cache_dir, cache_bytes, *rest)
 
     def __len__(self):
         return len(self._reader)
@@ -111,8 +121,12 @@ class DataSource:
         self._open()
 
     def __repr__(self):
-        files = self._args[0]
-        return (f"DataSource({len(files)} file{'s' if len(files) != 1 else ''}, "
+        # The same in every process (Grain keeps it in checkpoints): the count, the
+        # first and last base names (a split is in them) and the instances.
+        names = [os.path.basename(os.fsdecode(f).rstrip("/")) for f in self._args[0]]
+        shown = "".join(f" {n}" for n in (names if len(names) <= 2
+                                          else [names[0], "...", names[-1]]))
+        return (f"DataSource({len(names)} file{'s' if len(names) != 1 else ''}{shown}, "
                 f"{len(self)} instances)")
 
     @property
@@ -142,8 +156,15 @@ class Sampler:
     every machine and version (docs/FORMAT.md §5).
 
     A PyTorch `Sampler`: `DataLoader(source, sampler=Sampler(source, seed),
-    batch_size=256)`; call `set_epoch(e)` before each epoch as with
-    `DistributedSampler`. `page_aware=True` (files padded by `pad`/`PaddedWriter`)
+    batch_size=256)`. Each iteration walks the current epoch (`epoch`); once it has
+    handed out every id, the epoch moves on, so every epoch of the DataLoader is a
+    fresh permutation with no call (an iteration dropped part way is walked again
+    from its start). `set_epoch(e)` picks the epoch the next iteration walks, as with
+    `DistributedSampler`. `state_dict()` / `load_state_dict(state)` (torchdata's
+    `Stateful`: a `StatefulDataLoader` saves and restores them itself): the epoch,
+    the position in it and what identifies the dataset, seed and shard; restored in
+    any process, a state of another dataset, seed, shard or options is refused with
+    `InvalidArgumentError`. `page_aware=True` (files padded by `pad`/`PaddedWriter`)
     shuffles whole pages and needs the source, not a length. `num_shards`/
     `shard_index`: this worker's slice of each epoch (every instance in exactly one
     shard). `order_version`: 1 (the default: the same orders as `LIRSDataset` and the
@@ -178,7 +199,8 @@ class Sampler:
         self._instances = 0 if self._source is not None else _lirs_count(source_or_len)
         self._native = _lirs.NativeSampler(
             None if self._source is None else self._source._reader, self._instances,
-            seed, page_aware, num_shards, shard_index, order_version, shard_remainder)
+            seed, page_aware, num_shards, shard_index, order_version, shard_remainder,
+            _process_group())
 
     def _option(self, name):
         return self._native.options()[name]
@@ -231,10 +253,19 @@ class Sampler:
         return _ids(self._native.order(epoch))
 
     def __iter__(self):
-        return iter(self.order())
+        return self._native.walk()
 
     def __len__(self):
         return self._native.len()
+
+    def state_dict(self):
+        """The checkpoint, a dict of plain values (picklable): where the iteration
+        begun last is, or where the next one starts."""
+        return self._native.state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Restores a `state_dict()`: the next iteration goes on from it."""
+        self._native.load_state_dict(dict(state_dict))
 
     def _locate(self, index):
         """Global index `index` over all epochs as (epoch, position), from the core."""
@@ -258,14 +289,11 @@ class Sampler:
     def __getstate__(self):
         source = self._source if self._source is not None else self._instances
         return {"source": source, "options": self._native.options(),
-                "epoch": self._native.epoch(), "resumed": self._native.resumed_state()}
+                "state": self._native.state_dict()}
 
     def __setstate__(self, state):
-        source = state["source"]
-        self.__init__(source, **state["options"])
-        if state["resumed"] is not None:
-            self._native.resume(state["resumed"])
-        self._native.set_epoch(state["epoch"])
+        self.__init__(state["source"], **state["options"])
+        self._native.load_state_dict(state["state"])
 
 
 __all__ = ["DataSource", "Sampler"]

@@ -3,9 +3,8 @@
     loader = tfrecord_lirs.torch.Loader(paths, seed=42, batch_size=256)
     data = torch.utils.data.DataLoader(loader, batch_size=None, num_workers=2)
     for epoch in range(3):
-        loader.set_epoch(epoch)       # the workers get a fresh copy every epoch
         for batch in data:            # list[bytes]; each worker reads its own share
-            ...
+            ...                       # of a fresh permutation every epoch
 
 In each worker process the Loader reads shard `shard_index * num_workers + worker_id`
 of `num_shards * num_workers` (the Rust core's rule), so the workers together read
@@ -29,14 +28,15 @@ augmentation on a refresh, stores it, and the final one on every use):
             ...
 """
 
-import mmap
-
 import numpy as _np
 import torch as _torch
 import torch.utils.data as _tud
+from torch.utils.data._utils import collate as _collate
 
+from tfrecord_lirs import errors as _errors
 from tfrecord_lirs import example as _example
 from tfrecord_lirs import loader as _loader
+from tfrecord_lirs._processes import worker as _worker
 from tfrecord_lirs.refurbishing import RefurbishSchedule, Refurbisher, open_store
 
 
@@ -44,41 +44,50 @@ class Loader(_loader.Loader, _tud.IterableDataset):
     """`tfrecord_lirs.Loader` that PyTorch's DataLoader takes as an `IterableDataset`
     (use `batch_size=None`: the batches are the Loader's).
 
-    With worker processes (`num_workers > 0`) the state is in the workers: resume
-    exactly with torchdata's `StatefulDataLoader`, whose `state_dict()` holds each
-    worker's `Loader.state_dict()` and whose `load_state_dict()` restores each in its
-    worker. This (main-process) copy's `state_dict()` is then an
-    `InvalidArgumentError` saying so, not the start of an epoch it never walked.
+    Every iteration of the DataLoader is a fresh permutation with no call:
+    `set_epoch(e)` picks the epoch the next iteration walks, as with
+    `DistributedSampler`, but is not needed. With worker processes (`num_workers > 0`,
+    persistent or not, forked or spawned) every iteration walks the epoch after the
+    one the iteration before walked, even when that one was cut short: the workers'
+    copies share their epochs with this one (a small file in memory, the core's
+    `WorkerEpochs`). In this process (`num_workers=0`) the epoch moves on when an
+    iteration is walked to its end, as for `tfrecord_lirs.Loader`.
+
+    In a `torch.distributed` process group (DDP, `torchrun`) `num_shards` and
+    `shard_index` default to the world size and the rank, and `shard_remainder` to
+    "pad", as `DistributedSampler` does: every rank runs the same number of steps.
+    `len()` is not defined (the batches per epoch depend on the DataLoader's worker
+    count, which the dataset never learns).
+
+    The state is then in the workers: resume exactly with torchdata's
+    `StatefulDataLoader`, whose `state_dict()` holds each worker's
+    `Loader.state_dict()` and whose `load_state_dict()` restores each in its worker.
+    This (main-process) copy's `state_dict()` is then an `InvalidArgumentError`
+    saying so, not the start of an epoch it never walked.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._mark_fresh()
-
-    def _mark_fresh(self):
-        # One byte shared with the worker processes forked from this one: set when a
-        # worker walks. Pickled copies (spawned workers) are flagged when pickled.
-        self._walked_in_worker = mmap.mmap(-1, 1)
-        self._pickled = False
+        self._native.share_epochs()
 
     def __iter__(self):
-        if _tud.get_worker_info() is not None:
-            self._walked_in_worker[0] = 1
-        return super().__iter__()
+        return map(Batch, super().__iter__())
 
-    def state_dict(self):
-        if _tud.get_worker_info() is None and (self._walked_in_worker[0] or self._pickled):
-            self._native.set_walked_elsewhere()
-        return super().state_dict()
 
-    def __getstate__(self):
-        if _tud.get_worker_info() is None:
-            self._pickled = True
-        return super().__getstate__()
+class Batch(list):
+    """A batch of `Loader` (payloads, a list). A DataLoader given a `batch_size` over a
+    Loader would collate several batches into one (a transposed list of tuples):
+    that is refused, naming the fix."""
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._mark_fresh()
+
+def _refuse_batches_of_batches(batch, *, collate_fn_map=None):
+    raise _errors.InvalidArgumentError(
+        "the DataLoader was given a batch_size, but tfrecord_lirs.torch.Loader yields "
+        "batches already (its own batch_size): give the DataLoader batch_size=None")
+
+
+# torch's default collate looks up the element's type here before its generic cases.
+_collate.default_collate_fn_map[Batch] = _refuse_batches_of_batches
 
 
 class ExampleCollate(_example.ParseExample):
@@ -207,6 +216,8 @@ class RefurbishDataset(_tud.Dataset):
 
     def __getitem__(self, use):
         if self._refurbisher is None:
+            if _worker()[2] is not None:
+                self._store.check_worker_process()
             self._refurbisher = Refurbisher(self._source.__getitem__, self._partial,
                                             self._final, self._schedule, self._store,
                                             self._serializer)
@@ -219,4 +230,4 @@ class RefurbishDataset(_tud.Dataset):
         return state
 
 
-__all__ = ["ExampleCollate", "Loader", "RefurbishDataset", "RefurbishSampler"]
+__all__ = ["Batch", "ExampleCollate", "Loader", "RefurbishDataset", "RefurbishSampler"]

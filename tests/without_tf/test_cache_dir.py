@@ -44,7 +44,7 @@ if __name__ == "__main__":
     data = tud.DataLoader(src, sampler=sampler, batch_size=64, num_workers=2,
                           multiprocessing_context="spawn", collate_fn=list)
     got = [p for batch in data for p in batch]
-    out["order"] = list(sampler)
+    out["order"] = [int(i) for i in sampler.order(0)]  # the epoch walked
     out["cold"] = [g.hex() for g in got]
     out["files"] = sorted(os.path.relpath(os.path.join(d, f), CACHE)
                           for d, _, fs in os.walk(CACHE) for f in fs)

@@ -23,7 +23,8 @@ DEFAULTS = _lirs.defaults()
 # The attr names that differ from the core's table: both ops', then LIRSDataset's.
 OP_ATTR_DEFAULT = {"cache_bytes": "op_cache_bytes"}
 DATASET_ATTR_DEFAULT = {**OP_ATTR_DEFAULT, "batch_size": "dataset_batch_size",
-                        "deterministic": "dataset_deterministic"}
+                        "deterministic": "dataset_deterministic",
+                        "seed_rule": "op_seed_rule"}
 # Attrs with no user-facing default in the table (empty: not given).
 OP_ATTR_WITHOUT_DEFAULT = {"epoch_state", "metadata", "cache_dir"}
 
@@ -69,7 +70,8 @@ def test_the_op_attrs_defaults_are_the_cores():
         ("LIRSDataset", "shard_remainder"), ("LIRSDataset", "cache_dir"),
         ("LIRSDataset", "cache_bytes"),
         ("LIRSRead", "page_size"), ("LIRSRead", "backend"), ("LIRSRead", "cache_dir"),
-        ("LIRSRead", "cache_bytes")}
+        ("LIRSRead", "cache_bytes"), ("LIRSDataset", "index_missing"),
+        ("LIRSRead", "index_missing")}
     for op, name, kind, text in attrs:
         if name in OP_ATTR_WITHOUT_DEFAULT:
             assert _attr_value(kind, text) == "", (op, name)
@@ -113,7 +115,7 @@ def test_python_signatures_take_none_for_each_core_default():
             f"{DEFAULTS[key]!r})")
     assert {"page_size", "backend", "trust_table", "order_version", "seed", "batch_size",
             "num_shards", "shard_index", "fit", "page_aware", "jobs",
-            "shard_remainder", "reuse_factor", "cache_bytes"} <= checked
+            "shard_remainder", "reuse_factor", "cache_bytes", "index_missing"} <= checked
 
 
 def test_the_package_writes_no_default_page_size():
@@ -136,7 +138,7 @@ def _help_defaults(*command):
     return found
 
 
-@pytest.mark.parametrize("command", [("pad",), ("order",), ("index",), ("verify",)])
+@pytest.mark.parametrize("command", [("pad",), ("order",), ("index",), ("verify",), ("get",)])
 def test_the_cli_help_shows_the_cores_defaults(command):
     found = _help_defaults(*command)
     for flag, text in found.items():
@@ -148,8 +150,8 @@ def test_the_cli_help_shows_the_cores_defaults(command):
             command, flag, text, value)
     expected = {"pad": {"page_size", "fit", "jobs", "window"},
                 "order": {"page_size", "order_version", "epoch", "num_shards", "shard_index",
-                          "batch_size"},
-                "index": {"jobs"}, "verify": {"jobs"}}[command[0]]
+                          "batch_size", "index_missing"},
+                "index": {"jobs"}, "verify": {"jobs"}, "get": {"index_missing"}}[command[0]]
     assert expected <= set(found), found
 
 
@@ -286,3 +288,15 @@ def test_parse_example_names_and_arguments():
     assert tfrecord_lirs.Ragged._fields == ("values", "row_lengths")
     assert list(inspect.signature(tfrecord_lirs.ParseExample).parameters) == ["features"]
     assert inspect.signature(tfrecord_lirs.ParseExample).parameters["features"].default is None
+
+
+def test_serialize_example_names_and_arguments():
+    # The inverse of parse_example: exported, one argument each, as the extension's.
+    import inspect
+
+    import tfrecord_lirs
+
+    for name, arg in (("serialize_example", "features"), ("serialize_examples", "examples")):
+        assert name in tfrecord_lirs.__all__, name
+        for fn in (getattr(tfrecord_lirs, name), getattr(_lirs, name)):
+            assert list(inspect.signature(fn).parameters) == [arg], fn

@@ -248,7 +248,7 @@ def test_bad_input_gives_typed_errors_naming_file_instance_and_byte(tmp_path, tw
 
     (tmp_path / "untabled.tfrecord").write_bytes(paths[1].read_bytes())
     with pytest.raises(NotFoundError, match="offset table") as e:
-        Loader(tmp_path / "untabled.tfrecord")
+        Loader(tmp_path / "untabled.tfrecord", index_missing=False)
     assert "untabled.tfrecord" in str(e.value)
     for options, want in [(dict(batch_size=0), "batch_size must be >= 1, got 0"),
                           (dict(num_shards=2, shard_index=2), "shard_index must be in"),

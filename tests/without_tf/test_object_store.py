@@ -65,7 +65,7 @@ for name, url in [("missing", "s3://{BUCKET}/nope.tfrecord"),
                   ("untabled", "s3://{BUCKET}/untabled.tfrecord"),
                   ("no_bucket", "s3://other-bucket/train.tfrecord")]:
     try:
-        tfrecord_lirs.DataSource(url)
+        tfrecord_lirs.DataSource(url, index_missing=False)
         out[name] = None
     except errors.LIRSError as e:
         out[name] = [type(e).__name__, str(e), e.file]
@@ -81,6 +81,43 @@ def test_s3_errors_name_the_object(tmp_path):
     assert kind == "NotFoundError" and "offset table" in message, r
     assert f"s3://{BUCKET}/untabled.tfrecord.offsets" in message, r
     assert r["no_bucket"] is not None and r["no_bucket"][0] == "NotFoundError", r
+
+
+UNTABLED = f"""
+import json, os, sys, tempfile
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+url = "s3://{BUCKET}/untabled.tfrecord"
+# No cache_dir: the table is built in memory (nothing is written to the bucket).
+src = tfrecord_lirs.DataSource(url)
+out = {{"n": len(src), "got": [g.hex() for g in src.__getitems__(list(range(len(src))))]}}
+cache = tempfile.mkdtemp()
+tables = os.path.join(cache, "tfrecord-lirs-tables-1")
+src = tfrecord_lirs.DataSource(url, cache_dir=cache)
+kept = sorted(n for n in os.listdir(tables) if n.endswith(".offsets"))
+out["kept"] = [open(os.path.join(tables, n), "rb").read().hex() for n in kept]
+stamp = [os.stat(os.path.join(tables, n)).st_ino for n in kept]
+# Another reader of the same cache_dir opens the kept table (not built again).
+again = tfrecord_lirs.DataSource(url, cache_dir=cache)
+out["same"] = [os.stat(os.path.join(tables, n)).st_ino for n in kept] == stamp
+out["again"] = again[2999].hex()
+try:
+    tfrecord_lirs.DataSource(url, index_missing=False)
+    out["refused"] = None
+except tfrecord_lirs.LIRSError as e:
+    out["refused"] = type(e).__name__
+print(json.dumps(out))
+"""
+
+
+def test_s3_an_untabled_object_gets_its_table_on_open(tmp_path):
+    r = report(run_with_s3(tmp_path, OBJECTS, UNTABLED, timeout=300))
+    assert r["n"] == len(PAYLOADS), r
+    assert [bytes.fromhex(g) for g in r["got"]] == PAYLOADS
+    assert [bytes.fromhex(t) for t in r["kept"]] == [TABLE]
+    assert r["same"] and bytes.fromhex(r["again"]) == PAYLOADS[2999]
+    # Still untabled in the bucket: the table was never written there.
+    assert r["refused"] == "NotFoundError"
 
 
 def test_s3_wrong_credentials_are_refused(tmp_path):

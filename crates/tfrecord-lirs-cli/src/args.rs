@@ -314,6 +314,10 @@ pub struct GetArgs {
     /// LIRS reference implementation). Padding must still be valid records.
     #[arg(long)]
     pub trust_table: bool,
+    /// Build a missing offset table on open (as `index` would, kept beside DATA, else
+    /// in --cache-dir, else in memory); false: a missing table is an error.
+    #[arg(long, value_name = "BOOL", default_value_t = defaults::INDEX_MISSING, action = clap::ArgAction::Set)]
+    pub index_missing: bool,
 }
 
 // `order`.
@@ -354,6 +358,10 @@ pub struct OrderArgs {
     /// LIRS reference implementation). Padding must still be valid records.
     #[arg(long)]
     pub trust_table: bool,
+    /// Build a missing offset table on open (as `index` would, kept beside DATA, else
+    /// in --cache-dir, else in memory); false: a missing table is an error.
+    #[arg(long, value_name = "BOOL", default_value_t = defaults::INDEX_MISSING, action = clap::ArgAction::Set)]
+    pub index_missing: bool,
     /// Order algorithm: 1 (Fisher-Yates, FORMAT.md 5.1-5.7) or 2 (keyed bijections in
     /// O(1) memory, FORMAT.md 5.8).
     // "1" is `defaults::ORDER_VERSION` (clap takes text here; tests/without_tf/test_contract.py

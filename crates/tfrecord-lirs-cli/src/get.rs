@@ -12,10 +12,15 @@ pub fn run(args: GetArgs) -> Outcome {
         id,
         offsets,
         trust_table,
+        index_missing,
     } = args;
     let data = crate::storage::data_file(&data, "get")?;
     let table = table_for(&data, offsets);
-    let reader = Reader::open_one(&data, Some(&table), &reader_options(trust_table))?;
+    let reader = Reader::open_one(
+        &data,
+        Some(&table),
+        &reader_options(trust_table, index_missing),
+    )?;
     let payload = reader.read(id)?;
     write_stdout(|out| out.write_all(&payload))
 }

@@ -86,7 +86,7 @@ fn info(
         data,
         table.as_deref().map(|t| (table_path.as_path(), t)),
         None,
-        reader_options(trust_table).padding(),
+        reader_options(trust_table, false).padding(),
         report,
     )?;
     // Padded for the page size given, or (as `verify` judges it) for the one the

@@ -21,6 +21,7 @@ pub fn run(args: OrderArgs) -> Outcome {
         shard_index,
         page_size: p,
         trust_table,
+        index_missing,
         order_version,
         reuse_factor,
         batch_size,
@@ -37,7 +38,7 @@ pub fn run(args: OrderArgs) -> Outcome {
         .collect();
     let options = ReaderOptions {
         page_size: p,
-        ..reader_options(trust_table)
+        ..reader_options(trust_table, index_missing)
     };
     let reader = Reader::open(&files, &options)?;
     if let Some(reuse_factor) = reuse_factor {

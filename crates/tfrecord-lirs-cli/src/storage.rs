@@ -33,10 +33,11 @@ pub fn table_for(data: &Path, table: Option<PathBuf>) -> PathBuf {
     table.unwrap_or_else(|| default_table_path(data))
 }
 
-/// The reader options of `--trust-table`.
-pub fn reader_options(trust_table: bool) -> ReaderOptions {
+/// The reader options of `--trust-table` and `--index-missing`.
+pub fn reader_options(trust_table: bool, index_missing: bool) -> ReaderOptions {
     ReaderOptions {
         trust_table,
+        index_missing,
         storage: storage(),
         ..ReaderOptions::default()
     }

@@ -43,7 +43,7 @@ fn verify(
         data,
         Some((&table_path, &table)),
         page,
-        reader_options(trust_table).padding(),
+        reader_options(trust_table, false).padding(),
         report,
     )?;
     // Without --page-size, the invariants are checked at the page size the fillers end

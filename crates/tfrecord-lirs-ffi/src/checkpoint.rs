@@ -47,23 +47,26 @@ pub(crate) fn starting_point(
     Ok((state, base))
 }
 
-/// The seeds the walk of `checkpoint` took: its `shard_state`'s, or `seeds` (those an
-/// older checkpoint holds beside its position) when it has none.
+/// The seeds the walk of `checkpoint` took and its run's seed rule: its
+/// `shard_state`'s, or `seeds` (those an older checkpoint holds beside its position)
+/// and rule 0 (the only one then) when it has none.
 pub(crate) fn checkpoint_seeds(
     checkpoint: &CursorCheckpoint,
     seeds: &IterationSeeds,
-) -> core::Result<IterationSeeds> {
+) -> core::Result<(IterationSeeds, core::SeedRule)> {
     if checkpoint.shard_state.is_empty() {
-        return Ok(seeds.clone());
+        return Ok((seeds.clone(), core::SeedRule::Fold));
     }
-    Ok(elastic::TfShardState::decode(&checkpoint.shard_state)?
-        .seeds
-        .into())
+    let saved = elastic::TfShardState::decode(&checkpoint.shard_state)?.seeds;
+    Ok((saved.into(), saved.seed_rule))
 }
 
-/// The seeds an iteration starting from `epoch_state` takes.
-pub(crate) fn epoch_state_seeds(epoch_state: &[u8]) -> core::Result<IterationSeeds> {
-    Ok(elastic::TfEpochState::decode(epoch_state)?.seeds.into())
+/// The seeds an iteration starting from `epoch_state` takes, and its run's seed rule.
+pub(crate) fn epoch_state_seeds(
+    epoch_state: &[u8],
+) -> core::Result<(IterationSeeds, core::SeedRule)> {
+    let saved = elastic::TfEpochState::decode(epoch_state)?.seeds;
+    Ok((saved.into(), saved.seed_rule))
 }
 
 #[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds a rust::Vec
@@ -139,7 +142,8 @@ mod tests {
                 });
             }
             let epoch_state = combine_shard_states(&states, &mut st).unwrap();
-            let iteration = epoch_state_seeds(&epoch_state).unwrap();
+            let (iteration, rule) = epoch_state_seeds(&epoch_state).unwrap();
+            assert_eq!(rule, core::SeedRule::Fold);
             assert_eq!(
                 (
                     iteration.seed,

@@ -34,10 +34,12 @@ impl LirsReader {
             rules::check_shard(Some(walk.num_shards), Some(walk.shard_index))?;
         let mut options =
             core::CursorOptions::dataset(self.core(), walk.batch_size, walk.num_parallel_reads)?;
+        // The iteration's order by its run's seed rule (a restored state may name
+        // another; `fetch` takes it).
+        let (seed, epoch) = config.order;
         options.order = core::OrderParams {
-            seed: core::seed_from_pair(config.seed, config.seed2),
-            // The seed generator gives every iteration its own seeds.
-            epoch: 0,
+            seed,
+            epoch,
             page_aware: walk.page_aware,
             num_shards,
             shard_index,
@@ -59,12 +61,17 @@ impl LirsReader {
         report(
             status,
             guard("fetch", || {
-                let options = self.cursor_options(config)?;
+                let mut options = self.cursor_options(config)?;
                 let (state, base) = checkpoint::starting_point(
                     checkpoint,
                     options.order_version,
                     &config.epoch_state,
                 )?;
+                // A saved state names its order's seed and epoch (whichever rule made
+                // them); a fresh walk takes the iteration's.
+                if let Some(b) = &base {
+                    (options.order.seed, options.order.epoch) = (b.seed, b.epoch);
+                }
                 let inner = match base {
                     Some(base) => core::DatasetCursor::resume(
                         Arc::clone(self.core()),
@@ -77,6 +84,7 @@ impl LirsReader {
                 Ok(Box::new(DatasetCursor {
                     inner,
                     seeds: (config.seed, config.seed2),
+                    seed_rule: config.seed_rule,
                     part: None,
                     poison: Poison::new("a handle"),
                 }))
@@ -113,6 +121,7 @@ impl LirsReader {
                 Ok(Box::new(DatasetCursor {
                     inner,
                     seeds: (config.seed, config.seed2),
+                    seed_rule: config.seed_rule,
                     part: Some(part),
                     poison: Poison::new("a handle"),
                 }))
@@ -123,8 +132,9 @@ impl LirsReader {
 
 pub struct DatasetCursor {
     pub(crate) inner: core::DatasetCursor,
-    /// The iteration's (`seed`, `seed2`), for its checkpoint.
+    /// The iteration's (`seed`, `seed2`) and the run's seed rule, for its checkpoint.
     seeds: (i64, i64),
+    seed_rule: core::SeedRule,
     /// The part of the epoch read, when the cursor reads one (splits).
     part: Option<u64>,
     /// Set when a method panicked outside the core's own catch: the cursor may be
@@ -153,7 +163,7 @@ impl DatasetCursor {
             guard("checkpoint", || {
                 let (position, delivered_after) = self.inner.state().to_signed()?;
                 let shard_state = elastic::TfShardState {
-                    seeds: seeds.into(),
+                    seeds: elastic::TfSeeds::new(seeds, self.seed_rule),
                     shard: self.inner.shard_state(),
                 };
                 Ok(CursorCheckpoint {
@@ -190,12 +200,13 @@ impl DatasetCursor {
                         "save_part of a cursor that reads no part",
                     )
                 })?;
+                let seeds = IterationSeeds {
+                    seed: self.seeds.0,
+                    seed2: self.seeds.1,
+                    num_random_samples,
+                };
                 let state = elastic::TfPartState {
-                    seeds: elastic::TfSeeds {
-                        seed: self.seeds.0,
-                        seed2: self.seeds.1,
-                        num_random_samples,
-                    },
+                    seeds: elastic::TfSeeds::new(&seeds, self.seed_rule),
                     part: Some((part, self.inner.state())),
                 };
                 Ok(state.encode())

@@ -4,10 +4,11 @@
 //! starts: fresh, from the dataset's epoch state (only the first), or from a
 //! checkpoint.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use tfrecord_lirs as core;
 use tfrecord_lirs::options::shape;
+use tfrecord_lirs::SeedRule;
 
 use crate::checkpoint::{self, epoch_state_seeds};
 use crate::cursor::DatasetCursor;
@@ -36,39 +37,6 @@ fn decode_part_state(saved: &[u8]) -> FfiResult<crate::elastic::TfPartState> {
     })
 }
 
-fn seeds_of(seeds: &crate::elastic::TfSeeds) -> IterationSeeds {
-    IterationSeeds {
-        seed: seeds.seed,
-        seed2: seeds.seed2,
-        num_random_samples: seeds.num_random_samples,
-    }
-}
-
-/// The state of an iteration read in splits that holds no split yet: its seeds.
-pub(crate) fn save_no_part(seeds: &IterationSeeds) -> Vec<u8> {
-    crate::elastic::TfPartState {
-        seeds: crate::elastic::TfSeeds {
-            seed: seeds.seed,
-            seed2: seeds.seed2,
-            num_random_samples: seeds.num_random_samples,
-        },
-        part: None,
-    }
-    .encode()
-}
-
-/// The seeds of a part state (`save_part`'s or `save_no_part`'s bytes) into `seeds`;
-/// whether it holds a split (then `restore_part` restores its cursor).
-pub(crate) fn part_state_seeds(
-    saved: &[u8],
-    seeds: &mut IterationSeeds,
-    status: &mut Status,
-) -> FfiResult<bool> {
-    let saved = report(status, decode_part_state(saved))?;
-    *seeds = seeds_of(&saved.seeds);
-    Ok(saved.part.is_some())
-}
-
 pub(crate) fn checkpoint_keys() -> Vec<String> {
     op_config::CHECKPOINT_KEYS
         .iter()
@@ -91,11 +59,22 @@ pub fn open_dataset_config(
             let epoch_seeds = if config.epoch_state.is_empty() {
                 None
             } else {
+                if config.seeds.start_epoch != 0 {
+                    return Err(FfiError::invalid(format!(
+                        "LIRSDataset: start_epoch={} with an epoch_state: the state says \
+                         where the first iteration starts; give one or the other",
+                        config.seeds.start_epoch
+                    )));
+                }
                 Some(epoch_state_seeds(&config.epoch_state).map_err(|e| {
                     let e = FfiError::from(e);
                     FfiError::new(e.code, format!("LIRSDataset epoch_state: {}", e.message))
                 })?)
             };
+            // The run resumed from an epoch state goes on by that run's rule.
+            let rule = epoch_seeds
+                .as_ref()
+                .map_or(config.seeds.rule, |(_, rule)| *rule);
             let (num_shards, shard_index) =
                 rules::check_shard(Some(config.walk.num_shards), Some(config.walk.shard_index))?;
             rules::order_version_of(config.walk.order_version)?;
@@ -118,8 +97,9 @@ pub fn open_dataset_config(
                 config: config.clone(),
                 shard_len,
                 deterministic,
-                epoch_seeds,
+                epoch_seeds: epoch_seeds.map(|(seeds, _)| seeds),
                 epoch_state_taken: AtomicBool::new(false),
+                seed_rule: AtomicU32::new(rule.number()),
             }))
         }),
     )
@@ -137,6 +117,10 @@ pub struct LirsDataset {
     /// Whether an iteration took the epoch state (only the first does; the next
     /// ones draw seeds as a fresh run).
     epoch_state_taken: AtomicBool,
+    /// The number of the run's seed rule: the op's, or that of the state the run
+    /// resumed (an epoch state, or the last checkpoint restored), so that the
+    /// iterations after a restore order as the run that saved it did.
+    seed_rule: AtomicU32,
 }
 
 impl LirsDataset {
@@ -184,11 +168,28 @@ impl LirsDataset {
         }
     }
 
-    /// The cursor config of one iteration.
-    fn cursor_config(&self, seeds: &IterationSeeds, unordered: bool) -> CursorConfig {
+    pub(crate) fn first_random_samples(&self) -> i64 {
+        self.config.seeds.skipped_samples()
+    }
+
+    /// The run's seed rule.
+    fn seed_rule(&self) -> SeedRule {
+        SeedRule::from_number(self.seed_rule.load(Ordering::SeqCst).into())
+            .unwrap_or(self.config.seeds.rule)
+    }
+
+    /// The cursor config of one iteration that drew `seeds`, ordering by `rule`.
+    fn cursor_config(
+        &self,
+        seeds: &IterationSeeds,
+        rule: SeedRule,
+        unordered: bool,
+    ) -> CursorConfig {
         CursorConfig {
             seed: seeds.seed,
             seed2: seeds.seed2,
+            order: self.config.seeds.order(rule, seeds),
+            seed_rule: rule,
             unordered,
             epoch_state: Vec::new(),
             walk: self.config.walk.clone(),
@@ -203,7 +204,7 @@ impl LirsDataset {
         from_epoch_state: bool,
         status: &mut Status,
     ) -> FfiResult<Box<DatasetCursor>> {
-        let mut config = self.cursor_config(seeds, unordered);
+        let mut config = self.cursor_config(seeds, self.seed_rule(), unordered);
         if from_epoch_state {
             config.epoch_state = self.config.epoch_state.clone();
         }
@@ -233,8 +234,9 @@ impl LirsDataset {
         )
     }
 
-    /// Starts reading part `part` of the epoch of an iteration (public for Rust-side
-    /// tests).
+    /// Starts reading part `part` of the epoch of an iteration, in the order the
+    /// run's seed rule gives it as it does a whole-epoch iteration (public for
+    /// Rust-side tests).
     pub fn start_part(
         &self,
         seeds: &IterationSeeds,
@@ -242,8 +244,34 @@ impl LirsDataset {
         part: i64,
         status: &mut Status,
     ) -> FfiResult<Box<DatasetCursor>> {
-        self.reader
-            .fetch_part(&self.cursor_config(seeds, unordered), part, None, status)
+        let config = self.cursor_config(seeds, self.seed_rule(), unordered);
+        self.reader.fetch_part(&config, part, None, status)
+    }
+
+    /// The state of an iteration read in splits that holds no split yet: its seeds
+    /// and the run's seed rule.
+    pub fn save_no_part(&self, seeds: &IterationSeeds) -> Vec<u8> {
+        crate::elastic::TfPartState {
+            seeds: crate::elastic::TfSeeds::new(seeds, self.seed_rule()),
+            part: None,
+        }
+        .encode()
+    }
+
+    /// The seeds of a part state (`save_part`'s or `save_no_part`'s bytes) into
+    /// `seeds`, the run going on by its seed rule; whether it holds a split (then
+    /// `restore_part` restores its cursor).
+    pub fn part_state_seeds(
+        &self,
+        saved: &[u8],
+        seeds: &mut IterationSeeds,
+        status: &mut Status,
+    ) -> FfiResult<bool> {
+        let saved = report(status, decode_part_state(saved))?;
+        *seeds = saved.seeds.into();
+        self.seed_rule
+            .store(saved.seeds.seed_rule.number(), Ordering::SeqCst);
+        Ok(saved.part.is_some())
     }
 
     /// The cursor of a checkpoint taken while reading a part (`save_part`'s bytes);
@@ -269,12 +297,14 @@ impl LirsDataset {
             status,
             i64::try_from(part).map_err(|_| FfiError::invalid(format!("part {part} is too large"))),
         )?;
-        self.reader.fetch_part(
-            &self.cursor_config(&seeds_of(&saved.seeds), unordered),
-            part,
-            Some(&state),
-            status,
-        )
+        // The part continues in the order its run's rule gave it.
+        let rule = saved.seeds.seed_rule;
+        let config = self.cursor_config(&saved.seeds.into(), rule, unordered);
+        let cursor = self
+            .reader
+            .fetch_part(&config, part, Some(&state), status)?;
+        self.seed_rule.store(rule.number(), Ordering::SeqCst);
+        Ok(cursor)
     }
 
     #[allow(clippy::ptr_arg)] // the bridge's signature: C++ builds a rust::Vec
@@ -303,13 +333,19 @@ impl LirsDataset {
         checkpoint: &CursorCheckpoint,
         status: &mut Status,
     ) -> FfiResult<Box<DatasetCursor>> {
-        // The checkpoint says where its walk started, not the dataset's epoch state.
-        let seeds = report(
+        // The checkpoint says where its walk started, not the dataset's epoch state,
+        // and by which rule its run orders.
+        let (seeds, rule) = report(
             status,
             checkpoint::checkpoint_seeds(checkpoint, seeds).map_err(FfiError::from),
         )?;
-        self.reader
-            .fetch(&self.cursor_config(&seeds, unordered), checkpoint, status)
+        let cursor = self.reader.fetch(
+            &self.cursor_config(&seeds, rule, unordered),
+            checkpoint,
+            status,
+        )?;
+        self.seed_rule.store(rule.number(), Ordering::SeqCst);
+        Ok(cursor)
     }
 }
 
@@ -318,7 +354,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::{test_support, ErrorCode, WalkConfig};
+    use crate::{test_support, DatasetSeeds, ErrorCode, WalkConfig};
 
     /// The records' ids (each record starts with its id as 4 LE bytes) of `cursor`'s
     /// next `elements` elements, or of all of them.
@@ -351,8 +387,214 @@ mod tests {
         DatasetConfig {
             reader: test_support::reader_config(path, "pread"),
             walk: test_support::cursor_config(batch_size, 2).walk,
+            seeds: DatasetSeeds::new((5, 0), 0, 0, true).unwrap(),
             epoch_state: Vec::new(),
             deterministic: "default".into(),
+        }
+    }
+
+    /// Iteration `e`'s seeds as the reshuffling generator hands them out: a pair and
+    /// its count after the draw, 2(e+1).
+    #[cfg(not(feature = "fault-injection"))]
+    fn drawn(e: i64) -> IterationSeeds {
+        IterationSeeds {
+            seed: 100 + e,
+            seed2: 200 + e,
+            num_random_samples: 2 * (e + 1),
+        }
+    }
+
+    /// The ids of epoch `epoch` of seed `seed`, as the TensorFlow-free front ends
+    /// order them.
+    #[cfg(not(feature = "fault-injection"))]
+    fn core_order(ds: &LirsDataset, seed: u64, epoch: u64) -> Vec<u32> {
+        let params = core::OrderParams {
+            seed,
+            epoch,
+            ..Default::default()
+        };
+        let order = ds.reader.core().epoch_order(&params).unwrap();
+        order.map(|id| id as u32).collect()
+    }
+
+    /// Seed rule 1: an op seed without a global seed orders iteration e as epoch
+    /// `start_epoch + e` of that seed; another pair (a global seed) folds each
+    /// iteration's drawn pair, as rule 0 does for every pair.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn iterations_of_an_op_seed_are_its_epochs() {
+        use tfrecord_lirs::DEFAULT_GRAPH_SEED;
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 40, 8);
+        let mut st = ok_status();
+        let with = |pair, rule, start_epoch| DatasetConfig {
+            seeds: DatasetSeeds::new(pair, rule, start_epoch, true).unwrap(),
+            ..dataset_config(&path, 0)
+        };
+        let ds = open_dataset_config(&with((DEFAULT_GRAPH_SEED, 42), 1, 0), &mut st).unwrap();
+        assert_eq!(ds.first_random_samples(), 0);
+        for e in 0..3 {
+            let mut c = ds.start(&drawn(e), false, false, &mut st).unwrap();
+            assert_eq!(next_ids(&mut c, None), core_order(&ds, 42, e as u64));
+        }
+        let later = open_dataset_config(&with((DEFAULT_GRAPH_SEED, 42), 1, 2), &mut st).unwrap();
+        assert_eq!(later.first_random_samples(), 4);
+        let mut c = later.start(&drawn(2), false, false, &mut st).unwrap();
+        assert_eq!(next_ids(&mut c, None), core_order(&ds, 42, 2));
+        // A global seed (7): the drawn pair folded, epoch 0; so does rule 0 for any pair.
+        for (pair, rule) in [((7, 42), 1), ((DEFAULT_GRAPH_SEED, 42), 0)] {
+            let ds = open_dataset_config(&with(pair, rule, 0), &mut st).unwrap();
+            let mut c = ds.start(&drawn(1), false, false, &mut st).unwrap();
+            let folded = core::seed_from_pair(101, 201);
+            assert_eq!(next_ids(&mut c, None), core_order(&ds, folded, 0));
+        }
+        // start_epoch says where a fresh run starts; an epoch state says it too.
+        let state = {
+            let c = ds.start(&drawn(0), false, false, &mut st).unwrap();
+            crate::checkpoint::combine_shard_states(
+                &vec![crate::StateBytes {
+                    bytes: c.save(2, &mut st).unwrap(),
+                }],
+                &mut st,
+            )
+            .unwrap()
+        };
+        let mut st = ok_status();
+        let both = DatasetConfig {
+            epoch_state: state,
+            ..with((DEFAULT_GRAPH_SEED, 42), 1, 3)
+        };
+        assert!(open_dataset_config(&both, &mut st).is_err());
+        assert_eq!(st.code, ErrorCode::InvalidArgument);
+        assert!(
+            st.message.contains("start_epoch=3 with an epoch_state"),
+            "{}",
+            st.message
+        );
+    }
+
+    /// A checkpoint holds its run's seed rule: restored into a dataset of another
+    /// rule, it walks the rest of its epoch and the iterations after it as the run
+    /// that saved it would have.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn a_restored_run_keeps_the_rule_it_was_saved_with() {
+        use tfrecord_lirs::DEFAULT_GRAPH_SEED;
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 40, 8);
+        let mut st = ok_status();
+        let with = |rule| DatasetConfig {
+            seeds: DatasetSeeds::new((DEFAULT_GRAPH_SEED, 42), rule, 0, true).unwrap(),
+            ..dataset_config(&path, 0)
+        };
+        for (saved_by, restored_into) in [(0, 1), (1, 0)] {
+            let old = open_dataset_config(&with(saved_by), &mut st).unwrap();
+            let mut c = old.start(&drawn(0), false, false, &mut st).unwrap();
+            next_ids(&mut c, Some(5));
+            let state = c.save(2, &mut st).unwrap();
+            let rest = next_ids(&mut c, None);
+            let next_epoch = next_ids(
+                &mut old.start(&drawn(1), false, false, &mut st).unwrap(),
+                None,
+            );
+            let new = open_dataset_config(&with(restored_into), &mut st).unwrap();
+            // Another iteration ran before the restore: the restore overrides it.
+            new.start(&drawn(0), false, false, &mut st).unwrap();
+            let saved = vec![NamedValue {
+                name: "shard_state".into(),
+                ints: vec![],
+                bytes: state,
+            }];
+            let mut c = new.restore(2, false, &saved, &mut st).unwrap();
+            assert_eq!(next_ids(&mut c, None), rest);
+            let mut c = new.start(&drawn(1), false, false, &mut st).unwrap();
+            assert_eq!(
+                next_ids(&mut c, None),
+                next_epoch,
+                "saved by rule {saved_by}"
+            );
+        }
+        // Checkpoints from before the shard_state (their seeds under their own keys)
+        // are of rule 0, the only one then.
+        let old = open_dataset_config(&with(0), &mut st).unwrap();
+        let want = next_ids(
+            &mut old.start(&drawn(1), false, false, &mut st).unwrap(),
+            None,
+        );
+        let new = open_dataset_config(&with(1), &mut st).unwrap();
+        let int = |name: &str, value| NamedValue {
+            name: name.into(),
+            ints: vec![value],
+            bytes: vec![],
+        };
+        let oldest = vec![int("seed", 100), int("seed2", 200), int("position", 3)];
+        new.restore(2, false, &oldest, &mut st).unwrap();
+        let got = next_ids(
+            &mut new.start(&drawn(1), false, false, &mut st).unwrap(),
+            None,
+        );
+        assert_eq!(got, want);
+    }
+
+    /// Parts are cut from the order a whole-epoch iteration of the same seeds walks,
+    /// by the run's seed rule (rule 1, an op seed alone: its epoch `e`); a part's
+    /// state holds the rule, so a restore into an op of the other rule reads the rest
+    /// of the same order, and the run's iterations after it go on by that rule.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn parts_walk_the_order_of_the_seed_rule_and_save_it() {
+        use tfrecord_lirs::DEFAULT_GRAPH_SEED;
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 1000, 8);
+        let mut st = ok_status();
+        let with = |rule| DatasetConfig {
+            seeds: DatasetSeeds::new((DEFAULT_GRAPH_SEED, 42), rule, 0, true).unwrap(),
+            ..dataset_config(&path, 0)
+        };
+        let in_parts = |ds: &LirsDataset, seeds: &IterationSeeds| {
+            let count = ds
+                .split_count(DEFAULT_GRAPH_SEED, 42, &mut ok_status())
+                .unwrap();
+            let mut ids = Vec::new();
+            for k in 0..count {
+                let mut c = ds.start_part(seeds, false, k, &mut ok_status()).unwrap();
+                ids.extend(next_ids(&mut c, None));
+            }
+            ids
+        };
+        let op_seed = open_dataset_config(&with(1), &mut st).unwrap();
+        for e in 0..2 {
+            assert_eq!(
+                in_parts(&op_seed, &drawn(e)),
+                core_order(&op_seed, 42, e as u64)
+            );
+        }
+        let fold = open_dataset_config(&with(0), &mut st).unwrap();
+        let folded = core::seed_from_pair(drawn(1).seed, drawn(1).seed2);
+        assert_eq!(in_parts(&fold, &drawn(1)), core_order(&fold, folded, 0));
+        for (saved_by, restored_into) in [(&op_seed, 0), (&fold, 1)] {
+            let whole = next_ids(
+                &mut saved_by.start_part(&drawn(1), false, 5, &mut st).unwrap(),
+                None,
+            );
+            let mut c = saved_by.start_part(&drawn(1), false, 5, &mut st).unwrap();
+            let head = next_ids(&mut c, Some(2));
+            let saved = c.save_part(4, &mut st).unwrap();
+            let next_epoch = in_parts(saved_by, &drawn(2));
+            let none = saved_by.save_no_part(&drawn(1));
+            for state in [&saved, &none] {
+                let new = open_dataset_config(&with(restored_into), &mut st).unwrap();
+                let mut seeds = drawn(0);
+                let has_part = new.part_state_seeds(state, &mut seeds, &mut st).unwrap();
+                assert_eq!(has_part, *state == saved);
+                let got = (seeds.seed, seeds.seed2, seeds.num_random_samples);
+                assert_eq!(got, (101, 201, 4));
+                if has_part {
+                    let mut c = new.restore_part(false, state, &mut st).unwrap();
+                    assert_eq!([head.clone(), next_ids(&mut c, None)].concat(), whole);
+                }
+                assert_eq!(in_parts(&new, &drawn(2)), next_epoch);
+            }
         }
     }
 
@@ -404,10 +646,10 @@ mod tests {
                 seed2: 0,
                 num_random_samples: 0,
             };
-            assert!(part_state_seeds(&saved, &mut got, &mut st).unwrap());
+            assert!(ds.part_state_seeds(&saved, &mut got, &mut st).unwrap());
             assert_eq!((got.seed, got.seed2, got.num_random_samples), (5, 7, 1));
-            let none = save_no_part(&seeds);
-            assert!(!part_state_seeds(&none, &mut got, &mut st).unwrap());
+            let none = ds.save_no_part(&seeds);
+            assert!(!ds.part_state_seeds(&none, &mut got, &mut st).unwrap());
             assert!(ds.restore_part(false, &none, &mut st).is_err());
             assert!(st.message.contains("holds no split"), "{}", st.message);
             let mut st = ok_status();

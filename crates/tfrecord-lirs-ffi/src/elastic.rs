@@ -1,10 +1,12 @@
 //! Elastic resume for the TensorFlow op: the core's [`core::ShardState`] and
 //! [`core::EpochState`] (docs/FORMAT.md §6) with what TensorFlow needs besides: the
-//! iteration's seed pair (the core's seed is their mix, one way) and the seed
-//! generator's `num_random_samples`, so that the iterations after the resumed one draw
-//! the seeds a fresh run draws.
+//! iteration's seed pair, the seed rule that made the core's seed and epoch of them
+//! (`format::seed_pair`), and the seed generator's `num_random_samples`, so that the
+//! iterations after the resumed one draw the seeds, and order by the rule, a fresh run
+//! does.
 
 use tfrecord_lirs as core;
+use tfrecord_lirs::SeedRule;
 
 /// The first bytes of a TensorFlow worker's state.
 const TF_SHARD_MAGIC: &[u8; 8] = b"LIRSTFS\0";
@@ -14,11 +16,11 @@ const TF_EPOCH_MAGIC: &[u8; 8] = b"LIRSTFE\0";
 const TF_PART_MAGIC: &[u8; 8] = b"LIRSTFP\0";
 /// The version of the three encodings.
 const TF_ENCODING_VERSION: u32 = 1;
-/// Magic, encoding version, padding, seed, seed2, num_random_samples.
+/// Magic, encoding version, seed rule, seed, seed2, num_random_samples.
 const TF_HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8;
 
-/// The seed generator's place for one iteration: its seed pair and how many samples
-/// the generator had drawn after drawing it.
+/// The seed generator's place for one iteration: its seed pair, how many samples
+/// the generator had drawn after drawing it, and the run's seed rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TfSeeds {
     /// The iteration's first seed.
@@ -27,14 +29,27 @@ pub struct TfSeeds {
     pub seed2: i64,
     /// The generator's `num_random_samples` after drawing the pair.
     pub num_random_samples: i64,
+    /// The rule the run's iterations order by (states written before rules had
+    /// numbers held 0 in its place: [`SeedRule::Fold`], what they did).
+    pub seed_rule: SeedRule,
 }
 
 impl TfSeeds {
+    /// `seeds` of a run ordering by `seed_rule`.
+    pub fn new(seeds: &crate::IterationSeeds, seed_rule: SeedRule) -> TfSeeds {
+        TfSeeds {
+            seed: seeds.seed,
+            seed2: seeds.seed2,
+            num_random_samples: seeds.num_random_samples,
+            seed_rule,
+        }
+    }
+
     fn encode(&self, magic: &[u8; 8], inner: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(TF_HEADER_BYTES + inner.len());
         out.extend_from_slice(magic);
         out.extend_from_slice(&TF_ENCODING_VERSION.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.seed_rule.number().to_le_bytes());
         for word in [self.seed, self.seed2, self.num_random_samples] {
             out.extend_from_slice(&word.to_le_bytes());
         }
@@ -74,10 +89,20 @@ impl TfSeeds {
                  {TF_ENCODING_VERSION})"
             )));
         }
+        let mut rule = [0u8; 4];
+        rule.copy_from_slice(&header[12..16]);
+        let rule = u32::from_le_bytes(rule);
+        let seed_rule = SeedRule::from_number(rule.into()).ok_or_else(|| {
+            core::Error::data_loss(format!(
+                "{what} of seed rule {rule}, which this library does not know (it knows 0 \
+                 and 1: a newer library wrote it?)"
+            ))
+        })?;
         let seeds = TfSeeds {
             seed: word(16),
             seed2: word(24),
             num_random_samples: word(32),
+            seed_rule,
         };
         Ok((seeds, &bytes[TF_HEADER_BYTES..]))
     }
@@ -94,7 +119,8 @@ pub struct TfShardState {
 }
 
 impl TfShardState {
-    /// `LIRSTFS\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
+    /// `LIRSTFS\0`, the encoding version (u32, 1), the seed rule (u32; 0 in states
+    /// written before rules had numbers, when these bytes were zero), seed, seed2,
     /// num_random_samples (i64 each), then [`core::ShardState::encode`].
     pub fn encode(&self) -> Vec<u8> {
         self.seeds.encode(TF_SHARD_MAGIC, &self.shard.encode())
@@ -121,8 +147,9 @@ pub struct TfEpochState {
 }
 
 impl TfEpochState {
-    /// `LIRSTFE\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
-    /// num_random_samples (i64 each), then [`core::EpochState::encode`].
+    /// `LIRSTFE\0`, the encoding version (u32, 1), the seed rule (u32, as in
+    /// [`TfShardState::encode`]), seed, seed2, num_random_samples (i64 each), then
+    /// [`core::EpochState::encode`].
     pub fn encode(&self) -> Vec<u8> {
         self.seeds.encode(TF_EPOCH_MAGIC, &self.state.encode())
     }
@@ -171,7 +198,7 @@ pub struct TfPartState {
 }
 
 impl TfPartState {
-    /// `LIRSTFP\0`, the encoding version (u32, 1), 4 zero bytes, seed, seed2,
+    /// `LIRSTFP\0`, the encoding version (u32, 1), the seed rule (u32), seed, seed2,
     /// num_random_samples (i64 each), then nothing (no part yet), or the part (u64)
     /// and [`core::CursorState::encode`].
     pub fn encode(&self) -> Vec<u8> {
@@ -217,6 +244,7 @@ mod tests {
                 seed,
                 seed2: 2,
                 num_random_samples: 4,
+                seed_rule: SeedRule::OpSeed,
             },
             shard: core::ShardState {
                 base,
@@ -265,6 +293,17 @@ mod tests {
         );
         let e = TfPartState::decode(&part.encode()[..44]).unwrap_err();
         assert!(e.to_string().contains("cut short"), "{e}");
+        // The seed rule sits where states before it held 4 zero bytes: those read as
+        // rule 0; a rule this library does not know is refused.
+        let mut old = shard(0, 1).encode();
+        assert_eq!(&old[12..16], &[1, 0, 0, 0]);
+        old[12] = 0;
+        let decoded = TfShardState::decode(&old).unwrap();
+        assert_eq!(decoded.seeds.seed_rule, SeedRule::Fold);
+        old[12] = 7;
+        let e = TfShardState::decode(&old).unwrap_err();
+        assert_eq!(e.kind(), core::ErrorKind::DataLoss);
+        assert!(e.to_string().contains("seed rule 7"), "{e}");
         let e = TfShardState::decode(&shard(0, 1).encode()[..20]).unwrap_err();
         assert!(
             e.to_string().contains("shorter than its 40-byte header"),

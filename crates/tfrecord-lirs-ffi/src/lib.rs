@@ -19,7 +19,8 @@
 //! - `cursor.rs`: one iteration's cursor, its elements, batches and checkpoint values;
 //! - `checkpoint.rs`: where a restored or resumed walk starts (today's and older
 //!   checkpoints, epoch states);
-//! - `seeds.rs`: TensorFlow's seed pair in the core's terms;
+//! - `seeds.rs`: TensorFlow's seed pair in the core's terms, and which seed and epoch
+//!   an iteration orders with;
 //! - [`op_config`], [`rules`], [`elastic`], [`reader_cache`]: the kernels' values read
 //!   into configs, the option rules, the TensorFlow states of elastic resume, and
 //!   the readers shared between ops.
@@ -89,9 +90,9 @@ mod ffi {
         bytes: Vec<u8>,
     }
 
-    /// Where a LIRSDataset iteration starts from an epoch state (elastic resume): the
-    /// seed pair of the iteration, and the seed generator's `num_random_samples`
-    /// after drawing it.
+    /// The seeds of a LIRSDataset iteration: the pair it drew from its seed generator
+    /// (or an epoch state's, for elastic resume), and the generator's
+    /// `num_random_samples` after drawing it.
     #[derive(Debug, Clone)]
     struct IterationSeeds {
         seed: i64,
@@ -163,11 +164,15 @@ mod ffi {
         /// Whether an iteration delivers unordered, given the pipeline's
         /// `tf.data.Options().deterministic` (1 true, 0 false, -1 unset).
         fn unordered(self: &LirsDataset, pipeline_deterministic: i32) -> bool;
+        /// The samples a newly made seed generator of this dataset skips before its
+        /// first draw (`start_epoch`'s iterations).
+        fn first_random_samples(self: &LirsDataset) -> i64;
         /// Whether this iteration is the one that starts from the dataset's epoch
         /// state (only the first is): then `seeds` are that state's.
         fn take_epoch_state(self: &LirsDataset, seeds: &mut IterationSeeds) -> bool;
-        /// Starts an iteration with the (`seed`, `seed2`) of `seeds`, from the epoch
-        /// state when `take_epoch_state` said so.
+        /// Starts an iteration with the (`seed`, `seed2`) of `seeds` (and the seed
+        /// generator's `num_random_samples` after drawing them: which iteration it is),
+        /// from the epoch state when `take_epoch_state` said so.
         fn start(
             self: &LirsDataset,
             seeds: &IterationSeeds,
@@ -200,10 +205,11 @@ mod ffi {
             status: &mut Status,
         ) -> Result<Box<DatasetCursor>>;
         /// The state of an iteration read in splits before its first split: its seeds.
-        fn save_no_part(seeds: &IterationSeeds) -> Vec<u8>;
+        fn save_no_part(self: &LirsDataset, seeds: &IterationSeeds) -> Vec<u8>;
         /// The seeds of a `save_part` or `save_no_part` state into `seeds`; whether
         /// it holds a split (then `restore_part` restores its cursor).
         fn part_state_seeds(
+            self: &LirsDataset,
             saved: &[u8],
             seeds: &mut IterationSeeds,
             status: &mut Status,
@@ -273,9 +279,10 @@ pub use ffi::{
 };
 pub use op_config::{CursorCheckpoint, CursorConfig, DatasetConfig, ReaderConfig, WalkConfig};
 pub use reader::{open_reader, path_of, storage, LirsReader};
+pub use seeds::DatasetSeeds;
 pub use status::{guard, guard_poisoning, ok_status, FfiError, FfiResult};
 
 // The bridge's free functions, where the generated code (`ffi`) looks for them.
 use checkpoint::combine_shard_states;
-use dataset::{checkpoint_keys, open_dataset, part_state_seeds, save_no_part};
+use dataset::{checkpoint_keys, open_dataset};
 use reader::{is_filler, open_reader_for_op, process_io_totals};

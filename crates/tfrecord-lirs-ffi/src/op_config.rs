@@ -3,7 +3,9 @@
 //! looking at its name. Which names exist, their types, which are required and what an
 //! older checkpoint's absent key means are decided here, once.
 
-use crate::{FfiError, FfiResult, FilePath, IterationSeeds, NamedValue};
+use tfrecord_lirs::SeedRule;
+
+use crate::{DatasetSeeds, FfiError, FfiResult, FilePath, IterationSeeds, NamedValue};
 
 /// What to open: data files and their offset tables, and how to read them.
 #[derive(Debug, Clone)]
@@ -18,6 +20,9 @@ pub struct ReaderConfig {
     /// "auto", "pread", "mmap" or "direct" (see [`crate::rules::parse_backend`]).
     pub backend: String,
     pub trust_table: bool,
+    /// Build a missing offset table on open (the attr `index_missing`; a graph saved
+    /// before it existed has none: the core's default).
+    pub index_missing: bool,
     /// The local tier of URL reads: a directory (empty: not given, the core's rule
     /// [`tfrecord_lirs::options::cache`] then looks at the environment).
     pub cache_dir: Vec<u8>,
@@ -43,12 +48,18 @@ pub struct WalkConfig {
     pub shard_remainder: String,
 }
 
-/// One iteration of a LIRSDataset: the (`seed`, `seed2`) pair the iteration drew,
-/// `unordered` delivery, and the dataset's walk.
+/// One iteration of a LIRSDataset: the (`seed`, `seed2`) pair the iteration drew, the
+/// (seed, epoch) it orders with and the rule that made them of it, `unordered`
+/// delivery, and the dataset's walk.
 #[derive(Debug, Clone)]
 pub struct CursorConfig {
     pub seed: i64,
     pub seed2: i64,
+    /// The order's seed and epoch ([`DatasetSeeds::order`]); a walk from a saved state
+    /// (a checkpoint's `shard_state`, an epoch state) orders with the state's instead.
+    pub order: (u64, u64),
+    /// The run's seed rule, saved with the cursor's state.
+    pub seed_rule: SeedRule,
     pub unordered: bool,
     /// Elastic resume: an epoch state (`combine_shard_states`) this iteration
     /// starts from, as shard `walk.shard_index` of `walk.num_shards`; empty: none.
@@ -62,6 +73,8 @@ pub struct CursorConfig {
 pub struct DatasetConfig {
     pub reader: ReaderConfig,
     pub walk: WalkConfig,
+    /// The op's seed pair, seed rule, `start_epoch` and `reshuffle_each_iteration`.
+    pub seeds: DatasetSeeds,
     /// Elastic resume (`combine_shard_states`): the dataset's first iteration
     /// starts from this epoch state; empty: none.
     pub epoch_state: Vec<u8>,
@@ -147,10 +160,11 @@ impl<'a> OpArgs<'a> {
 }
 
 /// The attrs every reading op takes (LIRSRead, LIRSDataset).
-const READER_ATTRS: [&str; 5] = [
+const READER_ATTRS: [&str; 6] = [
     "page_size",
     "backend",
     "trust_table",
+    "index_missing",
     "cache_dir",
     "cache_bytes",
 ];
@@ -167,6 +181,10 @@ fn reader_config_of(
         verify_payload_crc: true,
         backend: args.string("backend")?,
         trust_table: args.bool("trust_table")?,
+        index_missing: match args.values.iter().any(|v| v.name == "index_missing") {
+            true => args.bool("index_missing")?,
+            false => tfrecord_lirs::options::defaults::INDEX_MISSING,
+        },
         cache_dir: args.bytes("cache_dir")?,
         cache_bytes: args.int("cache_bytes")?,
     })
@@ -185,15 +203,16 @@ pub fn reader_config(
     )
 }
 
-/// The config of a LIRSDataset op: its attrs and scalar inputs `args` (all but
-/// `seed`, `seed2` and the seed generator, which the kernel's seed protocol takes),
-/// `files` and their `tables`.
+/// The config of a LIRSDataset op: its attrs and scalar inputs `args` (all but the
+/// seed generator, which the kernel's seed protocol takes), `files` and their
+/// `tables`. A graph saved before `seed_rule` and `start_epoch` existed has neither:
+/// rule 0 (what it did) and epoch 0.
 pub fn dataset_config(
     args: &[NamedValue],
     files: &[FilePath],
     tables: &[FilePath],
 ) -> FfiResult<DatasetConfig> {
-    const DATASET_ARGS: [&str; 11] = [
+    const DATASET_ARGS: [&str; 15] = [
         "page_aware",
         "num_shards",
         "shard_index",
@@ -204,12 +223,29 @@ pub fn dataset_config(
         "shard_remainder",
         "epoch_state",
         "deterministic",
-        // The kernel's seed-generator protocol reads it; nothing here depends on it.
         "reshuffle_each_iteration",
+        "seed",
+        "seed2",
+        "seed_rule",
+        "start_epoch",
     ];
     let known: Vec<&str> = READER_ATTRS.iter().chain(&DATASET_ARGS).copied().collect();
     let args = OpArgs::new("LIRSDataset", args, &known)?;
+    let absent_is_zero = |name: &str| {
+        if args.values.iter().any(|v| v.name == name) {
+            args.int(name)
+        } else {
+            Ok(0)
+        }
+    };
+    let seeds = DatasetSeeds::new(
+        (args.int("seed")?, args.int("seed2")?),
+        absent_is_zero("seed_rule")?,
+        absent_is_zero("start_epoch")?,
+        args.bool("reshuffle_each_iteration")?,
+    )?;
     Ok(DatasetConfig {
+        seeds,
         reader: reader_config_of(&args, files, tables)?,
         walk: WalkConfig {
             page_aware: args.bool("page_aware")?,
@@ -340,6 +376,10 @@ mod tests {
             int("shard_index", 3),
             text("cache_dir", b"/tmp/lirs-cache"),
             int("cache_bytes", 1 << 20),
+            int("seed", 87_654_321),
+            int("seed2", -3),
+            int("seed_rule", 1),
+            int("start_epoch", 4),
         ]
     }
 
@@ -369,6 +409,15 @@ mod tests {
         assert_eq!(w.shard_remainder, "pad");
         assert_eq!(c.reader.cache_dir, b"/tmp/lirs-cache");
         assert_eq!(c.reader.cache_bytes, 1 << 20);
+        assert_eq!(c.seeds.pair, (87_654_321, -3));
+        assert_eq!(c.seeds.rule, SeedRule::OpSeed);
+        assert!(c.seeds.reshuffle);
+        assert_eq!(c.seeds.start_epoch, 4);
+        // A graph saved before the seed rule and start_epoch: rule 0, epoch 0.
+        let mut old = dataset_args();
+        old.retain(|v| v.name != "seed_rule" && v.name != "start_epoch");
+        let c = dataset_config(&old, &[path("a")], &[]).unwrap();
+        assert_eq!((c.seeds.rule, c.seeds.start_epoch), (SeedRule::Fold, 0));
         let r = reader_config(
             &[
                 int("page_size", 512),
@@ -418,6 +467,19 @@ mod tests {
         swapped.retain(|v| v.name != "backend");
         swapped.push(int("backend", 1));
         fails(swapped, ErrorCode::Internal, "`backend` must be a string");
+        for (name, value, words) in [
+            ("seed_rule", 3, "seed_rule must be 0 or 1, got 3"),
+            (
+                "start_epoch",
+                -2,
+                "start_epoch must be >= 0 and below 2**62, got -2",
+            ),
+        ] {
+            let mut bad = dataset_args();
+            bad.retain(|v| v.name != name);
+            bad.push(int(name, value));
+            fails(bad, ErrorCode::InvalidArgument, words);
+        }
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<
                 verify_payload_crc: config.verify_payload_crc,
                 backend,
                 trust_table: config.trust_table,
+                index_missing: config.index_missing,
                 mmap_opt_in,
                 // The core's rule: the attr, else TFRECORD_LIRS_CACHE_DIR, else none.
                 storage: storage().with_cache(core::options::cache(

@@ -171,6 +171,7 @@ mod tests {
             verify_payload_crc: true,
             backend: "auto".into(),
             trust_table: false,
+            index_missing: true,
             cache_dir: Vec::new(),
             cache_bytes: -1,
         };

@@ -26,6 +26,8 @@ pub fn cursor_config(batch_size: i64, num_parallel_reads: i64) -> CursorConfig {
     CursorConfig {
         seed: 5,
         seed2: 0,
+        order: (core::seed_from_pair(5, 0), 0),
+        seed_rule: core::SeedRule::Fold,
         unordered: false,
         epoch_state: Vec::new(),
         walk: WalkConfig {
@@ -83,6 +85,7 @@ pub fn reader_config(path: &Path, backend: &str) -> ReaderConfig {
         verify_payload_crc: true,
         backend: backend.into(),
         trust_table: false,
+        index_missing: true,
         cache_dir: Vec::new(),
         cache_bytes: -1,
     }

@@ -193,6 +193,12 @@ impl Error {
         self.kind
     }
 
+    /// Whether this is the error of an offset table that does not exist (a `NotFound`
+    /// whose message says how to make one).
+    pub fn is_missing_table(&self) -> bool {
+        matches!(self.detail, Detail::MissingTable { .. })
+    }
+
     /// The file the error is about: the data file, or the offset table or text index
     /// (for an error about a text index line, the index). `None` for bad arguments and
     /// internal errors.

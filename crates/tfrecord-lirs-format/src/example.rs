@@ -3,15 +3,21 @@
 //! `feature.proto`. Reading a batch of Examples into one column per feature, with a
 //! [`Spec`] of what each feature must be: [`parse_examples`]; `tf.train.SequenceExample`s:
 //! [`parse_sequence_examples`] (their feature lists) and [`parse_examples`] (their
-//! context).
+//! context). Writing them, deterministically and as TensorFlow does:
+//! [`serialize_example`] (and [`serialize_inputs`] from a front end's loosely typed
+//! values).
 
 use std::collections::HashMap;
 
 mod decode;
+mod encode;
 mod sequence;
 mod spec;
 
 pub use decode::{parse_example, parse_examples, parse_examples_inferred, Column, ColumnValues};
+pub use encode::{
+    feature_of, serialize_example, serialize_input_batch, serialize_inputs, Array, ArrayData, Input,
+};
 pub use sequence::{parse_sequence_examples, SequenceColumn, SequenceSpec};
 pub use spec::{DType, FeatureSpec, Spec, Values};
 

@@ -28,6 +28,37 @@ pub fn is_pattern(path: &str) -> bool {
     path.contains(['*', '?', '['])
 }
 
+/// The most shards a sharded spec names (a bound on what a typo can ask for).
+const MAX_SPEC_SHARDS: u64 = 1_000_000;
+
+/// The files a sharded spec names: `PREFIX@N` (TFDS, Beam and ArrayRecord write N
+/// shards `PREFIX-00000-of-0000N` … `PREFIX-0000{N-1}-of-0000N`, numbers of at least five
+/// digits), in shard order; `None` when `path` is not one (no `@N` at its end, or
+/// `N` not in `[1, 1_000_000]`).
+///
+/// ```
+/// use tfrecord_lirs_format::file_list::sharded_spec;
+/// assert_eq!(sharded_spec("d/mnist-train.tfrecord@2").unwrap(),
+///            ["d/mnist-train.tfrecord-00000-of-00002", "d/mnist-train.tfrecord-00001-of-00002"]);
+/// assert_eq!(sharded_spec("d/x@0"), None);
+/// assert_eq!(sharded_spec("d/user@host/x"), None);
+/// ```
+pub fn sharded_spec(path: &str) -> Option<Vec<String>> {
+    let (prefix, count) = path.rsplit_once('@')?;
+    if prefix.is_empty() || count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = count
+        .parse()
+        .ok()
+        .filter(|n| (1..=MAX_SPEC_SHARDS).contains(n))?;
+    Some(
+        (0..n)
+            .map(|i| format!("{prefix}-{i:05}-of-{n:05}"))
+            .collect(),
+    )
+}
+
 /// Whether `path` names a file the engine writes beside data and never reads as data:
 /// an offset table (`<data>.offsets`) or a temporary file (`.lirs-tmp-…`).
 ///

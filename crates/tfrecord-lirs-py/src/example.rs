@@ -3,10 +3,18 @@
 //! this converts types only. Numbers come back as `bytearray`s of native-endian values
 //! (the package wraps them with `numpy.frombuffer`, which needs no numpy in the
 //! extension and keeps it on the stable ABI), bytes as lists of `bytes`.
+//!
+//! `tf.train.Example` encoding (`tfrecord_lirs.serialize_example(s)`): Python values
+//! converted in type to the core's [`example::Input`] (numpy arrays through numpy
+//! itself, imported only when one is given), then the core's rules and encoder, a batch
+//! without the GIL.
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyList};
-use tfrecord_lirs::example::{self, Column, ColumnValues, DType, FeatureSpec, Spec, Values};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use tfrecord_lirs::example::{
+    self, Array, ArrayData, Column, ColumnValues, DType, FeatureSpec, Input, Spec, Values,
+};
 use tfrecord_lirs::{self as core};
 
 use crate::IntoPy;
@@ -196,8 +204,129 @@ fn parse_sequence_examples<'py>(
     Ok((context, lists))
 }
 
+/// `value` as the core's [`Input`]: a conversion of type only (the core decides what a
+/// feature may hold, and refuses the rest by [`Input::Other`]'s type name).
+fn input_of(value: &Bound<'_, PyAny>) -> PyResult<Input> {
+    if let Ok(b) = value.cast::<PyBytes>() {
+        return Ok(Input::Bytes(b.as_bytes().to_vec()));
+    }
+    if let Ok(b) = value.cast::<PyByteArray>() {
+        return Ok(Input::Bytes(b.to_vec()));
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(Input::Bytes(s.to_str()?.as_bytes().to_vec()));
+    }
+    if value.is_instance_of::<PyInt>() {
+        // bool is an int; one beyond int64 goes as its text for the core's message.
+        return Ok(match value.extract::<i64>() {
+            Ok(i) => Input::Int(i),
+            Err(_) => Input::BigInt(value.str()?.to_string()),
+        });
+    }
+    if value.is_instance_of::<PyFloat>() {
+        return Ok(Input::Float(value.extract()?));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let items = value.try_iter()?.map(|item| input_of(&item?));
+        return Ok(Input::List(items.collect::<PyResult<_>>()?));
+    }
+    if value.hasattr("__array_interface__")? || value.hasattr("__array__")? {
+        return array_of(value);
+    }
+    Ok(Input::Other(value.get_type().name()?.to_string()))
+}
+
+/// An array-like (numpy's arrays and scalars, torch tensors, ...) through
+/// `numpy.asarray`: its type string, shape and elements in C order.
+fn array_of(value: &Bound<'_, PyAny>) -> PyResult<Input> {
+    let array = value
+        .py()
+        .import("numpy")?
+        .call_method1("asarray", (value,))?;
+    let dtype = array.getattr("dtype")?;
+    let typestr: String = dtype.getattr("str")?.extract()?;
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    let shape: Vec<usize> = array.getattr("shape")?.extract()?;
+    let data = if matches!(kind.as_str(), "O" | "S" | "U") {
+        let items = array.call_method0("ravel")?.call_method0("tolist")?;
+        let items = items.try_iter()?.map(|item| input_of(&item?));
+        ArrayData::Items(items.collect::<PyResult<_>>()?)
+    } else {
+        let bytes = array.call_method0("tobytes")?;
+        ArrayData::Raw(bytes.cast::<PyBytes>()?.as_bytes().to_vec())
+    };
+    Ok(Input::Array(Array {
+        typestr,
+        shape,
+        data,
+    }))
+}
+
+/// One example's features (a dict of name -> value) as the core's inputs.
+fn inputs_of(features: &Bound<'_, PyAny>, at: &str) -> PyResult<Vec<(String, Input)>> {
+    let Ok(features) = features.cast::<PyDict>() else {
+        return Err(PyTypeError::new_err(format!(
+            "{at}features are a dict of feature name -> value, not {}",
+            features.get_type().name()?
+        )));
+    };
+    let mut inputs = Vec::with_capacity(features.len());
+    for (name, value) in features.iter() {
+        let Ok(name) = name.cast::<PyString>() else {
+            return Err(PyTypeError::new_err(format!(
+                "{at}feature names are str, not {} ({})",
+                name.get_type().name()?,
+                name.repr()?
+            )));
+        };
+        inputs.push((name.to_str()?.to_owned(), input_of(&value)?));
+    }
+    Ok(inputs)
+}
+
+/// One `tf.train.Example` of `features` (name -> value), serialized.
+#[pyfunction]
+fn serialize_example<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let inputs = inputs_of(features, "")?;
+    let record =
+        core::options::guard::guard("serialize_example", || example::serialize_inputs(inputs))
+            .py_err(py)?;
+    Ok(PyBytes::new(py, &record))
+}
+
+/// `tf.train.Example`s of `examples` (an iterable of dicts of name -> value),
+/// serialized; the encoding runs without the GIL.
+#[pyfunction]
+fn serialize_examples<'py>(
+    py: Python<'py>,
+    examples: &Bound<'py, PyAny>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    if examples.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(
+            "serialize_examples takes a list of dicts (one per example); for one, use serialize_example",
+        ));
+    }
+    let mut batch = Vec::new();
+    for (i, features) in examples.try_iter()?.enumerate() {
+        batch.push(inputs_of(&features?, &format!("example {i}: "))?);
+    }
+    let records = py
+        .detach(|| {
+            core::options::guard::guard("serialize_examples", || {
+                example::serialize_input_batch(batch)
+            })
+        })
+        .py_err(py)?;
+    Ok(records.iter().map(|r| PyBytes::new(py, r)).collect())
+}
+
 /// Adds this module's functions to `m`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(serialize_example, m)?)?;
+    m.add_function(wrap_pyfunction!(serialize_examples, m)?)?;
     m.add_function(wrap_pyfunction!(parse_examples, m)?)?;
     m.add_function(wrap_pyfunction!(parse_sequence_examples, m)?)?;
     Ok(())

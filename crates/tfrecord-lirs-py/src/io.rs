@@ -66,6 +66,15 @@ fn check_shard(
         .py_err(py)
 }
 
+/// LIRSDataset's `seed` as the op's `seed2` input: checked as the Sampler's seed (an
+/// integer in [0, 2**64)), its u64 as the i64 of the same bits (the op's inputs are
+/// i64; the seed rule reads them back as the u64: docs/FORMAT.md §5.9).
+#[pyfunction]
+fn op_seed_input(py: Python<'_>, seed: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let seed = crate::args::count(py, "seed", Some(seed))?;
+    Ok(seed.unwrap_or(core::options::defaults::SEED) as i64)
+}
+
 /// Checks LIRSDataset's `compression_type` ([`core::options::compression_type`]).
 #[pyfunction]
 fn check_compression_type(py: Python<'_>, compression_type: &str) -> PyResult<()> {
@@ -441,6 +450,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_fit, m)?)?;
     m.add_function(wrap_pyfunction!(check_page_size, m)?)?;
     m.add_function(wrap_pyfunction!(check_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(op_seed_input, m)?)?;
     m.add_function(wrap_pyfunction!(check_compression_type, m)?)?;
     m.add_function(wrap_pyfunction!(check_buffer_size, m)?)?;
     m.add_function(wrap_pyfunction!(check_dataset_arguments, m)?)?;

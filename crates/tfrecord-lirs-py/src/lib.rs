@@ -81,10 +81,11 @@ struct NativeReader {
 impl NativeReader {
     /// Opens `files` with `tables` (none, or one per file; `None` or "" for a file's
     /// default `<file>.offsets`); an option left `None` takes the core's default
-    /// (`cache_dir`: the core's rule, `TFRECORD_LIRS_CACHE_DIR` else none).
+    /// (`cache_dir`: the core's rule, `TFRECORD_LIRS_CACHE_DIR` else none;
+    /// `index_missing`: a missing table built on open).
     #[new]
     #[pyo3(signature = (files, tables, page_size=None, backend=None, trust_table=None,
-                        cache_dir=None, cache_bytes=None))]
+                        cache_dir=None, cache_bytes=None, index_missing=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -95,6 +96,7 @@ impl NativeReader {
         trust_table: Option<bool>,
         cache_dir: Option<PathBuf>,
         cache_bytes: Option<u64>,
+        index_missing: Option<bool>,
     ) -> PyResult<Self> {
         let page_size = page_size.unwrap_or(defaults::PAGE_SIZE);
         let trust_table = trust_table.unwrap_or(defaults::TRUST_TABLE);
@@ -117,6 +119,7 @@ impl NativeReader {
             page_size,
             backend,
             trust_table,
+            index_missing: index_missing.unwrap_or(defaults::INDEX_MISSING),
             storage: storage().with_cache(cache),
             ..Default::default()
         };
@@ -280,6 +283,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeReader>()?;
     m.add_class::<loader::NativeLoader>()?;
     m.add_class::<sampler::NativeSampler>()?;
+    m.add_class::<sampler::NativeSamplerWalk>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
     elastic::register(m)?;

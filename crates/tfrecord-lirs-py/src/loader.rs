@@ -4,12 +4,13 @@
 //! after the GIL-free wait), and the checkpoint as a `state_dict` of plain Python
 //! values (the cursor state as its encoded bytes). Every rule is the core's.
 
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tfrecord_lirs::{
-    self as core, CursorState, DatasetLoader, EpochState, LoaderOptions, LoaderState,
+    self as core, CursorState, DatasetLoader, EpochState, LoaderOptions, LoaderState, WorkerEpochs,
 };
 
 use crate::{args, IntoPy, NativeReader};
@@ -37,6 +38,8 @@ const KEY_RESUMED_FROM: &str = "resumed_from";
 #[pyclass(module = "tfrecord_lirs._lirs", frozen)]
 pub(crate) struct NativeLoader {
     loader: Mutex<DatasetLoader>,
+    /// The epochs of the copies of this loader in data-loading worker processes.
+    epochs: Mutex<Option<WorkerEpochs>>,
 }
 
 #[pymethods]
@@ -45,7 +48,7 @@ impl NativeLoader {
     #[new]
     #[pyo3(signature = (reader, seed=None, batch_size=None, page_aware=None, deterministic=None,
         num_parallel_reads=None, num_shards=None, shard_index=None, drop_remainder=None,
-        order_version=None, shard_remainder=None))]
+        order_version=None, shard_remainder=None, process_group=None))]
     #[allow(clippy::too_many_arguments)] // the loader's options, as Python passes them
     fn new(
         py: Python<'_>,
@@ -60,16 +63,20 @@ impl NativeLoader {
         drop_remainder: Option<bool>,
         order_version: Option<&Bound<'_, PyAny>>,
         shard_remainder: Option<&str>,
+        process_group: Option<(u64, u64)>,
     ) -> PyResult<Self> {
-        let shard_remainder = core::options::shard_remainder(
-            shard_remainder.unwrap_or(core::options::defaults::SHARD_REMAINDER),
-        )
-        .py_err(py)?;
         let seed = args::count(py, "seed", seed)?;
         let batch_size = args::signed(py, "batch_size", batch_size)?;
         let num_parallel_reads = args::signed(py, "num_parallel_reads", num_parallel_reads)?;
         let num_shards = args::num_shards(py, num_shards)?;
         let shard_index = args::count(py, "shard_index", shard_index)?;
+        let (num_shards, shard_index, shard_remainder) = core::options::process_group_shard(
+            num_shards,
+            shard_index,
+            shard_remainder,
+            process_group,
+        )
+        .py_err(py)?;
         let order_version = args::count(py, "order_version", order_version)?;
         let d = LoaderOptions::default();
         let options = LoaderOptions {
@@ -78,8 +85,8 @@ impl NativeLoader {
             page_aware: page_aware.unwrap_or(d.page_aware),
             deterministic: deterministic.unwrap_or(d.deterministic),
             num_parallel_reads: num_parallel_reads.unwrap_or(d.num_parallel_reads),
-            num_shards: num_shards.unwrap_or(d.num_shards),
-            shard_index: shard_index.unwrap_or(d.shard_index),
+            num_shards,
+            shard_index,
             drop_remainder: drop_remainder.unwrap_or(d.drop_remainder),
             order_version: order_version.unwrap_or(d.order_version),
             shard_remainder,
@@ -87,6 +94,7 @@ impl NativeLoader {
         let loader = DatasetLoader::new(reader.reader.clone(), options).py_err(py)?;
         Ok(NativeLoader {
             loader: Mutex::new(loader),
+            epochs: Mutex::new(None),
         })
     }
 
@@ -107,25 +115,83 @@ impl NativeLoader {
         })
     }
 
-    /// The epoch walked now, or next.
+    /// The epoch walked now, or next (in the process that made worker processes: the
+    /// furthest they got).
     fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.lock(py)?.epoch())
+        let own = self.lock(py)?.epoch();
+        match &*self.epochs(py)? {
+            Some(epochs) if epochs.is_maker() => Ok(own.max(epochs.furthest().py_err(py)?)),
+            _ => Ok(own),
+        }
     }
 
-    /// Sets the epoch the next walk walks from its start.
+    /// Sets the epoch the next walk walks from its start (here and in every worker
+    /// process sharing its epochs).
     fn set_epoch(&self, py: Python<'_>, epoch: &Bound<'_, PyAny>) -> PyResult<()> {
         let epoch = args::count(py, "epoch", Some(epoch))?.unwrap_or_default();
+        if let Some(epochs) = &*self.epochs(py)? {
+            epochs.set_epoch(epoch).py_err(py)?;
+        }
         self.lock(py)?.set_epoch(epoch);
         Ok(())
     }
 
-    /// The worker iterating (`worker_index` of `worker_count`), then a walk of the
-    /// current epoch begins (from a state just loaded, if any).
-    fn begin(&self, py: Python<'_>, worker_count: u64, worker_index: u64) -> PyResult<()> {
+    /// Shares this loader's epochs with the copies of it that data-loading worker
+    /// processes walk (a file in memory they open): the path.
+    fn share_epochs(&self, py: Python<'_>) -> PyResult<String> {
+        let mut epochs = self.epochs(py)?;
+        if epochs.is_none() {
+            let made = WorkerEpochs::create_here().py_err(py)?;
+            made.set_epoch(self.lock(py)?.epoch()).py_err(py)?;
+            *epochs = Some(made);
+        }
+        let path = epochs
+            .as_ref()
+            .map(|e| e.path().to_string_lossy().into_owned());
+        Ok(path.unwrap_or_default())
+    }
+
+    /// Takes the epochs another process shares (a copy of its loader unpickled here).
+    fn join_epochs(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        *self.epochs(py)? = Some(WorkerEpochs::open(&path).py_err(py)?);
+        Ok(())
+    }
+
+    /// The shared epochs' path, None when not shared.
+    fn epochs_path(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self
+            .epochs(py)?
+            .as_ref()
+            .map(|e| e.path().to_string_lossy().into_owned()))
+    }
+
+    /// The worker iterating (`worker_index` of `worker_count`), then a walk begins:
+    /// outside worker processes of the current epoch (from a state just loaded, if
+    /// any); in a worker process of a `DataLoader` iteration whose base seed is
+    /// `base_seed`, of the epoch the shared epochs give it.
+    #[pyo3(signature = (worker_count, worker_index, base_seed=None))]
+    fn begin(
+        &self,
+        py: Python<'_>,
+        worker_count: u64,
+        worker_index: u64,
+        base_seed: Option<u64>,
+    ) -> PyResult<()> {
+        // The shared epochs are a few bytes of positioned I/O: read with the GIL held.
+        let epoch = match (self.epochs(py)?.as_mut(), base_seed) {
+            (Some(epochs), Some(seed)) => {
+                let restored = self.lock(py)?.restored_epoch();
+                Some(epochs.begin(worker_index, seed, restored).py_err(py)?)
+            }
+            _ => None,
+        };
         py.detach(|| {
             let mut loader = self.lock_detached()?;
             loader.set_worker(worker_count, worker_index)?;
-            loader.begin()
+            match epoch {
+                Some(epoch) => loader.begin_epoch(epoch),
+                None => loader.begin(),
+            }
         })
         .py_err(py)
     }
@@ -143,18 +209,17 @@ impl NativeLoader {
             .transpose()
     }
 
-    /// Marks this loader as walked by copies in other processes (DataLoader workers):
-    /// its `state_dict` is then the core's error saying to use StatefulDataLoader.
-    fn set_walked_elsewhere(&self, py: Python<'_>) -> PyResult<()> {
-        self.lock(py)?.set_walked_elsewhere();
-        Ok(())
-    }
-
     /// The checkpoint as a dict: `version` (2), `epoch`, `cursor` (the cursor state's
     /// bytes) and what identifies the walk (`files`: each file's (instances, bytes);
     /// `names`: each file's base name; `seed`, `page_aware`, `num_shards`,
     /// `shard_index`).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if let Some(epochs) = &*self.epochs(py)? {
+            // Walked by copies in worker processes, which hold the states.
+            if epochs.is_maker() && epochs.walked().py_err(py)? {
+                self.lock(py)?.set_walked_elsewhere();
+            }
+        }
         let state = py.detach(|| self.lock_detached()?.state()).py_err(py)?;
         let d = PyDict::new(py);
         d.set_item(KEY_EPOCH, state.epoch)?;
@@ -261,6 +326,13 @@ impl NativeLoader {
 }
 
 impl NativeLoader {
+    fn epochs(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Option<WorkerEpochs>>> {
+        self.epochs
+            .lock()
+            .map_err(|_| core::Error::internal("a Loader's epochs lock was poisoned"))
+            .py_err(py)
+    }
+
     /// The loader, for a call that holds the GIL.
     fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, DatasetLoader>> {
         self.lock_detached().py_err(py)

@@ -266,6 +266,11 @@ impl NativePartialStore {
         py.detach(|| self.store.retire(id, generation))
     }
 
+    /// The core's error if this store cannot serve a data-loading worker process.
+    fn check_worker_process(&self, py: Python<'_>) -> PyResult<()> {
+        self.store.check_worker_process().py_err(py)
+    }
+
     /// The directory of the entries (`None` in memory).
     fn dir(&self) -> Option<PathBuf> {
         self.store.dir().map(PathBuf::from)

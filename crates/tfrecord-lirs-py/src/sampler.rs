@@ -3,20 +3,77 @@
 //! their encoded bytes; the epoch counter, the resumed epoch and every rule are the
 //! core's.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use tfrecord_lirs::options::defaults;
-use tfrecord_lirs::{self as core, EpochState, Sampler, SamplerSource};
+use tfrecord_lirs::{self as core, EpochState, Sampler, SamplerSource, SamplerState};
 
 use crate::{args, IntoPy, NativeReader};
+
+/// The keys of a `Sampler.state_dict()` (torchdata's `Stateful` convention: a dict of
+/// picklable values). Its own kind, so a Loader's state is not taken for one.
+const KEY_KIND: &str = "kind";
+const KIND: &str = "tfrecord_lirs.Sampler";
+const KEY_VERSION: &str = "version";
+const STATE_VERSION: u64 = 1;
 
 /// The epoch orders of one shard of a `NativeReader`'s files, or of `instances`
 /// described by no file.
 #[pyclass(module = "tfrecord_lirs._lirs", frozen)]
 pub(crate) struct NativeSampler {
-    sampler: Mutex<Sampler>,
+    sampler: Arc<Mutex<Sampler>>,
+    /// The walk begun last (a `DataLoader` begins one and drops it before the one it
+    /// uses): the position a state is taken at.
+    latest: Mutex<Option<Arc<WalkProgress>>>,
+}
+
+/// Where a walk is.
+struct WalkProgress {
+    epoch: u64,
+    /// The position in the epoch's order of the next id handed out.
+    position: AtomicU64,
+    /// Every id handed out.
+    done: AtomicBool,
+}
+
+/// One walk of a `NativeSampler`'s epoch: its ids one by one from the position the
+/// sampler gave; at the end the sampler's epoch moves on.
+#[pyclass(module = "tfrecord_lirs._lirs")]
+pub(crate) struct NativeSamplerWalk {
+    ids: Vec<u64>,
+    progress: Arc<WalkProgress>,
+    sampler: Arc<Mutex<Sampler>>,
+}
+
+#[pymethods]
+impl NativeSamplerWalk {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        let p = &self.progress;
+        let position = p.position.load(Ordering::Relaxed);
+        if let Some(&id) = usize::try_from(position).ok().and_then(|i| self.ids.get(i)) {
+            p.position.store(position + 1, Ordering::Relaxed);
+            return Ok(Some(id));
+        }
+        if !p.done.swap(true, Ordering::Relaxed) {
+            lock(&self.sampler).py_err(py)?.walked(p.epoch);
+        }
+        Ok(None)
+    }
+}
+
+fn lock(sampler: &Mutex<Sampler>) -> core::Result<MutexGuard<'_, Sampler>> {
+    // The sampler's methods do not panic while it is held: a poisoned lock is an
+    // internal error.
+    sampler
+        .lock()
+        .map_err(|_| core::Error::internal("a Sampler was left poisoned by a panic"))
 }
 
 /// Ids as little-endian u64 bytes.
@@ -31,7 +88,7 @@ impl NativeSampler {
     /// `None` takes the core's default.
     #[new]
     #[pyo3(signature = (reader, instances, seed=None, page_aware=None, num_shards=None,
-        shard_index=None, order_version=None, shard_remainder=None))]
+        shard_index=None, order_version=None, shard_remainder=None, process_group=None))]
     #[allow(clippy::too_many_arguments)] // the sampler's options, as Python passes them
     fn new(
         py: Python<'_>,
@@ -43,13 +100,18 @@ impl NativeSampler {
         shard_index: Option<&Bound<'_, PyAny>>,
         order_version: Option<&Bound<'_, PyAny>>,
         shard_remainder: Option<&str>,
+        process_group: Option<(u64, u64)>,
     ) -> PyResult<Self> {
-        let remainder =
-            core::options::shard_remainder(shard_remainder.unwrap_or(defaults::SHARD_REMAINDER))
-                .py_err(py)?;
         let seed = args::count(py, "seed", seed)?;
         let num_shards = args::num_shards(py, num_shards)?;
         let shard_index = args::count(py, "shard_index", shard_index)?;
+        let (num_shards, shard_index, remainder) = core::options::process_group_shard(
+            num_shards,
+            shard_index,
+            shard_remainder,
+            process_group,
+        )
+        .py_err(py)?;
         let order_version = args::count(py, "order_version", order_version)?;
         let source = match reader {
             Some(r) => SamplerSource::Files(r.reader.clone()),
@@ -61,16 +123,124 @@ impl NativeSampler {
                     source,
                     seed.unwrap_or(defaults::SEED),
                     page_aware.unwrap_or(defaults::PAGE_AWARE),
-                    num_shards.unwrap_or(defaults::NUM_SHARDS),
-                    shard_index.unwrap_or(defaults::SHARD_INDEX),
+                    num_shards,
+                    shard_index,
                     order_version.unwrap_or(defaults::ORDER_VERSION),
                 )
                 .map(|s| s.with_remainder(remainder))
             })
             .py_err(py)?;
         Ok(NativeSampler {
-            sampler: Mutex::new(sampler),
+            sampler: Arc::new(Mutex::new(sampler)),
+            latest: Mutex::new(None),
         })
+    }
+
+    /// A walk of the next epoch (from a state just restored, if any): an iterator of
+    /// its ids. The epoch moves on when the walk has handed out all of them.
+    fn walk(&self, py: Python<'_>) -> PyResult<NativeSamplerWalk> {
+        let (epoch, start, ids) = py
+            .detach(|| {
+                let s = self.lock_detached()?;
+                let (epoch, start) = s.next_walk();
+                s.order(epoch).map(|ids| (epoch, start, ids))
+            })
+            .py_err(py)?;
+        let progress = Arc::new(WalkProgress {
+            epoch,
+            position: AtomicU64::new(start),
+            done: AtomicBool::new(false),
+        });
+        *self.latest(py)? = Some(Arc::clone(&progress));
+        Ok(NativeSamplerWalk {
+            ids,
+            progress,
+            sampler: Arc::clone(&self.sampler),
+        })
+    }
+
+    /// The checkpoint as a dict of plain values: where the walk begun last is (or the
+    /// start of the next walk) and what identifies the sampler.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let latest = self.latest(py)?.clone();
+        let walk = latest
+            .filter(|p| !p.done.load(Ordering::Relaxed))
+            .map(|p| (p.epoch, p.position.load(Ordering::Relaxed)));
+        let state = self.lock(py)?.state(walk);
+        let d = PyDict::new(py);
+        d.set_item(KEY_KIND, KIND)?;
+        d.set_item(KEY_VERSION, STATE_VERSION)?;
+        d.set_item("epoch", state.epoch)?;
+        d.set_item("position", state.position)?;
+        let walk = state.walk;
+        d.set_item("files", walk.dataset.files)?;
+        d.set_item("names", walk.dataset.names)?;
+        d.set_item("seed", walk.seed)?;
+        d.set_item("page_aware", walk.page_aware)?;
+        d.set_item("num_shards", walk.num_shards)?;
+        d.set_item("shard_index", walk.shard_index)?;
+        d.set_item("shard_remainder", walk.shard_remainder.name())?;
+        d.set_item("order_version", state.order_version)?;
+        let resumed_from = state.resumed_from.map(|e| PyBytes::new(py, &e.encode()));
+        d.set_item("resumed_from", resumed_from)?;
+        Ok(d)
+    }
+
+    /// Restores a `state_dict()`: the next walk goes on from it.
+    fn load_state_dict(&self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let not_ours = |why: String| {
+            crate::to_py(
+                py,
+                &core::Error::invalid_argument(format!(
+                    "not a tfrecord_lirs.Sampler state_dict: {why}"
+                )),
+            )
+        };
+        let item = |key: &str| {
+            state
+                .get_item(key)?
+                .ok_or_else(|| not_ours(format!("it has no {key:?} entry")))
+        };
+        let kind: String = item(KEY_KIND)?.extract()?;
+        if kind != KIND {
+            return Err(not_ours(format!("its kind is {kind:?}")));
+        }
+        let version: u64 = item(KEY_VERSION)?.extract()?;
+        if version != STATE_VERSION {
+            return Err(not_ours(format!(
+                "its version is {version} (this release reads version {STATE_VERSION})"
+            )));
+        }
+        let resumed_from = match state.get_item("resumed_from")? {
+            Some(v) if !v.is_none() => {
+                Some(EpochState::decode(&v.extract::<Vec<u8>>()?).py_err(py)?)
+            }
+            _ => None,
+        };
+        let saved = SamplerState {
+            walk: core::WalkIdentity {
+                dataset: core::DatasetIdentity {
+                    files: item("files")?.extract()?,
+                    names: item("names")?.extract()?,
+                },
+                seed: item("seed")?.extract()?,
+                page_aware: item("page_aware")?.extract()?,
+                num_shards: item("num_shards")?.extract()?,
+                shard_index: item("shard_index")?.extract()?,
+                shard_remainder: core::options::shard_remainder(
+                    &item("shard_remainder")?.extract::<String>()?,
+                )
+                .py_err(py)?,
+            },
+            order_version: item("order_version")?.extract()?,
+            epoch: item("epoch")?.extract()?,
+            position: item("position")?.extract()?,
+            resumed_from,
+        };
+        py.detach(|| self.lock_detached()?.restore(&saved))
+            .py_err(py)?;
+        *self.latest(py)? = None;
+        Ok(())
     }
 
     /// The options in effect, as keyword arguments.
@@ -96,6 +266,7 @@ impl NativeSampler {
     fn set_epoch(&self, py: Python<'_>, epoch: &Bound<'_, PyAny>) -> PyResult<()> {
         let epoch = args::count(py, "epoch", Some(epoch))?.unwrap_or_default();
         self.lock(py)?.set_epoch(epoch);
+        *self.latest(py)? = None;
         Ok(())
     }
 
@@ -138,7 +309,10 @@ impl NativeSampler {
     /// Goes on with the epoch `epoch_state` describes.
     fn resume(&self, py: Python<'_>, epoch_state: &[u8]) -> PyResult<()> {
         let state = EpochState::decode(epoch_state).py_err(py)?;
-        py.detach(|| self.lock_detached()?.resume(state)).py_err(py)
+        py.detach(|| self.lock_detached()?.resume(state))
+            .py_err(py)?;
+        *self.latest(py)? = None;
+        Ok(())
     }
 
     /// The epoch state an epoch was resumed from (bytes), or None.
@@ -153,11 +327,14 @@ impl NativeSampler {
         self.lock_detached().py_err(py)
     }
 
-    /// The sampler; its methods do not panic while it is held, so a poisoned lock is
-    /// an internal error.
     fn lock_detached(&self) -> core::Result<MutexGuard<'_, Sampler>> {
-        self.sampler
+        lock(&self.sampler)
+    }
+
+    fn latest(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Option<Arc<WalkProgress>>>> {
+        self.latest
             .lock()
-            .map_err(|_| core::Error::internal("a Sampler was left poisoned by a panic"))
+            .map_err(|_| core::Error::internal("a Sampler's walk lock was poisoned"))
+            .py_err(py)
     }
 }

@@ -112,13 +112,15 @@ pub use read::fetch::{
     Window, ADAPTIVE_IN_FLIGHT, ORDER_VERSION_1,
 };
 pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
+pub use read::missing_table::tables_built_on_open;
 pub use read::reader::{
     Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
 };
 pub use read::refurbish::{Partial, Refurbisher};
-pub use read::sampler::{Sampler, SamplerSource};
+pub use read::sampler::{Sampler, SamplerSource, SamplerState};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;
+pub use read::worker_epochs::WorkerEpochs;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use storage::file_list::{expand_files, expand_shell_files};
 pub use storage::local::{Backend, MmapOptIn};
@@ -137,7 +139,7 @@ pub use tfrecord_lirs_format::refurbish::{
     final_seed, partial_seed, EpochSchedule, RefurbishParams, RefurbishSchedule, Use,
     REFURBISH_SCHEDULE_VERSION,
 };
-pub use tfrecord_lirs_format::seed_pair::seed_from_pair;
+pub use tfrecord_lirs_format::seed_pair::{seed_from_pair, SeedRule, DEFAULT_GRAPH_SEED};
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};
 pub use tfrecord_lirs_format::table_path::default_table_path;
 pub use write::index::{

@@ -104,6 +104,46 @@ pub fn shard_remainder(
     tfrecord_lirs_format::shard_remainder::ShardRemainder::from_name(name)
 }
 
+/// The shard of a front end and what its shards do with the remainder, from the
+/// arguments given (`None`: not given) and the data-parallel process group the
+/// process is in (`(world_size, rank)` of PyTorch's initialised `torch.distributed`,
+/// `None` outside one), as `DistributedSampler` takes them: an argument given wins;
+/// in a group, `num_shards` is the world size, `shard_index` the rank and the
+/// remainder "pad" (every rank the same count, so no rank waits for another at a
+/// collective); outside one, the defaults. Checked.
+///
+/// ```
+/// use tfrecord_lirs::options::process_group_shard;
+/// use tfrecord_lirs::format::shard_remainder::ShardRemainder;
+/// assert_eq!(process_group_shard(None, None, None, Some((2, 1)))?, (2, 1, ShardRemainder::Pad));
+/// assert_eq!(process_group_shard(Some(4), Some(3), Some("keep"), Some((2, 1)))?,
+///            (4, 3, ShardRemainder::Keep));
+/// assert_eq!(process_group_shard(None, None, None, None)?, (1, 0, ShardRemainder::Keep));
+/// # Ok::<(), tfrecord_lirs::Error>(())
+/// ```
+pub fn process_group_shard(
+    num_shards: Option<u64>,
+    shard_index: Option<u64>,
+    remainder: Option<&str>,
+    group: Option<(u64, u64)>,
+) -> Result<(
+    u64,
+    u64,
+    tfrecord_lirs_format::shard_remainder::ShardRemainder,
+)> {
+    let (world, rank, rule) = match group {
+        Some((world, rank)) => (world, rank, defaults::PROCESS_GROUP_SHARD_REMAINDER),
+        None => (
+            defaults::NUM_SHARDS,
+            defaults::SHARD_INDEX,
+            defaults::SHARD_REMAINDER,
+        ),
+    };
+    let (n, i) = (num_shards.unwrap_or(world), shard_index.unwrap_or(rank));
+    shard(n, i)?;
+    Ok((n, i, shard_remainder(remainder.unwrap_or(rule))?))
+}
+
 /// A number of shards alone (its index not known yet): at least 1.
 pub fn num_shards(num_shards: u64) -> Result<u64> {
     shard(num_shards, 0).map(|()| num_shards)

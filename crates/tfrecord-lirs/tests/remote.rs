@@ -514,7 +514,11 @@ fn errors_name_the_url() {
     );
 
     mem.put("mem://b/notable", std::fs::read(&local).unwrap());
-    let no_table = Reader::open_one(Path::new("mem://b/notable"), None, &opts)
+    let refuse = ReaderOptions {
+        index_missing: false,
+        ..opts.clone()
+    };
+    let no_table = Reader::open_one(Path::new("mem://b/notable"), None, &refuse)
         .err()
         .unwrap();
     assert_eq!(no_table.kind(), ErrorKind::NotFound);
@@ -522,6 +526,12 @@ fn errors_name_the_url() {
         no_table.to_string().contains("mem://b/notable.offsets"),
         "{no_table}"
     );
+    // By default its table is built on open, in memory (no cache_dir): nothing is
+    // written to the store, so the next open without index_missing still finds none.
+    let built = Reader::open_one(Path::new("mem://b/notable"), None, &opts).unwrap();
+    assert_eq!(built.len(), 300);
+    let again = Reader::open_one(Path::new("mem://b/notable"), None, &refuse);
+    assert_eq!(again.err().unwrap().kind(), ErrorKind::NotFound);
 
     let unknown = Reader::open_one(Path::new("zz://b/x"), None, &opts)
         .err()

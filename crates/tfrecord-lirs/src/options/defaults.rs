@@ -33,6 +33,10 @@ pub const SHARD_INDEX: u64 = 0;
 /// Shards keep the remainder: lengths differ by at most one (the orders of every
 /// earlier release); "drop"/"pad" give every data-parallel rank the same count.
 pub const SHARD_REMAINDER: &str = "keep";
+/// In a data-parallel process group (PyTorch's `torch.distributed`), shards pad, as
+/// `DistributedSampler(drop_last=False)`: with "keep" one rank can run a step more
+/// than another, which then waits at its collective until the group times out.
+pub const PROCESS_GROUP_SHARD_REMAINDER: &str = "pad";
 /// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically; on object
 /// storage that is the adaptive limit of requests in flight
 /// ([`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)).
@@ -73,11 +77,20 @@ pub const DATASET_BATCH_SIZE: i64 = 0;
 pub const DROP_REMAINDER: bool = false;
 /// The offset tables are checked against the files (only fillers between entries).
 pub const TRUST_TABLE: bool = false;
+/// A data file without its offset table has one built on open (by `index`'s scan):
+/// `false` keeps the `NotFound` error of earlier releases.
+pub const INDEX_MISSING: bool = true;
 /// The `Loader` delivers in order.
 pub const DETERMINISTIC: bool = true;
 /// LIRSDataset's `deterministic` as the op takes it: as the pipeline's
 /// `tf.data.Options().deterministic` says (Python's `None`).
 pub const DATASET_DETERMINISTIC: &str = "default";
+/// The seed rule LIRSDataset graphs are made with (docs/FORMAT.md §5.9): an op seed
+/// without a global seed orders as the TensorFlow-free front ends do.
+pub const SEED_RULE: i64 = tfrecord_lirs_format::seed_pair::SeedRule::CURRENT as i64;
+/// LIRSDataset's `seed_rule` attr when a graph holds none: 0, the rule of graphs saved
+/// before the attr existed.
+pub const OP_SEED_RULE: i64 = tfrecord_lirs_format::seed_pair::SeedRule::Fold as i64;
 /// A new order every iteration, as for `Dataset.shuffle`.
 pub const RESHUFFLE_EACH_ITERATION: bool = true;
 /// Files worked on at once by the many-file commands: 0 chooses automatically.
@@ -106,10 +119,17 @@ pub const TABLE: &[(&str, Value)] = &[
     ("compression", Value::Str(COMPRESSION)),
     ("seed", Value::Int(SEED as i64)),
     ("epoch", Value::Int(EPOCH as i64)),
+    ("start_epoch", Value::Int(EPOCH as i64)),
+    ("seed_rule", Value::Int(SEED_RULE)),
+    ("op_seed_rule", Value::Int(OP_SEED_RULE)),
     ("page_aware", Value::Bool(PAGE_AWARE)),
     ("num_shards", Value::Int(NUM_SHARDS as i64)),
     ("shard_index", Value::Int(SHARD_INDEX as i64)),
     ("shard_remainder", Value::Str(SHARD_REMAINDER)),
+    (
+        "process_group_shard_remainder",
+        Value::Str(PROCESS_GROUP_SHARD_REMAINDER),
+    ),
     ("num_parallel_reads", Value::Int(NUM_PARALLEL_READS)),
     ("batch_size", Value::Int(BATCH_SIZE)),
     ("reuse_factor", Value::Int(REUSE_FACTOR as i64)),
@@ -119,6 +139,7 @@ pub const TABLE: &[(&str, Value)] = &[
     ("dataset_batch_size", Value::Int(DATASET_BATCH_SIZE)),
     ("drop_remainder", Value::Bool(DROP_REMAINDER)),
     ("trust_table", Value::Bool(TRUST_TABLE)),
+    ("index_missing", Value::Bool(INDEX_MISSING)),
     ("deterministic", Value::Bool(DETERMINISTIC)),
     ("dataset_deterministic", Value::Str(DATASET_DETERMINISTIC)),
     (

@@ -131,33 +131,35 @@ pub struct WalkIdentity {
 }
 
 impl WalkIdentity {
-    /// Checks that a state of `saved` can restore into this walk: the first difference
-    /// is an [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming it.
-    fn check_restore(&self, saved: &WalkIdentity) -> Result<()> {
+    /// Checks that a state of `saved` can restore into this walk of a `holder`
+    /// ("Loader", "Sampler"): the first difference is an
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming it.
+    pub(crate) fn check_restore(&self, saved: &WalkIdentity, holder: &str) -> Result<()> {
         let refuse = |what: String| {
             Err(Error::invalid_argument(format!(
-                "this state was saved by a Loader of {what}; restore it into a Loader of the \
-                 same files, seed, page_aware and shard"
+                "this state was saved by a {holder} of {what}; restore it into a {holder} of \
+                 the same files, seed, page_aware and shard"
             )))
         };
-        if let Some(what) = saved.dataset.differences(&self.dataset, "this Loader") {
+        let this = format!("this {holder}");
+        if let Some(what) = saved.dataset.differences(&self.dataset, &this) {
             return refuse(format!("another dataset ({what})"));
         }
         if saved.seed != self.seed {
             return refuse(format!(
-                "seed {} (this Loader has seed {})",
+                "seed {} ({this} has seed {})",
                 saved.seed, self.seed
             ));
         }
         if saved.page_aware != self.page_aware {
             return refuse(format!(
-                "page_aware={} (this Loader has page_aware={})",
+                "page_aware={} ({this} has page_aware={})",
                 saved.page_aware, self.page_aware
             ));
         }
         if saved.shard_remainder != self.shard_remainder {
             return refuse(format!(
-                "shard_remainder=\"{}\" (this Loader has shard_remainder=\"{}\")",
+                "shard_remainder=\"{}\" ({this} has shard_remainder=\"{}\")",
                 saved.shard_remainder.name(),
                 self.shard_remainder.name()
             ));
@@ -166,7 +168,7 @@ impl WalkIdentity {
         // resuming K shards' states as K' shards would map them at this point.
         if (saved.num_shards, saved.shard_index) != (self.num_shards, self.shard_index) {
             return refuse(format!(
-                "shard {} of {} (this Loader, with its worker, is shard {} of {})",
+                "shard {} of {} ({this}, with its worker, is shard {} of {})",
                 saved.shard_index, saved.num_shards, self.shard_index, self.num_shards
             ));
         }
@@ -385,7 +387,7 @@ impl DatasetLoader {
         let walk = self.walk()?;
         let state = match self.restored.take() {
             Some(restored) => {
-                walk.check_restore(&restored.walk)?;
+                walk.check_restore(&restored.walk, "Loader")?;
                 self.epoch = restored.epoch;
                 self.resumed_from = restored.resumed_from;
                 restored.cursor
@@ -403,6 +405,24 @@ impl DatasetLoader {
             _ => DatasetCursor::new(reader, options, &state)?,
         });
         Ok(())
+    }
+
+    /// The epoch of the state restored and not yet walked from, if any.
+    pub fn restored_epoch(&self) -> Option<u64> {
+        self.restored.as_ref().map(|r| r.epoch)
+    }
+
+    /// Starts a walk of `epoch` (a data-loading worker's, whose epochs a
+    /// [`WorkerEpochs`](crate::WorkerEpochs) decides): the walk [`begin`] starts when
+    /// `epoch` is the current one (from a state restored or an elastic resume of that
+    /// epoch, if any), else a walk of `epoch` from its start.
+    ///
+    /// [`begin`]: DatasetLoader::begin
+    pub fn begin_epoch(&mut self, epoch: u64) -> Result<()> {
+        if epoch != self.epoch {
+            self.set_epoch(epoch);
+        }
+        self.begin()
     }
 
     /// The next batch of the walk; `Err` for an instance that could not be read (the
@@ -461,7 +481,7 @@ impl DatasetLoader {
     /// positions past the epoch's end, are refused here, and the loader is left as it
     /// was.
     pub fn restore(&mut self, state: &LoaderState) -> Result<()> {
-        self.walk()?.check_restore(&state.walk)?;
+        self.walk()?.check_restore(&state.walk, "Loader")?;
         let version = self.cursor_options.order_version;
         if u64::from(state.cursor.order_version) != version.number() {
             return Err(Error::invalid_argument(format!(
@@ -569,6 +589,66 @@ mod tests {
         .unwrap();
         assert!(dropping.next_batch().is_none());
         assert_eq!(walk(&mut dropping).len(), 15);
+    }
+
+    #[test]
+    fn workers_walk_the_epochs_their_worker_epochs_give_and_keep_a_restored_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 300);
+        let options = LoaderOptions {
+            seed: 2,
+            batch_size: 32,
+            ..Default::default()
+        };
+        let main = crate::WorkerEpochs::create(dir.path()).unwrap();
+        // Worker `w` of 2 made for the iteration of base seed `seed`: its whole walk.
+        let walk_in = |w: u64, seed: u64, loader: &mut DatasetLoader| {
+            let mut epochs = crate::WorkerEpochs::open(main.path()).unwrap();
+            loader.set_worker(2, w).unwrap();
+            let epoch = epochs.begin(w, seed, loader.restored_epoch()).unwrap();
+            loader.begin_epoch(epoch).unwrap();
+            std::iter::from_fn(|| loader.next_batch())
+                .flat_map(|b| ids(&b.unwrap()))
+                .collect::<Vec<u64>>()
+        };
+        for epoch in 0..3 {
+            let mut got = Vec::new();
+            for w in 0..2 {
+                let mut copy = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+                let mine = walk_in(w, 100 + epoch, &mut copy);
+                let mut fresh = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+                fresh.set_worker(2, w).unwrap();
+                fresh.set_epoch(epoch);
+                assert_eq!(
+                    mine,
+                    walk(&mut fresh).concat(),
+                    "worker {w} walks epoch {epoch}"
+                );
+                got.extend(mine);
+            }
+            got.sort_unstable();
+            assert_eq!(
+                got,
+                (0..300).collect::<Vec<u64>>(),
+                "epoch {epoch}: each id once"
+            );
+        }
+        // A state restored in a worker: its walk goes on from it.
+        let mut first = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        first.set_worker(2, 0).unwrap();
+        first.set_epoch(4);
+        first.begin().unwrap();
+        first.next_batch().unwrap().unwrap();
+        let state = first.state().unwrap();
+        let rest: Vec<u64> = std::iter::from_fn(|| first.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        let mut restored = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        restored.set_worker(2, 0).unwrap();
+        restored.restore(&state).unwrap();
+        assert_eq!(restored.restored_epoch(), Some(4));
+        assert_eq!(walk_in(0, 7, &mut restored), rest);
+        assert_eq!(main.furthest().unwrap(), 5);
     }
 
     #[test]

@@ -21,7 +21,9 @@ use std::sync::Arc;
 use crate::options;
 use crate::read::cursor::state::CursorState;
 use crate::read::elastic::{EpochState, ShardState};
+use crate::read::loader::WalkIdentity;
 use crate::read::reader::Reader;
+use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
@@ -33,6 +35,26 @@ pub enum SamplerSource {
     Files(Arc<Reader>),
     /// `n` instances described by no file (instance-based orders only).
     Instances(u64),
+}
+
+/// A [`Sampler`]'s checkpoint: what it is a position of (the dataset and the order's
+/// options) and the position, restored exactly in any process
+/// ([`Sampler::restore`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SamplerState {
+    /// The order's inputs (a Loader's checkpoints name the same): the dataset (its
+    /// files, or for ids described by no file one unnamed "file" of that many instances
+    /// and no bytes), seed, page-awareness, shard and remainder.
+    pub walk: WalkIdentity,
+    /// The order algorithm's number.
+    pub order_version: u64,
+    /// The epoch walked (or next to walk).
+    pub epoch: u64,
+    /// Ids of the epoch's order handed out.
+    pub position: u64,
+    /// When the epoch is one resumed elastically: the epoch state its order is this
+    /// shard's part of.
+    pub resumed_from: Option<EpochState>,
 }
 
 /// The epoch orders of one shard of a source, epoch by epoch, with elastic resume.
@@ -47,6 +69,8 @@ pub struct Sampler {
     /// What the shards do with the remainder (equal shards for data-parallel ranks).
     remainder: ShardRemainder,
     epoch: u64,
+    /// The position the next walk starts at: 0, or a restored state's.
+    start: u64,
     /// Instances of this shard in every fresh epoch.
     len: u64,
     /// An epoch resumed from a state: its order is this shard's part of what the state
@@ -76,6 +100,7 @@ impl Sampler {
             version,
             remainder: ShardRemainder::Keep,
             epoch: options::defaults::EPOCH,
+            start: 0,
             len: 0,
             resumed: None,
         };
@@ -129,9 +154,93 @@ impl Sampler {
         self.epoch
     }
 
-    /// Sets the epoch the next iteration walks.
+    /// Sets the epoch the next iteration walks (from its start).
     pub fn set_epoch(&mut self, epoch: u64) {
         self.epoch = epoch;
+        self.start = 0;
+    }
+
+    /// Where the next walk starts: (epoch, position in its [`order`](Sampler::order)).
+    /// A walk moves nothing until it has handed out the whole epoch
+    /// ([`walked`](Sampler::walked)), so a walk begun and dropped (a `DataLoader`
+    /// makes its sampler's iterator more than once per epoch) costs no epoch.
+    pub fn next_walk(&self) -> (u64, u64) {
+        (self.epoch, self.start)
+    }
+
+    /// A walk of `epoch` handed out its whole order: the next walk walks the epoch
+    /// after, from its start (unless the epoch was set to another since).
+    pub fn walked(&mut self, epoch: u64) {
+        if epoch == self.epoch {
+            self.epoch = epoch.saturating_add(1);
+            self.start = 0;
+        }
+    }
+
+    /// The checkpoint at position `position` of a walk of `epoch` in progress (`None`:
+    /// no walk in progress, the start of the next one).
+    pub fn state(&self, walk: Option<(u64, u64)>) -> SamplerState {
+        let (epoch, position) = walk.unwrap_or((self.epoch, self.start));
+        SamplerState {
+            walk: WalkIdentity {
+                dataset: self.dataset(),
+                seed: self.seed,
+                page_aware: self.page_aware,
+                num_shards: self.num_shards,
+                shard_index: self.shard_index,
+                shard_remainder: self.remainder,
+            },
+            order_version: self.version.number(),
+            epoch,
+            position,
+            resumed_from: self.resumed.clone().filter(|r| r.epoch == epoch),
+        }
+    }
+
+    /// Restores `state` (a [`state`](Sampler::state) of a sampler of the same
+    /// dataset, seed, page-awareness, shard, remainder and order version, in any
+    /// process): the next walk walks its epoch from its position. Another sampler's
+    /// state, or a position past its epoch's end, is an
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming what
+    /// differs, and the sampler is left as it was.
+    pub fn restore(&mut self, state: &SamplerState) -> Result<()> {
+        let here = self.state(None);
+        here.walk.check_restore(&state.walk, "Sampler")?;
+        if state.order_version != here.order_version {
+            return Err(Error::invalid_argument(format!(
+                "this state was saved by a Sampler of order_version={} (this Sampler has \
+                 order_version={})",
+                state.order_version, here.order_version
+            )));
+        }
+        let mut restored = self.clone();
+        restored.resumed = None;
+        if let Some(base) = &state.resumed_from {
+            restored.resume(base.clone())?;
+        }
+        restored.set_epoch(state.epoch);
+        let len = restored.len()?;
+        if state.position > len {
+            return Err(Error::invalid_argument(format!(
+                "this state is at position {} of epoch {}, past its end (this Sampler's \
+                 epoch has {len} instances)",
+                state.position, state.epoch
+            )));
+        }
+        restored.start = state.position;
+        *self = restored;
+        Ok(())
+    }
+
+    fn dataset(&self) -> DatasetIdentity {
+        match &self.source {
+            SamplerSource::Files(reader) => reader.identity(),
+            // Ids described by no file: one "file" of that many instances, no name.
+            SamplerSource::Instances(n) => DatasetIdentity {
+                files: vec![(*n, 0)],
+                names: None,
+            },
+        }
     }
 
     /// The epoch state an epoch was resumed from, if any.
@@ -222,6 +331,7 @@ impl Sampler {
         self.check_elastic()?;
         state.shard_ids(self.reader(), &self.params(state.epoch), self.version)?;
         self.epoch = state.epoch;
+        self.start = 0;
         self.resumed = Some(state);
         Ok(())
     }
@@ -411,5 +521,93 @@ mod tests {
         let sampler = Sampler::new(SamplerSource::Instances(5), 0, false, 1, 0, 2).unwrap();
         assert_eq!(sampler.locate(12).unwrap(), (2, 2));
         assert_eq!(Sampler::record_seed(u64::MAX, 2), (1u128 << 64) + 1);
+    }
+
+    #[test]
+    fn a_walk_moves_the_epoch_only_when_it_handed_out_the_whole_epoch() {
+        let mut s = Sampler::new(SamplerSource::Instances(10), 3, false, 1, 0, 1).unwrap();
+        assert_eq!(s.next_walk(), (0, 0));
+        // A walk begun and dropped: the next one walks the same epoch.
+        assert_eq!(s.next_walk(), (0, 0));
+        s.walked(0);
+        assert_eq!(s.next_walk(), (1, 0));
+        // A stale walk of another epoch moves nothing.
+        s.walked(0);
+        assert_eq!(s.next_walk(), (1, 0));
+        s.set_epoch(5);
+        s.walked(5);
+        assert_eq!(s.next_walk(), (6, 0));
+    }
+
+    #[test]
+    fn a_state_restores_epoch_and_position_in_a_new_sampler() {
+        let mut s = Sampler::new(SamplerSource::Instances(10), 3, false, 2, 1, 1).unwrap();
+        s.set_epoch(4);
+        let state = s.state(Some((4, 3)));
+        let mut fresh = Sampler::new(SamplerSource::Instances(10), 3, false, 2, 1, 1).unwrap();
+        fresh.restore(&state).unwrap();
+        assert_eq!(fresh.next_walk(), (4, 3));
+        assert_eq!(fresh.state(None), state);
+        // set_epoch drops the restored position.
+        fresh.set_epoch(4);
+        assert_eq!(fresh.next_walk(), (4, 0));
+    }
+
+    #[test]
+    fn a_state_of_another_sampler_is_refused_naming_what_differs() {
+        let state = Sampler::new(SamplerSource::Instances(10), 3, false, 2, 1, 1)
+            .unwrap()
+            .state(Some((2, 1)));
+        let refused = |mut other: Sampler, needle: &str| {
+            let before = other.next_walk();
+            let e = other.restore(&state).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert!(e.to_string().contains(needle), "{e}");
+            assert_eq!(other.next_walk(), before);
+        };
+        let new = |n, seed, k, v| Sampler::new(SamplerSource::Instances(n), seed, false, 2, k, v);
+        refused(new(11, 3, 1, 1).unwrap(), "another dataset");
+        refused(
+            new(10, 4, 1, 1).unwrap(),
+            "seed 3 (this Sampler has seed 4)",
+        );
+        refused(
+            new(10, 3, 0, 1).unwrap(),
+            "shard 1 of 2 (this Sampler, with its worker, is shard 0 of 2)",
+        );
+        refused(
+            new(10, 3, 1, 2).unwrap(),
+            "order_version=1 (this Sampler has order_version=2)",
+        );
+        refused(
+            new(10, 3, 1, 1)
+                .unwrap()
+                .with_remainder(ShardRemainder::Pad),
+            "shard_remainder=\"keep\" (this Sampler has shard_remainder=\"pad\")",
+        );
+        let mut past = state.clone();
+        past.position = 6;
+        let e = new(10, 3, 1, 1).unwrap().restore(&past).unwrap_err();
+        assert!(e.to_string().contains("position 6 of epoch 2"), "{e}");
+    }
+
+    #[test]
+    fn a_state_of_an_elastically_resumed_epoch_restores_its_order() {
+        let old: Vec<Sampler> = (0..2)
+            .map(|k| Sampler::new(SamplerSource::Instances(20), 1, false, 2, k, 1).unwrap())
+            .collect();
+        let epoch = EpochState::combine(&[
+            old[0].shard_state(4).unwrap(),
+            old[1].shard_state(7).unwrap(),
+        ])
+        .unwrap();
+        let mut s = Sampler::new(SamplerSource::Instances(20), 1, false, 3, 2, 1).unwrap();
+        s.resume(epoch).unwrap();
+        let order = s.order(0).unwrap();
+        let state = s.state(Some((0, 2)));
+        let mut fresh = Sampler::new(SamplerSource::Instances(20), 1, false, 3, 2, 1).unwrap();
+        fresh.restore(&state).unwrap();
+        assert_eq!(fresh.order(0).unwrap(), order);
+        assert_eq!(fresh.next_walk(), (0, 2));
     }
 }

@@ -107,7 +107,7 @@ struct Counters {
     evicted: AtomicU64,
 }
 
-fn hash(text: &str) -> u64 {
+pub(crate) fn hash(text: &str) -> u64 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, text.as_bytes())
 }
 

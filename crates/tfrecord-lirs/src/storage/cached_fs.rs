@@ -181,6 +181,12 @@ impl ReadAt for CachedObject {
         self.map.as_ref().map(BlockMap::bytes)
     }
 
+    /// The identity recorded for this version of the object (its URL, size and tag):
+    /// the same text in every process that reads it through this cache directory.
+    fn identity(&self) -> Option<String> {
+        Some(self.blocks.identity().to_string())
+    }
+
     fn served_locally(&self) -> bool {
         self.all_local
     }

@@ -12,7 +12,8 @@ use tfrecord_lirs_format::file_list::{self, is_pattern};
 use crate::storage::{remote, Place, Storage};
 
 /// The data files `inputs` name, in id order: each path as given, each pattern
-/// replaced by its matches (sorted, offset tables and temporary files left out). A
+/// replaced by its matches (sorted, offset tables and temporary files left out), each
+/// sharded spec `PREFIX@N` by its N shards ([`file_list::sharded_spec`]). A
 /// pattern that matches no data file, or an empty `inputs`, is
 /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) naming it. A path with wildcard
 /// characters that exists as it is, is a path. A table given in a list stays, and the
@@ -40,6 +41,14 @@ pub fn expand_files(storage: &Storage, inputs: &[PathBuf]) -> Result<Vec<PathBuf
     let mut files = Vec::with_capacity(inputs.len());
     let mut listed = Vec::new();
     for input in inputs {
+        if let Some(shards) = input
+            .to_str()
+            .and_then(file_list::sharded_spec)
+            .filter(|_| storage.what_exists(input).is_none())
+        {
+            listed.extend(shards.into_iter().map(PathBuf::from));
+            continue;
+        }
         match input.to_str().filter(|s| is_pattern(s)) {
             Some(pattern) if storage.what_exists(input).is_none() => {
                 files.append(&mut listed);
@@ -179,5 +188,27 @@ mod tests {
         let odd = dir.path().join("odd[1].tfrecord");
         let got = expand_files(&Storage::local(), std::slice::from_ref(&odd)).unwrap();
         assert_eq!(got, [odd]);
+    }
+
+    #[test]
+    fn a_sharded_spec_names_its_shards_and_a_file_of_that_name_is_a_path() {
+        let dir = tempfile::tempdir().unwrap();
+        touch(
+            dir.path(),
+            &[
+                "m.tfrecord-00000-of-00002",
+                "m.tfrecord-00001-of-00002",
+                "n@2",
+            ],
+        );
+        let spec = dir.path().join("m.tfrecord@2");
+        let got = expand_files(&Storage::local(), &[spec]).unwrap();
+        assert_eq!(
+            names(&got),
+            ["m.tfrecord-00000-of-00002", "m.tfrecord-00001-of-00002"]
+        );
+        let named = dir.path().join("n@2");
+        let got = expand_files(&Storage::local(), std::slice::from_ref(&named)).unwrap();
+        assert_eq!(got, [named]);
     }
 }

@@ -57,6 +57,9 @@ pub(crate) mod table_files;
 #[derive(Clone, Default)]
 pub struct Storage {
     remote: Option<Arc<dyn FileSystem>>,
+    /// The local tier, if any (`cache_dir`): URLs' bytes through `remote`, and the
+    /// offset tables built on open that cannot be kept beside their data.
+    cache: Option<Arc<block_cache::BlockCache>>,
 }
 
 impl std::fmt::Debug for Storage {
@@ -71,11 +74,13 @@ impl std::fmt::Debug for Storage {
 /// neither does).
 impl PartialEq for Storage {
     fn eq(&self, other: &Storage) -> bool {
-        match (&self.remote, &other.remote) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        let same_cache = self.cache_dir() == other.cache_dir();
+        same_cache
+            && match (&self.remote, &other.remote) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
     }
 }
 
@@ -100,6 +105,15 @@ pub(crate) enum Opened {
 }
 
 impl Opened {
+    /// What the storage says identifies this version of a URL's object
+    /// ([`ReadAt::identity`]), and its size; `None` for a local file.
+    pub(crate) fn version(&self) -> Option<(String, u64)> {
+        match self {
+            Opened::Source(src) => src.identity().map(|tag| (tag, src.size())),
+            Opened::Auto(_) => None,
+        }
+    }
+
     /// The source, given the file's record count (the table's length).
     pub(crate) fn with_records(self, records: u64) -> Box<dyn ReadAt> {
         match self {
@@ -113,12 +127,18 @@ impl Storage {
     /// Local files only: a URL is an [`InvalidArgument`](crate::ErrorKind::InvalidArgument)
     /// error saying so (the default).
     pub fn local() -> Storage {
-        Storage { remote: None }
+        Storage {
+            remote: None,
+            cache: None,
+        }
     }
 
     /// Local files, and URLs through `fs`.
     pub fn with_file_system(fs: Arc<dyn FileSystem>) -> Storage {
-        Storage { remote: Some(fs) }
+        Storage {
+            remote: Some(fs),
+            cache: None,
+        }
     }
 
     /// The storage of a front end: local files, and URLs through `preferred` (the
@@ -150,14 +170,32 @@ impl Storage {
     }
 
     /// This storage with its URLs' bytes kept in `cache` (a local tier, see
-    /// [`cached_fs`]); `None` leaves it as it is. Local paths are not cached.
+    /// [`cached_fs`]); `None` leaves it as it is. Local paths are not cached, but an
+    /// offset table built on open that cannot be written beside its data file is kept
+    /// in the cache's directory (docs/FORMAT.md §2).
     pub fn with_cache(self, cache: Option<Arc<block_cache::BlockCache>>) -> Storage {
         match (self.remote, cache) {
             (Some(fs), Some(cache)) => Storage {
-                remote: Some(Arc::new(cached_fs::CachedFileSystem::new(fs, cache))),
+                remote: Some(Arc::new(cached_fs::CachedFileSystem::new(
+                    fs,
+                    Arc::clone(&cache),
+                ))),
+                cache: Some(cache),
             },
-            (remote, _) => Storage { remote },
+            (remote, Some(cache)) => Storage {
+                remote,
+                cache: Some(cache),
+            },
+            (remote, None) => Storage {
+                remote,
+                cache: self.cache,
+            },
         }
+    }
+
+    /// The directory of the local tier (`cache_dir`), if this storage has one.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache.as_ref().and_then(|c| c.root().parent())
     }
 
     /// Whether URLs can be opened.

@@ -96,6 +96,8 @@ fn current_table(storage: &Storage, data: &Path, table: &Path) -> Option<u64> {
     }
     let options = crate::read::reader::ReaderOptions {
         storage: storage.clone(),
+        // A table that vanished since the look above is rebuilt by the caller.
+        index_missing: false,
         ..crate::read::reader::ReaderOptions::default()
     };
     crate::read::reader::Reader::open_one(data, Some(table), &options)

@@ -45,6 +45,10 @@ pub(super) struct Threads {
     /// windows of them, nor the rest of a part (seconds on remote storage).
     stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// The process that started the threads: a child forked from it (a PyTorch
+    /// DataLoader worker forked while a walk was in progress here) has a copy of this
+    /// value but not the threads, so it must not join them.
+    pid: u32,
 }
 
 impl Threads {
@@ -123,6 +127,7 @@ impl Threads {
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::invalid_argument(format!("cannot start fetch threads: {e}")))?;
         Ok(Threads {
+            pid: std::process::id(),
             jobs: Some(job_tx),
             done: done_rx,
             stopping,
@@ -149,6 +154,11 @@ impl Drop for Threads {
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::Relaxed);
         self.jobs = None; // workers see the closed channel and exit
+        if self.pid != std::process::id() {
+            // Forked: the threads exist only in the parent; their handles are moot here.
+            std::mem::forget(std::mem::take(&mut self.threads));
+            return;
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -30,10 +30,10 @@ use tfrecord_lirs_format::table_path::default_table_path;
 
 use crate::advice::{self, Stamp};
 use crate::read::batch::{Batch, SpanBuf, SpareBatches};
+use crate::read::missing_table::open_table;
 use crate::read::stats::{IoStats, Tally};
 use crate::read::table_check::{bad_span_error, check_table, tail_error, walk_tail};
 use crate::storage::local::{self, Backend, ReadAt};
-use crate::storage::table_files::open_table_of;
 use crate::storage::table_files::{FileLayout, Layout};
 use crate::storage::Storage;
 
@@ -84,6 +84,10 @@ pub struct ReaderOptions {
     /// Where the files are: local files, and URLs when it has a file system. Default
     /// [`Storage::local`].
     pub storage: Storage,
+    /// Build a missing offset table on open, by the scan `index` makes, kept beside the
+    /// data file, else in the storage's `cache_dir`, else in memory (default true; see
+    /// `read/missing_table.rs`). False: a missing table is a `NotFound` error.
+    pub index_missing: bool,
 }
 
 impl ReaderOptions {
@@ -106,6 +110,7 @@ impl Default for ReaderOptions {
             trust_table: false,
             mmap_opt_in: None,
             storage: Storage::local(),
+            index_missing: crate::options::defaults::INDEX_MISSING,
         }
     }
 }
@@ -236,9 +241,15 @@ impl Reader {
                 .map_err(|e| advice::diagnose(&options.storage, data, e))?;
             // The table is opened where it lies, not read whole: only its length, its
             // first and last entries are looked at here (O(1) per file); every other
-            // entry is checked when an instance's span is read.
-            let table = open_table_of(&options.storage, table_path, Some(data))
-                .map_err(|e| advice::diagnose(&options.storage, data, e))?;
+            // entry is checked when an instance's span is read. A missing one may be
+            // built (`index_missing`).
+            let (table_path, table) = open_table(
+                &options.storage,
+                options.index_missing,
+                (data, table_path),
+                opened.version(),
+            )?;
+            let table_path = &table_path;
             let src: Box<dyn ReadAt> = opened.with_records(table.len());
             let size = src.size();
             let layout = FileLayout {
