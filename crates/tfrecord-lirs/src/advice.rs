@@ -158,7 +158,8 @@ fn rebuild_command(data: &Path, table: &Path) -> String {
 
 /// The data file that `table` names as its own (`<file>.offsets`), when that is
 /// another file than `data` (another file name: a table kept in another directory
-/// under `data`'s name is `data`'s), and whether it exists (local files only: a URL is
+/// under `data`'s name, or under its stem when no file has that name, is `data`'s), and
+/// whether it exists (local files only: a URL is
 /// not looked at, a look costs a request).
 fn table_of_another_file(storage: &Storage, data: &Path, table: &Path) -> Option<(PathBuf, bool)> {
     if default_table_path(data) == table {
@@ -172,7 +173,17 @@ fn table_of_another_file(storage: &Storage, data: &Path, table: &Path) -> Option
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
-    if owner.file_name() == data.file_name() || (exists && same_file()) {
+    // `plain.offsets` beside no `plain` is `plain.tfrecord`'s by the stem: data's own.
+    let stem_of_data = || match (owner.file_name(), data.file_name()) {
+        (Some(o), Some(d)) => d
+            .to_string_lossy()
+            .starts_with(&format!("{}.", o.to_string_lossy())),
+        _ => false,
+    };
+    if owner.file_name() == data.file_name()
+        || (exists && same_file())
+        || (!exists && stem_of_data())
+    {
         return None;
     }
     Some((owner, exists))

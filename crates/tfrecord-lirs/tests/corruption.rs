@@ -464,6 +464,11 @@ fn error_kinds_follow_their_cause() {
     let text = err.to_string();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{text}");
     assert!(text.contains(&own) && !text.contains("--out"), "{text}");
+    // Named by F0's stem (`d.offsets` for `d.tfrecord`, no file `d`): F0's own.
+    let stem = dir.path().join("d.offsets");
+    std::fs::write(&stem, [1, 2, 3]).unwrap();
+    let err = pair(&stem).err().expect("a damaged table");
+    assert_eq!(err.kind(), ErrorKind::DataLoss, "{err}");
     // A table elsewhere, named for F0: no other file owns it; a missing one is
     // NotFound with `--out` that path, as before.
     let elsewhere = dir.path().join("tables");
