@@ -470,17 +470,27 @@ fn error_kinds_follow_their_cause() {
     let err = pair(&stem).err().expect("a damaged table");
     assert_eq!(err.kind(), ErrorKind::DataLoss, "{err}");
     // A table elsewhere, named for F0: no other file owns it; a missing one is
-    // NotFound with `--out` that path, as before.
+    // built there by default, and without index_missing NotFound with `--out` that
+    // path, as before.
     let elsewhere = dir.path().join("tables");
     std::fs::create_dir(&elsewhere).unwrap();
     let mine = elsewhere.join("d.tfrecord.offsets");
-    let err = pair(&mine).err().expect("a missing table");
+    let kept = ReaderOptions {
+        index_missing: false,
+        ..Default::default()
+    };
+    let err = Reader::open(&[(f0.clone(), mine.clone())], &kept)
+        .err()
+        .expect("a missing table");
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     assert!(
         err.to_string()
             .contains(&format!("--out {}", mine.display())),
         "{err}"
     );
+    assert!(pair(&mine).is_ok() && mine.exists());
+    // The missing table of F2 (which exists) is never built for F0, by default too.
+    assert!(!missing.exists());
 
     // F0 truncated after its table was written: DataLoss, at open.
     let full = std::fs::read(&f0).unwrap();
