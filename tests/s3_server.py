@@ -6,7 +6,7 @@ a private network namespace (`unshare -n`, made here; needs root or CAP_SYS_ADMI
 where moto's S3 server listens on 127.0.0.1:PORT and bucket `BUCKET` holds `objects`
 (uploaded with boto3, a client independent of the one under test). The code runs with
 AWS_ENDPOINT pointing there, AWS_ALLOW_HTTP, and test credentials; `env` adds or
-overrides variables (e.g. wrong credentials).
+overrides variables (e.g. wrong credentials), or removes those it maps to None.
 
 `faults`: {"auth_after": n} makes the server check credentials after its first n
 requests; {"latency_ms": m, "seed": k} delays every object GET by a lognormal draw of
@@ -158,7 +158,9 @@ def _inner(workdir: Path) -> int:
             endpoint = f"http://127.0.0.1:{PORT + 1}"
         env = dict(os.environ)
         env.update(AWS_ENDPOINT=endpoint, AWS_ALLOW_HTTP="true")
-        env.update(config["env"])
+        env.update({k: v for k, v in config["env"].items() if v is not None})
+        for name in [k for k, v in config["env"].items() if v is None]:
+            env.pop(name, None)
         snippet = subprocess.run([sys.executable, str(workdir / "snippet.py")], env=env,
                                  timeout=config["timeout"])
         return snippet.returncode

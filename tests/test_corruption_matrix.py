@@ -259,8 +259,10 @@ def test_files_that_are_not_tfrecords(tmp_path, originals, tally):
     with tf.io.TFRecordWriter(gz, options="GZIP") as w:
         for r in recs:
             w.write(r)
+    # A compressed file is a mistake in what was passed, not damage (docs/FORMAT.md,
+    # "Errors: one kind per cause"): InvalidArgumentError, as it was DataLossError.
     tally["build_offset_table gzip"][0] += 1
-    with pytest.raises(tf.errors.DataLossError, match=r"(?i)gzip.*|byte \d+") as e:
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?i)gzip.*|byte \d+") as e:
         tfrecord_lirs.build_offset_table(gz)
     assert re.search(r"(?i)gzip", e.value.message) and re.search(r"byte \d+", e.value.message), e.value
     tally["build_offset_table gzip"][1] += 1
@@ -277,3 +279,36 @@ def test_files_that_are_not_tfrecords(tmp_path, originals, tally):
     with pytest.raises(tf.errors.DataLossError, match="truncated"):
         tfrecord_lirs.build_offset_table(forged)
     tally["build_offset_table length 2^62"][1] += 1
+
+
+def test_error_classes_follow_their_cause(tmp_path, originals):
+    """Through LIRSDataset: a shard truncated after its table was written is changed
+    data (DataLossError); a GZIP file given without compression_type and another file's
+    table are mistakes in what was passed (InvalidArgumentError), and the advice for
+    the latter never writes over the other file's table."""
+    files, recs = originals
+    cut = _copy(files["plain"], tmp_path, "cut.tfrecord")
+    os.truncate(cut, _offsets(cut + ".offsets")[N // 2] + 7)
+    with pytest.raises(tf.errors.DataLossError, match="was truncated after its table was written"):
+        list(LIRSDataset(cut, seed=1))
+
+    gz = str(tmp_path / "c.tfrecord.gz")
+    with tf.io.TFRecordWriter(gz, options="GZIP") as w:
+        for r in recs:
+            w.write(r)
+    for tables in (None, [files["plain"] + ".offsets"]):
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            list(LIRSDataset(gz, offset_tables=tables))
+        message = e.value.message
+        assert "GZIP-compressed" in message and "1f 8b" in message, message
+        assert f"tfrecord-lirs pad {gz} OUT" in message, message
+
+    f0 = _copy(files["plain"], tmp_path, "f0.tfrecord")
+    f1 = _copy(files["padded"], tmp_path, "f1.tfrecord")
+    before = Path(f1 + ".offsets").read_bytes()
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        list(LIRSDataset(f0, offset_tables=[f1 + ".offsets"]))
+    message = e.value.message
+    assert f"is the table of another data file, {f1}" in message, message
+    assert f"{f0}.offsets" in message and f"--out {f1}.offsets" not in message, message
+    assert Path(f1 + ".offsets").read_bytes() == before

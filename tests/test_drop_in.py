@@ -209,10 +209,11 @@ def beam_gzip_shards(tmp_path_factory):
 def test_beam_gzip_is_called_compressed_and_padded_in_one_step(beam_gzip_shards, tmp_path):
     files, records = beam_gzip_shards
     # Without tables: compressed (with the pad command), before any missing-table advice.
-    with pytest.raises(tf.errors.DataLossError, match="GZIP-compressed") as e:
+    # A compressed file is a mistake in what was passed, not damage: InvalidArgumentError.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="GZIP-compressed") as e:
         list(LIRSDataset(files))
     assert "tfrecord-lirs pad" in str(e.value) and "no offset table" not in str(e.value)
-    with pytest.raises(tf.errors.DataLossError, match="GZIP-compressed"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="GZIP-compressed"):
         tfrecord_lirs.build_offset_table(files[0])
     with pytest.raises(ValueError, match="tfrecord-lirs pad"):
         LIRSDataset(files, compression_type="GZIP")

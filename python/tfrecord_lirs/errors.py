@@ -16,12 +16,13 @@ class LIRSError(Exception):
 
 
 class DataLossError(LIRSError, OSError):
-    """Damaged or inconsistent data: a bad CRC, a truncated record, a table that
-    does not describe its file."""
+    """Damaged or changed data: a bad CRC, a truncated record, a damaged table, a file
+    truncated or rewritten after its table was written (docs/FORMAT.md, "Errors")."""
 
 
 class InvalidArgumentError(LIRSError, ValueError):
-    """A bad argument: a page size, a shard, a backend name, a mismatched table list."""
+    """A mistake in what was passed: a page size, a shard, a backend name, a mismatched
+    table list, a GZIP/ZLIB file (use `tfrecord_lirs.pad`), another file's table."""
 
 
 class NotFoundError(LIRSError, FileNotFoundError):
@@ -29,8 +30,9 @@ class NotFoundError(LIRSError, FileNotFoundError):
 
 
 class PermissionDeniedError(LIRSError, PermissionError):
-    """Access refused: a local file's permissions, or object storage refusing the
-    credentials (HTTP 401/403); the message says which credentials are read from where."""
+    """Access refused: a local file's permissions, object storage refusing the
+    credentials (HTTP 401/403), or no credentials found; the message says which
+    credentials are read from where."""
 
 
 class UnavailableError(LIRSError, ConnectionError):

@@ -233,6 +233,11 @@ def _stub_signatures():
     return found
 
 
+# The protocol methods the extension's classes define (no signature to read: none take
+# arguments besides self).
+_PROTOCOL_SLOTS = ("__len__", "__iter__", "__next__")
+
+
 def _runtime_signatures():
     """The same, from the extension's text signatures."""
     import inspect
@@ -250,9 +255,9 @@ def _runtime_signatures():
         found[name] = params(obj)
         if isinstance(obj, type):
             for m, attr in vars(obj).items():
-                if m.startswith("__") and m not in ("__len__",):
+                if m.startswith("__") and m not in _PROTOCOL_SLOTS:
                     continue
-                found[f"{name}.{m}"] = [] if m == "__len__" else params(getattr(obj, m))
+                found[f"{name}.{m}"] = [] if m in _PROTOCOL_SLOTS else params(getattr(obj, m))
     return found
 
 

@@ -145,6 +145,29 @@ except tfrecord_lirs.LIRSError as e:
     assert "AWS_ACCESS_KEY_ID" in message, res.stdout
 
 
+def test_s3_without_credentials_names_them(tmp_path):
+    """No AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: the client falls back to the
+    instance metadata service, which this namespace (like any machine off EC2) does not
+    have. A PermissionDeniedError naming the variables to set, not the endpoint."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+try:
+    tfrecord_lirs.DataSource("s3://{BUCKET}/train.tfrecord")
+    print("opened")
+except tfrecord_lirs.LIRSError as e:
+    print(type(e).__name__, "|", e)
+"""
+    res = run_with_s3(tmp_path, OBJECTS, code, timeout=400,
+                      env={"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None})
+    kind, _, message = res.stdout.strip().splitlines()[-1].partition(" | ")
+    assert kind == "PermissionDeniedError", res.stdout
+    assert f"s3://{BUCKET}/train.tfrecord" in message, res.stdout
+    assert "AWS_ACCESS_KEY_ID" in message and "AWS_SECRET_ACCESS_KEY" in message, res.stdout
+    assert "check the endpoint" not in message, res.stdout
+
+
 def test_s3_server_errors_past_the_retries_are_unavailable(tmp_path):
     """Every object GET answers 503: after the client's retries with backoff, an
     UnavailableError (a ConnectionError) naming the object, never a hang."""

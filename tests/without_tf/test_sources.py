@@ -112,6 +112,42 @@ def test_errors_name_the_file_instance_and_byte(tmp_path, two_files):
         DataSource(paths, backend="mmap")
 
 
+def test_error_classes_follow_their_cause(tmp_path, two_files):
+    """Damaged or changed data is a DataLossError; a mistake in what was passed (a
+    compressed file, another file's table) an InvalidArgumentError (docs/FORMAT.md,
+    "Errors: one kind per cause")."""
+    import gzip
+
+    paths, _ = two_files
+    data, table = paths[0].read_bytes(), (tmp_path / "a.tfrecord.offsets").read_bytes()
+    # A shard truncated after its table was written: changed data.
+    cut = tmp_path / "cut" / "a.tfrecord"
+    cut.parent.mkdir()
+    cut.write_bytes(data[: len(data) // 2 + 3])
+    (cut.parent / "a.tfrecord.offsets").write_bytes(table)
+    with pytest.raises(DataLossError, match="was truncated after its table was written"):
+        DataSource(cut)
+    # A GZIP file given as if it were uncompressed, with or without a table.
+    gz = tmp_path / "c.tfrecord.gz"
+    gz.write_bytes(gzip.compress(data))
+    for tables in (None, [str(tmp_path / "a.tfrecord.offsets")]):
+        with pytest.raises(InvalidArgumentError) as e:
+            DataSource(gz, offset_tables=tables)
+        message = str(e.value)
+        assert "GZIP-compressed" in message and "1f 8b" in message, message
+        assert f"tfrecord-lirs pad {gz} OUT" in message and "tfrecord_lirs.pad" in message, message
+    # b's table given for a: a mistake; the advice is a's own table, never to write
+    # a's table over b's.
+    b_table = tmp_path / "b.tfrecord.offsets"
+    before = b_table.read_bytes()
+    with pytest.raises(InvalidArgumentError) as e:
+        DataSource(paths[0], offset_tables=[b_table])
+    message = str(e.value)
+    assert f"is the table of another data file, {paths[1]}" in message, message
+    assert f"{paths[0]}.offsets" in message and f"--out {b_table}" not in message, message
+    assert b_table.read_bytes() == before
+
+
 def test_explicit_tables_and_backends(tmp_path, two_files):
     paths, payloads = two_files
     moved = tmp_path / "elsewhere.offsets"

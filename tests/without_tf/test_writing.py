@@ -58,6 +58,14 @@ def test_pad_and_build_offset_table_over_a_pattern_without_tensorflow(tmp_path):
         assert instance_payloads(out / f"part-{k}.tfrecord") == want[k]
     src = DataSource([out / f"part-{k}.tfrecord" for k in range(3)])
     assert list(src) == want[0] + want[1] + want[2]
+    # A list into a directory not made yet ("padded/", as a user writes it): made.
+    files = [str(tmp_path / f"part-{k}.tfrecord") for k in range(3)]
+    made = str(tmp_path / "made") + "/"
+    assert [s.instances for s in tfrecord_lirs.pad(files, made)] == [200, 200, 200]
+    assert instance_payloads(tmp_path / "made" / "part-1.tfrecord") == want[1]
+    # One file into "dir/": into the directory, under its name.
+    tfrecord_lirs.pad(files[2], str(tmp_path / "one") + "/")
+    assert instance_payloads(tmp_path / "one" / "part-2.tfrecord") == want[2]
     assert "tensorflow" not in sys.modules
 
 

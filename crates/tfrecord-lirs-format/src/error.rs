@@ -20,16 +20,29 @@ pub const TRUST_TABLE_HINT: &str = "if this file was padded by another tool (e.g
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// What kind of failure an [`Error`] is; the TensorFlow op maps these onto status codes.
+///
+/// The rule (docs/FORMAT.md, "Errors: one kind per cause"): bytes that are not what
+/// was written, or a file that changed after its table was written, are
+/// [`DataLoss`](ErrorKind::DataLoss); a mistake in what the caller passed (an option, a
+/// path that is not an uncompressed TFRecord data file, another file's table) is
+/// [`InvalidArgument`](ErrorKind::InvalidArgument). Where an error's cause is told by
+/// looking at the files (a table that does not fit its data file), the engine's
+/// `advice` module decides it once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
-    /// The bytes are damaged: CRC mismatch, truncation, not a record.
+    /// The bytes are damaged or changed: CRC mismatch, truncation, not a record, a
+    /// damaged offset table, a data file truncated or rewritten after its table was
+    /// written or while it was open.
     DataLoss,
-    /// Bad arguments, or a table that does not fit its data file.
+    /// A mistake in what the caller passed: bad arguments, a compressed file, a
+    /// directory or a table given as data, another file's table, or a table that does
+    /// not fit its data file where nothing shows the file changed.
     InvalidArgument,
     /// A file does not exist.
     NotFound,
     /// The file (or object) may not be read or written with these credentials: a local
-    /// file's permissions, or object storage refusing the request (HTTP 401/403).
+    /// file's permissions, object storage refusing the request (HTTP 401/403), or a
+    /// client that found no credentials to ask with.
     PermissionDenied,
     /// The storage did not serve the request, even after retries: server errors
     /// (HTTP 5xx), timeouts, refused or dropped connections. Trying again later may work.
@@ -158,9 +171,13 @@ impl Error {
                 if let Some(at) = at {
                     write!(f, "{at}: ")?;
                 }
+                let (magic, lower) = match *format {
+                    "GZIP" => ("the GZIP magic bytes 1f 8b", "gzip"),
+                    _ => ("a ZLIB header (e.g. 78 9c)", "zlib"),
+                };
                 write!(
                     f,
-                    "file looks {format}-compressed; random access needs an uncompressed TFRecord file: `tfrecord-lirs pad {path} OUT` (Python: tfrecord_lirs.pad) decompresses it as it reads and writes a padded copy OUT with its table in one step, or decompress it first (GZIP: `gunzip -c {path} > OUT`; ZLIB: `zlib-flate -uncompress < {path} > OUT`) and index that"
+                    "file looks {format}-compressed (it starts with {magic}); random access needs an uncompressed TFRecord file (compression_type=\"{format}\" cannot read it at random either): `tfrecord-lirs pad {path} OUT` (Python: tfrecord_lirs.pad) decompresses it as it reads and writes a padded copy OUT with its table in one step (the compression is detected from the first bytes; to name it: `--compression {lower}`, Python compression=\"{lower}\"), or decompress it first (GZIP: `gunzip -c {path} > OUT`; ZLIB: `zlib-flate -uncompress < {path} > OUT`) and index that"
                 )
             }
             (Detail::MissingTable { data, source }, at) => {
@@ -239,10 +256,11 @@ impl Error {
 
     /// The error for `path`, whose first bytes are a `format` ("GZIP" or "ZLIB")
     /// stream: it says how to get a file that can be read at random
-    /// ([`ErrorKind::DataLoss`], at byte 0).
+    /// ([`ErrorKind::InvalidArgument`]: a compressed file given where random access
+    /// needs an uncompressed one is the caller's mistake, not damage; at byte 0).
     pub fn compressed(path: &Path, format: &'static str) -> Error {
         Error {
-            kind: ErrorKind::DataLoss,
+            kind: ErrorKind::InvalidArgument,
             at: Some(Location::new(path, None, Some(0))),
             advice: None,
             detail: Detail::Compressed(format),
@@ -348,7 +366,9 @@ impl Error {
         }
     }
 
-    /// A table that does not fit its data file ([`ErrorKind::InvalidArgument`]).
+    /// A table that does not fit its data file, nothing yet showing why
+    /// ([`ErrorKind::InvalidArgument`]; the engine's `advice` module gives it the kind
+    /// of its cause once it has looked at the files).
     #[doc(hidden)]
     pub fn table(
         path: &Path,
@@ -361,6 +381,26 @@ impl Error {
             kind,
             ..Error::layout(path, instance, offset, reason)
         }
+    }
+
+    /// A table whose own bytes are damaged (a partial entry, entries that do not
+    /// increase) or that changed while it was read ([`ErrorKind::DataLoss`]).
+    #[doc(hidden)]
+    pub fn damaged_table(
+        path: &Path,
+        instance: Option<u64>,
+        offset: Option<u64>,
+        reason: impl Into<String>,
+    ) -> Error {
+        Error::layout(path, instance, offset, reason)
+    }
+
+    /// This error as one of kind `kind`, its message unchanged: for the one place that
+    /// tells a table error's cause from the files (the engine's `advice` module).
+    #[doc(hidden)]
+    pub fn with_kind(mut self, kind: ErrorKind) -> Error {
+        self.kind = kind;
+        self
     }
 
     /// A data file whose layout breaks a rule ([`ErrorKind::DataLoss`]), at `offset`
@@ -517,11 +557,36 @@ mod tests {
             "d.idx: line 7: d.tfrecord: instance 2 at byte 40: bad"
         );
 
+        // A compressed file is the caller's mistake, not damage: the message names its
+        // magic bytes and how to read it.
         let gz = Error::compressed(data, "GZIP");
-        assert_eq!((gz.kind(), gz.offset()), (ErrorKind::DataLoss, Some(0)));
-        assert!(gz
-            .to_string()
-            .starts_with("d.tfrecord at byte 0: file looks GZIP-compressed"));
+        assert_eq!(
+            (gz.kind(), gz.offset()),
+            (ErrorKind::InvalidArgument, Some(0))
+        );
+        let text = gz.to_string();
+        assert!(
+            text.starts_with("d.tfrecord at byte 0: file looks GZIP-compressed (it starts with the GZIP magic bytes 1f 8b)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`tfrecord-lirs pad d.tfrecord OUT`")
+                && text.contains("--compression gzip"),
+            "{text}"
+        );
+        let zlib = Error::compressed(data, "ZLIB").to_string();
+        assert!(
+            zlib.contains("ZLIB-compressed (it starts with a ZLIB header"),
+            "{zlib}"
+        );
+        assert!(zlib.contains("--compression zlib"), "{zlib}");
+        let damaged = Error::damaged_table(Path::new("d.offsets"), None, Some(8), "bad");
+        assert_eq!(damaged.kind(), ErrorKind::DataLoss);
+        let moved = Error::table(data, None, None, "bad").with_kind(ErrorKind::DataLoss);
+        assert_eq!(
+            (moved.kind(), moved.to_string().as_str()),
+            (ErrorKind::DataLoss, "d.tfrecord: bad")
+        );
 
         let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
         let table = Error::table_io(Path::new("d.tfrecord.offsets"), None, missing);

@@ -26,7 +26,7 @@ pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
 /// The error for a table of `byte_len` bytes that is not a whole number of entries.
 pub fn check_whole_entries(path: &Path, byte_len: u64) -> Result<()> {
     if !byte_len.is_multiple_of(8) {
-        return Err(Error::table(
+        return Err(Error::damaged_table(
             path,
             None,
             Some(byte_len - byte_len % 8),
@@ -48,7 +48,7 @@ pub fn check_increasing(path: &Path, offsets: &[u64]) -> Result<()> {
 /// The error for entry `i + 1` of the table at `path` (at byte `next`) not past entry
 /// `i` (at byte `at`); ids are the table's own.
 pub fn not_increasing(path: &Path, i: u64, at: u64, next: u64) -> Error {
-    Error::table(
+    Error::damaged_table(
         path,
         Some(i + 1),
         Some(next),

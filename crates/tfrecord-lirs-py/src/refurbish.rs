@@ -268,7 +268,7 @@ impl NativePartialStore {
 
     /// The core's error if this store cannot serve a data-loading worker process.
     fn check_worker_process(&self, py: Python<'_>) -> PyResult<()> {
-        self.store.check_worker_process().py_err(py)
+        Refurbisher::check_worker_process(&self.store).py_err(py)
     }
 
     /// The directory of the entries (`None` in memory).

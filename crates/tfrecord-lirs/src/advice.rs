@@ -4,7 +4,7 @@
 //! table was written), or one that changed while it was open. Every front end (CLI,
 //! kernels, Python) gets these words from here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use byteorder::{ByteOrder, LittleEndian};
@@ -156,6 +156,113 @@ fn rebuild_command(data: &Path, table: &Path) -> String {
     }
 }
 
+/// The data file that `table` names as its own (`<file>.offsets`), when that is
+/// another file than `data` (another file name: a table kept in another directory
+/// under `data`'s name, or under its stem when no file has that name, is `data`'s), and
+/// whether it exists (local files only: a URL is
+/// not looked at, a look costs a request).
+pub(crate) fn table_of_another_file(
+    storage: &Storage,
+    data: &Path,
+    table: &Path,
+) -> Option<(PathBuf, bool)> {
+    if default_table_path(data) == table {
+        return None;
+    }
+    let name = table.as_os_str().to_string_lossy();
+    let owner = PathBuf::from(name.strip_suffix(".offsets").filter(|o| !o.is_empty())?);
+    let exists = storage.local_metadata(&owner).is_some_and(|m| m.is_file());
+    // The same file under another name (a link) owns this table too.
+    let same_file = || match (std::fs::canonicalize(&owner), std::fs::canonicalize(data)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    // `plain.offsets` beside no `plain` is `plain.tfrecord`'s by the stem: data's own.
+    let stem_of_data = || match (owner.file_name(), data.file_name()) {
+        (Some(o), Some(d)) => d
+            .to_string_lossy()
+            .starts_with(&format!("{}.", o.to_string_lossy())),
+        _ => false,
+    };
+    if owner.file_name() == data.file_name()
+        || (exists && same_file())
+        || (!exists && stem_of_data())
+    {
+        return None;
+    }
+    Some((owner, exists))
+}
+
+/// The advice for `table`, named for data file `owner` (which `exists` or not), given
+/// for `data`: never a command that would write `data`'s table over `owner`'s, but
+/// `data`'s own table at `data`'s own table path.
+fn another_files_table(data: &Path, table: &Path, (owner, exists): (&Path, bool)) -> String {
+    let d = data.display();
+    let own = default_table_path(data);
+    let (is, by_name) = match exists {
+        true => ("is the table of", " (by its name)"),
+        false => ("is named as the table of", ""),
+    };
+    format!(
+        "{} {is} another data file, {}{by_name}, not of {d}: pass {d}'s own table ({}), or build it there with {}",
+        table.display(),
+        owner.display(),
+        own.display(),
+        rebuild_command(data, &own)
+    )
+}
+
+/// `err`, from opening `table` as the offset table of `data`, with the one rule for
+/// its kind ([`table_mismatch`] before the table could be opened): [`diagnose`] first;
+/// then a table named for another file is the caller's mistake (InvalidArgument),
+/// with advice that never writes over that file's table; missing, it stays NotFound,
+/// with that advice when the other file exists (the usual advice would write `data`'s
+/// table where that file's belongs).
+pub(crate) fn table_open_error(storage: &Storage, data: &Path, table: &Path, err: Error) -> Error {
+    let err = diagnose(storage, data, err);
+    if err.file() != Some(table) || err.advice().is_some() {
+        return err;
+    }
+    let Some((owner, exists)) = table_of_another_file(storage, data, table) else {
+        return err;
+    };
+    let advice = another_files_table(data, table, (&owner, exists));
+    match err.kind() {
+        ErrorKind::NotFound if exists => Error::table(table, None, None, "no such offset table")
+            .with_kind(ErrorKind::NotFound)
+            .with_advice(advice),
+        ErrorKind::InvalidArgument | ErrorKind::DataLoss => err
+            .with_kind(ErrorKind::InvalidArgument)
+            .with_advice(advice),
+        _ => err,
+    }
+}
+
+/// The one rule for the kind of an error that the table at `table` does not describe
+/// data file `data` (see [`ErrorKind`]), decided by what the files show, with the
+/// advice that fits: first whether what was passed is a mistake ([`diagnose`]: not a
+/// TFRecord data file; or a table named for another file: InvalidArgument), then [`stale_table`] (the data file changed since its table was
+/// written: DataLoss). `layout` is the table as opened, `src` the data file.
+pub(crate) fn table_mismatch(
+    storage: &Storage,
+    (data, table): (&Path, &Path),
+    layout: &FileLayout,
+    src: &dyn ReadAt,
+    err: Error,
+) -> Error {
+    if let Some(m) = misuse(storage, data) {
+        return misuse_error(data, m);
+    }
+    if err.file() == Some(table) && err.advice().is_none() {
+        if let Some((owner, exists)) = table_of_another_file(storage, data, table) {
+            return err
+                .with_kind(ErrorKind::InvalidArgument)
+                .with_advice(another_files_table(data, table, (&owner, exists)));
+        }
+    }
+    stale_table((data, table), layout, src, err)
+}
+
 /// `err` (a table that does not match data file `data` of `size` bytes, its table's
 /// last entry at `last_offset`) with the advice that fits, decided by what the bytes
 /// show ([`judge_change`]), never by which side is shorter: a file cut short (every
@@ -164,11 +271,12 @@ fn rebuild_command(data: &Path, table: &Path) -> String {
 /// it is complete as it is); a file whose bytes at the table's entries are not
 /// records was rewritten or replaced (rebuild the table). A file whose framing still
 /// matches but was modified after its table was rewritten in place (a local file's
-/// modification time tells). Local files and URLs are judged alike, through `src`
-/// (the data, opened) and `layout` (its table); a few small reads, on an error path
-/// only. Without any sign `err` is returned as it is (the table may belong to another
-/// tool; its message says so).
-pub(crate) fn stale_table(
+/// modification time tells). Each of these is changed data: of kind DataLoss. Local
+/// files and URLs are judged alike, through `src` (the data, opened) and `layout` (its
+/// table); a few small reads, on an error path only. Without any sign `err` is
+/// returned as it is (the table may belong to another tool; its message says so).
+/// Callers go through [`table_mismatch`], which looks for a mistake first.
+fn stale_table(
     (data, table): (&Path, &Path),
     layout: &FileLayout,
     src: &dyn ReadAt,
@@ -193,9 +301,15 @@ pub(crate) fn stale_table(
         )
     };
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    // What the bytes show is changed data, whatever kind the check that met it gave.
+    let changed = |advice: String| {
+        err.clone()
+            .with_kind(ErrorKind::DataLoss)
+            .with_advice(advice)
+    };
     match judge_change(layout, src) {
         Some(Change::Truncated { size, entry, at }) => {
-            err.with_advice(truncated(match entry {
+            changed(truncated(match entry {
                 Some((id, end)) => format!(
                     "it ends at byte {size}, inside the record of instance {id}, which the table puts at byte {at} and whose framing runs to byte {end}"
                 ),
@@ -204,18 +318,18 @@ pub(crate) fn stale_table(
                 ),
             }))
         }
-        Some(Change::Replaced { id, at, why }) => err.with_advice(rewritten(format!(
+        Some(Change::Replaced { id, at, why }) => changed(rewritten(format!(
             "the bytes at byte {at}, where the table puts instance {id}, {why}"
         ))),
         Some(Change::None) => match (modified(data), modified(table)) {
-            (Some(d_time), Some(t_time)) if d_time > t_time => err.with_advice(rewritten(
+            (Some(d_time), Some(t_time)) if d_time > t_time => changed(rewritten(
                 "its records are where the table says, but it was modified since".into(),
             )),
             _ => err,
         },
         // Bytes that cannot be read: the sizes are all there is.
         None => match last_offset.filter(|&last| last >= size) {
-            Some(last) => err.with_advice(truncated(format!(
+            Some(last) => changed(truncated(format!(
                 "it ends at byte {size}, the table's last record starts at byte {last}"
             ))),
             None => err,
@@ -352,7 +466,7 @@ pub fn explain(storage: &Storage, data: &Path, table: &Path, err: Error) -> Erro
         size: src.size(),
         first_id: 0,
     };
-    stale_table((data, table), &layout, &*src, err)
+    table_mismatch(storage, (data, table), &layout, &*src, err)
 }
 
 /// `err`, from reading `data` (opened with stamp `opened`, which is now `now`),
@@ -509,6 +623,12 @@ mod tests {
             set_modified(&data, data_secs);
             let base = Error::not_a_data_file(&table, "does not match");
             let e = explain(&Storage::local(), &data, &table, base);
+            // What the bytes show is changed data; no sign leaves the kind as it was.
+            let kind = match e.advice() {
+                Some(_) => ErrorKind::DataLoss,
+                None => ErrorKind::InvalidArgument,
+            };
+            assert_eq!(e.kind(), kind, "{e}");
             e.advice().unwrap_or_default().to_string()
         };
         // Cut by 50 bytes after indexing (newer than its table): truncated, inside the

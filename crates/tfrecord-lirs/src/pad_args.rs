@@ -91,7 +91,7 @@ pub fn fit_name(fit: &str, window: Option<usize>) -> String {
 
 /// Where `pad` of `inputs` to `output` writes each input's copy: one input given alone
 /// (`listed` false) goes into the file `output`, unless `output` is an existing
-/// directory; several inputs, or inputs given as a list, go into the directory
+/// directory or ends with `/`; several inputs, or inputs given as a list, go into the directory
 /// `output`, each under its file name ([`crate::many::pad_outputs_in`] through
 /// `storage`, the request's: a URL `output` is a prefix).
 pub fn outputs(
@@ -100,7 +100,8 @@ pub fn outputs(
     output: &Path,
     listed: bool,
 ) -> Result<Vec<PathBuf>> {
-    if !listed && inputs.len() == 1 && !output.is_dir() {
+    let names_dir = output.as_os_str().as_encoded_bytes().ends_with(b"/");
+    if !listed && inputs.len() == 1 && !output.is_dir() && !names_dir {
         return Ok(vec![output.to_path_buf()]);
     }
     crate::inspect::many::pad_outputs_in(storage, inputs, output)
@@ -176,7 +177,21 @@ mod tests {
             outputs(&Storage::local(), &a, dir.path(), true).unwrap(),
             [dir.path().join("a.tfrecord")]
         );
-        assert!(outputs(&Storage::local(), &a, &file, true)
+        // A list into a directory not made yet: made; "dir/" for one input too.
+        assert_eq!(
+            outputs(&Storage::local(), &a, &file, true).unwrap(),
+            [file.join("a.tfrecord")]
+        );
+        assert!(file.is_dir());
+        let slash = PathBuf::from(format!("{}/", dir.path().join("one").display()));
+        assert_eq!(
+            outputs(&Storage::local(), &a, &slash, false).unwrap(),
+            [dir.path().join("one").join("a.tfrecord")]
+        );
+        // A file where the directory should be is refused.
+        let taken = dir.path().join("taken");
+        std::fs::write(&taken, b"x").unwrap();
+        assert!(outputs(&Storage::local(), &a, &taken, true)
             .unwrap_err()
             .to_string()
             .contains("is not a directory"));

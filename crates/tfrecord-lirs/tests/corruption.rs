@@ -120,11 +120,18 @@ fn truncation_at_many_points() {
             let table_path = default_table_path(&path);
             assert!(inspect(&path, Some((&table_path, &table)), None).is_err());
         }
-        // Cut inside an earlier record: the table points past the end.
+        // Cut inside an earlier record: the table points past the end. The file was
+        // truncated after its table was written: changed data (DataLoss), not a
+        // mistake in what was passed.
         std::fs::write(&path, &full[..table[20] as usize + 3]).unwrap();
         let err = open(&path).err().unwrap();
-        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(err.kind(), ErrorKind::DataLoss, "{err}");
         assert!(err.to_string().contains("past the end"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("was truncated after its table was written"),
+            "{err}"
+        );
     }
 }
 
@@ -145,12 +152,20 @@ fn damaged_tables() {
     let (dir, path, _) = setup(true);
     let table_path = default_table_path(&path);
     let good = read_table(&table_path).unwrap();
+    // A damaged table (a partial entry, entries out of order) and entries past the end
+    // of the file (the file truncated since) are damaged or changed data; an empty
+    // table beside a file with records shows neither (a table for another file).
     let check = |offsets_bytes: Vec<u8>, needle: &str| {
         std::fs::write(&table_path, &offsets_bytes).unwrap();
         let err = open(&path)
             .err()
             .unwrap_or_else(|| panic!("expected an error for {needle}"));
-        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        let kind = if needle == "table is empty" {
+            ErrorKind::InvalidArgument
+        } else {
+            ErrorKind::DataLoss
+        };
+        assert_eq!(err.kind(), kind, "{err}");
         assert!(err.to_string().contains(needle), "{needle}: {err}");
         assert!(
             err.to_string().contains("offsets"),
@@ -397,5 +412,120 @@ fn large_records_read_in_pieces_are_checked_like_any_other() {
             assert_eq!(err.kind(), ErrorKind::DataLoss, "{err}");
             assert!(err.to_string().contains("instance 3"), "{err}");
         }
+    }
+}
+
+/// The kind of an error is its cause: a shard truncated after its table was written is
+/// changed data (DataLoss); a compressed file or another file's table is a mistake in
+/// what was passed (InvalidArgument), and the advice never says to write over another
+/// file's table.
+#[test]
+fn error_kinds_follow_their_cause() {
+    let (dir, f0, _) = setup(false);
+    let f1 = write_plain(
+        dir.path(),
+        "f1.tfrecord",
+        &(0..25).map(|i| payload(i, 100 + i)).collect::<Vec<_>>(),
+    );
+    let f1_table = default_table_path(&f1);
+    let f1_table_bytes = std::fs::read(&f1_table).unwrap();
+    let pair =
+        |table: &Path| Reader::open(&[(f0.clone(), table.to_path_buf())], &Default::default());
+
+    // F1's table given for F0 (F1 exists): a mistake, F0's own table advised.
+    let err = pair(&f1_table).err().expect("another file's table");
+    let text = err.to_string();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{text}");
+    let own = default_table_path(&f0).display().to_string();
+    assert!(text.contains("is the table of another data file"), "{text}");
+    assert!(text.contains(&own), "{text}");
+    assert!(
+        !text.contains(&format!("--out {}", f1_table.display())),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&f1_table).unwrap(), f1_table_bytes);
+    // Named for a file that does not exist: still not F0's.
+    let junk = dir.path().join("junk.offsets");
+    std::fs::write(&junk, [1, 2, 3]).unwrap();
+    let err = pair(&junk).err().expect("a damaged table");
+    let text = err.to_string();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{text}");
+    assert!(
+        text.contains("is named as the table of another data file"),
+        "{text}"
+    );
+    assert!(text.contains(&own) && !text.contains("--out"), "{text}");
+    // Missing at the table path of F2, which exists: NotFound, and never
+    // `index F0 --out F2.offsets` (F2's table would be F0's).
+    let f2 = dir.path().join("f2.tfrecord");
+    std::fs::write(&f2, b"").unwrap();
+    let missing = default_table_path(&f2);
+    let err = pair(&missing).err().expect("a missing table");
+    let text = err.to_string();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{text}");
+    assert!(text.contains(&own) && !text.contains("--out"), "{text}");
+    // Named by F0's stem (`d.offsets` for `d.tfrecord`, no file `d`): F0's own.
+    let stem = dir.path().join("d.offsets");
+    std::fs::write(&stem, [1, 2, 3]).unwrap();
+    let err = pair(&stem).err().expect("a damaged table");
+    assert_eq!(err.kind(), ErrorKind::DataLoss, "{err}");
+    // A table elsewhere, named for F0: no other file owns it; a missing one is
+    // built there by default, and without index_missing NotFound with `--out` that
+    // path, as before.
+    let elsewhere = dir.path().join("tables");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let mine = elsewhere.join("d.tfrecord.offsets");
+    let kept = ReaderOptions {
+        index_missing: false,
+        ..Default::default()
+    };
+    let err = Reader::open(&[(f0.clone(), mine.clone())], &kept)
+        .err()
+        .expect("a missing table");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("--out {}", mine.display())),
+        "{err}"
+    );
+    assert!(pair(&mine).is_ok() && mine.exists());
+    // The missing table of F2 (which exists) is never built for F0, by default too.
+    assert!(!missing.exists());
+
+    // F0 truncated after its table was written: DataLoss, at open.
+    let full = std::fs::read(&f0).unwrap();
+    let table = read_table(&default_table_path(&f0)).unwrap();
+    for cut in [table[10] as usize + 5, table[30] as usize, full.len() - 3] {
+        std::fs::write(&f0, &full[..cut]).unwrap();
+        let err = open(&f0).err().expect("a truncated file");
+        assert_eq!(err.kind(), ErrorKind::DataLoss, "cut {cut}: {err}");
+        assert!(
+            err.to_string().contains("was truncated after its table"),
+            "{err}"
+        );
+    }
+
+    // A GZIP file given as data: InvalidArgument naming the magic bytes and `pad`.
+    let gz = dir.path().join("c.tfrecord.gz");
+    let mut bytes = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+    bytes.extend_from_slice(&[7; 40]);
+    std::fs::write(&gz, &bytes).unwrap();
+    std::fs::write(default_table_path(&gz), encode_table(&[0])).unwrap();
+    for err in [
+        open(&gz).err().expect("gzip with a table"),
+        Reader::open(
+            &[(gz.clone(), dir.path().join("none.offsets"))],
+            &Default::default(),
+        )
+        .err()
+        .expect("gzip without a table"),
+    ] {
+        let text = err.to_string();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{text}");
+        assert!(
+            text.contains("GZIP-compressed (it starts with the GZIP magic bytes 1f 8b)"),
+            "{text}"
+        );
+        assert!(text.contains("tfrecord-lirs pad"), "{text}");
     }
 }

@@ -141,9 +141,9 @@ pub fn pad_output_in(out_dir: &Path, input: &Path) -> Result<PathBuf> {
     Ok(out_dir.join(plain))
 }
 
-/// The outputs of `pad` of `inputs` into directory `out_dir` (see [`pad_output_in`]);
-/// refuses two inputs of the same file name (one copy would replace the other) and an
-/// `out_dir` that is not a directory.
+/// The outputs of `pad` of `inputs` into directory `out_dir` (see [`pad_output_in`]),
+/// made if missing (as `mkdir -p`); refuses two inputs of the same file name (one copy
+/// would replace the other) and an `out_dir` that is a file.
 pub fn pad_outputs(inputs: &[PathBuf], out_dir: &Path) -> Result<Vec<PathBuf>> {
     pad_outputs_in(&Storage::local(), inputs, out_dir)
 }
@@ -156,10 +156,14 @@ pub fn pad_outputs_in(
     out_dir: &Path,
 ) -> Result<Vec<PathBuf>> {
     if storage.is_local(out_dir) && !out_dir.is_dir() {
-        return Err(Error::invalid_argument(format!(
-            "{} is not a directory: pad of several inputs writes each input's padded copy into an output directory (create it first)",
-            out_dir.display()
-        )));
+        if out_dir.exists() {
+            return Err(Error::invalid_argument(format!(
+                "{} is not a directory: pad of several inputs writes each input's padded copy into an output directory",
+                out_dir.display()
+            )));
+        }
+        // An output directory named for the copies is made, as `mkdir -p` would.
+        std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
     }
     let mut seen = std::collections::HashMap::new();
     inputs
@@ -253,7 +257,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("have the same file name"));
-        let not_dir = pad_outputs(&[a, b], &dir.path().join("missing"));
+        // A missing directory is made; a file where the directory should be is refused.
+        let made = dir.path().join("made/deeper");
+        let outs = pad_outputs(&[a.clone(), b.clone()], &made).unwrap();
+        assert!(made.is_dir());
+        assert_eq!(outs, vec![made.join("a.tfrecord"), made.join("b.tfrecord")]);
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"x").unwrap();
+        let not_dir = pad_outputs(&[a, b], &file);
         assert!(not_dir
             .unwrap_err()
             .to_string()

@@ -58,10 +58,15 @@ pub(crate) fn open_table(
 ) -> Result<(PathBuf, OffsetTable)> {
     match open_table_of(storage, table, Some(data)) {
         Ok(t) => Ok((table.to_path_buf(), t)),
-        Err(e) if index_missing && e.is_missing_table() => {
+        // A table path named for another data file is never written for this one.
+        Err(e)
+            if index_missing
+                && e.is_missing_table()
+                && crate::advice::table_of_another_file(storage, data, table).is_none() =>
+        {
             build_missing_table(storage, data, table, version)
         }
-        Err(e) => Err(crate::advice::diagnose(storage, data, e)),
+        Err(e) => Err(crate::advice::table_open_error(storage, data, table, e)),
     }
 }
 

@@ -43,6 +43,21 @@ impl Refurbisher {
         Refurbisher { schedule, store }
     }
 
+    /// Checks that `store` can serve the step in a data-loading worker process (a
+    /// PyTorch `DataLoader`'s): a store in memory cannot, as each worker would keep its
+    /// own, lost with the worker, and reuse nothing.
+    pub fn check_worker_process(store: &PartialStore) -> Result<()> {
+        if !store.is_private() {
+            return Ok(());
+        }
+        Err(Error::invalid_argument(
+            "this store of partially augmented samples is in this process's memory \
+             (store=None), and it is used in a DataLoader worker process: each worker would \
+             keep its own, lost with the worker, and reuse none. Give store a directory \
+             (shared by every worker; under /dev/shm for memory speed), or num_workers=0",
+        ))
+    }
+
     /// The schedule.
     pub fn schedule(&self) -> &RefurbishSchedule {
         &self.schedule

@@ -38,6 +38,7 @@ use object_store::{ObjectStore, PutPayload};
 use url::Url;
 
 use crate::storage::cloud_client::build_store;
+use crate::storage::cloud_errors::{store_error, MAX_RETRIES};
 use crate::storage::local::ReadAt;
 use crate::storage::ranged::{merge_ranges, RangedRead, RangesDone, ReadScope};
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
@@ -263,11 +264,6 @@ fn port_suffix(url: &Url) -> String {
     url.port().map(|p| format!(":{p}")).unwrap_or_default()
 }
 
-/// Retries of a failed request (5xx, timeouts, dropped connections), with the
-/// client's exponential backoff (100 ms doubling up to 15 s); the advice of an error
-/// that outlived them names this number.
-const MAX_RETRIES: usize = 10;
-
 /// The client's retry settings: [`MAX_RETRIES`], the client's defaults otherwise.
 fn retry_config() -> object_store::RetryConfig {
     object_store::RetryConfig {
@@ -278,71 +274,6 @@ fn retry_config() -> object_store::RetryConfig {
 
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
-}
-
-/// An object-store error as the `io::Error` kind the core maps (NotFound,
-/// PermissionDenied, ...), with the store's own words, which name the request that
-/// failed (the core's error names the URL), and what to do about it.
-fn store_error(scheme: &str, e: object_store::Error) -> io::Error {
-    let (kind, advice) = match &e {
-        object_store::Error::NotFound { .. } => (io::ErrorKind::NotFound, None),
-        object_store::Error::InvalidPath { .. } | object_store::Error::NotSupported { .. } => {
-            (io::ErrorKind::InvalidInput, None)
-        }
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => (
-            io::ErrorKind::PermissionDenied,
-            Some(format!(
-                "the storage refused these credentials: {}",
-                credentials_hint(scheme)
-            )),
-        ),
-        // What the client could not get done after its retries with backoff: server
-        // errors (5xx), timeouts, refused or dropped connections.
-        object_store::Error::Generic { .. } => (
-            io::ErrorKind::ConnectionAborted,
-            Some(format!(
-                "the storage did not serve the request (server errors and dropped \
-                 connections are retried up to {MAX_RETRIES} times with backoff); try \
-                 again later, or check the endpoint{}",
-                endpoint_hint(scheme)
-            )),
-        ),
-        _ => (io::ErrorKind::Other, None),
-    };
-    match advice {
-        Some(advice) => io::Error::new(kind, format!("{e}; {advice}")),
-        None => io::Error::new(kind, e.to_string()),
-    }
-}
-
-/// Where the credentials of `scheme`'s store come from (the builders' `from_env`).
-fn credentials_hint(scheme: &str) -> &'static str {
-    match scheme {
-        "s3" | "s3a" => {
-            "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), or \
-             the instance's role, and that they may read this bucket"
-        }
-        "gs" => {
-            "check GOOGLE_SERVICE_ACCOUNT (a key file) or GOOGLE_SERVICE_ACCOUNT_KEY, or \
-             the instance's service account, and that it may read this bucket"
-        }
-        "http" | "https" => "the server needs credentials this client does not send",
-        _ => {
-            "check AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY (or a SAS \
-             token / service principal), and that they may read this container"
-        }
-    }
-}
-
-/// The environment variable naming `scheme`'s endpoint, as advice.
-fn endpoint_hint(scheme: &str) -> &'static str {
-    match scheme {
-        "s3" | "s3a" => " (AWS_ENDPOINT, AWS_REGION)",
-        "gs" => " (the service account's gcs_base_url)",
-        "http" | "https" => " (the URL's host)",
-        _ => " (AZURE_STORAGE_ENDPOINT)",
-    }
 }
 
 impl FileSystem for ObjectStoreFileSystem {

@@ -33,6 +33,8 @@ pub mod cached_fs;
 pub mod cloud;
 #[cfg(feature = "object-store")]
 mod cloud_client;
+#[cfg(feature = "object-store")]
+mod cloud_errors;
 pub(crate) mod file_list;
 #[cfg(feature = "object-store")]
 pub(crate) mod in_flight;

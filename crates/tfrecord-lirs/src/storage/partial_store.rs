@@ -257,21 +257,6 @@ impl PartialStore {
         matches!(self.place, Place::Memory(_))
     }
 
-    /// Checks that this store can serve a data-loading worker process (a PyTorch
-    /// `DataLoader`'s): a store in memory cannot, as each worker would keep its own,
-    /// lost with the worker, and reuse nothing.
-    pub fn check_worker_process(&self) -> Result<()> {
-        if !self.is_private() {
-            return Ok(());
-        }
-        Err(Error::invalid_argument(
-            "this store of partially augmented samples is in this process's memory \
-             (store=None), and it is used in a DataLoader worker process: each worker would \
-             keep its own, lost with the worker, and reuse none. Give store a directory \
-             (shared by every worker; under /dev/shm for memory speed), or num_workers=0",
-        ))
-    }
-
     /// The path of entry `(id, generation)` (`None` in memory).
     pub fn entry_path(&self, id: u64, generation: u64) -> Option<PathBuf> {
         self.dir().map(|dir| dir.join(format!("{id}.{generation}")))

@@ -259,8 +259,7 @@ impl Reader {
                 first_id,
             };
             check_table(data, table_path, &layout, &*src, options.padding()).map_err(|e| {
-                let e = advice::diagnose(&options.storage, data, e);
-                advice::stale_table((data, table_path), &layout, &*src, e)
+                advice::table_mismatch(&options.storage, (data, table_path), &layout, &*src, e)
             })?;
             first_id += layout.len();
             let pages = size.div_ceil(page.get());
@@ -382,7 +381,7 @@ impl Reader {
         let layout = &self.layout.files()[f];
         let (data, table) = (&file.data_path, &file.table_path);
         let err = bad_span_error((data, table), layout.size, id, bad);
-        let err = advice::stale_table((data, table), layout, &*file.src, err);
+        let err = advice::table_mismatch(&self.storage, (data, table), layout, &*file.src, err);
         self.if_changed(f, err)
     }
 
@@ -395,7 +394,7 @@ impl Reader {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             let had = self.layout.files()[f].table.byte_len();
             let now = std::fs::metadata(table).map(|m| m.len()).ok();
-            return Error::table(
+            return Error::damaged_table(
                 table,
                 Some(id),
                 Some(i as u64 * 8),
