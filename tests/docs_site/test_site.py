@@ -13,9 +13,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
+
+# Only .venv-docs has selenium: elsewhere (a bare `pytest tests`) this module is skipped.
+pytest.importorskip("selenium")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
 
 SITE = Path(__file__).resolve().parents[2] / "site"
 SHOTS = SITE / "screenshots"
