@@ -7,7 +7,7 @@ CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: all test venv venv-bench venv-mosaic build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
-  py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz
+  py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz docs venv-docs chromium
 
 all: build
 
@@ -92,7 +92,7 @@ wheel: venv
 pytest: venv build py-ext tf-op python-install wheel
 	TFRECORD_LIRS_CLI=$(abspath $(CLI)) TFRECORD_LIRS_WHEEL_DIR=$(abspath dist) \
 	  TFRECORD_LIRS_FAULT_LIBRARY=$(abspath $(FAULT_LIB)) $(PY) -m pytest -q tests \
-	  --ignore=tests/without_tf
+	  --ignore=tests/without_tf --ignore=tests/docs_site
 
 # The TensorFlow-free front ends with real Grain and PyTorch (DataLoader worker
 # processes), in a venv that has no TensorFlow at all (requirements-without-tf.txt):
@@ -112,6 +112,35 @@ pytest-without-tf: venv-without-tf build py-ext
 
 
 test: venv build lint cargo-test pytest pytest-without-tf fuzz-smoke
+
+# `make docs`: the site (mkdocs-material, mkdocs.yml) into site/, built offline with
+# --strict (a broken link, anchor or API reference fails it), the workspace's `cargo doc`
+# into site/rust/, the benchmark charts redrawn (docs/charts.py: from bench_out/results.json
+# when `make bench` left one, else from BENCHMARKS.md), then the built pages opened in
+# headless Chromium (tests/docs_site: each renders, no console error; screenshots in
+# site/screenshots/). Its tools live in .venv-docs (requirements-docs.txt) and Debian's
+# chromium and chromium-driver (installed when missing). The runnable snippets of README
+# and docs/ are not run here: `make test` runs them (tests/test_doc_snippets.py,
+# tests/without_tf/test_doc_snippets.py).
+VENV_DOCS := .venv-docs
+venv-docs: $(VENV_DOCS)/.installed
+$(VENV_DOCS)/.installed: requirements-docs.txt
+	python3 -m venv $(VENV_DOCS)
+	$(VENV_DOCS)/bin/pip install --quiet --upgrade pip
+	$(VENV_DOCS)/bin/pip install --quiet -r requirements-docs.txt
+	touch $@
+
+chromium:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver; fi
+
+docs: venv-docs chromium
+	$(VENV_DOCS)/bin/python docs/charts.py
+	NO_MKDOCS_2_WARNING=1 $(VENV_DOCS)/bin/mkdocs build --strict --quiet
+	cargo doc --no-deps --workspace --quiet
+	rm -rf site/rust
+	cp -r target/doc site/rust
+	$(VENV_DOCS)/bin/python -m pytest -q --noconftest -p no:cacheprovider tests/docs_site
 
 # Fuzzing (fuzz/README.md): cargo-fuzz, pinned, installed only if that version is not
 # there already (it takes ~3 min to build on 2 cores).
@@ -187,4 +216,4 @@ clean:
 	cargo clean
 	rm -f $(TF_OP_SO) python/tfrecord_lirs/_build_info.py
 	rm -f $(PY_EXT)
-	rm -rf $(VENV) $(VENV_NOTF) $(VENV_BENCH) $(VENV_MOSAIC) bench_out demo_out dist python/build
+	rm -rf $(VENV) $(VENV_NOTF) $(VENV_BENCH) $(VENV_MOSAIC) bench_out demo_out dist python/build site $(VENV_DOCS)

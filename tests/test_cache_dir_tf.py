@@ -180,11 +180,11 @@ def test_a_bound_without_a_directory_and_a_bad_bound_are_the_cores_errors(
     assert not [f for _, _, fs in os.walk(tmp_path / "c") for f in fs]
 
 
-def test_the_readme_snippet_runs(tmp_path):
+def test_the_docs_cache_dir_snippet_runs(tmp_path):
     import re
 
-    readme = (REPO / "README.md").read_text()
-    [snippet] = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    page = (REPO / "docs" / "how-to" / "object-storage.md").read_text()
+    [snippet] = [b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S)
                  if "LIRSDataset(" in b and "cache_dir=" in b]
     # As written, but for the bucket's name and a cache directory of the test's own.
     code = (f"import sys\nsys.path.insert(0, {str(REPO / 'python')!r})\n"

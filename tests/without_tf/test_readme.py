@@ -1,4 +1,5 @@
-"""README.md's Example decoding and its complete PyTorch and Grain scripts, run as
+"""The docs' Example decoding (docs/getting-started/python.md) and their complete
+PyTorch and Grain scripts (docs/getting-started/pytorch.md, grain.md), run as
 written in this venv without TensorFlow, on shards laid out as TensorFlow Datasets
 writes them (`data/mnist-train.tfrecord-0000i-of-00002`, PNG "image" and int64
 "label" Examples, written here with Google's protobuf and PIL)."""
@@ -19,16 +20,18 @@ from conftest import framed
 
 import tfrecord_lirs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = [Path(__file__).resolve().parents[2] / "README.md",
+        *sorted((Path(__file__).resolve().parents[2] / "docs").rglob("*.md"))]
 PYTHON_PATH = str(Path(__file__).resolve().parents[2] / "python")
 IMAGES = 40
 
 
 def snippet(first_line):
-    """The README's ```python block whose first line is `first_line`."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    """The ```python block of README.md or docs/ whose first line is `first_line`."""
+    blocks = [b for doc in DOCS
+              for b in re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)]
     found = [b for b in blocks if b.startswith(first_line)]
-    assert len(found) == 1, f"README.md has {len(found)} python blocks starting {first_line!r}"
+    assert len(found) == 1, f"the docs have {len(found)} python blocks starting {first_line!r}"
     return found[0]
 
 
