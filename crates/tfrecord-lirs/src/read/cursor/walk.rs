@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
+use super::batch_split::BatchSplit;
 use super::options::{first_window, CursorOptions};
 use super::parts::{part_order, EpochParts};
 use super::state::CursorState;
@@ -27,6 +28,17 @@ struct Current {
     all_read: bool,
 }
 
+/// What of the shard's epoch a cursor walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Slice {
+    /// All of it.
+    Whole,
+    /// Part `k` of `parts` (of the unsharded epoch).
+    Part(EpochParts, u64),
+    /// Batches `i` with `i % workers == worker` (a data-loading worker's).
+    Batches { workers: u64, worker: u64 },
+}
+
 /// The epoch order of `options` over `reader`, from `base` (an elastic resume point
 /// with positions delivered; `None`: the epoch's start): the one place a cursor
 /// chooses an order algorithm (`options.order_version`), consumed only through
@@ -35,11 +47,25 @@ fn open_order(
     reader: &Reader,
     options: &CursorOptions,
     base: Option<&EpochState>,
-    part: Option<(EpochParts, u64)>,
+    slice: Slice,
 ) -> Result<Box<dyn OrderSource>> {
-    if let Some((parts, k)) = part {
-        return part_order(reader, options, parts, k);
+    match slice {
+        Slice::Part(parts, k) => part_order(reader, options, parts, k),
+        Slice::Whole => shard_order(reader, options, base),
+        Slice::Batches { workers, worker } => {
+            let shard = shard_order(reader, options, base)?;
+            let batch = options.batch_size as u64;
+            Ok(Box::new(BatchSplit::new(shard, batch, workers, worker)?))
+        }
     }
+}
+
+/// The shard's epoch order (see [`open_order`]).
+fn shard_order(
+    reader: &Reader,
+    options: &CursorOptions,
+    base: Option<&EpochState>,
+) -> Result<Box<dyn OrderSource>> {
     if options.shard_remainder != ShardRemainder::Keep {
         // A fresh base (a checkpoint's walk from the epoch's start) is the equal shard.
         let order = ResumedOrder::equal_shard(reader.layout(), options, base)?;
@@ -118,7 +144,7 @@ pub struct DatasetCursor {
     /// The elastic resume point the walk started from, when positions of the epoch
     /// were delivered before it (by another set of shards); `None`: the epoch's start.
     base: Option<Arc<EpochState>>,
-    part: Option<(EpochParts, u64)>, // The part walked (of how many), if one.
+    slice: Slice, // What of the shard's epoch is walked.
     len: u64,
     order_version: u32,
     /// `None` after a window failed as a whole: started again at the next call.
@@ -147,7 +173,7 @@ impl DatasetCursor {
         options: CursorOptions,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        DatasetCursor::open(reader, options, None, None, state)
+        DatasetCursor::open(reader, options, None, Slice::Whole, state)
     }
 
     /// Elastic resume: a cursor over shard `options.order.shard_index` of
@@ -200,17 +226,17 @@ impl DatasetCursor {
     ) -> Result<DatasetCursor> {
         base.check_fits(&reader, &options.order, options.order_version)?;
         let base = (!base.is_fresh()).then(|| Arc::new(base.clone()));
-        DatasetCursor::open(reader, options, base, None, state)
+        DatasetCursor::open(reader, options, base, Slice::Whole, state)
     }
 
     pub(super) fn open(
         reader: Arc<Reader>,
         options: CursorOptions,
         base: Option<Arc<EpochState>>,
-        part: Option<(EpochParts, u64)>,
+        slice: Slice,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        let order = open_order(&reader, &options, base.as_deref(), part)?;
+        let order = open_order(&reader, &options, base.as_deref(), slice)?;
         let (len, order_version) = (order.len(), order.version());
         state.check(len, order_version)?;
         let ledger = DeliveredLedger::new(state.position, state.delivered_after.iter().copied());
@@ -218,7 +244,7 @@ impl DatasetCursor {
             reader,
             options,
             base,
-            part,
+            slice,
             len,
             order_version,
             fetcher: None,
@@ -241,7 +267,7 @@ impl DatasetCursor {
             Arc::clone(&self.reader),
             self.options,
             self.base.clone(),
-            self.part,
+            self.slice,
             state,
         )?;
         Ok(())
@@ -496,8 +522,13 @@ impl DatasetCursor {
             if position >= self.len {
                 return Some(Step::End);
             }
-            let started = open_order(&self.reader, &self.options, self.base.as_deref(), self.part)
-                .and_then(|order| self.start_fetch(order));
+            let started = open_order(
+                &self.reader,
+                &self.options,
+                self.base.as_deref(),
+                self.slice,
+            )
+            .and_then(|order| self.start_fetch(order));
             match started {
                 Ok(fetcher) => self.fetcher = Some(fetcher),
                 Err(error) => return Some(self.pass_window(error, position)),
