@@ -281,7 +281,7 @@ fn build_offset_tables(
 
 /// Pads each TFRecord file of `srcs` into directory `dst_dir` (under its file name,
 /// see [`core::many::pad_outputs`]), `jobs` at a time; returns the summary fields of
-/// each.
+/// each with what `fit="auto"` chose for it (as `pad_file`).
 #[pyfunction]
 #[pyo3(signature = (srcs, dst_dir, page_size, fit, compression, trust_table, overwrite, jobs, progress))]
 #[allow(clippy::too_many_arguments)] // pad()'s arguments, as Python passes them
@@ -296,7 +296,7 @@ fn pad_files(
     overwrite: bool,
     jobs: Option<usize>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<Vec<SummaryFields>> {
+) -> PyResult<Vec<(SummaryFields, String)>> {
     let jobs = jobs_or_default(jobs);
     let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
     // Inputs given as a list: each into the directory `dst_dir` (the CLI's rule).
@@ -308,7 +308,8 @@ fn pad_files(
             .position(|f| f == file)
             .and_then(|i| outputs.get(i))
             .ok_or_else(|| core::Error::internal("an input without its output"))?;
-        core::pad(file, output, &request, done).map(|(summary, _)| summary_fields(&summary))
+        core::pad(file, output, &request, done)
+            .map(|(summary, chose)| (summary_fields(&summary), chose.unwrap_or_default()))
     })
 }
 
