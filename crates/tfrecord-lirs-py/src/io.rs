@@ -128,17 +128,23 @@ fn build_offset_table(py: Python<'_>, data: PathBuf, table: PathBuf) -> PyResult
     .py_err(py)
 }
 
-/// The data files `inputs` (paths and patterns) name ([`core::expand_files`]).
+/// The data files `inputs` (paths and patterns) name ([`core::expand_files`]),
+/// listed through the local tier `cache_dir` (the core's rule, as a reader's), which
+/// remembers a pattern's listing for when the storage cannot be reached.
 #[pyfunction]
-fn expand_files(py: Python<'_>, inputs: Vec<PathBuf>) -> PyResult<Vec<std::ffi::OsString>> {
+#[pyo3(signature = (inputs, cache_dir=None, cache_bytes=None))]
+fn expand_files(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    cache_bytes: Option<u64>,
+) -> PyResult<Vec<std::ffi::OsString>> {
+    let cache = core::options::cache(cache_dir.as_deref(), cache_bytes).py_err(py)?;
+    let storage = write_storage().with_cache(cache);
     // OsStrings, not pathlib.Paths, whose normalisation would turn `ram://x` into `ram:/x`.
-    py.detach(|| {
-        guard("expand_files", || {
-            core::expand_files(&write_storage(), &inputs)
-        })
-    })
-    .map(|files| files.into_iter().map(PathBuf::into_os_string).collect())
-    .py_err(py)
+    py.detach(|| guard("expand_files", || core::expand_files(&storage, &inputs)))
+        .map(|files| files.into_iter().map(PathBuf::into_os_string).collect())
+        .py_err(py)
 }
 
 /// `value` as a count or index `>= 0` ([`core::options::integer::non_negative`]),
