@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch.utils.data as tud
 
-from conftest import framed
+from conftest import write_id_shards
 
 import tfrecord_lirs.torch as lirs_torch
 
@@ -17,14 +17,7 @@ N = 301
 
 @pytest.fixture
 def paths(tmp_path):
-    out = []
-    for f, ids in enumerate([range(0, 170), range(170, N)]):
-        path = tmp_path / f"train-{f:05d}-of-00002"
-        data, table = framed([b"%d" % i for i in ids])
-        path.write_bytes(data)
-        (tmp_path / (path.name + ".offsets")).write_bytes(table)
-        out.append(path)
-    return out
+    return write_id_shards(tmp_path, "train", [0, 170, N])
 
 
 @pytest.mark.parametrize("workers", [0, 1, 2, 3])
