@@ -7,9 +7,10 @@ use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::CursorOptions;
+use super::order::Slice;
 use super::parts::EpochParts;
 use super::state::CursorState;
-use super::walk::{DatasetCursor, Slice};
+use super::walk::DatasetCursor;
 use crate::read::elastic::EpochState;
 use crate::read::reader::Reader;
 
