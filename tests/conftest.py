@@ -136,6 +136,23 @@ def framed(payloads) -> tuple[bytes, bytes]:
     return bytes(data), pack_table(offsets)
 
 
+def write_id_shards(directory, prefix, bounds) -> list[Path]:
+    """Shards `<prefix>-0000f-of-0000n` in `directory` (made if missing), as TFDS lays out
+    a split: shard f holds ids `bounds[f] ..< bounds[f + 1]` as payloads b"<id>", each
+    with its offset table. Their paths, in order."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    n = len(bounds) - 1
+    paths = []
+    for f in range(n):
+        path = directory / f"{prefix}-{f:05d}-of-{n:05d}"
+        data, table = framed([b"%d" % i for i in range(bounds[f], bounds[f + 1])])
+        path.write_bytes(data)
+        (directory / (path.name + ".offsets")).write_bytes(table)
+        paths.append(path)
+    return paths
+
+
 def affine_payload(i: int, size: int, a: int = 131, b: int = 7) -> bytes:
     return bytes((i * a + j * b) % 256 for j in range(size))
 

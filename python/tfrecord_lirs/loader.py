@@ -47,10 +47,11 @@ class Loader:
       for files padded by `pad`); deterministic [True] (False: batches as their reads
       complete, RINAS: the same batches' multiset per epoch, another order);
       num_parallel_reads [-1: automatic]; num_shards [1] / shard_index [0] (this
-      process's slice of every epoch; inside a PyTorch DataLoader worker it is split
-      further among the workers); drop_remainder [False] (the short last batch);
+      process's slice of every epoch; inside PyTorch DataLoader workers it is split
+      among them by whole batches); drop_remainder [False] (the short last batch);
       order_version [1] (or 2, docs/FORMAT.md §5.8); shard_remainder ["keep"] ("drop"
-      or "pad": every shard, and every DataLoader worker of it, the same count, as for
+      or "pad": every shard the same count (its DataLoader workers differ by at most a
+      batch), as for
       `Sampler`). `offset_tables`, `page_size`, `backend`, `trust_table`,
       `cache_dir`, `cache_bytes`, `index_missing`: as for `DataSource`. `paths` may also be a `DataSource`.
 

@@ -29,12 +29,16 @@ def _paths(value, name):
         raise TypeError(f"{name} must be a path or a sequence of paths, got {value!r}") from e
 
 
-def data_files(value, name="paths"):
+def data_files(value, name="paths", cache_dir=None, cache_bytes=None):
     """The data files a path, a pattern (`tf.io.gfile.glob` syntax, local or URL) or a
     sequence of them names, as a list of str: the core's rule (a pattern's matches
     sorted, offset tables never taken for data; a pattern or list that matches nothing
-    raises `tfrecord_lirs.errors.NotFoundError` naming it)."""
-    return [os.fsdecode(f) for f in _checks.call_core(_lirs.expand_files, _paths(value, name))]
+    raises `tfrecord_lirs.errors.NotFoundError` naming it). With `cache_dir` (None:
+    `TFRECORD_LIRS_CACHE_DIR`), a pattern listed once is remembered there and its
+    listing used when the storage cannot be reached (said on stderr)."""
+    files = _checks.call_core(_lirs.expand_files, _paths(value, name),
+                              None if cache_dir is None else os.fsdecode(cache_dir), cache_bytes)
+    return [os.fsdecode(f) for f in files]
 
 
 def _ids(data):
@@ -74,13 +78,16 @@ class DataSource:
     and Grain workers, other jobs): each block is fetched once, and a file read whole
     once is read from local disk without any request. None: the environment variable
     `TFRECORD_LIRS_CACHE_DIR`, else no cache. `cache_bytes`: the most bytes it holds
-    (None: 32 GiB); the least recently used blocks are evicted past it.
+    (None: 32 GiB); the least recently used blocks are evicted past it. A pattern
+    (`s3://bucket/train-*`) listed with a `cache_dir` is remembered there: with the
+    storage unreachable, the same pattern opens from its remembered listing (said on
+    stderr), as an explicit list of cached files does.
     """
 
     def __init__(self, paths, offset_tables=None, *, page_size=None, backend=None,
                  trust_table=None, cache_dir=None, cache_bytes=None, index_missing=None):
         self._args = (
-            data_files(paths, "paths"),
+            data_files(paths, "paths", cache_dir, cache_bytes),
             None if offset_tables is None else [
                 None if t is None else os.fsdecode(t) for t in _paths_or_none(offset_tables)
             ],

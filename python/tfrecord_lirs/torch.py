@@ -6,9 +6,10 @@
         for batch in data:            # list[bytes]; each worker reads its own share
             ...                       # of a fresh permutation every epoch
 
-In each worker process the Loader reads shard `shard_index * num_workers + worker_id`
-of `num_shards * num_workers` (the Rust core's rule), so the workers together read
-every instance of the epoch exactly once. `state_dict`/`load_state_dict` follow
+In each worker process the Loader reads the batches `i` of its shard's epoch with
+`i % num_workers == worker_id` (the Rust core's rule), so the workers together read
+every instance of the epoch exactly once, in the same batches for any number of
+workers, and `len(data)` is the batches per epoch. `state_dict`/`load_state_dict` follow
 torchdata's `StatefulDataLoader`, which calls them in each worker.
 
 Data refurbishing (docs/FORMAT.md §7): a `RefurbishSampler` (the schedule: which id is
@@ -56,8 +57,11 @@ class Loader(_loader.Loader, _tud.IterableDataset):
     In a `torch.distributed` process group (DDP, `torchrun`) `num_shards` and
     `shard_index` default to the world size and the rank, and `shard_remainder` to
     "pad", as `DistributedSampler` does: every rank runs the same number of steps.
-    `len()` is not defined (the batches per epoch depend on the DataLoader's worker
-    count, which the dataset never learns).
+    `len()` is the number of batches the DataLoader yields per epoch on this rank
+    (for tqdm and learning-rate schedules), whatever its `num_workers`: the workers
+    split the rank's epoch by whole batches (worker `w` of `W` takes batches `i` with
+    `i % W == w`), so only the epoch's last batch is short (dropped with
+    `drop_remainder=True`).
 
     The state is then in the workers: resume exactly with torchdata's
     `StatefulDataLoader`, whose `state_dict()` holds each worker's
@@ -72,6 +76,9 @@ class Loader(_loader.Loader, _tud.IterableDataset):
 
     def __iter__(self):
         return map(Batch, super().__iter__())
+
+    def __len__(self):
+        return self._native.batches_per_epoch()
 
 
 class Batch(list):

@@ -156,7 +156,7 @@ def pad(src, dst, page_size=None, fit=None, compression=None, trust_table=None, 
         outs = _run_many(_lirs.pad_files,
                          ([_checks.path_str(f) for f in files], _checks.path_str(dst), *spec,
                           jobs), "pad", progress)
-        return [_summary(fields) for fields in outs]
+        return [_summary(fields, note) for fields, note in outs]
     fields, note = _checks.call_core(_lirs.pad_file, _checks.path_str(src),
                                   _checks.path_str(dst), *spec)
     return _summary(fields, note)

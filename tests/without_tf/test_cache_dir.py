@@ -122,3 +122,52 @@ def test_the_cli_refuses_a_zero_bound_and_names_a_bad_directory(tmp_path):
                          capture_output=True)
     assert res.returncode == 0 and res.stdout == PAYLOADS[3], res.stderr
     assert not [f for _, _, fs in os.walk(tmp_path / "c") for f in fs]
+
+
+GLOB_OBJECTS = {"train-0.tfrecord": framed(PAYLOADS[:1700])[0],
+                "train-0.tfrecord.offsets": framed(PAYLOADS[:1700])[1],
+                "train-1.tfrecord": framed(PAYLOADS[1700:])[0],
+                "train-1.tfrecord.offsets": framed(PAYLOADS[1700:])[1]}
+
+GLOB_SNIPPET = f"""
+import json, os, subprocess, sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+
+PATTERN = "s3://{BUCKET}/train-*.tfrecord"
+CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
+read = '''
+import json, sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+src = tfrecord_lirs.DataSource(sys.argv[1], cache_dir=sys.argv[2])
+print(json.dumps([src[i].hex() for i in range(len(src))]))
+'''
+out = {{}}
+# Listed (and read) with the storage up.
+res = subprocess.run([sys.executable, "-c", read, PATTERN, CACHE], capture_output=True,
+                     text=True, timeout=120)
+out["up"] = json.loads(res.stdout) if res.returncode == 0 else res.stderr
+# The storage unreachable: the same glob and cache_dir, then a glob never listed.
+gone = dict(os.environ, AWS_ENDPOINT="http://127.0.0.1:9")
+for name, pattern in [("down", PATTERN), ("never", "s3://{BUCKET}/train-?.tfrecord")]:
+    res = subprocess.run([sys.executable, "-c", read, pattern, CACHE], env=gone,
+                         capture_output=True, text=True, timeout=300)
+    out[name] = [res.returncode, res.stdout, res.stderr]
+print(json.dumps(out))
+"""
+
+
+def test_a_glob_listed_once_opens_with_the_storage_unreachable(tmp_path):
+    res = run_with_s3(tmp_path, GLOB_OBJECTS, GLOB_SNIPPET, timeout=700)
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    assert isinstance(r["up"], list), r["up"]
+    assert [bytes.fromhex(g) for g in r["up"]] == PAYLOADS
+    code, stdout, stderr = r["down"]
+    assert code == 0, stderr
+    assert [bytes.fromhex(g) for g in json.loads(stdout)] == PAYLOADS
+    # Said so: the listing came from the cache.
+    assert "remembered in cache_dir" in stderr and "train-*.tfrecord" in stderr, stderr
+    # A pattern never listed is not guessed.
+    code, _, stderr = r["never"]
+    assert code != 0 and "train-?.tfrecord" in stderr, stderr

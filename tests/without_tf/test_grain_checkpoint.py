@@ -14,7 +14,7 @@ from pathlib import Path
 import grain
 import pytest
 
-from conftest import framed
+from conftest import write_id_shards
 
 from tfrecord_lirs import DataSource
 from tfrecord_lirs import grain as lirs_grain
@@ -24,15 +24,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def write_split(directory, split):
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for f, ids in enumerate([range(0, 100), range(100, N)]):
-        path = directory / f"{split}.tfrecord-{f:05d}-of-00002"
-        data, table = framed([b"%d" % i for i in ids])
-        path.write_bytes(data)
-        (directory / (path.name + ".offsets")).write_bytes(table)
-        paths.append(str(path))
-    return paths
+    return [str(p) for p in write_id_shards(directory, f"{split}.tfrecord", [0, 100, N])]
 
 
 def loader(paths, workers):

@@ -59,11 +59,11 @@ def tfds_dir(tmp_path):
     return tmp_path
 
 
-def run_script(directory, name, text):
+def run_script(directory, name, text, *args):
     script = directory / name
     script.write_text(text)
     env = {"PYTHONPATH": PYTHON_PATH, "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, str(script)], cwd=directory, env=env,
+    done = subprocess.run([sys.executable, str(script), *args], cwd=directory, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -81,6 +81,16 @@ def test_the_readme_pytorch_script_runs_as_written(tfds_dir):
 def test_the_readme_grain_script_runs_as_written(tfds_dir):
     out = run_script(tfds_dir, "train_grain.py", snippet("# train_grain.py"))
     assert out.splitlines()[-1] == f"2 epochs: {2 * IMAGES} images of shape (28, 28)"
+
+
+def test_the_readme_grain_script_parses_grains_flags(tfds_dir):
+    # Grain's options are absl flags: reading one before they are parsed raises
+    # UnparsedFlagAccessError. The script parses them, so its command line sets them.
+    text = snippet("# train_grain.py") + '    print("debug:", grain.config.py_debug_mode)\n'
+    out = run_script(tfds_dir, "train_grain.py", text)
+    assert out.splitlines()[-1] == "debug: False", out
+    out = run_script(tfds_dir, "train_grain.py", text, "--grain_py_debug_mode")
+    assert out.splitlines()[-1] == "debug: True", out
 
 
 def test_the_readme_decoding_snippet_runs_as_written(tfds_dir):

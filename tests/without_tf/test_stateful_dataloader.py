@@ -11,7 +11,7 @@ import pytest
 import torch.utils.data as tud
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from conftest import framed
+from conftest import write_id_shards
 
 import tfrecord_lirs.torch as lirs_torch
 from tfrecord_lirs import DataSource, Sampler
@@ -22,14 +22,7 @@ N = 300
 
 @pytest.fixture
 def paths(tmp_path):
-    out = []
-    for f, ids in enumerate([range(0, 170), range(170, N)]):
-        path = tmp_path / f"train-{f:05d}-of-00002"
-        data, table = framed([b"%d" % i for i in ids])
-        path.write_bytes(data)
-        (tmp_path / (path.name + ".offsets")).write_bytes(table)
-        out.append(path)
-    return out
+    return write_id_shards(tmp_path, "train", [0, 170, N])
 
 
 def ids(batches):

@@ -20,7 +20,7 @@ import pytest
 import torch.utils.data as tud
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from conftest import framed
+from conftest import write_id_shards
 
 import tfrecord_lirs.torch as lirs_torch
 from tfrecord_lirs import DataSource, Loader, Sampler
@@ -30,17 +30,9 @@ N = 301
 HERE = Path(__file__).resolve().parent
 
 
-def write_split(directory, split, n=N):
+def write_split(directory, split):
     """Two shards of `split`, payloads b"<id>", with their tables."""
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for f, ids in enumerate([range(0, 170), range(170, n)]):
-        path = directory / f"{split}-{f:05d}-of-00002"
-        data, table = framed([b"%d" % i for i in ids])
-        path.write_bytes(data)
-        (directory / (path.name + ".offsets")).write_bytes(table)
-        paths.append(path)
-    return paths
+    return write_id_shards(directory, split, [0, 170, N])
 
 
 @pytest.fixture

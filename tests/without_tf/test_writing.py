@@ -82,3 +82,23 @@ def test_writing_errors_are_the_librarys_typed_errors_without_tensorflow(tmp_pat
     with pytest.raises(InvalidArgumentError, match="d.tfrecord"):
         tfrecord_lirs.pad(tmp_path / "s.tfrecord", tmp_path / "d.tfrecord")  # exists
     assert "tensorflow" not in sys.modules
+
+
+def test_pad_of_a_file_list_says_what_fit_auto_chose_for_each(tmp_path):
+    # Small records: best fit pays; large ones: no padding (each file its own note).
+    small = [affine_payload(i, 200 + (i * 37) % 300) for i in range(3000)]
+    large = [affine_payload(i, 6000 + (i * 997) % 6000) for i in range(300)]
+    files = []
+    for name, payloads in [("small.tfrecord", small), ("large.tfrecord", large)]:
+        (tmp_path / name).write_bytes(framed(payloads)[0])
+        files.append(str(tmp_path / name))
+    summaries = tfrecord_lirs.pad(files, str(tmp_path / "padded"), fit="auto")
+    notes = [s.fit_note for s in summaries]
+    assert notes[0].startswith("fit auto: chose best"), notes
+    assert notes[1].startswith("fit auto: chose no padding"), notes
+    # The same notes as each file padded alone.
+    alone = [tfrecord_lirs.pad(f, str(tmp_path / f"alone{i}"), fit="auto").fit_note
+             for i, f in enumerate(files)]
+    assert notes == alone
+    # Without fit="auto" there is nothing to say.
+    assert [s.fit_note for s in tfrecord_lirs.pad(files, str(tmp_path / "next"))] == ["", ""]

@@ -128,17 +128,23 @@ fn build_offset_table(py: Python<'_>, data: PathBuf, table: PathBuf) -> PyResult
     .py_err(py)
 }
 
-/// The data files `inputs` (paths and patterns) name ([`core::expand_files`]).
+/// The data files `inputs` (paths and patterns) name ([`core::expand_files`]),
+/// listed through the local tier `cache_dir` (the core's rule, as a reader's), which
+/// remembers a pattern's listing for when the storage cannot be reached.
 #[pyfunction]
-fn expand_files(py: Python<'_>, inputs: Vec<PathBuf>) -> PyResult<Vec<std::ffi::OsString>> {
+#[pyo3(signature = (inputs, cache_dir=None, cache_bytes=None))]
+fn expand_files(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    cache_bytes: Option<u64>,
+) -> PyResult<Vec<std::ffi::OsString>> {
+    let cache = core::options::cache(cache_dir.as_deref(), cache_bytes).py_err(py)?;
+    let storage = write_storage().with_cache(cache);
     // OsStrings, not pathlib.Paths, whose normalisation would turn `ram://x` into `ram:/x`.
-    py.detach(|| {
-        guard("expand_files", || {
-            core::expand_files(&write_storage(), &inputs)
-        })
-    })
-    .map(|files| files.into_iter().map(PathBuf::into_os_string).collect())
-    .py_err(py)
+    py.detach(|| guard("expand_files", || core::expand_files(&storage, &inputs)))
+        .map(|files| files.into_iter().map(PathBuf::into_os_string).collect())
+        .py_err(py)
 }
 
 /// `value` as a count or index `>= 0` ([`core::options::integer::non_negative`]),
@@ -281,7 +287,7 @@ fn build_offset_tables(
 
 /// Pads each TFRecord file of `srcs` into directory `dst_dir` (under its file name,
 /// see [`core::many::pad_outputs`]), `jobs` at a time; returns the summary fields of
-/// each.
+/// each with what `fit="auto"` chose for it (as `pad_file`).
 #[pyfunction]
 #[pyo3(signature = (srcs, dst_dir, page_size, fit, compression, trust_table, overwrite, jobs, progress))]
 #[allow(clippy::too_many_arguments)] // pad()'s arguments, as Python passes them
@@ -296,7 +302,7 @@ fn pad_files(
     overwrite: bool,
     jobs: Option<usize>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<Vec<SummaryFields>> {
+) -> PyResult<Vec<(SummaryFields, String)>> {
     let jobs = jobs_or_default(jobs);
     let request = pad_request(page_size, fit, compression, trust_table, overwrite).py_err(py)?;
     // Inputs given as a list: each into the directory `dst_dir` (the CLI's rule).
@@ -308,7 +314,8 @@ fn pad_files(
             .position(|f| f == file)
             .and_then(|i| outputs.get(i))
             .ok_or_else(|| core::Error::internal("an input without its output"))?;
-        core::pad(file, output, &request, done).map(|(summary, _)| summary_fields(&summary))
+        core::pad(file, output, &request, done)
+            .map(|(summary, chose)| (summary_fields(&summary), chose.unwrap_or_default()))
     })
 }
 

@@ -22,11 +22,16 @@ const KEY_CURSOR: &str = "cursor";
 const KEY_FILES: &str = "files";
 /// Each file's base name (version 2 on; docs/FORMAT.md §6).
 const KEY_NAMES: &str = "names";
-/// The state's version: absent in version 1 (no names), 2 since names were kept.
+/// The state's version: absent in version 1 (no names), 2 since names were kept, 3
+/// since DataLoader workers split a shard by whole batches (before: `num_shards` and
+/// `shard_index` composed with the worker, the walk of that epoch).
 const KEY_VERSION: &str = "version";
+/// The DataLoader workers and this one (version 3 on).
+const KEY_WORKER_COUNT: &str = "worker_count";
+const KEY_WORKER_INDEX: &str = "worker_index";
 /// What the shards do with the remainder (version 2 on; absent: "keep").
 const KEY_SHARD_REMAINDER: &str = "shard_remainder";
-const STATE_VERSION: u64 = 2;
+const STATE_VERSION: u64 = 3;
 const KEY_SEED: &str = "seed";
 const KEY_PAGE_AWARE: &str = "page_aware";
 const KEY_NUM_SHARDS: &str = "num_shards";
@@ -157,6 +162,12 @@ impl NativeLoader {
         Ok(())
     }
 
+    /// Batches in each epoch of this loader's shard, all its DataLoader workers
+    /// together (the same for any number of workers).
+    fn batches_per_epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        self.lock(py)?.batches_per_epoch().py_err(py)
+    }
+
     /// The shared epochs' path, None when not shared.
     fn epochs_path(&self, py: Python<'_>) -> PyResult<Option<String>> {
         Ok(self
@@ -209,10 +220,10 @@ impl NativeLoader {
             .transpose()
     }
 
-    /// The checkpoint as a dict: `version` (2), `epoch`, `cursor` (the cursor state's
+    /// The checkpoint as a dict: `version` (3), `epoch`, `cursor` (the cursor state's
     /// bytes) and what identifies the walk (`files`: each file's (instances, bytes);
     /// `names`: each file's base name; `seed`, `page_aware`, `num_shards`,
-    /// `shard_index`).
+    /// `shard_index`, `worker_count`, `worker_index`).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         if let Some(epochs) = &*self.epochs(py)? {
             // Walked by copies in worker processes, which hold the states.
@@ -232,6 +243,10 @@ impl NativeLoader {
         d.set_item(KEY_NUM_SHARDS, state.walk.num_shards)?;
         d.set_item(KEY_SHARD_INDEX, state.walk.shard_index)?;
         d.set_item(KEY_SHARD_REMAINDER, state.walk.shard_remainder.name())?;
+        if let core::WorkerSplit::Batches { count, index } = state.split {
+            d.set_item(KEY_WORKER_COUNT, count)?;
+            d.set_item(KEY_WORKER_INDEX, index)?;
+        }
         let resumed_from = state.resumed_from.map(|e| PyBytes::new(py, &e.encode()));
         d.set_item(KEY_RESUMED_FROM, resumed_from)?;
         Ok(d)
@@ -305,6 +320,19 @@ impl NativeLoader {
                 },
                 num_shards: item(KEY_NUM_SHARDS)?.extract()?,
                 shard_index: item(KEY_SHARD_INDEX)?.extract()?,
+            },
+            // States before version 3: each worker walked a composed shard.
+            split: match (
+                state.get_item(KEY_WORKER_COUNT)?,
+                state.get_item(KEY_WORKER_INDEX)?,
+            ) {
+                (Some(count), Some(index)) if !count.is_none() && !index.is_none() => {
+                    core::WorkerSplit::Batches {
+                        count: count.extract()?,
+                        index: index.extract()?,
+                    }
+                }
+                _ => core::WorkerSplit::Shards,
             },
             epoch: item(KEY_EPOCH)?.extract()?,
             cursor,

@@ -111,7 +111,9 @@ pub use read::fetch::{
     Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource, Payloads, Resume,
     Window, ADAPTIVE_IN_FLIGHT, ORDER_VERSION_1,
 };
-pub use read::loader::{compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity};
+pub use read::loader::{
+    compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity, WorkerSplit,
+};
 pub use read::missing_table::tables_built_on_open;
 pub use read::reader::{
     Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,

@@ -12,11 +12,15 @@
 //!
 //! # Shards
 //!
-//! The order's shard is `(num_shards, shard_index)` composed with the worker of the
-//! process that iterates (a data-loading worker process: `worker_index` of
-//! `worker_count`): shard `shard_index * worker_count + worker_index` of
-//! `num_shards * worker_count` ([`compose_shards`]). Every instance of an epoch is in
-//! exactly one worker of one shard.
+//! The order's shard is `(num_shards, shard_index)`. The data-loading workers of the
+//! process that iterates (worker `worker_index` of `worker_count`) split its walk by
+//! whole batches ([`WorkerSplit::Batches`]): worker `w` walks the shard's batches `i`
+//! with `i % worker_count == w`. Every instance of an epoch is in exactly one worker
+//! of one shard, and the shard's batches per epoch
+//! ([`batches_per_epoch`](DatasetLoader::batches_per_epoch)) do not depend on the
+//! number of workers. States saved before that split (state version 2 and before)
+//! name a composed shard ([`compose_shards`], [`WorkerSplit::Shards`]): the epoch
+//! they are of is walked with that split, the epochs after it with whole batches.
 //!
 //! # Checkpoints
 //!
@@ -29,11 +33,12 @@
 use std::sync::Arc;
 
 use crate::options;
+use crate::read::cursor::batch_split::worker_batches_len;
+pub use crate::read::walk_identity::{compose_shards, WalkIdentity, WorkerSplit};
 use crate::{
     BatchView, CursorOptions, CursorState, DatasetCursor, EpochState, Error, OrderParams,
     OrderVersion, Reader, Result, ShardState,
 };
-use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 /// The arguments of a loader, as its front ends take them; [`Default`] gives the
@@ -82,106 +87,14 @@ impl Default for LoaderOptions {
     }
 }
 
-/// Shard `shard_index` of `num_shards` split among `worker_count` workers: worker
-/// `worker_index`'s shard of `num_shards * worker_count`, as (num_shards, shard_index).
-/// Both pairs are checked ([`options::shard`]).
-pub fn compose_shards(
-    num_shards: u64,
-    shard_index: u64,
-    worker_count: u64,
-    worker_index: u64,
-) -> Result<(u64, u64)> {
-    options::shard(num_shards, shard_index)?;
-    if worker_count == 0 || worker_index >= worker_count {
-        return Err(Error::invalid_argument(format!(
-            "worker_index must be in [0, worker_count), got worker_index={worker_index} \
-             worker_count={worker_count}"
-        )));
-    }
-    let too_many = || {
-        Error::invalid_argument(format!(
-            "{num_shards} shards of {worker_count} workers each are too many"
-        ))
-    };
-    let shards = num_shards.checked_mul(worker_count).ok_or_else(too_many)?;
-    // shard_index < num_shards, so this is below `shards`.
-    let index = shard_index * worker_count + worker_index;
-    Ok((shards, index))
-}
-
-/// What a checkpoint's positions are positions of: the dataset (each file's instances,
-/// bytes and base name, [`DatasetIdentity`]: the rule every saved state is checked by)
-/// and the order (seed, page-aware or not, composed shard). The order version is the
-/// cursor state's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WalkIdentity {
-    /// The dataset; its names are `None` in a state saved before names were kept (not
-    /// compared then).
-    pub dataset: DatasetIdentity,
-    /// The order's seed.
-    pub seed: u64,
-    /// Page-aware order.
-    pub page_aware: bool,
-    /// The composed shards (see [`compose_shards`]).
-    pub num_shards: u64,
-    /// The composed shard.
-    pub shard_index: u64,
-    /// What the shards do with the remainder.
-    pub shard_remainder: ShardRemainder,
-}
-
-impl WalkIdentity {
-    /// Checks that a state of `saved` can restore into this walk of a `holder`
-    /// ("Loader", "Sampler"): the first difference is an
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming it.
-    pub(crate) fn check_restore(&self, saved: &WalkIdentity, holder: &str) -> Result<()> {
-        let refuse = |what: String| {
-            Err(Error::invalid_argument(format!(
-                "this state was saved by a {holder} of {what}; restore it into a {holder} of \
-                 the same files, seed, page_aware and shard"
-            )))
-        };
-        let this = format!("this {holder}");
-        if let Some(what) = saved.dataset.differences(&self.dataset, &this) {
-            return refuse(format!("another dataset ({what})"));
-        }
-        if saved.seed != self.seed {
-            return refuse(format!(
-                "seed {} ({this} has seed {})",
-                saved.seed, self.seed
-            ));
-        }
-        if saved.page_aware != self.page_aware {
-            return refuse(format!(
-                "page_aware={} ({this} has page_aware={})",
-                saved.page_aware, self.page_aware
-            ));
-        }
-        if saved.shard_remainder != self.shard_remainder {
-            return refuse(format!(
-                "shard_remainder=\"{}\" ({this} has shard_remainder=\"{}\")",
-                saved.shard_remainder.name(),
-                self.shard_remainder.name()
-            ));
-        }
-        // Another sharding (a job resumed on more or fewer workers) is refused here;
-        // resuming K shards' states as K' shards would map them at this point.
-        if (saved.num_shards, saved.shard_index) != (self.num_shards, self.shard_index) {
-            return refuse(format!(
-                "shard {} of {} ({this}, with its worker, is shard {} of {})",
-                saved.shard_index, saved.num_shards, self.shard_index, self.num_shards
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// A loader's checkpoint: the epoch, the cursor's position in it and the walk it
 /// belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoaderState {
     /// What the positions are positions of.
     pub walk: WalkIdentity,
+    /// How the workers split the walk (positions are the worker's).
+    pub split: WorkerSplit,
     /// The epoch being walked (or next to walk).
     pub epoch: u64,
     /// What of that epoch was delivered.
@@ -201,8 +114,9 @@ pub struct DatasetLoader {
     epoch: u64,
     /// The data-loading worker iterating: (worker_count, worker_index).
     worker: (u64, u64),
-    /// The walk in progress; `None` between walks.
+    /// The walk in progress and what it walks; `None` between walks.
     cursor: Option<DatasetCursor>,
+    walking: Option<(WalkIdentity, WorkerSplit)>,
     /// A state restored and not yet walked from.
     restored: Option<LoaderState>,
     /// The epoch state the walk of epoch `resumed_from.epoch` starts from (elastic
@@ -238,6 +152,7 @@ impl DatasetLoader {
             epoch: 0,
             worker: (1, 0),
             cursor: None,
+            walking: None,
             restored: None,
             resumed_from: None,
             walked_elsewhere: false,
@@ -289,11 +204,21 @@ impl DatasetLoader {
         self.shard_state()
     }
 
-    /// This worker's share of the current epoch for an elastic resume: the epoch state
-    /// its walk started from, its shard and what it delivered (a walk not begun has
-    /// delivered nothing, or what a state restored says).
+    /// This process's share of the current epoch for an elastic resume: the epoch
+    /// state its walk started from, its shard and what it delivered (a walk not begun
+    /// has delivered nothing, or what a state restored says). Not in one of several
+    /// data-loading workers: they split the shard by batches, and an elastic state is
+    /// a whole shard's.
     pub fn shard_state(&self) -> Result<ShardState> {
         self.check_elastic()?;
+        if self.worker.0 > 1 {
+            return Err(Error::invalid_argument(format!(
+                "elastic resume saves whole shards' states, and this Loader walks worker {} \
+                 of {}'s batches of its shard: take shard_state() from a Loader iterated \
+                 without DataLoader workers (num_workers=0), one per shard",
+                self.worker.1, self.worker.0
+            )));
+        }
         if let Some(cursor) = &self.cursor {
             return Ok(cursor.shard_state());
         }
@@ -335,23 +260,45 @@ impl DatasetLoader {
         Ok(())
     }
 
-    /// The shard walked: `(num_shards, shard_index)` composed with the worker.
+    /// The shard walked, `(num_shards, shard_index)` (its workers split it by batches).
     pub fn shard(&self) -> Result<(u64, u64)> {
-        compose_shards(
-            self.options.num_shards,
-            self.options.shard_index,
-            self.worker.0,
-            self.worker.1,
-        )
+        options::shard(self.options.num_shards, self.options.shard_index)?;
+        Ok((self.options.num_shards, self.options.shard_index))
     }
 
-    /// Instances in each epoch of the shard walked.
-    pub fn shard_len(&self) -> Result<u64> {
+    /// How the worker iterating takes its part of the shard.
+    pub fn split(&self) -> WorkerSplit {
+        WorkerSplit::Batches {
+            count: self.worker.0,
+            index: self.worker.1,
+        }
+    }
+
+    /// Instances in each epoch of the shard (all its workers together).
+    fn rank_len(&self) -> Result<u64> {
         let (n, i) = self.shard()?;
         match self.options.shard_remainder {
             ShardRemainder::Keep => self.reader.shard_len(n, i),
             rule => Ok(rule.shard_len(self.reader.len(), n, i)),
         }
+    }
+
+    /// Instances in each epoch the worker iterating walks (its batches of the shard).
+    pub fn shard_len(&self) -> Result<u64> {
+        let (count, index) = self.worker;
+        let batch = self.options.batch_size as u64;
+        Ok(worker_batches_len(self.rank_len()?, batch, count, index))
+    }
+
+    /// Batches in each epoch of the shard, all its workers together (so the same for
+    /// any number of workers): the short last one counted unless `drop_remainder`.
+    pub fn batches_per_epoch(&self) -> Result<u64> {
+        let (len, batch) = (self.rank_len()?, self.options.batch_size as u64);
+        Ok(if self.options.drop_remainder {
+            len / batch
+        } else {
+            len.div_ceil(batch)
+        })
     }
 
     /// Elastic resume maps positions of `Keep` shards (docs/FORMAT.md §6).
@@ -369,14 +316,79 @@ impl DatasetLoader {
     /// What the current walk is (the identity of its checkpoints).
     pub fn walk(&self) -> Result<WalkIdentity> {
         let (num_shards, shard_index) = self.shard()?;
-        Ok(WalkIdentity {
+        Ok(self.identity(num_shards, shard_index))
+    }
+
+    fn identity(&self, num_shards: u64, shard_index: u64) -> WalkIdentity {
+        WalkIdentity {
             dataset: self.reader.identity(),
             seed: self.options.seed,
             page_aware: self.options.page_aware,
             num_shards,
             shard_index,
             shard_remainder: self.options.shard_remainder,
-        })
+        }
+    }
+
+    /// The walk and split this loader's worker has for a state of `saved`'s split,
+    /// checked against it.
+    fn check_state(&self, saved: &LoaderState) -> Result<(WalkIdentity, WorkerSplit)> {
+        let (walk, split) = match saved.split {
+            WorkerSplit::Shards => {
+                let (n, i) = compose_shards(
+                    self.options.num_shards,
+                    self.options.shard_index,
+                    self.worker.0,
+                    self.worker.1,
+                )?;
+                (self.identity(n, i), WorkerSplit::Shards)
+            }
+            WorkerSplit::Batches { .. } => (self.walk()?, self.split()),
+        };
+        walk.check_restore(&saved.walk, "Loader")?;
+        if let (
+            WorkerSplit::Batches { count, index },
+            WorkerSplit::Batches {
+                count: here,
+                index: this,
+            },
+        ) = (saved.split, split)
+        {
+            if (count, index) != (here, this) {
+                return Err(Error::invalid_argument(format!(
+                    "this state was saved by DataLoader worker {index} of {count}, and this \
+                     Loader is worker {this} of {here}: restore each worker's state into the \
+                     same worker of as many workers"
+                )));
+            }
+        }
+        Ok((walk, split))
+    }
+
+    /// A cursor over `walk` split as `split`, of `epoch` from `base` (an elastic
+    /// resume of that epoch, if any), at `state`.
+    fn open_cursor(
+        &self,
+        walk: &WalkIdentity,
+        split: WorkerSplit,
+        epoch: u64,
+        base: Option<&EpochState>,
+        state: &CursorState,
+    ) -> Result<DatasetCursor> {
+        let mut options = self.cursor_options;
+        options.order.epoch = epoch;
+        (options.order.num_shards, options.order.shard_index) = (walk.num_shards, walk.shard_index);
+        let reader = Arc::clone(&self.reader);
+        let base = base.filter(|b| b.epoch == epoch);
+        match split {
+            WorkerSplit::Batches { count, index } if count > 1 => {
+                DatasetCursor::worker_batches(reader, options, base, count, index, state)
+            }
+            _ => match base {
+                Some(base) => DatasetCursor::resume(reader, options, base, state),
+                None => DatasetCursor::new(reader, options, state),
+            },
+        }
     }
 
     /// Starts a walk of the current epoch: from the state restored last if there is
@@ -384,26 +396,23 @@ impl DatasetLoader {
     /// start. A walk in progress is dropped.
     pub fn begin(&mut self) -> Result<()> {
         self.cursor = None;
-        let walk = self.walk()?;
-        let state = match self.restored.take() {
+        let (walk, split, state) = match self.restored.take() {
             Some(restored) => {
-                walk.check_restore(&restored.walk, "Loader")?;
+                let (walk, split) = self.check_state(&restored)?;
                 self.epoch = restored.epoch;
                 self.resumed_from = restored.resumed_from;
-                restored.cursor
+                (walk, split, restored.cursor)
             }
-            None => CursorState::start_of(self.cursor_options.order_version),
+            None => (
+                self.walk()?,
+                self.split(),
+                CursorState::start_of(self.cursor_options.order_version),
+            ),
         };
-        let mut options = self.cursor_options;
-        options.order.epoch = self.epoch;
-        (options.order.num_shards, options.order.shard_index) = (walk.num_shards, walk.shard_index);
-        let reader = Arc::clone(&self.reader);
-        self.cursor = Some(match &self.resumed_from {
-            Some(base) if base.epoch == self.epoch => {
-                DatasetCursor::resume(reader, options, base, &state)?
-            }
-            _ => DatasetCursor::new(reader, options, &state)?,
-        });
+        let cursor =
+            self.open_cursor(&walk, split, self.epoch, self.resumed_from.as_ref(), &state)?;
+        self.cursor = Some(cursor);
+        self.walking = Some((walk, split));
         Ok(())
     }
 
@@ -464,12 +473,17 @@ impl DatasetLoader {
         if let Some(restored) = &self.restored {
             return Ok(restored.clone());
         }
-        let cursor = match &self.cursor {
-            Some(cursor) => cursor.state(),
-            None => CursorState::start_of(self.cursor_options.order_version),
+        let (walk, split, cursor) = match (&self.cursor, &self.walking) {
+            (Some(cursor), Some((walk, split))) => (walk.clone(), *split, cursor.state()),
+            _ => (
+                self.walk()?,
+                self.split(),
+                CursorState::start_of(self.cursor_options.order_version),
+            ),
         };
         Ok(LoaderState {
-            walk: self.walk()?,
+            walk,
+            split,
             epoch: self.epoch,
             cursor,
             resumed_from: self.resumed_from.clone(),
@@ -481,7 +495,7 @@ impl DatasetLoader {
     /// positions past the epoch's end, are refused here, and the loader is left as it
     /// was.
     pub fn restore(&mut self, state: &LoaderState) -> Result<()> {
-        self.walk()?.check_restore(&state.walk, "Loader")?;
+        let (walk, split) = self.check_state(state)?;
         let version = self.cursor_options.order_version;
         if u64::from(state.cursor.order_version) != version.number() {
             return Err(Error::invalid_argument(format!(
@@ -492,17 +506,8 @@ impl DatasetLoader {
             )));
         }
         // The positions must lie in the epoch: checked by the cursor that walks them.
-        let mut options = self.cursor_options;
-        options.order.epoch = state.epoch;
-        (options.order.num_shards, options.order.shard_index) =
-            (state.walk.num_shards, state.walk.shard_index);
-        let reader = Arc::clone(&self.reader);
-        match &state.resumed_from {
-            Some(base) if base.epoch == state.epoch => {
-                DatasetCursor::resume(reader, options, base, &state.cursor)?
-            }
-            _ => DatasetCursor::new(reader, options, &state.cursor)?,
-        };
+        let base = state.resumed_from.as_ref();
+        self.open_cursor(&walk, split, state.epoch, base, &state.cursor)?;
         self.cursor = None;
         self.epoch = state.epoch;
         self.restored = Some(state.clone());
@@ -754,36 +759,135 @@ mod tests {
         }
     }
 
+    /// The batches the `workers` of a loader of `options` walk, dealt back in the
+    /// shard's order (batch `i` is worker `i % workers`'s), and each worker's count.
+    fn dealt(reader: &Arc<Reader>, options: LoaderOptions, workers: u64) -> Vec<Vec<u64>> {
+        let mut each: Vec<std::collections::VecDeque<Vec<u64>>> = (0..workers)
+            .map(|w| {
+                let mut loader = DatasetLoader::new(Arc::clone(reader), options).unwrap();
+                loader.set_worker(workers, w).unwrap();
+                let batches = walk(&mut loader);
+                let len: usize = batches.iter().map(Vec::len).sum();
+                if !options.drop_remainder {
+                    assert_eq!(len as u64, loader.shard_len().unwrap());
+                }
+                batches.into()
+            })
+            .collect();
+        let mut out = Vec::new();
+        for i in 0.. {
+            let w = i % each.len();
+            match each[w].pop_front() {
+                Some(batch) => out.push(batch),
+                None => break,
+            }
+        }
+        assert!(
+            each.iter().all(|b| b.is_empty()),
+            "a worker's batches out of turn"
+        );
+        out
+    }
+
     #[test]
-    fn shards_and_workers_partition_each_epoch() {
+    fn workers_take_whole_batches_so_the_batches_per_epoch_do_not_depend_on_them() {
         let dir = tempfile::tempdir().unwrap();
         let reader = reader_of(dir.path(), 777);
-        let mut count = BTreeMap::new();
-        for shard in 0..2 {
-            for worker in 0..3 {
-                let mut loader = DatasetLoader::new(
-                    Arc::clone(&reader),
-                    LoaderOptions {
-                        seed: 9,
-                        batch_size: 50,
-                        num_shards: 2,
-                        shard_index: shard,
-                        ..Default::default()
-                    },
-                )
-                .unwrap();
-                loader.set_worker(3, worker).unwrap();
-                assert_eq!(loader.shard().unwrap(), (6, shard * 3 + worker));
-                let got = walk(&mut loader).concat();
-                assert_eq!(got, order(&reader, 9, 0, (6, shard * 3 + worker)));
-                assert_eq!(got.len() as u64, loader.shard_len().unwrap());
-                for id in got {
+        for (drop_remainder, rule, version) in [
+            (false, ShardRemainder::Keep, 1),
+            (true, ShardRemainder::Keep, 2),
+            (false, ShardRemainder::Pad, 1),
+            (true, ShardRemainder::Drop, 2),
+        ] {
+            let mut count = BTreeMap::new();
+            for shard in 0..2 {
+                let options = LoaderOptions {
+                    seed: 9,
+                    batch_size: 50,
+                    num_shards: 2,
+                    shard_index: shard,
+                    drop_remainder,
+                    shard_remainder: rule,
+                    order_version: version,
+                    num_parallel_reads: 2,
+                    ..Default::default()
+                };
+                let alone = walk(&mut DatasetLoader::new(Arc::clone(&reader), options).unwrap());
+                let batches = DatasetLoader::new(Arc::clone(&reader), options)
+                    .unwrap()
+                    .batches_per_epoch()
+                    .unwrap();
+                assert_eq!(alone.len() as u64, batches);
+                for workers in 1..=4 {
+                    let got = dealt(&reader, options, workers);
+                    // The same batches, in the same order, for any number of workers.
+                    assert_eq!(got, alone, "{workers} workers, {rule:?}");
+                    let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+                    loader.set_worker(workers, workers - 1).unwrap();
+                    assert_eq!(loader.shard().unwrap(), (2, shard));
+                    assert_eq!(loader.batches_per_epoch().unwrap(), batches);
+                }
+                for id in alone.concat() {
                     *count.entry(id).or_insert(0) += 1;
                 }
             }
+            match (rule, drop_remainder) {
+                (ShardRemainder::Keep, false) => {
+                    assert_eq!(count.len(), 777);
+                    assert!(count.values().all(|&c| c == 1));
+                }
+                (ShardRemainder::Pad, _) => assert_eq!(count.len(), 777),
+                _ => assert!(count.values().all(|&c| c == 1)),
+            }
         }
-        assert_eq!(count.len(), 777);
-        assert!(count.values().all(|&c| c == 1));
+    }
+
+    #[test]
+    fn a_state_of_a_composed_worker_shard_restores_that_epoch_then_batches_follow() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = reader_of(dir.path(), 500);
+        let options = LoaderOptions {
+            seed: 2,
+            batch_size: 16,
+            num_parallel_reads: 2,
+            ..Default::default()
+        };
+        // A state saved (state version 2) by worker 1 of 2 walking shard 1 of 2 of
+        // epoch 3, two batches in.
+        let composed = order(&reader, 2, 3, (2, 1));
+        let mut old = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        old.set_epoch(3);
+        let mut state = old.state().unwrap();
+        (state.walk.num_shards, state.walk.shard_index) = (2, 1);
+        state.split = WorkerSplit::Shards;
+        state.cursor.position = 32;
+        let mut worker = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        worker.set_worker(2, 1).unwrap();
+        worker.restore(&state).unwrap();
+        assert_eq!(worker.state().unwrap(), state);
+        worker.begin().unwrap();
+        worker.next_batch().unwrap().unwrap();
+        assert_eq!(worker.state().unwrap().split, WorkerSplit::Shards);
+        let rest: Vec<u64> = std::iter::from_fn(|| worker.next_batch())
+            .flat_map(|b| ids(&b.unwrap()))
+            .collect();
+        assert_eq!(rest, composed[48..]);
+        // The next epoch: the worker's whole batches.
+        assert_eq!(worker.epoch(), 4);
+        let next = walk(&mut worker);
+        let whole = order(&reader, 2, 4, (1, 0));
+        let mine: Vec<Vec<u64>> = whole
+            .chunks(16)
+            .skip(1)
+            .step_by(2)
+            .map(<[u64]>::to_vec)
+            .collect();
+        assert_eq!(next, mine);
+        // In another worker it is refused, naming the composed shard.
+        let mut other = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
+        other.set_worker(2, 0).unwrap();
+        let e = other.restore(&state).unwrap_err();
+        assert!(e.to_string().contains("shard 1 of 2"), "{e}");
     }
 
     #[test]
@@ -901,7 +1005,12 @@ mod tests {
             let mut worker = other(options);
             worker.set_worker(2, 1).unwrap();
             let e = worker.restore(&state).unwrap_err();
-            assert!(e.to_string().contains("is shard 1 of 2"), "{e}");
+            assert!(
+                e.to_string().contains(
+                    "saved by DataLoader worker 0 of 1, and this Loader is worker 1 of 2"
+                ),
+                "{e}"
+            );
             let e = other(LoaderOptions {
                 order_version: 2,
                 ..options
@@ -925,7 +1034,7 @@ mod tests {
     }
 
     #[test]
-    fn drop_and_pad_shards_give_every_rank_and_worker_the_same_count() {
+    fn drop_and_pad_shards_give_every_rank_the_same_count() {
         let dir = tempfile::tempdir().unwrap();
         let reader = reader_of(dir.path(), 1000);
         for version in [1, 2] {
@@ -938,30 +1047,25 @@ mod tests {
                 };
                 walk(&mut DatasetLoader::new(Arc::clone(&reader), options).unwrap()).concat()
             };
-            for (rule, each) in [(ShardRemainder::Drop, 83), (ShardRemainder::Pad, 84)] {
+            for (rule, each) in [(ShardRemainder::Drop, 333), (ShardRemainder::Pad, 334)] {
                 let mut all = Vec::new();
                 for rank in 0..3 {
-                    for worker in 0..4 {
-                        let options = LoaderOptions {
-                            seed: 6,
-                            batch_size: 7,
-                            order_version: version,
-                            num_shards: 3,
-                            shard_index: rank,
-                            shard_remainder: rule,
-                            ..Default::default()
-                        };
-                        let mut loader = DatasetLoader::new(Arc::clone(&reader), options).unwrap();
-                        loader.set_worker(4, worker).unwrap();
-                        assert_eq!(loader.shard_len().unwrap(), each);
-                        let ids = walk(&mut loader).concat();
-                        assert_eq!(ids.len() as u64, each, "{rule:?} v{version}");
-                        all.extend(ids);
-                    }
+                    let options = LoaderOptions {
+                        seed: 6,
+                        batch_size: 7,
+                        order_version: version,
+                        num_shards: 3,
+                        shard_index: rank,
+                        shard_remainder: rule,
+                        ..Default::default()
+                    };
+                    let ids = dealt(&reader, options, 4).concat();
+                    assert_eq!(ids.len() as u64, each, "{rule:?} v{version}");
+                    all.extend(ids);
                 }
                 match rule {
-                    ShardRemainder::Drop => assert_eq!(all, whole[..996]),
-                    _ => assert_eq!(all, [&whole[..], &whole[..8]].concat()),
+                    ShardRemainder::Drop => assert_eq!(all, whole[..999]),
+                    _ => assert_eq!(all, [&whole[..], &whole[..2]].concat()),
                 }
             }
         }

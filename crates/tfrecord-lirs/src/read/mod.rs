@@ -14,4 +14,5 @@ pub(crate) mod sampler;
 pub(crate) mod stats;
 pub(crate) mod table_check;
 pub(crate) mod tfrecord_lirs;
+pub(crate) mod walk_identity;
 pub(crate) mod worker_epochs;

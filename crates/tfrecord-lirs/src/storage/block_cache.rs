@@ -14,6 +14,7 @@
 //!   per block `<i>` (decimal): the block's bytes, then their CRC-32C (u32 LE). Block `i`
 //!   holds bytes `i * BLOCK_SIZE ..` (the last one is shorter). A rewritten object has
 //!   another identity, so its old blocks are never served for it.
+//! * `<u>/LISTING`: what pattern `u` matched when last listed (`listing.rs`).
 //! * `.tmp-<i>-<pid>-<seq>`: a block being written, renamed to `<i>` once whole: a
 //!   reader sees a whole block or none, and a killed writer leaves only a temporary
 //!   file, which no reader opens and the next sweep removes.
@@ -47,6 +48,7 @@ use tfrecord_lirs_format::framing::crc32c;
 
 use crate::storage::block_lock::BlockLock;
 
+mod listing;
 mod sweep;
 
 /// The bytes of one block. 4 MiB: a request to an object store costs its latency

@@ -14,7 +14,9 @@
 //! after checking that the object still has the identity it was opened with (else the
 //! read fails saying the object changed). Writing, renaming or deleting a URL through
 //! this file system forgets its recorded identity. An object whose file system reports
-//! no tag (only a size) is not cached: its size alone cannot tell a rewrite.
+//! no tag (only a size) is not cached: its size alone cannot tell a rewrite. A pattern
+//! listed is remembered, and what it matched stands for it when the storage cannot be
+//! reached.
 
 use std::io;
 use std::sync::{Arc, OnceLock};
@@ -106,9 +108,43 @@ impl FileSystem for CachedFileSystem {
         self.inner.durability(url)
     }
 
+    /// Lists `pattern`, keeping what it matched; when the storage cannot be reached,
+    /// what it matched when last listed (said on stderr), so a glob whose objects
+    /// are cached opens offline as an explicit list does.
     fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
-        self.inner.glob(pattern)
+        match self.inner.glob(pattern) {
+            Ok(urls) => {
+                self.cache.remember_listing(pattern, &urls);
+                Ok(urls)
+            }
+            Err(e) if unreachable(&e) => match self.cache.remembered_listing(pattern) {
+                Some(urls) => {
+                    eprintln!(
+                        "tfrecord-lirs: listing {pattern} failed ({e}); using the {} URLs it \
+                         matched when last listed, remembered in cache_dir {}",
+                        urls.len(),
+                        self.cache.root().display()
+                    );
+                    Ok(urls)
+                }
+                None => Err(e),
+            },
+            Err(e) => Err(e),
+        }
     }
+}
+
+/// Whether a failed request says the storage could not be reached (not a refusal,
+/// a missing bucket or a bad pattern, which a remembered listing must not hide).
+fn unreachable(e: &io::Error) -> bool {
+    !matches!(
+        e.kind(),
+        io::ErrorKind::NotFound
+            | io::ErrorKind::PermissionDenied
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::InvalidData
+            | io::ErrorKind::Unsupported
+    )
 }
 
 /// One object read through the cache.

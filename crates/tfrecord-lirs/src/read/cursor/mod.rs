@@ -37,12 +37,15 @@
 
 //!
 //! The files: `options.rs` (how a cursor walks, and a dataset's fetch defaults),
+//! `order.rs` (the order a cursor walks),
 //! `parts.rs` (an epoch cut into parts for a coordinator to hand out; `part_walk.rs`
-//! walks one),
+//! walks one, and a worker's batches: `batch_split.rs`),
 //! `state.rs` (the checkpoint state and its encoding), `view.rs` (batches as views of
 //! the fetch windows), `walk.rs` (the cursor itself).
 
+pub(crate) mod batch_split;
 pub(crate) mod options;
+pub(crate) mod order;
 pub(crate) mod part_walk;
 pub(crate) mod parts;
 pub(crate) mod state;

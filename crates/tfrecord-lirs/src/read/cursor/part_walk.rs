@@ -1,4 +1,5 @@
-//! A [`DatasetCursor`] over one part of an epoch ([`EpochParts`]).
+//! A [`DatasetCursor`] over one part of an epoch ([`EpochParts`]), or over one
+//! data-loading worker's batches of it.
 
 use std::sync::Arc;
 
@@ -6,9 +7,11 @@ use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::CursorOptions;
+use super::order::Slice;
 use super::parts::EpochParts;
 use super::state::CursorState;
 use super::walk::DatasetCursor;
+use crate::read::elastic::EpochState;
 use crate::read::reader::Reader;
 
 impl DatasetCursor {
@@ -30,6 +33,34 @@ impl DatasetCursor {
                 options.order.num_shards
             )));
         }
-        DatasetCursor::open(reader, options, None, Some((parts, part)), state)
+        DatasetCursor::open(reader, options, None, Slice::Part(parts, part), state)
+    }
+
+    /// A cursor over data-loading worker `worker`'s batches of `workers` (batches
+    /// `i` with `i % workers == worker`, of `options.batch_size`) of the shard's epoch
+    /// of `options.order`, from `base` when the epoch is one resumed elastically, at
+    /// `state` (positions counted in the worker's batches).
+    pub fn worker_batches(
+        reader: Arc<Reader>,
+        options: CursorOptions,
+        base: Option<&EpochState>,
+        workers: u64,
+        worker: u64,
+        state: &CursorState,
+    ) -> Result<DatasetCursor> {
+        if options.batch_size == 0 {
+            return Err(Error::invalid_argument(
+                "workers split a walk by batches: batch_size must be >= 1",
+            ));
+        }
+        let base = match base {
+            Some(base) => {
+                base.check_fits(&reader, &options.order, options.order_version)?;
+                (!base.is_fresh()).then(|| Arc::new(base.clone()))
+            }
+            None => None,
+        };
+        let slice = Slice::Batches { workers, worker };
+        DatasetCursor::open(reader, options, base, slice, state)
     }
 }

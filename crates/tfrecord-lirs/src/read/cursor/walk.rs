@@ -5,14 +5,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use tfrecord_lirs_format::error::{Error, Result};
-use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::{first_window, CursorOptions};
-use super::parts::{part_order, EpochParts};
+use super::order::{open_order, Slice};
 use super::state::CursorState;
 use super::view::BatchView;
 use crate::pool::panic_message;
-use crate::read::elastic::resumed::ResumedOrder;
 use crate::read::elastic::{EpochState, ShardState};
 use crate::read::fetch::{DeliveredLedger, Fetcher, OrderSource, Payloads, Resume};
 use crate::read::reader::Reader;
@@ -25,37 +23,6 @@ struct Current {
     next: usize,
     /// No slot failed: every slot is served without looking for its error.
     all_read: bool,
-}
-
-/// The epoch order of `options` over `reader`, from `base` (an elastic resume point
-/// with positions delivered; `None`: the epoch's start): the one place a cursor
-/// chooses an order algorithm (`options.order_version`), consumed only through
-/// [`OrderSource`].
-fn open_order(
-    reader: &Reader,
-    options: &CursorOptions,
-    base: Option<&EpochState>,
-    part: Option<(EpochParts, u64)>,
-) -> Result<Box<dyn OrderSource>> {
-    if let Some((parts, k)) = part {
-        return part_order(reader, options, parts, k);
-    }
-    if options.shard_remainder != ShardRemainder::Keep {
-        // A fresh base (a checkpoint's walk from the epoch's start) is the equal shard.
-        let order = ResumedOrder::equal_shard(reader.layout(), options, base)?;
-        return Ok(Box::new(order));
-    }
-    if let Some(base) = base {
-        return Ok(Box::new(ResumedOrder::new(
-            reader.layout(),
-            base,
-            &options.order,
-        )?));
-    }
-    Ok(Box::new(reader.epoch_order_with_version(
-        &options.order,
-        options.order_version,
-    )?))
 }
 
 /// One slot of the walk.
@@ -118,7 +85,7 @@ pub struct DatasetCursor {
     /// The elastic resume point the walk started from, when positions of the epoch
     /// were delivered before it (by another set of shards); `None`: the epoch's start.
     base: Option<Arc<EpochState>>,
-    part: Option<(EpochParts, u64)>, // The part walked (of how many), if one.
+    slice: Slice, // What of the shard's epoch is walked.
     len: u64,
     order_version: u32,
     /// `None` after a window failed as a whole: started again at the next call.
@@ -147,7 +114,7 @@ impl DatasetCursor {
         options: CursorOptions,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        DatasetCursor::open(reader, options, None, None, state)
+        DatasetCursor::open(reader, options, None, Slice::Whole, state)
     }
 
     /// Elastic resume: a cursor over shard `options.order.shard_index` of
@@ -200,17 +167,17 @@ impl DatasetCursor {
     ) -> Result<DatasetCursor> {
         base.check_fits(&reader, &options.order, options.order_version)?;
         let base = (!base.is_fresh()).then(|| Arc::new(base.clone()));
-        DatasetCursor::open(reader, options, base, None, state)
+        DatasetCursor::open(reader, options, base, Slice::Whole, state)
     }
 
     pub(super) fn open(
         reader: Arc<Reader>,
         options: CursorOptions,
         base: Option<Arc<EpochState>>,
-        part: Option<(EpochParts, u64)>,
+        slice: Slice,
         state: &CursorState,
     ) -> Result<DatasetCursor> {
-        let order = open_order(&reader, &options, base.as_deref(), part)?;
+        let order = open_order(&reader, &options, base.as_deref(), slice)?;
         let (len, order_version) = (order.len(), order.version());
         state.check(len, order_version)?;
         let ledger = DeliveredLedger::new(state.position, state.delivered_after.iter().copied());
@@ -218,7 +185,7 @@ impl DatasetCursor {
             reader,
             options,
             base,
-            part,
+            slice,
             len,
             order_version,
             fetcher: None,
@@ -241,7 +208,7 @@ impl DatasetCursor {
             Arc::clone(&self.reader),
             self.options,
             self.base.clone(),
-            self.part,
+            self.slice,
             state,
         )?;
         Ok(())
@@ -496,8 +463,13 @@ impl DatasetCursor {
             if position >= self.len {
                 return Some(Step::End);
             }
-            let started = open_order(&self.reader, &self.options, self.base.as_deref(), self.part)
-                .and_then(|order| self.start_fetch(order));
+            let started = open_order(
+                &self.reader,
+                &self.options,
+                self.base.as_deref(),
+                self.slice,
+            )
+            .and_then(|order| self.start_fetch(order));
             match started {
                 Ok(fetcher) => self.fetcher = Some(fetcher),
                 Err(error) => return Some(self.pass_window(error, position)),
