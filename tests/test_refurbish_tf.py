@@ -112,3 +112,64 @@ def test_shards_take_their_own_ids(files, tmp_path):
         seen.append([int(x[0, 0, 0]) // 1000 for x in ds])
     assert sorted(seen[0][:N // 2] + seen[1][:N // 2]) == list(range(N))
     assert sorted(seen[0][:N // 2]) == sorted(seen[0][N // 2:])  # fixed ids per shard
+
+
+PYTHON_OPS = {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+
+
+def graph_ops(ds):
+    """Every op of the dataset's graph, its functions' (map, flat_map, cond
+    branches) included."""
+    graph = tf.compat.v1.GraphDef()
+    graph.ParseFromString(ds._as_serialized_graph().numpy())
+    ops = {n.op for n in graph.node}
+    for f in graph.library.function:
+        ops |= {n.op for n in f.node_def}
+    return ops
+
+
+def pure_partial(record, seed):
+    x = tf.reshape(tf.io.decode_raw(record, tf.uint8), [4, 4, 1])
+    x = tf.image.stateless_random_flip_left_right(x, seed)
+    noise = tf.random.stateless_uniform([4, 4, 1], seed, maxval=900, dtype=tf.int32)
+    return tf.cast(x, tf.int32) * 1000 + noise
+
+
+def test_the_graph_holds_no_python_op(files, tmp_path):
+    ds = refurbish(files, pure_partial, final, seed=3, reuse_factor=3, batch_size=6,
+                   store=str(tmp_path / "store"), epochs=2)
+    ops = graph_ops(ds)
+    assert {"LIRSRefurbishUses", "LIRSRefurbishLookup", "LIRSRefurbishKeep"} <= ops
+    assert not ops & PYTHON_OPS, ops & PYTHON_OPS
+    # The walk finds a Python op where there is one: the user's (make_partial's).
+    with_py = refurbish(files, make_partial("/dev/null"), final, seed=3, reuse_factor=3,
+                        batch_size=6, epochs=2)
+    assert graph_ops(with_py) & PYTHON_OPS
+
+
+@pytest.mark.parametrize("store", [None, "dir"])
+def test_elements_are_the_python_refurbishers(files, tmp_path, store):
+    """The same seeds, schedule and step as the plain-Python `Refurbisher` (what the
+    PyTorch and Grain front ends run): element for element equal."""
+    from tfrecord_lirs.refurbishing import (PartialStore, Refurbisher,
+                                            stateless_seed_pair)
+
+    seed, r, epochs = 11, 3, 5
+    ds = refurbish(files, pure_partial, final, seed=seed, reuse_factor=r, batch_size=5,
+                   store=None if store is None else str(tmp_path / "tf"), epochs=epochs)
+    got = [x.numpy() for x in ds]
+
+    def pair(s):
+        return tf.constant(stateless_seed_pair(s), tf.int64)
+
+    source = tfrecord_lirs.DataSource(files)
+    schedule = tfrecord_lirs.RefurbishSchedule(source, seed=seed, reuse_factor=r,
+                                               batch_size=5)
+    step = Refurbisher(lambda i: source[i],
+                       lambda rec, s: pure_partial(tf.constant(rec), pair(s)).numpy(),
+                       lambda x, s: final(tf.constant(x), pair(s)).numpy(),
+                       schedule, PartialStore(None, "d", "p", seed))
+    want = [step.use(i, f, g, e) for e in range(epochs)
+            for i, f, g in zip(*schedule.epoch(e))]
+    assert len(got) == len(want) == epochs * N
+    assert all((a == b).all() for a, b in zip(got, want))
