@@ -16,7 +16,8 @@ layers, `final` FINAL_LAYERS more. Pipelines:
   (default /dev/shm), `num_parallel_calls=AUTOTUNE`.
 
 Figures over epochs 1..E-1 (epoch 0 refreshes everything): images/s, batches of
-BATCH consumed as fast as the pipeline delivers them.
+BATCH consumed as fast as the pipeline delivers them, and CPU time per image (this
+process's, every thread's: what the pipeline costs, whatever else runs on the machine).
 """
 
 import argparse
@@ -125,16 +126,18 @@ def standard(path, epochs):
 
 
 def timed(ds, n, epochs):
-    """Seconds of epochs 1..E-1, and the images seen."""
+    """Seconds and this process's CPU seconds of epochs 1..E-1, and the images seen
+    (CPU time per image holds on a machine shared with other work, where the wall
+    time swings)."""
     it = iter(ds.batch(BATCH).prefetch(tf.data.AUTOTUNE))
     per_epoch = math.ceil(n / BATCH)
     seen = 0
     for _ in range(per_epoch):  # epoch 0
         seen += len(next(it))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range((epochs - 1) * per_epoch):
         seen += len(next(it))
-    return time.perf_counter() - start, seen
+    return time.perf_counter() - start, time.process_time() - cpu, seen
 
 
 def main():
@@ -161,9 +164,10 @@ def main():
                 ds = refurbish([path], partial, final, seed=SEED, reuse_factor=r,
                                batch_size=BATCH, store=store, epochs=args.epochs,
                                partial_name="refurbish-tf-bench-1")
-            secs, seen = timed(ds, n, args.epochs)
+            secs, cpu, seen = timed(ds, n, args.epochs)
             print(json.dumps({"pipeline": kind, "r": r, "images": n, "epochs": args.epochs,
-                              "images_per_s": (seen - n) / secs}), flush=True)
+                              "images_per_s": (seen - n) / secs,
+                              "cpu_us_per_image": cpu / (seen - n) * 1e6}), flush=True)
     finally:
         for store in stores:
             shutil.rmtree(store, ignore_errors=True)

@@ -428,13 +428,18 @@ def bench_refurbish_tf(t, out):
     sec = (f"14 data refurbishing, tf.data, {std['images']:,} PNG Examples, "
            f"{std['epochs']} epochs (the first untimed), map num_parallel_calls=AUTOTUNE")
     t.add(sec, "standard tf.data: decode, crop, flip, 5 RandAugment-like layers (TF ops) "
-          "every use", fmt_rate(std["images_per_s"], "img/s"))
+          "every use", fmt_rate(std["images_per_s"], "img/s"),
+          f"{std['cpu_us_per_image']:.0f} us CPU/img")
     for r, goal in [(2, 1.5), (3, 1.8)]:
         x = res[f"refurbish_{r}"]
         v = ratio(x["images_per_s"], std["images_per_s"])
         m = check(t, f"14 (tf.data): refurbish r={r} vs standard", v, goal)
         t.add(sec, f"**refurbish r={r}** (tfrecord_lirs.refurbish, store in /dev/shm)",
               fmt_rate(x["images_per_s"], "img/s"), f"{v:.2f}x standard", f">= {goal}x", m)
+        t.add(sec, f"refurbish r={r}: CPU per image",
+              f"{x['cpu_us_per_image']:.0f} us",
+              f"{ratio(std['cpu_us_per_image'], x['cpu_us_per_image']):.2f}x less than "
+              "standard's")
     return res
 
 

@@ -81,6 +81,18 @@ def test_partial_runs_once_per_refresh_and_the_store_is_a_memo(files, tmp_path):
     assert calls(log3) == 0
 
 
+def test_a_store_in_memory_is_one_store_for_the_pipeline(files, tmp_path):
+    """store=None: the lookup and keep kernels (and every parallel call's) share this
+    pipeline's store, so partial runs once per refresh, and two pipelines do not share."""
+    schedule = tfrecord_lirs.RefurbishSchedule(N, seed=3, reuse_factor=3, batch_size=6)
+    for job in ("a", "b"):
+        log = str(tmp_path / f"{job}.log")
+        ds = refurbish(files, make_partial(log), final, seed=3, reuse_factor=3,
+                       batch_size=6, epochs=EPOCHS, num_parallel_calls=1)
+        assert len(list(ds)) == EPOCHS * N
+        assert calls(log) == sum(schedule.refreshes(e) for e in range(EPOCHS))
+
+
 def test_a_wrong_reuse_factor_is_refused(files):
     with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
         refurbish(files, make_partial("/dev/null"), final, reuse_factor=0)

@@ -64,8 +64,11 @@ pub(crate) fn open_refurbish_step(
         guard("open_refurbish_step", || {
             static STEPS: Mutex<Option<HashMap<String, Weak<Shared>>>> = Mutex::new(None);
             // The whole config is the key: a store_key names one pipeline's store, and
-            // the files and options come with it.
-            let key = format!("{args:?}{files:?}{tables:?}");
+            // the files and options come with it. Sorted by name: each kernel gets its
+            // attrs in the order of a protobuf map, which is not the same for all.
+            let mut sorted: Vec<&NamedValue> = args.iter().collect();
+            sorted.sort_by(|a, b| a.name.cmp(&b.name));
+            let key = format!("{sorted:?}{files:?}{tables:?}");
             let mut steps = STEPS.lock().unwrap_or_else(|p| p.into_inner());
             let steps = steps.get_or_insert_with(HashMap::new);
             if let Some(shared) = steps.get(&key).and_then(Weak::upgrade) {
@@ -342,8 +345,14 @@ mod tests {
     fn kernels_of_one_store_key_share_the_store_in_memory() {
         let dir = tempfile::tempdir().unwrap();
         let first = step(dir.path(), "k", "", 2);
-        let second = step(dir.path(), "k", "", 2);
         let other = step(dir.path(), "other", "", 2);
+        // The same attrs in another order (as another kernel may get them).
+        let file = test_support::write_u32_file(dir.path(), 10, 8);
+        let files = test_support::reader_config(&file, "auto").files;
+        let mut reversed = args("k", "", 2);
+        reversed.reverse();
+        let second =
+            open_refurbish_step(&reversed, &files, &vec![], &mut crate::ok_status()).unwrap();
         let mut st = crate::ok_status();
         // An id reused at epoch 1: its epoch-0 output is stored at epoch 0.
         let (ids, refresh, _) = uses(&first, 1);
