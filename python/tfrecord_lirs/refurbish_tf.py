@@ -55,7 +55,12 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     schedule's order. With more than one call in flight, a reuse early in an epoch can
     start before the refresh of the same sample late in the epoch before has stored its
     output: it then computes the same output again (counted as a recompute), so the
-    partial function runs once per refresh exactly only with `num_parallel_calls=1`."""
+    partial function runs once per refresh exactly only with `num_parallel_calls=1`.
+
+    The graph holds TensorFlow ops only (no `tf.numpy_function`): give `partial` and
+    `final` as TensorFlow ops too, and the map's calls run in parallel without the GIL.
+    The partial output is stored as `tf.io.serialize_tensor` of its parts (exact for
+    every dtype and structure); its cardinality is unknown, as `flat_map`'s."""
     source = DataSource(files, offset_tables)
     schedule = RefurbishSchedule(source, seed=seed, reuse_factor=reuse_factor,
                                  batch_size=batch_size, num_shards=num_shards,
