@@ -93,6 +93,16 @@ def test_a_store_in_memory_is_one_store_for_the_pipeline(files, tmp_path):
         assert calls(log) == sum(schedule.refreshes(e) for e in range(EPOCHS))
 
 
+def test_a_kernel_error_is_a_typed_error_naming_the_file(files, tmp_path):
+    """The kernels' errors cross the bridge as statuses: the data file gone after the
+    dataset was made is NotFound naming it when the kernels open it."""
+    ds = refurbish(files, pure_partial, final, seed=3, reuse_factor=2, batch_size=6,
+                   epochs=1)
+    os.remove(files[0])
+    with pytest.raises(tf.errors.NotFoundError, match="d.tfrecord"):
+        list(ds)
+
+
 def test_a_wrong_reuse_factor_is_refused(files):
     with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
         refurbish(files, make_partial("/dev/null"), final, reuse_factor=0)
