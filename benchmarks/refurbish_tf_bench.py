@@ -12,8 +12,13 @@ layers, `final` FINAL_LAYERS more. Pipelines:
 
 * standard: `LIRSDataset` (the same full-range shuffle) mapped by `final(partial(...))`
   every use, `num_parallel_calls=AUTOTUNE`;
-* refurbish r: `tfrecord_lirs.refurbish` with a directory store under `--store-root`
-  (default /dev/shm), `num_parallel_calls=AUTOTUNE`.
+* refurbish r: `tfrecord_lirs.refurbish` with its default store (this process's
+  memory), `num_parallel_calls=AUTOTUNE`;
+* refurbish_dir r=3: the same with a directory store under `--store-root` (default
+  /dev/shm: what processes and jobs share).
+
+The pipelines run one after the other in one process (taking turns would mix their
+CPU: a paused parallel map keeps computing ahead on the process's threads).
 
 Figures over epochs 1..E-1 (epoch 0 refreshes everything): images/s, batches of
 BATCH consumed as fast as the pipeline delivers them, and CPU time per image (this
@@ -126,14 +131,14 @@ def standard(path, epochs):
 
 
 def timed(ds, n, epochs):
-    """Seconds and this process's CPU seconds of epochs 1..E-1, and the images seen
-    (CPU time per image holds on a machine shared with other work, where the wall
-    time swings)."""
+    """Seconds and this process's CPU seconds of epochs 1..E-1, and the images they
+    delivered (CPU time per image holds on a machine shared with other work, where the
+    wall time swings)."""
     it = iter(ds.batch(BATCH).prefetch(tf.data.AUTOTUNE))
-    per_epoch = math.ceil(n / BATCH)
-    seen = 0
+    per_epoch = n // BATCH  # whole batches: the pipelines batch across epochs
     for _ in range(per_epoch):  # epoch 0
-        seen += len(next(it))
+        next(it)
+    seen = 0
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range((epochs - 1) * per_epoch):
         seen += len(next(it))
@@ -155,19 +160,22 @@ def main():
     root = args.store_root or args.out
     stores = []
     try:
-        for kind, r in [("standard", 1), ("refurbish", 2), ("refurbish", 3)]:
+        for kind, r in [("standard", 1), ("refurbish", 2), ("refurbish", 3),
+                        ("refurbish_dir", 3)]:
             if kind == "standard":
                 ds = standard(path, args.epochs)
             else:
-                store = os.path.join(root, f"refurbish-tf-store-{os.getpid()}-{r}")
-                stores.append(store)
+                store = None  # tf.data's default: this process's memory
+                if kind == "refurbish_dir":
+                    store = os.path.join(root, f"refurbish-tf-store-{os.getpid()}-{r}")
+                    stores.append(store)
                 ds = refurbish([path], partial, final, seed=SEED, reuse_factor=r,
                                batch_size=BATCH, store=store, epochs=args.epochs,
                                partial_name="refurbish-tf-bench-1")
             secs, cpu, seen = timed(ds, n, args.epochs)
             print(json.dumps({"pipeline": kind, "r": r, "images": n, "epochs": args.epochs,
-                              "images_per_s": (seen - n) / secs,
-                              "cpu_us_per_image": cpu / (seen - n) * 1e6}), flush=True)
+                              "images_per_s": seen / secs,
+                              "cpu_us_per_image": cpu / seen * 1e6}), flush=True)
     finally:
         for store in stores:
             shutil.rmtree(store, ignore_errors=True)
