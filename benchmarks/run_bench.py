@@ -413,6 +413,41 @@ def bench_refurbish(t, out):
     return res
 
 
+REFURBISH_TF = os.path.join(ROOT, "benchmarks", "refurbish_tf_bench.py")
+
+
+def bench_refurbish_tf(t, out):
+    """Row 14, tf.data: `tfrecord_lirs.refurbish` (no Python per sample) r=2,3 against
+    standard tf.data augmentation, row 14's augmentation as TensorFlow ops, one run."""
+    log("row 14 (tf.data): data refurbishing against standard tf.data augmentation")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    rows = json_lines(run([sys.executable, REFURBISH_TF, "--out", out,
+                           "--images", str(max(256, int(1024 * SCALE)))], env=env))
+    res = {f"{r['pipeline']}_{r['r']}": r for r in rows}
+    std = res["standard_1"]
+    sec = (f"14 data refurbishing, tf.data, {std['images']:,} PNG Examples, "
+           f"{std['epochs']} epochs (the first untimed), map num_parallel_calls=AUTOTUNE")
+    t.add(sec, "standard tf.data: decode, crop, flip, 5 RandAugment-like layers (TF ops) "
+          "every use", fmt_rate(std["images_per_s"], "img/s"),
+          f"{std['cpu_us_per_image']:.0f} us CPU/img")
+    for r, goal in [(2, 1.5), (3, 1.8)]:
+        x = res[f"refurbish_{r}"]
+        v = ratio(x["images_per_s"], std["images_per_s"])
+        m = check(t, f"14 (tf.data): refurbish r={r} vs standard", v, goal)
+        t.add(sec, f"**refurbish r={r}** (tfrecord_lirs.refurbish, its store in memory)",
+              fmt_rate(x["images_per_s"], "img/s"), f"{v:.2f}x standard", f">= {goal}x", m)
+        t.add(sec, f"refurbish r={r}: CPU per image",
+              f"{x['cpu_us_per_image']:.0f} us",
+              f"{ratio(std['cpu_us_per_image'], x['cpu_us_per_image']):.2f}x less than "
+              "standard's")
+    x = res["refurbish_dir_3"]
+    t.add(sec, "refurbish r=3, a directory store under /dev/shm (what processes and jobs "
+          "share)", fmt_rate(x["images_per_s"], "img/s"),
+          f"{ratio(x['images_per_s'], std['images_per_s']):.2f}x standard",
+          f"{x['cpu_us_per_image']:.0f} us CPU/img")
+    return res
+
+
 # --- row 10: large records against Arrow and the copy-out limit ----------------------------
 
 def large_contender(name, data, arrow_dir):
@@ -1116,6 +1151,7 @@ def main():
         results["examples"] = bench_examples(t, args.out)
     if not only or "14" in only:
         results["refurbish"] = bench_refurbish(t, args.out)
+        results["refurbish_tf"] = bench_refurbish_tf(t, args.out)
     if not only or "16" in only:
         # Row 16: the local tier cache_dir over s3:// (s3-bench-server).
         import cache_dir_bench

@@ -81,6 +81,28 @@ def test_partial_runs_once_per_refresh_and_the_store_is_a_memo(files, tmp_path):
     assert calls(log3) == 0
 
 
+def test_a_store_in_memory_is_one_store_for_the_pipeline(files, tmp_path):
+    """store=None: the lookup and keep kernels (and every parallel call's) share this
+    pipeline's store, so partial runs once per refresh, and two pipelines do not share."""
+    schedule = tfrecord_lirs.RefurbishSchedule(N, seed=3, reuse_factor=3, batch_size=6)
+    for job in ("a", "b"):
+        log = str(tmp_path / f"{job}.log")
+        ds = refurbish(files, make_partial(log), final, seed=3, reuse_factor=3,
+                       batch_size=6, epochs=EPOCHS, num_parallel_calls=1)
+        assert len(list(ds)) == EPOCHS * N
+        assert calls(log) == sum(schedule.refreshes(e) for e in range(EPOCHS))
+
+
+def test_a_kernel_error_is_a_typed_error_naming_the_file(files, tmp_path):
+    """The kernels' errors cross the bridge as statuses: the data file gone after the
+    dataset was made is NotFound naming it when the kernels open it."""
+    ds = refurbish(files, pure_partial, final, seed=3, reuse_factor=2, batch_size=6,
+                   epochs=1)
+    os.remove(files[0])
+    with pytest.raises(tf.errors.NotFoundError, match="d.tfrecord"):
+        list(ds)
+
+
 def test_a_wrong_reuse_factor_is_refused(files):
     with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
         refurbish(files, make_partial("/dev/null"), final, reuse_factor=0)
@@ -130,3 +152,64 @@ def test_the_guides_refurbish_snippet_and_its_stock_pipeline_run_as_written(tmp_
     stock = [x.numpy() for x in names["stock"]]
     assert len(stock) == 100 and all(x.shape == (8, 8, 1) for x in stock)
     assert sum(len(b) for b in names["ds"]) == 4 * 100
+
+
+PYTHON_OPS = {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+
+
+def graph_ops(ds):
+    """Every op of the dataset's graph, its functions' (map, flat_map, cond
+    branches) included."""
+    graph = tf.compat.v1.GraphDef()
+    graph.ParseFromString(ds._as_serialized_graph().numpy())
+    ops = {n.op for n in graph.node}
+    for f in graph.library.function:
+        ops |= {n.op for n in f.node_def}
+    return ops
+
+
+def pure_partial(record, seed):
+    x = tf.reshape(tf.io.decode_raw(record, tf.uint8), [4, 4, 1])
+    x = tf.image.stateless_random_flip_left_right(x, seed)
+    noise = tf.random.stateless_uniform([4, 4, 1], seed, maxval=900, dtype=tf.int32)
+    return tf.cast(x, tf.int32) * 1000 + noise
+
+
+def test_the_graph_holds_no_python_op(files, tmp_path):
+    ds = refurbish(files, pure_partial, final, seed=3, reuse_factor=3, batch_size=6,
+                   store=str(tmp_path / "store"), epochs=2)
+    ops = graph_ops(ds)
+    assert {"LIRSRefurbishUses", "LIRSRefurbishLookup", "LIRSRefurbishKeep"} <= ops
+    assert not ops & PYTHON_OPS, ops & PYTHON_OPS
+    # The walk finds a Python op where there is one: the user's (make_partial's).
+    with_py = refurbish(files, make_partial("/dev/null"), final, seed=3, reuse_factor=3,
+                        batch_size=6, epochs=2)
+    assert graph_ops(with_py) & PYTHON_OPS
+
+
+@pytest.mark.parametrize("store", [None, "dir"])
+def test_elements_are_the_python_refurbishers(files, tmp_path, store):
+    """The same seeds, schedule and step as the plain-Python `Refurbisher` (what the
+    PyTorch and Grain front ends run): element for element equal."""
+    from tfrecord_lirs.refurbishing import (PartialStore, Refurbisher,
+                                            stateless_seed_pair)
+
+    seed, r, epochs = 11, 3, 5
+    ds = refurbish(files, pure_partial, final, seed=seed, reuse_factor=r, batch_size=5,
+                   store=None if store is None else str(tmp_path / "tf"), epochs=epochs)
+    got = [x.numpy() for x in ds]
+
+    def pair(s):
+        return tf.constant(stateless_seed_pair(s), tf.int64)
+
+    source = tfrecord_lirs.DataSource(files)
+    schedule = tfrecord_lirs.RefurbishSchedule(source, seed=seed, reuse_factor=r,
+                                               batch_size=5)
+    step = Refurbisher(lambda i: source[i],
+                       lambda rec, s: pure_partial(tf.constant(rec), pair(s)).numpy(),
+                       lambda x, s: final(tf.constant(x), pair(s)).numpy(),
+                       schedule, PartialStore(None, "d", "p", seed))
+    want = [step.use(i, f, g, e) for e in range(epochs)
+            for i, f, g in zip(*schedule.epoch(e))]
+    assert len(got) == len(want) == epochs * N
+    assert all((a == b).all() for a, b in zip(got, want))

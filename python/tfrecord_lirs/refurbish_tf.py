@@ -6,24 +6,23 @@
 
 `partial(record, seed)` and `final(sample, seed)` are TensorFlow functions of a scalar
 `tf.string` record (resp. the partial output, a tensor or a structure of tensors) and a
-stateless seed (`int64[2]`, for `tf.image.stateless_random_*`). The schedule, the seeds,
-the store and the step are the Rust core's (`_lirs.NativeRefurbisher`, in two halves
-around the graph's `partial`: `lookup`, then `keep` of what was computed): a refresh
-reads the record and stores the partial output (`tf.io.serialize_tensor`); a reuse reads
-the store and not the TFRecord file.
+stateless seed (`int64[2]`, for `tf.image.stateless_random_*`). The schedule, the seeds
+(and their `int64[2]` form, docs/FORMAT.md §7), the store and the step are the Rust
+core's, run by the op library's kernels (`LIRSRefurbishUses`, `LIRSRefurbishLookup`,
+`LIRSRefurbishKeep`) around the graph's `partial`: the graph holds TensorFlow ops only,
+so the map runs in parallel with no Python per sample. A refresh reads the record and
+stores the partial output (`tf.io.serialize_tensor`); a reuse reads the store and not
+the TFRecord file.
 """
 
-import numpy as np
+import os
+import uuid
+
 import tensorflow as tf
 
-from tfrecord_lirs import _checks, _lirs
+from tfrecord_lirs import _checks, _op_library
 from tfrecord_lirs.refurbishing import RefurbishSchedule, open_store
 from tfrecord_lirs.sources import DataSource
-
-
-def _seed_pair(value):
-    """A u64 seed as the int64[2] of TensorFlow's stateless ops."""
-    return np.array([value >> 32, value & 0xFFFFFFFF], dtype=np.int64)
 
 
 def _serialize(sample):
@@ -56,45 +55,46 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     schedule's order. With more than one call in flight, a reuse early in an epoch can
     start before the refresh of the same sample late in the epoch before has stored its
     output: it then computes the same output again (counted as a recompute), so the
-    partial function runs once per refresh exactly only with `num_parallel_calls=1`."""
+    partial function runs once per refresh exactly only with `num_parallel_calls=1`.
+
+    The graph holds TensorFlow ops only (no `tf.numpy_function`): give `partial` and
+    `final` as TensorFlow ops too, and the map's calls run in parallel without the GIL.
+    The partial output is stored as `tf.io.serialize_tensor` of its parts (exact for
+    every dtype and structure); its cardinality is unknown, as `flat_map`'s."""
     source = DataSource(files, offset_tables)
     schedule = RefurbishSchedule(source, seed=seed, reuse_factor=reuse_factor,
                                  batch_size=batch_size, num_shards=num_shards,
                                  shard_index=shard_index, order_version=order_version)
-    partial_store = open_store(store, source, partial, schedule.options["seed"],
+    options = schedule.options
+    partial_store = open_store(store, source, partial, options["seed"],
                                dataset_id, partial_name, store_bytes)
     partial_store.stats()  # a wrong store is an error here
-
-    def epoch_uses(epoch):
-        ids, refresh, generation = schedule.epoch(int(epoch))
-        return ids.astype(np.int64), refresh, generation.astype(np.int64)
+    store_dir, store_dataset, store_partial, _, bound = partial_store._args
+    cache_dir, cache_bytes = _op_library.cache_attrs(None, None)
+    # The values the core resolved, as the ops' attrs; `store_key` makes every kernel
+    # of this pipeline share one step (one store, also in memory).
+    attrs = dict(
+        page_size=_op_library.or_default(None, "page_size"),
+        backend=_op_library.or_default(None, "backend"),
+        trust_table=bool(_op_library.or_default(None, "trust_table")),
+        index_missing=bool(_op_library.or_default(None, "index_missing")),
+        cache_dir=cache_dir, cache_bytes=cache_bytes,
+        seed=options["seed"] - (1 << 64) if options["seed"] >= 1 << 63 else options["seed"],
+        reuse_factor=int(options["reuse_factor"]), batch_size=options["batch_size"],
+        num_shards=options["num_shards"], shard_index=options["shard_index"],
+        order_version=options["order_version"],
+        store_dir=b"" if store_dir is None else os.fsencode(store_dir),
+        store_dataset=store_dataset, store_partial=store_partial,
+        store_bytes=-1 if bound is None else int(bound), store_key=uuid.uuid4().hex)
+    tables = source._args[1]
+    files_t = tf.constant(source.paths, tf.string)
+    tables_t = tf.constant([t or "" for t in tables or []], tf.string)
+    ops = _op_library.ops
 
     def uses_of(epoch):
-        ids, refresh, generation = tf.numpy_function(
-            epoch_uses, [epoch], [tf.int64, tf.bool, tf.int64], stateful=False)
-        for t in (ids, refresh, generation):
-            t.set_shape([None])
+        ids, refresh, generation = ops.lirs_refurbish_uses(files_t, tables_t, epoch, **attrs)
         return tf.data.Dataset.from_tensor_slices(
             (ids, refresh, generation, tf.fill(tf.shape(ids), epoch)))
-
-    # The core's step over the schedule and the store (tf.data runs the map's Python
-    # functions in this process).
-    step = _lirs.NativeRefurbisher(schedule._native, partial_store._store())
-
-    def stored(id, generation):
-        payload = step.lookup(int(id), int(generation))
-        return payload is not None, payload or b""
-
-    def keep(id, generation, epoch, payload, refresh):
-        step.keep(int(id), int(generation), int(epoch), bool(refresh), bytes(payload))
-        return True
-
-    def read(id):
-        return source[int(id)]
-
-    def seeds(id, generation, epoch):
-        return (_seed_pair(step.partial_seed(int(id), int(generation))),
-                _seed_pair(step.final_seed(int(id), int(epoch))))
 
     record_spec = tf.TensorSpec([], tf.string)
     seed_spec = tf.TensorSpec([2], tf.int64)
@@ -103,20 +103,14 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
         tf.function(partial).get_concrete_function(record_spec, seed_spec).structured_outputs)
 
     def use(id, refresh, generation, epoch):
-        pseed, fseed = tf.numpy_function(seeds, [id, generation, epoch], [tf.int64, tf.int64],
-                                         stateful=False)
-        pseed.set_shape([2])
-        fseed.set_shape([2])
-        found, payload = tf.numpy_function(stored, [id, generation], [tf.bool, tf.string])
-        found.set_shape([])
-        payload.set_shape([])
+        # `payload`: the stored partial output if found, else the record.
+        found, payload, pseed, fseed = ops.lirs_refurbish_lookup(
+            files_t, tables_t, id, generation, epoch, **attrs)
 
         def compute():
-            record = tf.numpy_function(read, [id], tf.string)
-            record.set_shape([])
-            sample = partial(record, pseed)
-            done = tf.numpy_function(keep, [id, generation, epoch, _serialize(sample),
-                                            refresh], tf.bool)
+            sample = partial(payload, pseed)
+            done = ops.lirs_refurbish_keep(files_t, tables_t, id, generation, epoch, refresh,
+                                           _serialize(sample), **attrs)
             with tf.control_dependencies([done]):
                 return tf.nest.map_structure(tf.identity, sample)
 
@@ -135,10 +129,10 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     # The store and the file reads are the map's only external state, and the store is
     # a memo (the outputs do not depend on it): an iterator checkpoint keeps positions
     # only, so it is taken with the store left out.
-    options = tf.data.Options()
-    options.experimental_external_state_policy = (
+    pipeline = tf.data.Options()
+    pipeline.experimental_external_state_policy = (
         tf.data.experimental.ExternalStatePolicy.IGNORE)
-    return ds.with_options(options)
+    return ds.with_options(pipeline)
 
 
 __all__ = ["refurbish"]

@@ -119,6 +119,12 @@ def final_seed(seed, id, epoch):
     return _lirs.final_seed(seed, id, epoch)
 
 
+def stateless_seed_pair(seed):
+    """An augmentation seed (`partial_seed`, `final_seed`) as the `(high, low)` pair
+    TensorFlow's stateless random ops take as `int64[2]` (docs/FORMAT.md §7)."""
+    return _lirs.stateless_seed_pair(seed)
+
+
 
 
 class PartialStore:
@@ -270,4 +276,4 @@ def _pickle_dumps(value):
 
 
 __all__ = ["PartialStore", "RefurbishSchedule", "Refurbisher", "final_seed", "open_store",
-           "partial_seed"]
+           "partial_seed", "stateless_seed_pair"]

@@ -34,6 +34,7 @@ pub mod fault_injection;
 pub mod op_config;
 mod reader;
 pub mod reader_cache;
+mod refurbish;
 pub mod rules;
 mod seeds;
 mod status;
@@ -269,6 +270,50 @@ mod ffi {
 
         /// Whether `record` is a filler record.
         fn is_filler(record: &[u8], status: &mut Status) -> Result<bool>;
+
+        /// The refurbish step of `tfrecord_lirs.refurbish` (docs/FORMAT.md §7.2):
+        /// schedule, store and reader, shared by every op of the same attrs.
+        type RefurbishStep;
+        /// The step of the refurbish ops' attrs `args` over `files` and their `tables`
+        /// (see `refurbish::open_refurbish_step`).
+        fn open_refurbish_step(
+            args: &Vec<NamedValue>,
+            files: &Vec<FilePath>,
+            tables: &Vec<FilePath>,
+            status: &mut Status,
+        ) -> Result<Box<RefurbishStep>>;
+        /// The uses of `epoch` in delivery order: ids, refresh (0 or 1), generations.
+        fn epoch_uses(
+            self: &RefurbishStep,
+            epoch: i64,
+            ids: &mut Vec<i64>,
+            refresh: &mut Vec<u8>,
+            generation: &mut Vec<i64>,
+            status: &mut Status,
+        ) -> Result<()>;
+        /// Whether `(id, generation)` is stored: `payload` is then its bytes, else the
+        /// record of `id`; the seeds go to the two 2-value slices.
+        #[allow(clippy::too_many_arguments)]
+        fn lookup(
+            self: &RefurbishStep,
+            id: i64,
+            generation: i64,
+            epoch: i64,
+            payload: &mut Vec<u8>,
+            partial_seed: &mut [i64],
+            final_seed: &mut [i64],
+            status: &mut Status,
+        ) -> Result<bool>;
+        /// Counts and (unless no use will come) stores an output computed at `epoch`.
+        fn keep(
+            self: &RefurbishStep,
+            id: i64,
+            generation: i64,
+            epoch: i64,
+            refresh: bool,
+            payload: &[u8],
+            status: &mut Status,
+        ) -> Result<bool>;
     }
 }
 
@@ -286,3 +331,4 @@ pub use status::{guard, guard_poisoning, ok_status, FfiError, FfiResult};
 use checkpoint::combine_shard_states;
 use dataset::{checkpoint_keys, open_dataset};
 use reader::{is_filler, open_reader_for_op, process_io_totals};
+use refurbish::{open_refurbish_step, RefurbishStep};

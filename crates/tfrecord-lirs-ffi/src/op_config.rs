@@ -102,7 +102,7 @@ pub struct CursorCheckpoint {
 }
 
 /// The attrs and scalar inputs of `op`, by name.
-struct OpArgs<'a> {
+pub(crate) struct OpArgs<'a> {
     op: &'static str,
     values: &'a [NamedValue],
 }
@@ -110,7 +110,11 @@ struct OpArgs<'a> {
 impl<'a> OpArgs<'a> {
     /// `values`, each of which must be one of `known` (the op's registration and
     /// this list must agree: a name Rust does not read is a bug, not user input).
-    fn new(op: &'static str, values: &'a [NamedValue], known: &[&str]) -> FfiResult<Self> {
+    pub(crate) fn new(
+        op: &'static str,
+        values: &'a [NamedValue],
+        known: &[&str],
+    ) -> FfiResult<Self> {
         if let Some(v) = values.iter().find(|v| !known.contains(&v.name.as_str())) {
             return Err(FfiError::internal(format!(
                 "{op}: the op passed `{}`, which tfrecord-lirs does not read (the op \
@@ -121,14 +125,14 @@ impl<'a> OpArgs<'a> {
         Ok(OpArgs { op, values })
     }
 
-    fn get(&self, name: &str) -> FfiResult<&'a NamedValue> {
+    pub(crate) fn get(&self, name: &str) -> FfiResult<&'a NamedValue> {
         self.values
             .iter()
             .find(|v| v.name == name)
             .ok_or_else(|| FfiError::internal(format!("{}: the op passed no `{name}`", self.op)))
     }
 
-    fn int(&self, name: &str) -> FfiResult<i64> {
+    pub(crate) fn int(&self, name: &str) -> FfiResult<i64> {
         match self.get(name)?.ints.as_slice() {
             [value] => Ok(*value),
             other => Err(FfiError::invalid(format!(
@@ -139,11 +143,11 @@ impl<'a> OpArgs<'a> {
         }
     }
 
-    fn bool(&self, name: &str) -> FfiResult<bool> {
+    pub(crate) fn bool(&self, name: &str) -> FfiResult<bool> {
         Ok(self.int(name)? != 0)
     }
 
-    fn bytes(&self, name: &str) -> FfiResult<Vec<u8>> {
+    pub(crate) fn bytes(&self, name: &str) -> FfiResult<Vec<u8>> {
         let v = self.get(name)?;
         if !v.ints.is_empty() {
             return Err(FfiError::internal(format!(
@@ -154,13 +158,13 @@ impl<'a> OpArgs<'a> {
         Ok(v.bytes.clone())
     }
 
-    fn string(&self, name: &str) -> FfiResult<String> {
+    pub(crate) fn string(&self, name: &str) -> FfiResult<String> {
         Ok(String::from_utf8_lossy(&self.bytes(name)?).into_owned())
     }
 }
 
 /// The attrs every reading op takes (LIRSRead, LIRSDataset).
-const READER_ATTRS: [&str; 6] = [
+pub(crate) const READER_ATTRS: [&str; 6] = [
     "page_size",
     "backend",
     "trust_table",
@@ -169,7 +173,7 @@ const READER_ATTRS: [&str; 6] = [
     "cache_bytes",
 ];
 
-fn reader_config_of(
+pub(crate) fn reader_config_of(
     args: &OpArgs,
     files: &[FilePath],
     tables: &[FilePath],

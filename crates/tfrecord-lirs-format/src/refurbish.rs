@@ -107,6 +107,12 @@ pub fn final_seed(seed: u64, id: u64, epoch: u64) -> u64 {
     round_keys(seed, epoch, PURPOSE_FINAL_SEED, id)[0]
 }
 
+/// An augmentation seed as the `int64[2]` TensorFlow's stateless random ops take:
+/// its high and low 32 bits (each in `[0, 2^32)`, so neither is negative).
+pub fn stateless_seed_pair(seed: u64) -> [i64; 2] {
+    [(seed >> 32) as i64, (seed & 0xFFFF_FFFF) as i64]
+}
+
 /// One position of an epoch's schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Use {

@@ -7,7 +7,8 @@ use proptest::prelude::*;
 use tfrecord_lirs_format::error::ErrorKind;
 use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
 use tfrecord_lirs_format::refurbish::{
-    final_seed, partial_seed, reuse_factor_from_f64, RefurbishParams, RefurbishSchedule, Use,
+    final_seed, partial_seed, reuse_factor_from_f64, stateless_seed_pair, RefurbishParams,
+    RefurbishSchedule, Use,
 };
 
 fn params(seed: u64, r: u64, batch: u64, shards: u64, shard: u64) -> RefurbishParams {
@@ -264,6 +265,15 @@ fn seeds_follow_id_generation_and_epoch() {
     assert_ne!(partial_seed(1, 2, 3), partial_seed(2, 2, 3));
     assert_ne!(final_seed(1, 2, 3), final_seed(1, 2, 4));
     assert_ne!(final_seed(1, 2, 3), partial_seed(1, 2, 3));
+}
+
+/// Version-stable (`docs/FORMAT.md` §7): the high and low 32 bits, never negative.
+#[test]
+fn stateless_seed_pair_is_the_high_and_low_halves() {
+    assert_eq!(stateless_seed_pair(GOLDEN_PARTIAL), [429777245, 3638896093]);
+    assert_eq!(stateless_seed_pair(GOLDEN_FINAL), [2297934111, 3364546311]);
+    assert_eq!(stateless_seed_pair(u64::MAX), [0xFFFF_FFFF, 0xFFFF_FFFF]);
+    assert_eq!(stateless_seed_pair(0), [0, 0]);
 }
 
 /// Version-stable: these values are `docs/FORMAT.md` §7's golden values.

@@ -187,6 +187,13 @@ fn final_seed(seed: u64, id: u64, epoch: u64) -> u64 {
     core::final_seed(seed, id, epoch)
 }
 
+/// An augmentation seed as the `int64[2]` of TensorFlow's stateless random ops.
+#[pyfunction]
+fn stateless_seed_pair(seed: u64) -> (i64, i64) {
+    let [high, low] = core::stateless_seed_pair(seed);
+    (high, low)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeRefurbishSchedule>()?;
     m.add_class::<NativePartialStore>()?;
@@ -194,6 +201,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partial_seed, m)?)?;
     m.add_function(wrap_pyfunction!(store_dataset_id, m)?)?;
     m.add_function(wrap_pyfunction!(final_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(stateless_seed_pair, m)?)?;
     m.add(
         "REFURBISH_SCHEDULE_VERSION",
         core::REFURBISH_SCHEDULE_VERSION,

@@ -138,8 +138,8 @@ pub use tfrecord_lirs_format::framing::PageSize;
 pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, PositionIds};
 pub use tfrecord_lirs_format::order_v2::{ids_per_unit, OrderV2};
 pub use tfrecord_lirs_format::refurbish::{
-    final_seed, partial_seed, EpochSchedule, RefurbishParams, RefurbishSchedule, Use,
-    REFURBISH_SCHEDULE_VERSION,
+    final_seed, partial_seed, stateless_seed_pair, EpochSchedule, RefurbishParams,
+    RefurbishSchedule, Use, REFURBISH_SCHEDULE_VERSION,
 };
 pub use tfrecord_lirs_format::seed_pair::{seed_from_pair, SeedRule, DEFAULT_GRAPH_SEED};
 pub use tfrecord_lirs_format::table::{encode_table, parse_table};

@@ -1,0 +1,185 @@
+"""`make bench` row 14, tf.data: data refurbishing (`tfrecord_lirs.refurbish`) against
+standard tf.data augmentation, with row 14's CPU-bound augmentation written as TensorFlow
+ops (a graph with no Python per sample). Prints one JSON line per pipeline.
+
+    python refurbish_tf_bench.py --out DIR [--images N] [--epochs E] [--store-root DIR]
+
+The data: row 14's kind (96x96 PNG images in `tf.train.Example`s, a padded TFRecord
+file). The augmentation, seeded by TensorFlow's stateless seeds: decode, random 80x80 crop
+and flip, then RandAugment-like layers (rotate, 5x5 blur, contrast, colour, 3x3
+sharpness, one drawn per layer); `partial` is decode + crop + flip + PARTIAL_LAYERS
+layers, `final` FINAL_LAYERS more. Pipelines:
+
+* standard: `LIRSDataset` (the same full-range shuffle) mapped by `final(partial(...))`
+  every use, `num_parallel_calls=AUTOTUNE`;
+* refurbish r: `tfrecord_lirs.refurbish` with its default store (this process's
+  memory), `num_parallel_calls=AUTOTUNE`;
+* refurbish_dir r=3: the same with a directory store under `--store-root` (default
+  /dev/shm: what processes and jobs share).
+
+The pipelines run one after the other in one process (taking turns would mix their
+CPU: a paused parallel map keeps computing ahead on the process's threads).
+
+Figures over epochs 1..E-1 (epoch 0 refreshes everything): images/s, batches of
+BATCH consumed as fast as the pipeline delivers them, and CPU time per image (this
+process's, every thread's: what the pipeline costs, whatever else runs on the machine).
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import tensorflow as tf  # noqa: E402
+
+import tfrecord_lirs  # noqa: E402
+from tfrecord_lirs.refurbish_tf import refurbish  # noqa: E402
+
+SIZE, CROP = 96, 80
+PARTIAL_LAYERS, FINAL_LAYERS = 4, 1
+BATCH = 32
+SEED = 42
+
+
+def write_images(path, n):
+    rng = np.random.default_rng(0)
+    with tfrecord_lirs.PaddedWriter(path) as w:
+        for i in range(n):
+            base = rng.integers(0, 256, (SIZE // 8, SIZE // 8, 3), dtype=np.uint8)
+            img = tf.cast(tf.image.resize(base, [SIZE, SIZE], "bilinear"), tf.uint8)
+            ex = tf.train.Example(features=tf.train.Features(feature={
+                "image": tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[tf.io.encode_png(img).numpy()])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 10])),
+            }))
+            w.write(ex.SerializeToString())
+
+
+FEATURES = {"image": tf.io.FixedLenFeature([], tf.string)}
+
+
+def sub_seed(seed, k):
+    return tf.random.experimental.stateless_fold_in(seed, k)
+
+
+def box_blur(f, k):
+    kernel = tf.ones([k, k, 3, 1], tf.float32) / (k * k)
+    return tf.nn.depthwise_conv2d(f[None], kernel, [1, 1, 1, 1], "SAME")[0]
+
+
+def layer(x, seed):
+    """One RandAugment-like distortion of a uint8 image, drawn by `seed`."""
+    op = tf.random.stateless_uniform([], seed, maxval=5, dtype=tf.int32)
+    u = tf.random.stateless_uniform([], sub_seed(seed, 1))
+    f = tf.cast(x, tf.float32)
+
+    def rotate():
+        a = (u * 60.0 - 30.0) * math.pi / 180.0
+        c, s = tf.cos(a), tf.sin(a)
+        h = tf.cast(tf.shape(f)[0], tf.float32) / 2.0
+        transform = [c, -s, h - c * h + s * h, s, c, h - s * h - c * h, 0.0, 0.0]
+        return tf.raw_ops.ImageProjectiveTransformV3(
+            images=f[None], transforms=tf.stack(transform)[None],
+            output_shape=tf.shape(f)[:2], fill_value=0.0, interpolation="BILINEAR")[0]
+
+    def blur():
+        return f + (box_blur(f, 5) - f) * (0.3 + 0.7 * u)
+
+    def contrast():
+        m = tf.reduce_mean(f)
+        return (f - m) * (0.5 + u) + m
+
+    def colour():
+        gray = tf.reduce_mean(f, axis=2, keepdims=True)
+        return gray + (f - gray) * (0.2 + 1.6 * u)
+
+    def sharpness():
+        return f + (f - box_blur(f, 3)) * (0.5 + 1.5 * u)
+
+    out = tf.switch_case(op, [rotate, blur, contrast, colour, sharpness])
+    return tf.cast(tf.clip_by_value(out, 0.0, 255.0), tf.uint8)
+
+
+def partial(record, seed):
+    png = tf.io.parse_single_example(record, FEATURES)["image"]
+    x = tf.io.decode_png(png, channels=3)
+    x = tf.image.stateless_random_crop(x, [CROP, CROP, 3], seed)
+    x = tf.image.stateless_random_flip_left_right(x, sub_seed(seed, 2))
+    for k in range(PARTIAL_LAYERS):
+        x = layer(x, sub_seed(seed, 10 + k))
+    x.set_shape([CROP, CROP, 3])
+    return x
+
+
+def final(sample, seed):
+    for k in range(FINAL_LAYERS):
+        sample = layer(sample, sub_seed(seed, 20 + k))
+    return sample
+
+
+def standard(path, epochs):
+    # Reshuffled every epoch; each use its own seed (its position in the run).
+    ds = tfrecord_lirs.LIRSDataset([path], seed=SEED).repeat(epochs).enumerate()
+    return ds.map(lambda k, rec: final(partial(rec, tf.stack([k, 0])), tf.stack([k, 1])),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def timed(ds, n, epochs):
+    """Seconds and this process's CPU seconds of epochs 1..E-1, and the images they
+    delivered (CPU time per image holds on a machine shared with other work, where the
+    wall time swings)."""
+    it = iter(ds.batch(BATCH).prefetch(tf.data.AUTOTUNE))
+    per_epoch = n // BATCH  # whole batches: the pipelines batch across epochs
+    for _ in range(per_epoch):  # epoch 0
+        next(it)
+    seen = 0
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range((epochs - 1) * per_epoch):
+        seen += len(next(it))
+    return time.perf_counter() - start, time.process_time() - cpu, seen
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--images", type=int, default=1024)
+    ap.add_argument("--epochs", type=int, default=7)
+    ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "refurbish-tf-images.tfrecord")
+    if not os.path.exists(path):
+        write_images(path, args.images)
+    n = len(tfrecord_lirs.DataSource([path]))
+    root = args.store_root or args.out
+    stores = []
+    try:
+        for kind, r in [("standard", 1), ("refurbish", 2), ("refurbish", 3),
+                        ("refurbish_dir", 3)]:
+            if kind == "standard":
+                ds = standard(path, args.epochs)
+            else:
+                store = None  # tf.data's default: this process's memory
+                if kind == "refurbish_dir":
+                    store = os.path.join(root, f"refurbish-tf-store-{os.getpid()}-{r}")
+                    stores.append(store)
+                ds = refurbish([path], partial, final, seed=SEED, reuse_factor=r,
+                               batch_size=BATCH, store=store, epochs=args.epochs,
+                               partial_name="refurbish-tf-bench-1")
+            secs, cpu, seen = timed(ds, n, args.epochs)
+            print(json.dumps({"pipeline": kind, "r": r, "images": n, "epochs": args.epochs,
+                              "images_per_s": seen / secs,
+                              "cpu_us_per_image": cpu / seen * 1e6}), flush=True)
+    finally:
+        for store in stores:
+            shutil.rmtree(store, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
