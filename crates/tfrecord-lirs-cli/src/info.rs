@@ -30,7 +30,14 @@ pub fn run(args: InfoArgs) -> Outcome {
         .map(|m| m.len())
         .sum();
     let info = |file: &Path, report: &mut dyn FnMut(u64)| {
-        info(file, offsets.clone(), page, trust_table, files_bytes, report)
+        info(
+            file,
+            offsets.clone(),
+            page,
+            trust_table,
+            files_bytes,
+            report,
+        )
     };
     if json && data.len() > 1 {
         let mut values = Vec::new();
