@@ -996,6 +996,12 @@ def report(path, t, m, meta, results):
         "(from the end of its previous one), the CPU per step the cache-aware shuffle "
         "keeps even; the spread of the batches' arrivals is printed beside it (two "
         "workers' batches interleave there, so it swings with their phase).",
+        "* Cold reads in a memory cgroup (row 17, `benchmarks/cold_cgroup_bench.py`): one "
+        "stock TFRecord file of ~100 KB records (1.5 GB), one epoch per contender with "
+        "default arguments, each a fresh process in a fresh child of a v1 memory cgroup "
+        "limited to 500 MB, the file evicted first; 2 interleaved rounds, medians. Bytes "
+        "fetched per byte are the process's `read_bytes` (/proc/self/io) over the epoch "
+        "divided by the file's size.",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):

@@ -262,6 +262,12 @@ impl Storage {
         std::fs::metadata(path).ok()
     }
 
+    /// The bytes of the local files among `paths` (URLs are not looked at).
+    pub(crate) fn local_bytes<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> u64 {
+        let sizes = paths.filter_map(|p| self.local_metadata(p).map(|m| m.len()));
+        sizes.sum()
+    }
+
     /// Checks that `path` can be reached: a local path, or a URL with a file system.
     pub fn check(&self, path: &Path) -> Result<()> {
         self.place(path).map(|_| ())

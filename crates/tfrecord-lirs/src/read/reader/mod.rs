@@ -227,12 +227,10 @@ impl Reader {
         let mut layouts = Vec::with_capacity(files.len());
         let mut open = Vec::with_capacity(files.len());
         let mut first_id = 0u64;
-        // The default backend judges the files together against the page cache room.
-        let files_bytes: u64 = files
-            .iter()
-            .filter_map(|(data, _)| options.storage.local_metadata(data))
-            .map(|meta| meta.len())
-            .sum();
+        // The default backend judges the files together against the memory.
+        let files_bytes = options
+            .storage
+            .local_bytes(files.iter().map(|(d, _)| d.as_path()));
         for (data, table_path) in files {
             // The data file is opened first, so that a missing one is reported as such;
             // the default backend then maps that same open file if its records are small.
@@ -322,12 +320,6 @@ impl Reader {
     /// default backend while its leases hold).
     pub fn is_mapped(&self) -> bool {
         self.files.iter().all(|f| f.src.map_view().is_some())
-    }
-
-    /// Whether any file is read as one that does not fit in the page cache (see
-    /// [`ReadAt::reads_cold`]): reads wait on the device, so more in flight pay.
-    pub fn reads_cold(&self) -> bool {
-        self.files.iter().any(|f| f.src.reads_cold())
     }
 
     /// The fetch buffers kept for reuse by every fetch over this reader.
