@@ -228,9 +228,7 @@ impl Reader {
         let mut open = Vec::with_capacity(files.len());
         let mut first_id = 0u64;
         // The default backend judges the files together against the memory.
-        let files_bytes = options
-            .storage
-            .local_bytes(files.iter().map(|(d, _)| d.as_path()));
+        let files_bytes = options.storage.local_bytes(files.iter().map(|f| &*f.0));
         for (data, table_path) in files {
             // The data file is opened first, so that a missing one is reported as such;
             // the default backend then maps that same open file if its records are small.
