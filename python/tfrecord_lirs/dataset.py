@@ -82,10 +82,16 @@ class LIRSDataset(dataset_ops.DatasetSource):
       buffer_size: accepted for compatibility (None or >= 0); LIRS reads each
         record with its own positioned read (or from a memory map), so there is no
         stream buffer: the read-ahead is `num_parallel_reads`.
-      num_parallel_reads: I/O threads reading the order ahead of the consumer (as
-        for TFRecordDataset, more reads in flight; the elements are the same for
-        every value): None or tf.data.AUTOTUNE chooses automatically (one over
-        memory-mapped local files, two with positioned reads, 32 for URLs).
+      num_parallel_reads: fetch threads reading the order ahead of the consumer
+        (the elements are the same for every value). Not TFRecordDataset's count of
+        files read at once: the order is read in windows (about 384 KiB of data, at
+        least one batch, at most 32 MiB) a few windows ahead, each cut into parts
+        that the threads read one positioned read per record; the data read ahead
+        does not grow with it, and threads beyond the cores only pay where reads
+        wait on a device or the network. None or tf.data.AUTOTUNE chooses
+        automatically (one over memory-mapped local files, two with positioned
+        reads of cached files, eight for files read cold, beyond the memory this
+        process may use, 32 for URLs).
       name: optional name of the tf.data operation.
     LIRS's own:
       offset_tables: one offset table per file; None -> `<file>.offsets`.

@@ -46,7 +46,8 @@ class Loader:
       seed [0]; batch_size [256]; page_aware [False] (whole pages as the shuffle unit,
       for files padded by `pad`); deterministic [True] (False: batches as their reads
       complete, RINAS: the same batches' multiset per epoch, another order);
-      num_parallel_reads [-1: automatic]; num_shards [1] / shard_index [0] (this
+      num_parallel_reads [-1: automatic] (fetch threads over the windows read ahead,
+      not a count of files: see LIRSDataset); num_shards [1] / shard_index [0] (this
       process's slice of every epoch; inside PyTorch DataLoader workers it is split
       among them by whole batches); drop_remainder [False] (the short last batch);
       order_version [1] (or 2, docs/FORMAT.md §5.8); shard_remainder ["keep"] ("drop"

@@ -1,8 +1,10 @@
 //! `info`: what a file holds (instances, sizes, pages, fillers, padding, its table),
-//! as text or JSON, for one file or several.
+//! the memory this process may use and what the default backend makes of it, as
+//! text or JSON, for one file or several.
 
 use std::path::{Path, PathBuf};
 
+use tfrecord_lirs::io::{choose_auto_read, memory_limit, AutoInputs, AutoRead};
 use tfrecord_lirs::{Error, ErrorKind, PageSize};
 
 use crate::args::{page_size, InfoArgs};
@@ -21,11 +23,27 @@ pub fn run(args: InfoArgs) -> Outcome {
     let page = p.map(page_size).transpose()?;
     let data = crate::storage::data_files(&data)?;
     crate::storage::one_table_for_one_file(&data, offsets.is_some(), "--offsets")?;
+    // The default backend judges the files read together (those named here).
+    let files_bytes: u64 = data
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    let info = |file: &Path, report: &mut dyn FnMut(u64)| {
+        info(
+            file,
+            offsets.clone(),
+            page,
+            trust_table,
+            files_bytes,
+            report,
+        )
+    };
     if json && data.len() > 1 {
         let mut values = Vec::new();
         let outcomes = run_files("info", &data, jobs, |file, report| {
             let table = table_for(file, offsets.clone());
-            let found = info(file, offsets.clone(), page, trust_table, report)
+            let found = info(file, report)
                 .map_err(|e| tfrecord_lirs::advice::explain(&storage(), file, &table, e))?;
             Ok(found.json())
         });
@@ -43,7 +61,7 @@ pub fn run(args: InfoArgs) -> Outcome {
     }
     per_file("info", "described", &data, jobs, |file, report| {
         let table = table_for(file, offsets.clone());
-        let found = info(file, offsets.clone(), page, trust_table, report)
+        let found = info(file, report)
             .map_err(|e| tfrecord_lirs::advice::explain(&storage(), file, &table, e))?;
         let text = if json {
             format!("{:#}\n", found.json())
@@ -63,6 +81,8 @@ struct InfoFound {
     problem: Option<String>,
     table: Option<PathBuf>,
     trust_table: bool,
+    /// The default backend's choice for this file as a local file, and why.
+    auto: (AutoRead, String),
 }
 
 fn info(
@@ -70,6 +90,7 @@ fn info(
     offsets: Option<PathBuf>,
     page: Option<PageSize>,
     trust_table: bool,
+    files_bytes: u64,
     report: &mut dyn FnMut(u64),
 ) -> Result<InfoFound, Error> {
     // A trusted table is needed to tell instances from padding.
@@ -106,6 +127,12 @@ fn info(
         .or(padded)
         .or(found.filler_page_size)
         .unwrap_or(tfrecord_lirs::format::DEFAULT_PAGE_SIZE);
+    let auto = choose_auto_read(AutoInputs {
+        file_bytes: found.file_size,
+        records: found.instances,
+        files_bytes: files_bytes.max(found.file_size),
+        memory: memory_limit().bytes(),
+    });
     Ok(InfoFound {
         data: data.to_path_buf(),
         found,
@@ -114,6 +141,7 @@ fn info(
         problem,
         table: table.map(|_| table_path),
         trust_table,
+        auto,
     })
 }
 
@@ -136,6 +164,8 @@ impl InfoFound {
             "padded_problem": self.problem,
             "table": self.table.as_ref().map(|t| t.display().to_string()),
             "table_trusted": self.trust_table,
+            "memory": memory_json(),
+            "auto_backend": {"read": self.auto.0.name(), "why": self.auto.1},
         })
     }
 
@@ -181,6 +211,23 @@ impl InfoFound {
             Some(t) => out.push_str(&format!("table: {} (matches)\n", t.display())),
             None => out.push_str("table: none\n"),
         }
+        out.push_str(&format!("memory: {}\n", memory_limit().describe()));
+        out.push_str(&format!(
+            "backend auto (local file): {}: {}\n",
+            self.auto.0.name(),
+            self.auto.1
+        ));
         out
     }
+}
+
+/// The memory this process may use, as JSON.
+fn memory_json() -> serde_json::Value {
+    let limit = memory_limit();
+    serde_json::json!({
+        "bytes": limit.bytes(),
+        "machine": limit.machine,
+        "cgroup_limit": limit.cgroup.as_ref().map(|c| c.bytes),
+        "cgroup_file": limit.cgroup.as_ref().map(|c| c.file.display().to_string()),
+    })
 }

@@ -109,7 +109,7 @@ pub use read::cursor::walk::DatasetCursor;
 pub use read::elastic::{EpochProgress, EpochState, ShardProgress, ShardState};
 pub use read::fetch::{
     Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource, Payloads, Resume,
-    Window, ADAPTIVE_IN_FLIGHT, ORDER_VERSION_1,
+    Window, ADAPTIVE_IN_FLIGHT, COLD_AUTO_THREADS, ORDER_VERSION_1,
 };
 pub use read::loader::{
     compose_shards, DatasetLoader, LoaderOptions, LoaderState, WalkIdentity, WorkerSplit,

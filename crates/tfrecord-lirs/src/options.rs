@@ -303,6 +303,19 @@ pub fn batch_size(batch_size: i64) -> Result<usize> {
 /// Fetch threads: -1 (also `tf.data.AUTOTUNE`) chooses automatically (`None`), else at
 /// least 1.
 ///
+/// What the number means (it is not `TFRecordDataset`'s count of files read at once):
+/// a dataset reads its order in *windows* (about 384 KiB of data, at least one batch,
+/// at most 32 MiB; a record of 96 KB or more, unbatched, is a window of its own), a
+/// few windows ahead of the consumer; each window is cut into parts, and each fetch
+/// thread reads one part at a time with one positioned read per record. So the data
+/// read ahead is bounded by the windows, not by this number, and more threads only pay
+/// where reads wait on a device or the network: the automatic choice is 1 over
+/// memory-mapped files, 2 with positioned reads of cached files,
+/// [`COLD_AUTO_THREADS`](crate::COLD_AUTO_THREADS) for files read cold (beyond the
+/// memory this process may use, or `O_DIRECT`), 32 (or the adaptive limit) for URLs.
+/// On warm local files, threads beyond the cores this process has compete with the
+/// training's own threads (a framework's reader-thread count is not the right value).
+///
 /// ```
 /// use tfrecord_lirs::options;
 /// assert_eq!(options::num_parallel_reads(-1)?, None);

@@ -133,11 +133,25 @@ fn auto_does_not_map_large_records() {
     let dir = tempfile::tempdir().unwrap();
     let all: Vec<Vec<u8>> = (0..20).map(|i| payload(i, 40_000)).collect();
     let f = write_plain(dir.path(), "big.tfrecord", &all);
-    let auto = open(&[f], Backend::Auto);
+    let auto = open(std::slice::from_ref(&f), Backend::Auto);
     assert!(!auto.is_mapped());
     assert_eq!(
         batches(&auto, &[3, 1, 19], 2),
         vec![all[3].clone(), all[1].clone(), all[19].clone()]
+    );
+    // 800 KB fit in any memory: read through the page cache, two threads.
+    assert!(!auto.reads_cold());
+    assert_eq!(FetchOptions::auto_threads(&auto), 2);
+    // O_DIRECT reads wait on the device: more reads in flight.
+    let direct = Arc::new(open(&[f], Backend::Direct));
+    assert!(direct.reads_cold());
+    assert_eq!(
+        FetchOptions::auto_threads(&direct),
+        tfrecord_lirs::COLD_AUTO_THREADS
+    );
+    let params = OrderParams::default();
+    assert!(
+        fetched(&direct, &params, tfrecord_lirs::COLD_AUTO_THREADS) == fetched(&direct, &params, 0)
     );
 }
 

@@ -17,7 +17,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tfrecord_lirs_format::error::{Error, Result};
@@ -102,8 +102,8 @@ pub(crate) enum Opened {
     /// Ready to read.
     Source(Box<dyn ReadAt>),
     /// A local file for [`Backend::Auto`], read with `pread(2)` until its records are
-    /// known.
-    Auto(PreadFile),
+    /// known; and its path.
+    Auto(PreadFile, PathBuf),
 }
 
 impl Opened {
@@ -112,17 +112,49 @@ impl Opened {
     pub(crate) fn version(&self) -> Option<(String, u64)> {
         match self {
             Opened::Source(src) => src.identity().map(|tag| (tag, src.size())),
-            Opened::Auto(_) => None,
+            Opened::Auto(..) => None,
         }
     }
 
-    /// The source, given the file's record count (the table's length).
-    pub(crate) fn with_records(self, records: u64) -> Box<dyn ReadAt> {
+    /// The source, given the file's record count (the table's length) and the bytes
+    /// of all the files read with it (`None`: this one alone).
+    pub(crate) fn with_records(self, records: u64, files_bytes: Option<u64>) -> Box<dyn ReadAt> {
         match self {
             Opened::Source(src) => src,
-            Opened::Auto(pread) => Box::new(AutoFile::from_pread(pread, records)),
+            Opened::Auto(pread, path) => {
+                let files_bytes = files_bytes.unwrap_or(pread.size());
+                let file = AutoFile::from_pread_among(pread, records, files_bytes);
+                say_auto_choice(&path, &file, records, files_bytes);
+                Box::new(file)
+            }
         }
     }
+}
+
+/// The default backend's debug line ([`local::DEBUG_ENV`]): what it chose for `path`
+/// and why.
+fn say_auto_choice(path: &Path, file: &AutoFile, records: u64, files_bytes: u64) {
+    let on = std::env::var_os(local::DEBUG_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+    if !on {
+        return;
+    }
+    let memory = local::memory_limit();
+    let (_, why) = local::choose_auto_read(local::AutoInputs {
+        file_bytes: file.size(),
+        records,
+        files_bytes,
+        memory: memory.bytes(),
+    });
+    let how = match (file.choice(), file.is_mapped(), file.bypasses_page_cache()) {
+        (local::AutoRead::Mapped, false, _) => "pread (no lease for a map)",
+        (local::AutoRead::Cold, _, false) => "cold (pread, read-ahead off: no O_DIRECT here)",
+        (choice, ..) => choice.name(),
+    };
+    eprintln!(
+        "tfrecord-lirs: backend auto for {}: {how}: {why}; memory: {}",
+        path.display(),
+        memory.describe()
+    );
 }
 
 impl Storage {
@@ -230,6 +262,12 @@ impl Storage {
         std::fs::metadata(path).ok()
     }
 
+    /// The bytes of the local files among `paths` (URLs are not looked at).
+    pub(crate) fn local_bytes<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> u64 {
+        let sizes = paths.filter_map(|p| self.local_metadata(p).map(|m| m.len()));
+        sizes.sum()
+    }
+
     /// Checks that `path` can be reached: a local path, or a URL with a file system.
     pub fn check(&self, path: &Path) -> Result<()> {
         self.place(path).map(|_| ())
@@ -269,7 +307,7 @@ impl Storage {
                     .map_err(|e| remote::error(path, e))
             }
             Place::Local(path) => Ok(match backend {
-                Backend::Auto => Opened::Auto(PreadFile::open(path)?),
+                Backend::Auto => Opened::Auto(PreadFile::open(path)?, path.to_path_buf()),
                 other => Opened::Source(local::open_with_records(path, other, 1, mmap_opt_in)?),
             }),
         }
@@ -286,7 +324,7 @@ impl Storage {
     ) -> Result<Box<dyn ReadAt>> {
         Ok(self
             .open_deferred(path, backend, mmap_opt_in)?
-            .with_records(records))
+            .with_records(records, None))
     }
 
     /// `path` for positioned reads without a map: `pread(2)` for a local file, the

@@ -62,6 +62,13 @@ use crate::read::reader::{Reader, REMOTE_AUTO_THREADS};
 /// number pins the limit.
 pub const ADAPTIVE_IN_FLIGHT: usize = usize::MAX;
 
+/// Threads (reads in flight) [`FetchOptions::auto_threads`] gives a reader of files read
+/// cold ([`Reader::reads_cold`]): each read waits on the device, not a core, and the
+/// device serves several at once. Measured on the bench machine (virtio disk), random
+/// reads of ~100 KB records of a 1 GB file, evicted, `O_DIRECT`, in a 300 MB memory
+/// cgroup: 7,219 rec/s with 2 reads in flight, 11,953 with 8.
+pub const COLD_AUTO_THREADS: usize = 8;
+
 /// Settings of a [`Fetcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchOptions {
@@ -77,9 +84,10 @@ pub struct FetchOptions {
 
 impl FetchOptions {
     /// Threads for `reader` when the caller has no preference: none (reads on the
-    /// consumer's thread) while it reads from memory maps, else 2 (positioned reads
-    /// are syscall-bound and overlap; more threads than the 2 cores TF leaves would only
-    /// compete with TensorFlow's own threads).
+    /// consumer's thread) while it reads from memory maps, [`COLD_AUTO_THREADS`] for
+    /// files read cold, else 2 (positioned reads of cached pages are syscall-bound and
+    /// overlap; more threads than the 2 cores TF leaves would only compete with
+    /// TensorFlow's own threads).
     pub fn auto_threads(reader: &Reader) -> usize {
         if reader.reads_ranged() {
             // Object storage: requests in flight, no thread each, as many as pay.
@@ -92,6 +100,8 @@ impl FetchOptions {
         }
         if reader.is_mapped() {
             0
+        } else if reader.reads_cold() {
+            COLD_AUTO_THREADS
         } else {
             2
         }

@@ -15,6 +15,13 @@ use super::decode::SpanCrc;
 use super::{BatchRead, Reader, CHECKED_READ_PIECE, MAX_COALESCED_READ, MAX_WHOLE_SPAN_READ};
 
 impl Reader {
+    /// Whether any file is read as one that does not fit in the page cache (see
+    /// [`ReadAt::reads_cold`](local::ReadAt::reads_cold)): reads wait on the device, so
+    /// more in flight pay.
+    pub fn reads_cold(&self) -> bool {
+        self.files.iter().any(|f| f.src.reads_cold())
+    }
+
     /// [`read_batch`](Reader::read_batch) through positioned reads, one per run, into
     /// `out`'s buffer; payloads are served where they were read.
     pub(super) fn read_batch_copied(

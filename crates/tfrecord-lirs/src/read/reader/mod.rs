@@ -227,6 +227,8 @@ impl Reader {
         let mut layouts = Vec::with_capacity(files.len());
         let mut open = Vec::with_capacity(files.len());
         let mut first_id = 0u64;
+        // The default backend judges the files together against the memory.
+        let files_bytes = options.storage.local_bytes(files.iter().map(|f| &*f.0));
         for (data, table_path) in files {
             // The data file is opened first, so that a missing one is reported as such;
             // the default backend then maps that same open file if its records are small.
@@ -250,7 +252,7 @@ impl Reader {
                 opened.version(),
             )?;
             let table_path = &table_path;
-            let src: Box<dyn ReadAt> = opened.with_records(table.len());
+            let src: Box<dyn ReadAt> = opened.with_records(table.len(), Some(files_bytes));
             let size = src.size();
             let layout = FileLayout {
                 table,
@@ -263,14 +265,14 @@ impl Reader {
             })?;
             first_id += layout.len();
             let pages = size.div_ceil(page.get());
+            let reads_in_pieces = options.storage.is_local(data) && !src.bypasses_page_cache();
             open.push(OpenFile {
                 data_path: data.clone(),
                 table_path: table_path.clone(),
                 src,
                 opened: stamp,
                 touched: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-                reads_in_pieces: options.storage.is_local(data)
-                    && options.backend != Backend::Direct,
+                reads_in_pieces,
             });
             layouts.push(layout);
         }

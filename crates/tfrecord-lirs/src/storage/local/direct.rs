@@ -71,6 +71,11 @@ impl DirectFile {
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
         Ok(DirectFile { file, size })
     }
+
+    /// Reads `file` of `size` bytes, already open with `O_DIRECT`.
+    pub(crate) fn from_file(file: File, size: u64) -> DirectFile {
+        DirectFile { file, size }
+    }
 }
 
 impl ReadAt for DirectFile {
@@ -99,5 +104,13 @@ impl ReadAt for DirectFile {
 
     fn size(&self) -> u64 {
         self.size
+    }
+
+    fn bypasses_page_cache(&self) -> bool {
+        true
+    }
+
+    fn reads_cold(&self) -> bool {
+        true
     }
 }

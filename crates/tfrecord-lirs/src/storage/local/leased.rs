@@ -39,7 +39,6 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -59,43 +58,16 @@ pub const POLL: Duration = Duration::from_millis(5);
 /// `state` bit: the map is revoked (or being revoked); readers must not enter.
 const REVOKED: usize = 1 << (usize::BITS - 1);
 
-/// A page fault on a map makes the kernel read around the faulting page (the device's
-/// `read_ahead_kb`: 8 MB on the bench machine). That pays while the mapped files fit in
-/// the page cache, as a prefetch of pages a random walk reads later; once this
-/// process's maps together exceed physical memory divided by this, the pages read
-/// around are mostly evicted before any read touches them, so every map is advised
-/// `MADV_RANDOM` (no read-around). Measured at 10^9 one-byte records (25 GB of data
-/// and table on a 24 GiB machine, one file, batches of 256): with the files' pages
-/// dropped, the first batch took 2.1-3.8 s with read-around (~15 GB read for the first
-/// 768 records), 0.10-0.13 s advised random, and steady reads 53-89 rec/s against
-/// 4,193-5,326; advised random, a cold epoch over a 250 MB file was 2.3-3.8x slower,
-/// so maps that fit keep read-around.
-const READ_AROUND_MEMORY_DIVISOR: u64 = 2;
-
 /// Bytes mapped by this process's live leased maps (added when a map is made, taken
 /// off when it is unmapped), so that opening a map compares against the bound in O(1)
 /// and walks the maps only once they exceed it.
 static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
 
-/// The mapped bytes beyond which maps are advised random (see
-/// [`READ_AROUND_MEMORY_DIVISOR`]); `u64::MAX` when physical memory is unknown.
+/// The mapped bytes beyond which maps are advised random: the page cache room of the
+/// memory this process may use (see [`PAGE_CACHE_ROOM_DIVISOR`](super::PAGE_CACHE_ROOM_DIVISOR));
+/// `u64::MAX` when that memory is unknown.
 fn read_around_max_bytes() -> u64 {
-    static MAX: OnceLock<u64> = OnceLock::new();
-    *MAX.get_or_init(|| {
-        // SAFETY: sysconf only reads system configuration.
-        let (pages, page) = unsafe {
-            (
-                libc::sysconf(libc::_SC_PHYS_PAGES),
-                libc::sysconf(libc::_SC_PAGESIZE),
-            )
-        };
-        match (u64::try_from(pages), u64::try_from(page)) {
-            (Ok(pages), Ok(page)) if pages > 0 && page > 0 => {
-                pages.saturating_mul(page) / READ_AROUND_MEMORY_DIVISOR
-            }
-            _ => u64::MAX,
-        }
-    })
+    super::page_cache_room(super::memory_limit().bytes()).unwrap_or(u64::MAX)
 }
 
 /// A read-only shared map of a whole file, guarded by a read lease.
@@ -107,7 +79,7 @@ pub struct LeasedMap {
     state: AtomicUsize,
     /// Set once the map is unmapped and the lease released (under this lock).
     released: Mutex<bool>,
-    /// Set once the map is advised `MADV_RANDOM` (see [`READ_AROUND_MEMORY_DIVISOR`]).
+    /// Set once the map is advised `MADV_RANDOM` (see [`PAGE_CACHE_ROOM_DIVISOR`](super::PAGE_CACHE_ROOM_DIVISOR)).
     random: AtomicBool,
 }
 
@@ -380,7 +352,7 @@ mod watcher {
         }
     }
 
-    /// Advises every live map of `maps` random (see [`READ_AROUND_MEMORY_DIVISOR`]) once
+    /// Advises every live map of `maps` random (see [`PAGE_CACHE_ROOM_DIVISOR`](super::PAGE_CACHE_ROOM_DIVISOR)) once
     /// they map more than `max_bytes` together.
     pub(super) fn advise_random_beyond(maps: &[Weak<LeasedMap>], max_bytes: u64) {
         let live: Vec<Arc<LeasedMap>> = maps

@@ -27,14 +27,19 @@ use tfrecord_lirs_format::error::{Error, Result};
 mod auto;
 mod direct;
 pub(crate) mod leased;
+mod memory_limit;
 mod mmap;
 #[doc(hidden)]
 pub mod page_cache;
 mod pread;
 mod table_map;
 
-pub use auto::{AutoFile, AUTO_MAP_MAX_MEAN_RECORD};
+pub use auto::{
+    choose_auto_read, page_cache_room, AutoFile, AutoInputs, AutoRead, AUTO_MAP_MAX_MEAN_RECORD,
+    COLD_FILES_OVER_MEMORY, DEBUG_ENV, PAGE_CACHE_ROOM_DIVISOR,
+};
 pub use direct::{DirectFile, DIRECT_ALIGN};
+pub use memory_limit::{memory_limit, read_memory_limit, CgroupLimit, MemoryLimit};
 pub use mmap::{MmapFile, MmapOptIn};
 pub use pread::PreadFile;
 pub use table_map::{
@@ -80,6 +85,19 @@ pub trait ReadAt: Send + Sync {
     /// whose blocks a local tier holds, opened from it): readers then tune their reads
     /// as for a local file.
     fn served_locally(&self) -> bool {
+        false
+    }
+
+    /// Whether reads bypass the page cache (`O_DIRECT`): each read is a device read,
+    /// so a long span is read in one piece, not in several.
+    fn bypasses_page_cache(&self) -> bool {
+        false
+    }
+
+    /// Whether this file is read as one that does not fit in the page cache (the
+    /// direct backend, or the default one's [`AutoRead::Cold`]): each read waits on the
+    /// device, so more reads in flight pay.
+    fn reads_cold(&self) -> bool {
         false
     }
 }

@@ -34,6 +34,11 @@ impl PreadFile {
     pub(crate) fn file(&self) -> &File {
         &self.file
     }
+
+    /// The open file, given up.
+    pub(crate) fn into_file(self) -> File {
+        self.file
+    }
 }
 
 impl ReadAt for PreadFile {
