@@ -8,9 +8,12 @@
 //! A `flock` is released by the kernel when its process dies (SIGKILL included), so a
 //! killed member never blocks the rest: a waiter finds the lock free and the claim file
 //! still in place (a finished holder removes it before unlocking) and takes the claim
-//! over. A lock is only the current claim if its file is still the one at the path
-//! (same device and inode): one taken on a file the holder has removed meanwhile means
-//! "the holder finished", and the waiter looks the entry up again.
+//! over. A claim file is locked before it appears at its path (made under a temporary
+//! name, locked, then hard-linked into place, which fails if a claim is there), so one
+//! found unlocked is a dead holder's. A lock is only the current claim if its file is
+//! still the one at the path (same device and inode): one taken on a file the holder
+//! has removed meanwhile means "the holder finished", and the waiter looks the entry up
+//! again.
 //!
 //! The wait is bounded ([`CLAIM_WAIT`]): a holder alive but stuck (stopped, in a
 //! debugger) delays the others by at most that much per entry, then they compute it
@@ -95,86 +98,75 @@ fn is_current(path: &Path, file: &File) -> io::Result<bool> {
     })
 }
 
-/// Claims the entry whose claim file is `path`, waiting (at most `wait`) for another
-/// process's claim. `waited` is called once if it had to wait.
-pub(crate) fn claim(path: &Path, wait: Duration, waited: impl FnOnce()) -> io::Result<Claimed> {
-    let mut waited = Some(waited);
+/// A new claim file at `path`, locked before it appears there: made as `temp`, locked,
+/// then hard-linked to `path` (which fails if a claim is there). `None`: one is.
+fn place(path: &Path, temp: &Path) -> io::Result<Option<File>> {
+    let file = OpenOptions::new().write(true).create_new(true).open(temp)?;
+    let placed = file
+        .try_lock()
+        .map_err(io::Error::from)
+        .and_then(|()| fs::hard_link(temp, path));
+    let _ = fs::remove_file(temp);
+    match placed {
+        Ok(()) => Ok(Some(file)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Claims the entry whose claim file is `path` (`temp`: a name of this process's for
+/// a new claim file, beside it), waiting (at most `wait`) for another process's claim.
+/// `waited` is called once if it had to wait.
+pub(crate) fn claim(
+    path: &Path,
+    temp: &Path,
+    wait: Duration,
+    waited: impl FnOnce(),
+) -> io::Result<Claimed> {
+    let held = |file| Claim {
+        file: Some(file),
+        path: path.to_path_buf(),
+    };
+    let file = loop {
+        if let Some(file) = place(path, temp)? {
+            return Ok(Claimed::Mine(held(file)));
+        }
+        match OpenOptions::new().write(true).open(path) {
+            Ok(file) => break file,
+            // Removed since: its holder finished (or a sweep took a dead one's).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claimed::Released),
+            Err(e) => return Err(e),
+        }
+    };
+    // A claim file is locked from the moment it appears until its holder removes it
+    // (finished) or dies: found unlocked and still in place, its holder is dead.
     let start = Instant::now();
     let mut pause = POLL_FIRST;
+    let mut waited = Some(waited);
     loop {
-        // `create_new` tells a claim file left behind (a dead holder's) from a new one.
-        let (file, existed) = match OpenOptions::new().write(true).create_new(true).open(path) {
-            Ok(file) => (file, false),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                match OpenOptions::new().write(true).open(path) {
-                    Ok(file) => (file, true),
-                    // Removed in between: its holder finished.
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claimed::Released),
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        };
         match file.try_lock() {
-            Ok(()) => {
-                if !is_current(path, &file)? {
-                    if existed {
-                        // Its holder removed it between our open and our lock.
-                        return Ok(Claimed::Released);
-                    }
-                    // Ours, swept as a dead holder's before we locked it: again.
-                    continue;
-                }
-                let claim = Claim {
-                    file: Some(file),
-                    path: path.to_path_buf(),
-                };
-                return Ok(if existed {
-                    Claimed::TakenOver(claim)
-                } else {
-                    Claimed::Mine(claim)
-                });
+            Ok(()) if is_current(path, &file)? => return Ok(Claimed::TakenOver(held(file))),
+            Ok(()) => return Ok(Claimed::Released),
+            Err(TryLockError::WouldBlock) if !is_current(path, &file)? => {
+                // Removed, the lock not yet released: finished.
+                return Ok(Claimed::Released);
             }
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(e)) => return Err(e),
         }
-        // Held by another process: wait until it removes the file (finished) or dies
-        // (the lock is free and the file still there: the next loop takes it over).
         if let Some(waited) = waited.take() {
             waited();
         }
-        loop {
-            if start.elapsed() >= wait {
-                return Ok(Claimed::GaveUp);
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(POLL_MOST);
-            match file.try_lock() {
-                Ok(()) => {
-                    if is_current(path, &file)? {
-                        // The holder died: the lock is ours, and so is the claim.
-                        return Ok(Claimed::TakenOver(Claim {
-                            file: Some(file),
-                            path: path.to_path_buf(),
-                        }));
-                    }
-                    return Ok(Claimed::Released);
-                }
-                Err(TryLockError::WouldBlock) => {
-                    if !is_current(path, &file)? {
-                        // Removed, lock not yet released: finished.
-                        return Ok(Claimed::Released);
-                    }
-                }
-                Err(TryLockError::Error(e)) => return Err(e),
-            }
+        if start.elapsed() >= wait {
+            return Ok(Claimed::GaveUp);
         }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(POLL_MOST);
     }
 }
 
 /// Removes the claim file `path` if no process holds its lock (a dead holder's, left
-/// behind). Safe against a claimant that opened it and has not locked it yet: that
-/// one finds its file no longer current and claims again.
+/// behind; a claim file is locked from the moment it appears).
 pub(crate) fn sweep_claim(path: &Path) {
     if let Ok(file) = OpenOptions::new().write(true).open(path) {
         if file.try_lock().is_ok() && is_current(path, &file).unwrap_or(false) {
@@ -188,6 +180,10 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
+    fn temp(path: &Path) -> PathBuf {
+        path.with_extension("tmp")
+    }
+
     fn mine(claimed: Claimed) -> Claim {
         match claimed {
             Claimed::Mine(claim) => claim,
@@ -200,8 +196,9 @@ mod tests {
     fn waiter(path: &Path) -> std::thread::JoinHandle<Claimed> {
         let (tx, rx) = mpsc::channel();
         let path = path.to_path_buf();
-        let handle =
-            std::thread::spawn(move || claim(&path, CLAIM_WAIT, || tx.send(()).unwrap()).unwrap());
+        let handle = std::thread::spawn(move || {
+            claim(&path, &temp(&path), CLAIM_WAIT, || tx.send(()).unwrap()).unwrap()
+        });
         rx.recv().expect("the waiter found the claim held");
         handle
     }
@@ -210,20 +207,23 @@ mod tests {
     fn a_waiter_sees_the_holder_finish() {
         let dir = tempfile::tempdir().unwrap();
         let path = claim_path(dir.path(), 7, 2);
-        let held = mine(claim(&path, CLAIM_WAIT, || panic!("no one held it")).unwrap());
+        let held =
+            mine(claim(&path, &temp(&path), CLAIM_WAIT, || panic!("no one held it")).unwrap());
         let waiting = waiter(&path);
         drop(held);
         assert!(matches!(waiting.join().unwrap(), Claimed::Released));
         assert!(!path.exists());
         // Free again: the next claim is a new one.
-        drop(mine(claim(&path, CLAIM_WAIT, || panic!()).unwrap()));
+        drop(mine(
+            claim(&path, &temp(&path), CLAIM_WAIT, || panic!()).unwrap(),
+        ));
     }
 
     #[test]
     fn a_dead_holders_claim_is_taken_over_by_its_waiter() {
         let dir = tempfile::tempdir().unwrap();
         let path = claim_path(dir.path(), 7, 2);
-        let held = mine(claim(&path, CLAIM_WAIT, || panic!()).unwrap());
+        let held = mine(claim(&path, &temp(&path), CLAIM_WAIT, || panic!()).unwrap());
         let waiting = waiter(&path);
         // As the kernel does for a killed process: the lock goes, the file stays.
         held.abandon();
@@ -241,9 +241,9 @@ mod tests {
     fn a_claim_file_left_behind_is_taken_over_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = claim_path(dir.path(), 1, 0);
-        mine(claim(&path, CLAIM_WAIT, || panic!()).unwrap()).abandon();
+        mine(claim(&path, &temp(&path), CLAIM_WAIT, || panic!()).unwrap()).abandon();
         assert!(path.exists());
-        let claimed = claim(&path, CLAIM_WAIT, || panic!("it is free")).unwrap();
+        let claimed = claim(&path, &temp(&path), CLAIM_WAIT, || panic!("it is free")).unwrap();
         assert!(matches!(claimed, Claimed::TakenOver(_)));
     }
 
@@ -251,9 +251,9 @@ mod tests {
     fn the_wait_is_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let path = claim_path(dir.path(), 1, 0);
-        let _held = mine(claim(&path, CLAIM_WAIT, || panic!()).unwrap());
+        let _held = mine(claim(&path, &temp(&path), CLAIM_WAIT, || panic!()).unwrap());
         let mut waited = false;
-        let claimed = claim(&path, Duration::ZERO, || waited = true).unwrap();
+        let claimed = claim(&path, &temp(&path), Duration::ZERO, || waited = true).unwrap();
         assert!(matches!(claimed, Claimed::GaveUp));
         assert!(waited);
     }
@@ -262,8 +262,8 @@ mod tests {
     fn a_sweep_removes_only_claims_no_one_holds() {
         let dir = tempfile::tempdir().unwrap();
         let (left, held) = (claim_path(dir.path(), 1, 0), claim_path(dir.path(), 2, 0));
-        mine(claim(&left, CLAIM_WAIT, || panic!()).unwrap()).abandon();
-        let _held = mine(claim(&held, CLAIM_WAIT, || panic!()).unwrap());
+        mine(claim(&left, &temp(&left), CLAIM_WAIT, || panic!()).unwrap()).abandon();
+        let _held = mine(claim(&held, &temp(&held), CLAIM_WAIT, || panic!()).unwrap());
         sweep_claim(&left);
         sweep_claim(&held);
         assert!(!left.exists());

@@ -37,7 +37,8 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -279,12 +280,13 @@ impl PartialStore {
             Place::Memory(_) => return self.counted(self.find(id, generation), None),
         };
         let path = claim::claim_path(dir, id, generation);
+        let temp = self.temp_path(&path);
         loop {
             if let Some(found) = self.find(id, generation) {
                 return self.counted(Some(found), None);
             }
             let waited = || add(&self.counters.waits, 1);
-            let claim = match claim::claim(&path, claim::CLAIM_WAIT, waited) {
+            let claim = match claim::claim(&path, &temp, claim::CLAIM_WAIT, waited) {
                 Ok(Claimed::Mine(claim)) => claim,
                 Ok(Claimed::TakenOver(claim)) => {
                     add(&self.counters.taken_over, 1);
@@ -321,20 +323,24 @@ impl PartialStore {
             }
             Place::Disk(_) => {
                 let path = self.entry_path(id, generation)?;
-                match fs::read(&path) {
-                    Ok(bytes) => match entry::decode(self.namespace, id, generation, bytes) {
-                        Some(payload) => Some(Ok(payload)),
-                        None => Some(Err(path)),
-                    },
+                let mut file = fs::File::open(&path).ok()?;
+                let mut bytes = Vec::new();
+                let read = file.read_to_end(&mut bytes).and_then(|_| file.metadata());
+                match read.map(|m| (entry::decode(self.namespace, id, generation, bytes), m)) {
+                    Ok((Some(payload), _)) => Some(Ok(payload)),
+                    Ok((None, m)) => Some(Err((path, m.ino()))),
                     Err(_) => None,
                 }
             }
         };
         match found? {
             Ok(payload) => Some(payload),
-            Err(path) => {
+            Err((path, ino)) => {
                 add(&self.counters.corrupt, 1);
-                self.remove_file(&path);
+                // Unless another process has replaced it with a good entry meanwhile.
+                if fs::metadata(&path).is_ok_and(|m| m.ino() == ino) {
+                    self.remove_file(&path);
+                }
                 None
             }
         }
@@ -546,16 +552,21 @@ impl PartialStore {
         }
     }
 
-    /// Writes `bytes` to a temporary file beside `path` and renames it into place.
-    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::result::Result<(), WriteError> {
+    /// A temporary file's path beside `path`, this process's only.
+    fn temp_path(&self, path: &Path) -> PathBuf {
         let dir = path.parent().unwrap_or(Path::new("."));
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let temp = dir.join(format!(
+        dir.join(format!(
             "{TEMP_PREFIX}{}-{}-{}",
             std::process::id(),
             self.temp_seq.fetch_add(1, Ordering::Relaxed),
             name.unwrap_or_default()
-        ));
+        ))
+    }
+
+    /// Writes `bytes` to a temporary file beside `path` and renames it into place.
+    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::result::Result<(), WriteError> {
+        let temp = self.temp_path(path);
         let written = fs::File::create(&temp)
             .and_then(|mut f| f.write_all(bytes))
             .map_err(|e| WriteError(temp.clone(), e))
