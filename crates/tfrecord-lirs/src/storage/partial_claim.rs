@@ -127,16 +127,14 @@ pub(crate) fn claim(
         file: Some(file),
         path: path.to_path_buf(),
     };
-    let file = loop {
-        if let Some(file) = place(path, temp)? {
-            return Ok(Claimed::Mine(held(file)));
-        }
-        match OpenOptions::new().write(true).open(path) {
-            Ok(file) => break file,
-            // Removed since: its holder finished (or a sweep took a dead one's).
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claimed::Released),
-            Err(e) => return Err(e),
-        }
+    if let Some(file) = place(path, temp)? {
+        return Ok(Claimed::Mine(held(file)));
+    }
+    let file = match OpenOptions::new().write(true).open(path) {
+        Ok(file) => file,
+        // Removed since: its holder finished (or a sweep took a dead one's).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claimed::Released),
+        Err(e) => return Err(e),
     };
     // A claim file is locked from the moment it appears until its holder removes it
     // (finished) or dies: found unlocked and still in place, its holder is dead.
