@@ -1,4 +1,4 @@
-"""`make bench` row 15, a sweep: JOBS concurrent PyTorch jobs (processes, each a
+"""`make bench` row 14, sweep: JOBS concurrent PyTorch jobs (processes, each a
 DataLoader with WORKERS worker processes) with the same data, seed and augmentation,
 sharing one store directory (`tfrecord_lirs.torch.AugmentDataset(..., share=dir)`:
 each augmented sample is computed by the first job to need it, the others wait for it
