@@ -148,10 +148,10 @@ class PartialStore:
             self._native = _lirs.NativePartialStore(*self._args)
         return self._native
 
-    def check_worker_process(self):
+    def check_worker_process(self, reuse_factor=None):
         """Raises `InvalidArgumentError` if this store cannot serve a DataLoader worker
-        process (one in memory)."""
-        self._store().check_worker_process()
+        process: one in memory, unless `reuse_factor` is 1 (nothing is reused)."""
+        self._store().check_worker_process(reuse_factor)
 
     @property
     def dir(self):

@@ -219,7 +219,7 @@ class RefurbishDataset(_tud.Dataset):
     def __getitem__(self, use):
         if self._refurbisher is None:
             if _worker()[2] is not None:
-                self._store.check_worker_process()
+                self._store.check_worker_process(self._schedule.options["reuse_factor"])
             self._refurbisher = Refurbisher(self._source.__getitem__, self._partial,
                                             self._final, self._schedule, self._store,
                                             self._serializer)

@@ -267,8 +267,9 @@ impl NativePartialStore {
     }
 
     /// The core's error if this store cannot serve a data-loading worker process.
-    fn check_worker_process(&self, py: Python<'_>) -> PyResult<()> {
-        Refurbisher::check_worker_process(&self.store).py_err(py)
+    #[pyo3(signature = (reuse_factor=None))]
+    fn check_worker_process(&self, py: Python<'_>, reuse_factor: Option<u64>) -> PyResult<()> {
+        Refurbisher::check_worker_process(&self.store, reuse_factor).py_err(py)
     }
 
     /// The directory of the entries (`None` in memory).

@@ -185,3 +185,16 @@ fn a_killed_holders_claim_is_taken_over() {
     assert_eq!((s.waits, s.taken_over, s.misses), (1, 1, 1));
     assert!(!claim.exists());
 }
+
+#[test]
+fn a_memory_store_serves_worker_processes_only_when_nothing_is_reused() {
+    let memory = PartialStore::memory(&identity(), BIG);
+    for reuse_factor in [None, Some(2)] {
+        let err = Refurbisher::check_worker_process(&memory, reuse_factor).unwrap_err();
+        assert_eq!(err.kind(), tfrecord_lirs::ErrorKind::InvalidArgument);
+    }
+    Refurbisher::check_worker_process(&memory, Some(1)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = PartialStore::open_dir(dir.path(), &identity(), BIG).unwrap();
+    Refurbisher::check_worker_process(&disk, None).unwrap();
+}

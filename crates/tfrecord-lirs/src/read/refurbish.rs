@@ -47,11 +47,13 @@ impl Refurbisher {
         Refurbisher { schedule, store }
     }
 
-    /// Checks that `store` can serve the step in a data-loading worker process (a
-    /// PyTorch `DataLoader`'s): a store in memory cannot, as each worker would keep its
-    /// own, lost with the worker, and reuse nothing.
-    pub fn check_worker_process(store: &PartialStore) -> Result<()> {
-        if !store.is_private() {
+    /// Checks that `store` can serve the step of a schedule with `reuse_factor`
+    /// (`None`: unknown) in a data-loading worker process (a PyTorch `DataLoader`'s): a
+    /// store in memory cannot if outputs are reused, as each worker would keep its own,
+    /// lost with the worker, and reuse nothing. With `reuse_factor` 1 nothing is reused
+    /// (a private store keeps nothing): any store serves.
+    pub fn check_worker_process(store: &PartialStore, reuse_factor: Option<u64>) -> Result<()> {
+        if !store.is_private() || reuse_factor == Some(1) {
             return Ok(());
         }
         Err(Error::invalid_argument(
