@@ -34,6 +34,10 @@
 //! stored (counted in [`StoreStats::unstored`]): the next use recomputes instead.
 //! Generations are otherwise kept: a second job on the same store, behind the first,
 //! uses them (the read layer's `Refurbisher` decides what to store and keep).
+//!
+//! Jobs sharing a directory while they run compute each entry once:
+//! [`PartialStore::fetch`] claims a missing entry before the caller computes it
+//! (`partial_claim.rs`).
 
 use std::collections::HashMap;
 use std::fs;
