@@ -34,10 +34,8 @@
 //! stored (counted in [`StoreStats::unstored`]): the next use recomputes instead.
 //! Generations are otherwise kept: a second job on the same store, behind the first,
 //! uses them (the read layer's `Refurbisher` decides what to store and keep).
-//!
-//! Jobs sharing a directory while they run compute each entry once:
-//! [`PartialStore::fetch`] claims a missing entry before the caller computes it
-//! (`partial_claim.rs`).
+//! Jobs sharing a directory while they run compute each entry once: [`PartialStore::fetch`]
+//! claims a missing entry before the caller computes it (`partial_claim.rs`).
 
 use std::collections::HashMap;
 use std::fs;
@@ -54,6 +52,9 @@ use super::partial_identity::{self as entry, StoreIdentity};
 use super::partial_ledger::{self as ledger, low_water, Ledger, NoRoom, LEDGER_FILE, TEMP_PREFIX};
 
 const IDENTITY_FILE: &str = "IDENTITY";
+/// Names temporary files apart within this process (every store in it: two stores of
+/// one directory in one process must not make the same name).
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A look-up of [`PartialStore::fetch`].
 #[derive(Debug)]
@@ -128,8 +129,6 @@ pub struct PartialStore {
     identity: String,
     capacity: u64,
     counters: Counters,
-    /// Names temporary files apart within this process.
-    temp_seq: AtomicU64,
     /// `(generation, bytes)` of the last eviction that found no room for that
     /// generation: while the count has not dropped, a put of it skips the scan.
     no_room: NoRoom,
@@ -170,7 +169,6 @@ impl PartialStore {
             identity: identity.text(),
             capacity,
             counters: Counters::default(),
-            temp_seq: AtomicU64::new(0),
             no_room: NoRoom::default(),
         }
     }
@@ -262,14 +260,8 @@ impl PartialStore {
     /// recomputes.
     pub fn get(&self, id: u64, generation: u64) -> Option<Vec<u8>> {
         let found = self.find(id, generation);
-        add(
-            if found.is_some() {
-                &self.counters.hits
-            } else {
-                &self.counters.misses
-            },
-            1,
-        );
+        let c = &self.counters;
+        add(if found.is_some() { &c.hits } else { &c.misses }, 1);
         found
     }
 
@@ -563,7 +555,7 @@ impl PartialStore {
         dir.join(format!(
             "{TEMP_PREFIX}{}-{}-{}",
             std::process::id(),
-            self.temp_seq.fetch_add(1, Ordering::Relaxed),
+            TEMP_SEQ.fetch_add(1, Ordering::Relaxed),
             name.unwrap_or_default()
         ))
     }
