@@ -410,6 +410,40 @@ def bench_refurbish(t, out):
           + ("" if x["same_outputs"] else " (OUTPUTS DIFFER)"),
           f"{x['partial_computed']:,} vs {x['own_job_partial_computed']:,}",
           f"{share:.1%}", "< 5 %", m)
+    res["sweep"] = bench_sweep(t, out, env)
+    return res
+
+
+SWEEP = os.path.join(ROOT, "benchmarks", "sweep_bench.py")
+
+
+def bench_sweep(t, out, env):
+    """Row 14, sweep: 4 concurrent PyTorch jobs with the same data, seed and
+    augmentation sharing one store (`AugmentDataset(share=...)`) against 4 separate
+    jobs."""
+    log("row 14: sweep, 4 jobs sharing one store vs 4 separate (PyTorch)")
+    rows = json_lines(run([WITHOUT_TF_PY, SWEEP, "--out", out,
+                           "--images", str(max(128, int(512 * SCALE)))], env=env))
+    res = {r["pipeline"]: r for r in rows}
+    sep, sh = res["sweep_separate"], res["sweep_shared"]
+    sec = (f"14 sweep: {sh['jobs']} PyTorch jobs at once ({sh['workers_per_job']} worker "
+           f"each), {sh['images']:,} PNG Examples, {sh['epochs']} epochs, row 14's whole "
+           "augmentation every epoch")
+    t.add(sec, "separate: each job on a store of its own (per-job img/s; augmentations "
+          "computed in all)", fmt_rate(sep["per_job_images_per_s"], "img/s"),
+          f"{sep['augmentations_computed']:,} computed")
+    same = sh["same_samples"] and sh["same_samples_as_separate"]
+    v = sh["speedup_per_job"]
+    m = check(t, "14: sweep, per-job img/s shared vs separate", v, 2.5) and same
+    t.add(sec, "**shared**: the jobs on one store directory (`AugmentDataset(share=...)`), "
+          "per-job img/s" + ("" if same else " (SAMPLES DIFFER)"),
+          fmt_rate(sh["per_job_images_per_s"], "img/s"), f"{v:.2f}x separate", ">= 2.5x", m)
+    c = sh["computed_over_one_job"]
+    m = check(t, "14: sweep, augmentations (records read) in all vs one job's", c, 1.1,
+              higher_is_better=False)
+    t.add(sec, "shared: augmentations computed in all (each reads its record once) vs "
+          "one job's", f"{sh['augmentations_computed']:,} vs {sh['one_jobs_augmentations']:,}",
+          f"{c:.2f}x", "<= 1.1x", m)
     return res
 
 
@@ -1037,6 +1071,12 @@ def report(path, t, m, meta, results):
         "limited to 500 MB, the file evicted first; 2 interleaved rounds, medians. Bytes "
         "fetched per byte are the process's `read_bytes` (/proc/self/io) over the epoch "
         "divided by the file's size.",
+        "* Sweep (row 14, `benchmarks/sweep_bench.py`): 4 PyTorch jobs (processes, a "
+        "DataLoader with 1 worker each) started at once with the same data, seed and row "
+        "14's whole augmentation, each epoch a new one: on a store directory of their "
+        "own each, then all on one (`tfrecord_lirs.torch.AugmentDataset(share=...)`, "
+        "under /dev/shm); per-job images/s over every epoch and the augmentations "
+        "computed in all (counted by the jobs; each reads its record once).",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):

@@ -150,12 +150,30 @@ def refurbish(source, partial, final, *, seed, reuse_factor=None, batch_size=Non
     """A `grain.MapDataset` of `final(partial(record, seed), seed)` over the refurbish
     schedule: the partial output is stored on a refresh and reused for `reuse_factor`
     epochs (`store`: a directory shared by Grain's worker processes, or None for this
-    process's memory). Arguments left None take the core's defaults; see
+    process's memory; jobs running at once on one directory share the work).
+    `final=None`: no final augmentation. Arguments left None take the core's defaults; see
     `tfrecord_lirs.torch.RefurbishDataset` for the store's keys and `serializer`."""
     return LIRSRefurbishMapDataset(
         source, partial, final, seed=seed, reuse_factor=reuse_factor, batch_size=batch_size,
         store=store, num_shards=num_shards, shard_index=shard_index,
         order_version=order_version, dataset_id=dataset_id, partial_name=partial_name,
+        serializer=serializer, store_bytes=store_bytes)
+
+
+def augment(source, augment, *, seed, share=None, batch_size=None, num_shards=None,
+            shard_index=None, order_version=None, dataset_id=None, augment_name=None,
+            serializer=None, store_bytes=None):
+    """A `grain.MapDataset` whose index `i` is `augment(record, seed)` of position
+    `i % len` of epoch `i // len` of the epoch order, the seed derived from (seed, id,
+    epoch) by the core. With `share` (a directory) the jobs running at the same time
+    with the same data, seed and augment (a hyper-parameter sweep) compute each
+    augmented sample once in all and see the same samples: see
+    `tfrecord_lirs.torch.AugmentDataset`. It is `refurbish(source, augment, None,
+    reuse_factor=1, store=share, partial_name=augment_name, ...)`."""
+    return LIRSRefurbishMapDataset(
+        source, augment, None, seed=seed, reuse_factor=1, batch_size=batch_size,
+        store=share, num_shards=num_shards, shard_index=shard_index,
+        order_version=order_version, dataset_id=dataset_id, partial_name=augment_name,
         serializer=serializer, store_bytes=store_bytes)
 
 
@@ -228,5 +246,5 @@ class ParseExample(_grain.transforms.Map):
         return _example.parse_example(element, self.features)
 
 
-__all__ = ["IndexSampler", "LIRSRefurbishMapDataset", "LIRSShuffleMapDataset", "ParseExample",
+__all__ = ["IndexSampler", "augment", "LIRSRefurbishMapDataset", "LIRSShuffleMapDataset", "ParseExample",
            "refurbish", "shuffle"]

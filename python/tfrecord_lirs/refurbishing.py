@@ -132,7 +132,10 @@ class PartialStore:
     this process's memory (`path=None`; with DataLoader workers each worker would
     have its own, so give a directory) or under the directory `path` (shared by every
     worker process, a restarted job and a concurrent job with the same dataset,
-    partial function and seed; e.g. under /dev/shm for memory speed). Entries are
+    partial function and seed; e.g. under /dev/shm for memory speed). Jobs that use
+    one directory at the same time share the work: each entry is computed by the
+    first process that claims it, the others wait for it (a claim dies with its
+    process, so a killed job never blocks the rest). Entries are
     checksummed bytes keyed by (dataset, partial, seed, id, generation); a missing,
     torn or corrupt one reads as None (the caller recomputes). `store_bytes`: the
     bound of the whole store, every process's entries counted (None: the core's
@@ -151,10 +154,10 @@ class PartialStore:
             self._native = _lirs.NativePartialStore(*self._args)
         return self._native
 
-    def check_worker_process(self):
+    def check_worker_process(self, reuse_factor=None):
         """Raises `InvalidArgumentError` if this store cannot serve a DataLoader worker
-        process (one in memory)."""
-        self._store().check_worker_process()
+        process: one in memory, unless `reuse_factor` is 1 (nothing is reused)."""
+        self._store().check_worker_process(reuse_factor)
 
     @property
     def dir(self):
@@ -176,7 +179,10 @@ class PartialStore:
 
     def stats(self):
         """The counters: bytes (the store's), and this process's hits, misses,
-        corrupt, refreshes, recomputes, unstored, evicted."""
+        corrupt, refreshes, recomputes (the partial outputs it computed), unstored,
+        evicted, shared (refreshes it took from another job on the store), waits (for
+        another process's claim on an entry) and taken_over (claims of a process that
+        died)."""
         return dict(self._store().stats())
 
     def __getstate__(self):
@@ -189,7 +195,8 @@ class PartialStore:
 
 class Refurbisher:
     """Runs `partial(record, seed)` on a refresh (and on a reuse whose stored entry
-    is lost), stores its output, and `final(sample, seed)` on every use; the seeds are
+    is lost), stores its output, and `final(sample, seed)` on every use (None: the
+    stored sample as it is); the seeds are
     the core's `partial_seed(seed, id, generation)` and `final_seed(seed, id, epoch)`,
     so a lost entry is recomputed to the same output (for deterministic functions).
     The step (look up, compute, store or not, count) is the core's
@@ -202,9 +209,7 @@ class Refurbisher:
     """
 
     def __init__(self, read, partial, final, schedule, store, serializer=None):
-        if not callable(partial) or not callable(final):
-            raise TypeError("partial and final must be callables: partial(record, seed) "
-                            "and final(sample, seed)")
+        _check_functions(partial, final)
         self._read, self._partial, self._final = read, partial, final
         self._schedule, self._store = schedule, store
         self._dumps, self._loads = serializer or (_pickle_dumps, pickle.loads)
@@ -233,6 +238,8 @@ class Refurbisher:
         step = self._step()
         sample = step.partial(id, bool(refresh), generation, epoch,
                               lambda seed: self._compute(id, seed), self._loads)
+        if self._final is None:
+            return sample
         return self._final(sample, step.final_seed(id, epoch))
 
     def __getstate__(self):
@@ -269,6 +276,12 @@ def open_store(store, source, partial, seed, dataset_id=None, partial_name=None,
     name = partial_name or _function_name(partial)
     identity = dataset_id if dataset_id is not None else _store_dataset_id(source)
     return PartialStore(store, identity, name, seed, store_bytes)
+
+
+def _check_functions(partial, final):
+    if not callable(partial) or not (final is None or callable(final)):
+        raise TypeError("partial must be a callable partial(record, seed) and final a "
+                        "callable final(sample, seed) or None")
 
 
 def _pickle_dumps(value):

@@ -38,7 +38,8 @@ from tfrecord_lirs import errors as _errors
 from tfrecord_lirs import example as _example
 from tfrecord_lirs import loader as _loader
 from tfrecord_lirs._processes import worker as _worker
-from tfrecord_lirs.refurbishing import RefurbishSchedule, Refurbisher, open_store
+from tfrecord_lirs.refurbishing import (RefurbishSchedule, Refurbisher, _check_functions,
+                                        open_store)
 
 
 class Loader(_loader.Loader, _tud.IterableDataset):
@@ -188,14 +189,17 @@ class RefurbishDataset(_tud.Dataset):
     the output; on a reuse it takes the stored output (recomputing it if the entry is
     lost, torn or corrupt); then `final(sample, seed)` on every use. The seeds are
     derived from (seed, id, generation) and (seed, id, epoch) by the core, so the
-    outputs do not depend on the store.
+    outputs do not depend on the store. `final=None`: no final augmentation (the
+    stored sample as it is).
 
     `store`: a directory (shared by the DataLoader's worker processes, opened lazily
     in each), a `tfrecord_lirs.refurbishing.PartialStore`, or None (this process's
     memory: only for `num_workers=0`). Stored entries are keyed by `dataset_id`
     (None: the source's absolute paths and length), `partial_name` (None: the partial
     function's module and qualified name; add a version when you change it), the seed,
-    the id and the generation. `serializer`: `(dumps, loads)` (None: pickle).
+    the id and the generation. `serializer`: `(dumps, loads)` (None: pickle). Jobs
+    running at once on one store directory share it: each partial output is computed
+    by one of them, the others wait for it (`store.stats()`: `shared`, `waits`).
     """
 
     def __init__(self, source, partial, final, sampler, store=None, dataset_id=None,
@@ -203,9 +207,7 @@ class RefurbishDataset(_tud.Dataset):
         self._source = source
         self._schedule = sampler.schedule if isinstance(sampler, RefurbishSampler) \
             else sampler
-        if not callable(partial) or not callable(final):
-            raise TypeError("partial and final must be callables: partial(record, seed) "
-                            "and final(sample, seed)")
+        _check_functions(partial, final)
         self._store = open_store(store, source, partial, self._schedule.options["seed"],
                                  dataset_id, partial_name, store_bytes)
         # Opened here, so that a wrong store is an error before the first epoch.
@@ -224,7 +226,7 @@ class RefurbishDataset(_tud.Dataset):
     def __getitem__(self, use):
         if self._refurbisher is None:
             if _worker()[2] is not None:
-                self._store.check_worker_process()
+                self._store.check_worker_process(self._schedule.options["reuse_factor"])
             self._refurbisher = Refurbisher(self._source.__getitem__, self._partial,
                                             self._final, self._schedule, self._store,
                                             self._serializer)
@@ -237,4 +239,37 @@ class RefurbishDataset(_tud.Dataset):
         return state
 
 
-__all__ = ["Batch", "ExampleCollate", "Loader", "RefurbishDataset", "RefurbishSampler"]
+class AugmentDataset(RefurbishDataset):
+    """Sample `id` of epoch `e` is `augment(source[id], seed)`, the seed derived from
+    (seed, id, e) by the core, so a sample does not depend on who computed it. With
+    `share` (a directory), the jobs that run at the same time with the same data,
+    seed and augment (a hyper-parameter sweep: Ray Tune or Optuna trials, or a plain
+    `for lr in ...: Popen(...)`) compute each augmented sample once in all: the first
+    to come to it computes and stores it, the others wait for it or read it, and
+    every job sees the same augmented samples. A job may start late or be killed at
+    any time. Give the DataLoader `sampler=data.sampler` and the same `batch_size`;
+    call `data.sampler.set_epoch(e)` before each epoch:
+
+        data = tfrecord_lirs.torch.AugmentDataset(source, augment, seed=42,
+                                                  batch_size=256, share="/dev/shm/sweep")
+        loader = DataLoader(data, sampler=data.sampler, batch_size=256, num_workers=4)
+
+    It is `RefurbishDataset` with `reuse_factor=1` and no final augmentation; the
+    store's keys, `share` (a store directory) and `store_bytes` are its.
+    `augment_name` (None: the function's module and qualified name) keys the store:
+    change it when you change `augment`.
+    """
+
+    def __init__(self, source, augment, *, seed, share=None, batch_size=None,
+                 num_shards=None, shard_index=None, order_version=None, dataset_id=None,
+                 augment_name=None, serializer=None, store_bytes=None):
+        self.sampler = RefurbishSampler(source, seed=seed, reuse_factor=1,
+                                        batch_size=batch_size, num_shards=num_shards,
+                                        shard_index=shard_index, order_version=order_version)
+        super().__init__(source, augment, None, self.sampler, store=share,
+                         dataset_id=dataset_id, partial_name=augment_name,
+                         serializer=serializer, store_bytes=store_bytes)
+
+
+__all__ = ["AugmentDataset", "Batch", "ExampleCollate", "Loader", "RefurbishDataset",
+           "RefurbishSampler"]

@@ -81,8 +81,31 @@ def test_grain_worker_processes_share_the_store(source, tmp_path):
     it = shared.repeat(EPOCHS).to_iter_dataset().mp_prefetch(
         grain.MultiprocessingOptions(num_workers=2))
     assert list(it) == expected
-    # Two processes: a reuse whose refresh the other worker has not stored yet is
-    # recomputed (to the same output, checked above): every refresh ran once, and at
-    # most one call per use.
+    # Two processes: a reuse whose refresh the other worker is computing waits for it
+    # (its claim), one whose refresh the other has not come to is computed here and
+    # found by the other: every (id, generation) computed once in all.
     refreshes = sum(shared.schedule.refreshes(e) for e in range(EPOCHS))
-    assert refreshes <= calls(log) <= EPOCHS * N
+    assert calls(log) == refreshes
+
+
+def test_grain_augment_pipelines_sharing_a_directory_augment_each_sample_once(
+        source, tmp_path):
+    log, share = tmp_path / "a.log", str(tmp_path / "share")
+    jobs = [lirs_grain.augment(source, Partial(log), seed=5, batch_size=BATCH, share=share)
+            for _ in range(3)]
+    # Three pipelines read side by side, each by Grain's prefetch threads.
+    iters = [iter(job.repeat(2).to_iter_dataset(
+        grain.ReadOptions(num_threads=4, prefetch_buffer_size=8))) for job in jobs]
+    got = [[] for _ in jobs]
+    for _ in range(2 * N):
+        for out, it in zip(got, iters):
+            out.append(next(it))
+    schedule = tfrecord_lirs.RefurbishSchedule(source, seed=5, batch_size=BATCH)
+    expected = []
+    for epoch in range(2):
+        for i in schedule.epoch(epoch)[0].tolist():
+            seed = tfrecord_lirs.refurbishing.partial_seed(5, i, epoch)
+            expected.append(i * 1000 + int(np.random.default_rng(seed).integers(0, 1000)))
+    assert got == [expected] * 3
+    assert calls(log) == 2 * N  # once per sample and epoch, in all
+    assert sum(job.store.stats()["shared"] for job in jobs) == 2 * 2 * N

@@ -200,3 +200,25 @@ def test_wrong_use_gets_clear_errors(source, tmp_path):
         f.write("another")
     with pytest.raises(errors.InvalidArgumentError, match="another dataset"):
         PartialStore(str(store), "a", "p", 1).stats()
+
+
+def test_augment_dataset_runs_in_worker_processes_with_or_without_a_share(source, tmp_path):
+    """The plain case (`AugmentDataset`: reuse_factor 1, no final augmentation): sample
+    `id` of epoch `e` is `augment(record, partial_seed(seed, id, e))`, once per use;
+    without `share` the store is in memory and keeps nothing, so worker processes lose
+    nothing by it (a memory store is refused only when outputs are reused)."""
+    from tfrecord_lirs.torch import AugmentDataset
+
+    for share in (None, str(tmp_path / "share")):
+        log = tmp_path / f"{share is None}.log"
+        data = AugmentDataset(source, Partial(log), seed=3, batch_size=BATCH, share=share)
+        loader = tud.DataLoader(data, sampler=data.sampler, batch_size=BATCH,
+                                num_workers=2, collate_fn=list)
+        for epoch in range(2):
+            data.sampler.set_epoch(epoch)
+            got = [x.tolist() for batch in loader for x in batch]
+            ids = data.sampler.schedule.epoch(epoch)[0].tolist()
+            augment = Partial(tmp_path / "reference.log")
+            assert got == [augment(source[i], tfrecord_lirs.refurbishing.partial_seed(
+                3, i, epoch)).tolist() for i in ids]
+        assert calls(log) == 2 * N

@@ -275,8 +275,9 @@ impl NativePartialStore {
     }
 
     /// The core's error if this store cannot serve a data-loading worker process.
-    fn check_worker_process(&self, py: Python<'_>) -> PyResult<()> {
-        Refurbisher::check_worker_process(&self.store).py_err(py)
+    #[pyo3(signature = (reuse_factor=None))]
+    fn check_worker_process(&self, py: Python<'_>, reuse_factor: Option<u64>) -> PyResult<()> {
+        Refurbisher::check_worker_process(&self.store, reuse_factor).py_err(py)
     }
 
     /// The directory of the entries (`None` in memory).
@@ -301,6 +302,9 @@ impl NativePartialStore {
             "recomputes": s.recomputes,
             "unstored": s.unstored,
             "evicted": s.evicted,
+            "shared": s.shared,
+            "waits": s.waits,
+            "taken_over": s.taken_over,
         })
     }
 }
@@ -357,18 +361,23 @@ impl NativeRefurbisher {
         compute: &Bound<'py, PyAny>,
         load: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        // The GIL stays held through the store's read and write (the callable needs it
-        // in between): a few file operations, against the partial function's CPU.
-        let step = self
-            .refurbisher
-            .partial(id, refresh, generation, epoch, |seed| {
-                let pair = compute.call1((seed,)).map_err(StepError::Py)?;
-                let (value, payload): (Bound<'py, PyAny>, Vec<u8>) =
-                    pair.extract().map_err(StepError::Py)?;
-                Ok::<_, StepError>((value, payload))
-            });
+        // The GIL is released through the step (a wait for another process's claim
+        // must not stop this process's other threads, one of which may hold that
+        // claim) and taken again to call the partial function.
+        let compute = compute.clone().unbind();
+        let step = py.detach(|| {
+            self.refurbisher
+                .partial(id, refresh, generation, epoch, |seed| {
+                    Python::attach(|py| {
+                        let pair = compute.bind(py).call1((seed,)).map_err(StepError::Py)?;
+                        let (value, payload): (Py<PyAny>, Vec<u8>) =
+                            pair.extract().map_err(StepError::Py)?;
+                        Ok::<_, StepError>((value, payload))
+                    })
+                })
+        });
         match step {
-            Ok(Partial::Computed(value)) => Ok(value),
+            Ok(Partial::Computed(value)) => Ok(value.into_bound(py)),
             Ok(Partial::Stored(stored)) => load.call1((PyBytes::new(py, &stored),)),
             Err(StepError::Py(e)) => Err(e),
             Err(StepError::Core(e)) => Err(e).py_err(py),

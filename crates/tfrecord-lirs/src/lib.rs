@@ -126,7 +126,9 @@ pub use read::worker_epochs::WorkerEpochs;
 pub use scan::{scan_offsets, RecordScanner, ScannedRecord};
 pub use storage::file_list::{expand_files, expand_shell_files};
 pub use storage::local::{Backend, MmapOptIn};
-pub use storage::partial_store::{store_dataset_id, PartialStore, StoreIdentity, StoreStats};
+pub use storage::partial_claim::{Claim, CLAIM_WAIT};
+pub use storage::partial_identity::{store_dataset_id, StoreIdentity};
+pub use storage::partial_store::{Fetch, PartialStore, StoreStats};
 pub use storage::table_files::{
     read_table, read_table_for, read_table_for_in, write_table, Layout,
 };

@@ -5,6 +5,10 @@
 //! Python `Refurbisher` of PyTorch and Grain, tf.data's `refurbish`) takes this step;
 //! the user's functions stay callbacks (a closure here, a Python callable there).
 //!
+//! Concurrent jobs on one directory store share the work: a miss is claimed before it
+//! is computed, and a job that finds another's claim waits for that entry
+//! ([`PartialStore::fetch`]); a claim dies with its process.
+//!
 //! What is kept: in a private store (this process's memory) only this job reads, so a
 //! refresh retires the generation it replaces and an output whose use is the last of
 //! its generation is not stored. A shared store (a directory) keeps every generation:
@@ -17,7 +21,7 @@ use std::sync::Arc;
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::refurbish::{final_seed, partial_seed, RefurbishSchedule};
 
-use crate::storage::partial_store::PartialStore;
+use crate::storage::partial_store::{Fetch, PartialStore};
 
 /// A use's partial output: the stored bytes (the caller decodes them) or the value the
 /// partial function computed.
@@ -43,11 +47,13 @@ impl Refurbisher {
         Refurbisher { schedule, store }
     }
 
-    /// Checks that `store` can serve the step in a data-loading worker process (a
-    /// PyTorch `DataLoader`'s): a store in memory cannot, as each worker would keep its
-    /// own, lost with the worker, and reuse nothing.
-    pub fn check_worker_process(store: &PartialStore) -> Result<()> {
-        if !store.is_private() {
+    /// Checks that `store` can serve the step of a schedule with `reuse_factor`
+    /// (`None`: unknown) in a data-loading worker process (a PyTorch `DataLoader`'s): a
+    /// store in memory cannot if outputs are reused, as each worker would keep its own,
+    /// lost with the worker, and reuse nothing. With `reuse_factor` 1 nothing is reused
+    /// (a private store keeps nothing): any store serves.
+    pub fn check_worker_process(store: &PartialStore, reuse_factor: Option<u64>) -> Result<()> {
+        if !store.is_private() || reuse_factor == Some(1) {
             return Ok(());
         }
         Err(Error::invalid_argument(
@@ -121,7 +127,10 @@ impl Refurbisher {
     }
 
     /// The whole step for one use: the stored output, or `compute(partial_seed)` —
-    /// the value and its bytes to store — kept by [`Refurbisher::keep`].
+    /// the value and its bytes to store — kept by [`Refurbisher::keep`]. In a shared
+    /// store the computation is claimed first ([`PartialStore::fetch`]): processes
+    /// sharing the store compute each `(id, generation)` once, and one that finds
+    /// another's claim waits for its entry.
     pub fn partial<T, E: From<Error>>(
         &self,
         id: u64,
@@ -130,11 +139,19 @@ impl Refurbisher {
         epoch: u64,
         compute: impl FnOnce(u64) -> std::result::Result<(T, Vec<u8>), E>,
     ) -> std::result::Result<Partial<T>, E> {
-        if let Some(stored) = self.lookup(id, generation) {
-            return Ok(Partial::Stored(stored));
-        }
+        let claim = match self.store.fetch(id, generation) {
+            Fetch::Stored(stored) => {
+                if refresh {
+                    self.store.count_shared();
+                }
+                return Ok(Partial::Stored(stored));
+            }
+            Fetch::Compute(claim) => claim,
+        };
         let (value, payload) = compute(self.partial_seed(id, generation))?;
         self.keep(id, generation, epoch, refresh, &payload)?;
+        // Released once the entry is stored (or on an error: a waiter computes it).
+        drop(claim);
         Ok(Partial::Computed(value))
     }
 }

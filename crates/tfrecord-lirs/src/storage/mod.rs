@@ -39,6 +39,8 @@ pub(crate) mod file_list;
 #[cfg(feature = "object-store")]
 pub(crate) mod in_flight;
 pub mod local;
+pub mod partial_claim;
+pub mod partial_identity;
 pub(crate) mod partial_ledger;
 pub mod partial_store;
 pub mod ranged;

@@ -25,6 +25,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use super::partial_claim::{sweep_claim, CLAIM_PREFIX};
+
 /// The ledger's file name in a namespace directory.
 pub(crate) const LEDGER_FILE: &str = "LEDGER";
 /// The file whose lock writers share while they write and a scan takes alone.
@@ -56,7 +58,7 @@ pub(crate) fn parse_entry_name(name: &str) -> Option<(u64, u64)> {
 }
 
 /// The entries of `dir` (and their bytes); removes the temporary files older than
-/// [`TEMP_MAX_AGE`] on the way. Files it cannot read are left out.
+/// [`TEMP_MAX_AGE`] and the claim files no process holds on the way. Files it cannot read are left out.
 pub(crate) fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
     let now = SystemTime::now();
     let mut found = Vec::new();
@@ -66,6 +68,8 @@ pub(crate) fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
         let name = name.to_string_lossy();
         if name.starts_with(TEMP_PREFIX) {
             sweep_temp(&entry.path(), now);
+        } else if name.starts_with(CLAIM_PREFIX) {
+            sweep_claim(&entry.path());
         } else if let Some((id, generation)) = parse_entry_name(&name) {
             if let Ok(meta) = entry.metadata() {
                 found.push(Found {
@@ -79,14 +83,18 @@ pub(crate) fn scan(dir: &Path) -> std::io::Result<Vec<Found>> {
     Ok(found)
 }
 
-/// Removes the temporary files of `dir` older than [`TEMP_MAX_AGE`] (a `readdir`,
-/// and a `stat` of the temporary files only).
+/// Removes the temporary files of `dir` older than [`TEMP_MAX_AGE`] and the claim
+/// files of dead holders (a `readdir`, and a `stat` of those files only).
 fn sweep_temps(dir: &Path) -> std::io::Result<()> {
     let now = SystemTime::now();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(TEMP_PREFIX) {
             sweep_temp(&entry.path(), now);
+        } else if name.starts_with(CLAIM_PREFIX) {
+            sweep_claim(&entry.path());
         }
     }
     Ok(())

@@ -34,74 +34,36 @@
 //! stored (counted in [`StoreStats::unstored`]): the next use recomputes instead.
 //! Generations are otherwise kept: a second job on the same store, behind the first,
 //! uses them (the read layer's `Refurbisher` decides what to store and keep).
+//! Jobs sharing a directory while they run compute each entry once: [`PartialStore::fetch`]
+//! claims a missing entry before the caller computes it (`partial_claim.rs`).
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
+use super::partial_claim::{self as claim, Claim, Claimed};
+use super::partial_identity::{self as entry, StoreIdentity};
 use super::partial_ledger::{self as ledger, low_water, Ledger, NoRoom, LEDGER_FILE, TEMP_PREFIX};
 
-const MAGIC: &[u8; 8] = b"LIRSPAR1";
-/// Magic, namespace, id, generation, payload length.
-const HEADER: usize = 8 + 4 * 8;
-const TRAILER: usize = 4;
 const IDENTITY_FILE: &str = "IDENTITY";
+/// Names temporary files apart within this process (every store in it: two stores of
+/// one directory in one process must not make the same name).
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// What a store's entries were made from: entries of another identity are never
-/// served (they live in another namespace).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreIdentity {
-    /// The dataset (e.g. [`store_dataset_id`] of its files, or a name the user chose).
-    pub dataset: String,
-    /// The partial augmentation: its name and version.
-    pub partial: String,
-    /// The run's seed (the partial augmentation's seeds derive from it).
-    pub seed: u64,
-}
-
-impl StoreIdentity {
-    fn text(&self) -> String {
-        format!(
-            "tfrecord-lirs partial store 1\ndataset={:?}\npartial={:?}\nseed={}\n",
-            self.dataset, self.partial, self.seed
-        )
-    }
-
-    fn namespace(&self) -> u64 {
-        crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, self.text().as_bytes())
-    }
-}
-
-/// The dataset part of a store identity for data files: each file's canonical path (an
-/// object-store URL as given) and, for a local file, its size, then the instance count.
-/// Files rewritten to another size or count are another dataset (their old entries are
-/// never served); a file that cannot be read has no size here (its reads fail anyway).
-pub fn store_dataset_id(files: &[String], instances: u64) -> String {
-    let mut text = String::from("files=[");
-    for (i, file) in files.iter().enumerate() {
-        if i > 0 {
-            text.push_str(", ");
-        }
-        if super::remote::is_url(Path::new(file)) {
-            text.push_str(&format!("{file:?}"));
-        } else {
-            // A file's canonical path (`..` and links resolved), or its absolute one.
-            match fs::canonicalize(file).and_then(|p| Ok((fs::metadata(&p)?.len(), p))) {
-                Ok((len, path)) => text.push_str(&format!("({:?}, {len})", path.display())),
-                Err(_) => {
-                    let path = std::path::absolute(file).unwrap_or_else(|_| PathBuf::from(file));
-                    text.push_str(&format!("{:?}", path.display()));
-                }
-            }
-        }
-    }
-    text.push_str(&format!("] instances={instances}"));
-    text
+/// A look-up of [`PartialStore::fetch`].
+#[derive(Debug)]
+pub enum Fetch {
+    /// The stored bytes.
+    Stored(Vec<u8>),
+    /// A miss: compute the entry and put it, then drop the claim (if one was had:
+    /// other processes wait for it).
+    Compute(Option<Claim>),
 }
 
 /// A store's counters: `bytes` is the store's (every process's, on disk), the others
@@ -125,6 +87,13 @@ pub struct StoreStats {
     pub unstored: u64,
     /// Entries of older generations removed to make room under the bound.
     pub evicted: u64,
+    /// Refreshes served from the store: computed by another member of the store (a
+    /// concurrent or earlier job, or this one before a restart), not by this process.
+    pub shared: u64,
+    /// Misses that found another process's claim on the entry and waited for it.
+    pub waits: u64,
+    /// Claims taken over from a holder that died before storing its entry.
+    pub taken_over: u64,
 }
 
 #[derive(Default)]
@@ -138,6 +107,9 @@ struct Counters {
     recomputes: AtomicU64,
     unstored: AtomicU64,
     evicted: AtomicU64,
+    shared: AtomicU64,
+    waits: AtomicU64,
+    taken_over: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -157,8 +129,6 @@ pub struct PartialStore {
     identity: String,
     capacity: u64,
     counters: Counters,
-    /// Names temporary files apart within this process.
-    temp_seq: AtomicU64,
     /// `(generation, bytes)` of the last eviction that found no room for that
     /// generation: while the count has not dropped, a put of it skips the scan.
     no_room: NoRoom,
@@ -199,7 +169,6 @@ impl PartialStore {
             identity: identity.text(),
             capacity,
             counters: Counters::default(),
-            temp_seq: AtomicU64::new(0),
             no_room: NoRoom::default(),
         }
     }
@@ -280,46 +249,69 @@ impl PartialStore {
             recomputes: get(&c.recomputes),
             unstored: get(&c.unstored),
             evicted: get(&c.evicted),
+            shared: get(&c.shared),
+            waits: get(&c.waits),
+            taken_over: get(&c.taken_over),
         }
-    }
-
-    fn encode(&self, id: u64, generation: u64, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(HEADER + payload.len() + TRAILER);
-        bytes.extend_from_slice(MAGIC);
-        for word in [self.namespace, id, generation, payload.len() as u64] {
-            bytes.extend_from_slice(&word.to_le_bytes());
-        }
-        bytes.extend_from_slice(payload);
-        let crc = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, &bytes) as u32;
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        bytes
-    }
-
-    /// The payload of `bytes` if they are a whole entry `(id, generation)` of this
-    /// store's namespace with a matching CRC.
-    fn decode(&self, id: u64, generation: u64, mut bytes: Vec<u8>) -> Option<Vec<u8>> {
-        if bytes.len() < HEADER + TRAILER || &bytes[..8] != MAGIC {
-            return None;
-        }
-        let word = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
-        let len = bytes.len() - HEADER - TRAILER;
-        if [word(0), word(1), word(2), word(3)] != [self.namespace, id, generation, len as u64] {
-            return None;
-        }
-        let body = bytes.len() - TRAILER;
-        let crc = u32::from_le_bytes(bytes[body..].try_into().unwrap());
-        if crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, &bytes[..body]) as u32 != crc {
-            return None;
-        }
-        bytes.truncate(body);
-        bytes.drain(..HEADER);
-        Some(bytes)
     }
 
     /// The stored partial output of `(id, generation)`, `None` when there is none that
     /// verifies (a torn or corrupt entry is removed). Never an error: the caller
     /// recomputes.
     pub fn get(&self, id: u64, generation: u64) -> Option<Vec<u8>> {
+        let found = self.find(id, generation);
+        let c = &self.counters;
+        add(if found.is_some() { &c.hits } else { &c.misses }, 1);
+        found
+    }
+
+    /// The stored output of `(id, generation)`, or a claim to compute it (`docs/FORMAT.md`
+    /// §7.1): on a miss in a directory, this process claims the entry, or waits for
+    /// the process that holds the claim and then reads what it stored, or takes the
+    /// claim over if that process died. Counted as one get (and a wait, a take-over).
+    /// Never an error: when no claim can be had the caller computes without one.
+    pub fn fetch(&self, id: u64, generation: u64) -> Fetch {
+        let dir = match &self.place {
+            Place::Disk(dir) => dir,
+            Place::Memory(_) => return self.counted(self.find(id, generation), None),
+        };
+        let path = claim::claim_path(dir, id, generation);
+        let temp = self.temp_path(&path);
+        loop {
+            if let Some(found) = self.find(id, generation) {
+                return self.counted(Some(found), None);
+            }
+            let waited = || add(&self.counters.waits, 1);
+            let claim = match claim::claim(&path, &temp, claim::CLAIM_WAIT, waited) {
+                Ok(Claimed::Mine(claim)) => claim,
+                Ok(Claimed::TakenOver(claim)) => {
+                    add(&self.counters.taken_over, 1);
+                    claim
+                }
+                Ok(Claimed::Released) => continue,
+                Ok(Claimed::GaveUp) | Err(_) => return self.counted(None, None),
+            };
+            // Stored by a holder that finished between the look-up and the claim?
+            let found = self.find(id, generation);
+            return self.counted(found, Some(claim));
+        }
+    }
+
+    fn counted(&self, found: Option<Vec<u8>>, claim: Option<Claim>) -> Fetch {
+        match found {
+            Some(payload) => {
+                add(&self.counters.hits, 1);
+                Fetch::Stored(payload)
+            }
+            None => {
+                add(&self.counters.misses, 1);
+                Fetch::Compute(claim)
+            }
+        }
+    }
+
+    /// A get, uncounted but for a corrupt entry.
+    fn find(&self, id: u64, generation: u64) -> Option<Vec<u8>> {
         let found = match &self.place {
             Place::Memory(map) => {
                 let map = map.lock().unwrap_or_else(|p| p.into_inner());
@@ -327,30 +319,32 @@ impl PartialStore {
             }
             Place::Disk(_) => {
                 let path = self.entry_path(id, generation)?;
-                match fs::read(&path) {
-                    Ok(bytes) => match self.decode(id, generation, bytes) {
-                        Some(payload) => Some(Ok(payload)),
-                        None => Some(Err(path)),
-                    },
+                let mut file = fs::File::open(&path).ok()?;
+                let mut bytes = Vec::new();
+                let read = file.read_to_end(&mut bytes).and_then(|_| file.metadata());
+                match read.map(|m| (entry::decode(self.namespace, id, generation, bytes), m)) {
+                    Ok((Some(payload), _)) => Some(Ok(payload)),
+                    Ok((None, m)) => Some(Err((path, m.ino()))),
                     Err(_) => None,
                 }
             }
         };
-        match found {
-            Some(Ok(payload)) => {
-                add(&self.counters.hits, 1);
-                Some(payload)
-            }
-            Some(Err(path)) => {
+        match found? {
+            Ok(payload) => Some(payload),
+            Err((path, ino)) => {
                 add(&self.counters.corrupt, 1);
-                self.remove_file(&path);
-                None
-            }
-            None => {
-                add(&self.counters.misses, 1);
+                // Unless another process has replaced it with a good entry meanwhile.
+                if fs::metadata(&path).is_ok_and(|m| m.ino() == ino) {
+                    self.remove_file(&path);
+                }
                 None
             }
         }
+    }
+
+    /// Counts a refresh served from the store (see [`StoreStats::shared`]).
+    pub fn count_shared(&self) {
+        add(&self.counters.shared, 1);
     }
 
     /// Counts one partial output computed: on a refresh, or (`recompute`) after a miss.
@@ -388,7 +382,7 @@ impl PartialStore {
             self.retire(id, old);
         }
         self.count_computed(recompute);
-        let size = (HEADER + payload.len() + TRAILER) as u64;
+        let size = entry::size(payload.len());
         let stored = match &self.place {
             Place::Memory(map) => {
                 let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
@@ -396,7 +390,7 @@ impl PartialStore {
                 if fits {
                     add(&self.counters.bytes, size);
                     if let Some(old) = map.insert((id, generation), payload.to_vec()) {
-                        self.sub_bytes((HEADER + old.len() + TRAILER) as u64);
+                        self.sub_bytes(entry::size(old.len()));
                     }
                 }
                 fits
@@ -434,7 +428,7 @@ impl PartialStore {
             Err(e) => return Err(Error::io(&dir.join(LEDGER_FILE), e)),
         };
         let path = self.entry_path(id, generation).expect("a disk store");
-        let bytes = self.encode(id, generation, payload);
+        let bytes = entry::encode(self.namespace, id, generation, payload);
         let mut written = self.write_atomic(&path, &bytes);
         if matches!(&written, Err(e) if e.1.kind() == std::io::ErrorKind::NotFound) {
             // Removed between the reservation and the write.
@@ -507,7 +501,7 @@ impl PartialStore {
                 break;
             }
             if let Some(old) = map.remove(&(id, g)) {
-                self.sub_bytes((HEADER + old.len() + TRAILER) as u64);
+                self.sub_bytes(entry::size(old.len()));
                 add(&self.counters.evicted, 1);
             }
         }
@@ -524,7 +518,7 @@ impl PartialStore {
             Place::Memory(map) => {
                 let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(old) = map.remove(&(id, generation)) {
-                    self.sub_bytes((HEADER + old.len() + TRAILER) as u64);
+                    self.sub_bytes(entry::size(old.len()));
                 }
             }
             Place::Disk(_) => {
@@ -554,16 +548,21 @@ impl PartialStore {
         }
     }
 
-    /// Writes `bytes` to a temporary file beside `path` and renames it into place.
-    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::result::Result<(), WriteError> {
+    /// A temporary file's path beside `path`, this process's only.
+    fn temp_path(&self, path: &Path) -> PathBuf {
         let dir = path.parent().unwrap_or(Path::new("."));
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let temp = dir.join(format!(
+        dir.join(format!(
             "{TEMP_PREFIX}{}-{}-{}",
             std::process::id(),
-            self.temp_seq.fetch_add(1, Ordering::Relaxed),
+            TEMP_SEQ.fetch_add(1, Ordering::Relaxed),
             name.unwrap_or_default()
-        ));
+        ))
+    }
+
+    /// Writes `bytes` to a temporary file beside `path` and renames it into place.
+    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::result::Result<(), WriteError> {
+        let temp = self.temp_path(path);
         let written = fs::File::create(&temp)
             .and_then(|mut f| f.write_all(bytes))
             .map_err(|e| WriteError(temp.clone(), e))

@@ -1,0 +1,200 @@
+//! Jobs that share one directory store while they run (`docs/FORMAT.md` §7.1, claims):
+//! each `(id, generation)` is computed once in all, a job that finds another's claim
+//! waits for its entry, and a claim whose holder died (a real process, killed) is
+//! taken over. Every job's outputs are those it computes alone.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+
+use tfrecord_lirs::{
+    Fetch, Partial, PartialStore, RefurbishParams, RefurbishSchedule, Refurbisher, StoreIdentity,
+};
+
+const BIG: u64 = 1 << 30;
+
+fn identity() -> StoreIdentity {
+    StoreIdentity {
+        dataset: "shared".to_string(),
+        partial: "crop-flip v1".to_string(),
+        seed: 7,
+    }
+}
+
+fn job(dir: &std::path::Path, r: u64) -> Refurbisher {
+    let params = RefurbishParams {
+        seed: 7,
+        reuse_factor: r,
+        batch_size: 8,
+        ..RefurbishParams::default()
+    };
+    let store = PartialStore::open_dir(dir, &identity(), BIG).unwrap();
+    Refurbisher::new(
+        RefurbishSchedule::new(40, &params).unwrap(),
+        Arc::new(store),
+    )
+}
+
+fn partial_of(id: u64, seed: u64) -> Vec<u8> {
+    let mut out = id.to_le_bytes().to_vec();
+    out.extend_from_slice(&seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+    out
+}
+
+/// The partial outputs `job` uses over `epochs`; each computation adds to `computed`.
+fn run(job: &Refurbisher, epochs: u64, computed: &AtomicU64) -> Vec<Vec<u8>> {
+    let mut outputs = Vec::new();
+    for epoch in 0..epochs {
+        let mut uses = Vec::new();
+        job.schedule()
+            .epoch(epoch)
+            .unwrap()
+            .next_uses(usize::MAX, &mut uses);
+        for u in uses {
+            let step = job.partial(u.id, u.refresh, u.generation, epoch, |seed| {
+                computed.fetch_add(1, Ordering::Relaxed);
+                let p = partial_of(u.id, seed);
+                Ok::<_, tfrecord_lirs::Error>((p.clone(), p))
+            });
+            outputs.push(match step.unwrap() {
+                Partial::Stored(bytes) | Partial::Computed(bytes) => bytes,
+            });
+        }
+    }
+    outputs
+}
+
+#[test]
+fn three_concurrent_jobs_compute_each_entry_once_and_yield_a_solo_jobs_outputs() {
+    let (r, epochs) = (2, 4);
+    let solo_dir = tempfile::tempdir().unwrap();
+    let solo_count = AtomicU64::new(0);
+    let solo = run(&job(solo_dir.path(), r), epochs, &solo_count);
+    let dir = tempfile::tempdir().unwrap();
+    let computed = AtomicU64::new(0);
+    let jobs: Vec<Refurbisher> = (0..3).map(|_| job(dir.path(), r)).collect();
+    let outputs: Vec<Vec<Vec<u8>>> = std::thread::scope(|s| {
+        let running: Vec<_> = jobs
+            .iter()
+            .map(|j| s.spawn(|| run(j, epochs, &computed)))
+            .collect();
+        running.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for out in &outputs {
+        assert_eq!(out, &solo);
+    }
+    // Once in all: a job that comes to an entry another is computing waits for it.
+    assert_eq!(
+        computed.load(Ordering::Relaxed),
+        solo_count.load(Ordering::Relaxed)
+    );
+    let stats: Vec<_> = jobs.iter().map(|j| j.store().stats()).collect();
+    let done: u64 = stats.iter().map(|s| s.refreshes + s.recomputes).sum();
+    assert_eq!(done, solo_count.load(Ordering::Relaxed));
+    // Every refresh a job did not compute it took from another.
+    let refreshes = solo_count.load(Ordering::Relaxed);
+    for s in &stats {
+        assert_eq!(s.refreshes + s.shared, refreshes);
+    }
+    // No claim is left behind.
+    let left = std::fs::read_dir(jobs[0].store().dir().unwrap())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".claim-")
+        })
+        .count();
+    assert_eq!(left, 0);
+}
+
+/// Spins until `store` has waited for a claim `n` times (no sleep, no timing).
+fn until_waits(store: &PartialStore, n: u64) {
+    while store.stats().waits < n {
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_job_that_finds_a_claim_waits_for_the_holders_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (holder, waiter) = (job(dir.path(), 1), job(dir.path(), 1));
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let (inside, is_inside) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let holder = &holder;
+        let held = s.spawn(move || {
+            holder.partial(5, true, 0, 0, |seed| {
+                inside.send(()).unwrap();
+                wait_for_go.recv().unwrap();
+                let p = partial_of(5, seed);
+                Ok::<_, tfrecord_lirs::Error>((p.clone(), p))
+            })
+        });
+        is_inside.recv().unwrap();
+        let waiting = s.spawn(|| {
+            waiter.partial(5, true, 0, 0, |_| -> tfrecord_lirs::Result<(Vec<u8>, _)> {
+                panic!("the holder computes it")
+            })
+        });
+        until_waits(waiter.store(), 1);
+        go.send(()).unwrap();
+        let expected = partial_of(5, waiter.partial_seed(5, 0));
+        assert_eq!(
+            held.join().unwrap().unwrap(),
+            Partial::Computed(expected.clone())
+        );
+        assert_eq!(waiting.join().unwrap().unwrap(), Partial::Stored(expected));
+    });
+    let s = waiter.store().stats();
+    assert_eq!((s.waits, s.shared, s.hits, s.taken_over), (1, 1, 1, 0));
+}
+
+#[test]
+fn a_killed_holders_claim_is_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = PartialStore::open_dir(dir.path(), &identity(), BIG).unwrap();
+    let claim = store.dir().unwrap().join(".claim-3.0");
+    // A process holding the claim as a member does (`flock`), until it is killed.
+    let mut holder = Command::new("flock")
+        .arg(&claim)
+        .args(["sh", "-c", "echo held; exec cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the flock utility");
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "held\n");
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| store.fetch(3, 0));
+        until_waits(&store, 1);
+        holder.kill().unwrap(); // SIGKILL
+        holder.wait().unwrap();
+        match waiting.join().unwrap() {
+            Fetch::Compute(Some(claim)) => drop(claim),
+            other => panic!("the claim was not taken over: {other:?}"),
+        }
+    });
+    let s = store.stats();
+    assert_eq!((s.waits, s.taken_over, s.misses), (1, 1, 1));
+    assert!(!claim.exists());
+}
+
+#[test]
+fn a_memory_store_serves_worker_processes_only_when_nothing_is_reused() {
+    let memory = PartialStore::memory(&identity(), BIG);
+    for reuse_factor in [None, Some(2)] {
+        let err = Refurbisher::check_worker_process(&memory, reuse_factor).unwrap_err();
+        assert_eq!(err.kind(), tfrecord_lirs::ErrorKind::InvalidArgument);
+    }
+    Refurbisher::check_worker_process(&memory, Some(1)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = PartialStore::open_dir(dir.path(), &identity(), BIG).unwrap();
+    Refurbisher::check_worker_process(&disk, None).unwrap();
+}
