@@ -23,6 +23,7 @@ place and the CLI stays at `target/release/tfrecord-lirs`.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,6 +161,24 @@ def _strip(path):
         _run(["strip", "--strip-unneeded", path])
 
 
+DOC_REFERENCE = re.compile(r"docs/([A-Za-z_-]+\.md)")
+
+
+def _ship_docs(package_dir):
+    """The repository's docs/*.md that the package's docstrings name ("docs/FORMAT.md
+    §5") go into the package as tfrecord_lirs/docs/, so an installed wheel holds what
+    its help points to."""
+    named = set()
+    for source in package_dir.glob("*.py*"):
+        named |= set(DOC_REFERENCE.findall(source.read_text(errors="replace")))
+    for name in sorted(named):
+        doc = ROOT / "docs" / name
+        if not doc.is_file():
+            _fail(f"the package names docs/{name}, which the repository does not have")
+        (package_dir / "docs").mkdir(exist_ok=True)
+        shutil.copy2(doc, package_dir / "docs" / name)
+
+
 class build_py(_build_py):
     """The pure-Python files, then the native build into the build tree."""
 
@@ -172,6 +191,7 @@ class build_py(_build_py):
         # stand in for a library built here for this environment's TensorFlow.
         for name in ("_lirs_ops.so", "_build_info.py", EXTENSION):
             (package_dir / name).unlink(missing_ok=True)
+        _ship_docs(package_dir)
         _build_native(package_dir)
 
     def find_package_modules(self, package, package_dir):

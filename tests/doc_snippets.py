@@ -80,9 +80,21 @@ def write_shards(directory: Path, framed):
     return data
 
 
-def run(snippet: Snippet, directory: Path):
+def run(snippet: Snippet, directory: Path, installed: Path | None = None):
+    """Runs `snippet` in `directory`: with the package from this tree and the built CLI,
+    or, given `installed` (a venv's bin/), with that venv's python and CLI only, as a
+    user who installed the wheel runs it."""
     env = {"PYTHONPATH": PYTHON_PATH, "PATH": "/usr/bin:/bin", "HOME": str(directory)}
-    if snippet.kind == "cli":
+    if installed is not None:
+        env = {"PATH": f"{installed}:/usr/bin:/bin", "HOME": str(directory),
+               "VIRTUAL_ENV": str(installed.parent)}
+        if snippet.kind == "cli":
+            command = ["bash", "-euo", "pipefail", "-c", snippet.code]
+        else:
+            script = directory / "snippet.py"
+            script.write_text(snippet.code)
+            command = [str(installed / "python"), str(script)]
+    elif snippet.kind == "cli":
         cli = os.environ.get("TFRECORD_LIRS_CLI") or shutil.which("tfrecord-lirs")
         assert cli, "TFRECORD_LIRS_CLI (the built CLI) is not set"
         bin_dir = directory / "bin"

@@ -245,6 +245,13 @@ def test_wheel_contents_and_tags(wheel):
         assert (z.getinfo(cli).external_attr >> 16) & 0o111, "the CLI is not executable"
         assert z.read(cli)[:4] == b"\x7fELF"
         assert not [n for n in names if "libtensorflow" in n], sorted(names)
+        # What the docstrings point to ("docs/FORMAT.md §5") is in the wheel.
+        import re
+        named = {m for n in names if n.startswith("tfrecord_lirs/") and n.endswith((".py", ".pyi"))
+                 for m in re.findall(r"docs/([A-Za-z_-]+\.md)", z.read(n).decode())}
+        assert {"FORMAT.md"} <= named, named
+        for doc in named:
+            assert z.read(f"tfrecord_lirs/docs/{doc}") == (REPO / "docs" / doc).read_bytes(), doc
         # Fault injection lives only in the test build of the op library.
         library = z.read("tfrecord_lirs/_lirs_ops.so")
         for marker in (b"LIRSTestOnlyPanic", b"lirs_test_", b"test panic injected",
@@ -264,6 +271,18 @@ def test_wheel_next_to_full_tensorflow(wheel, wheelhouse, venv):
     assert installed["tensorflow"] == "2.21.0", installed
     assert "tensorflow-cpu" not in installed, installed  # no second TensorFlow
     _check_install(venv, wheel)
+    # The README's tf.data and CLI quick starts, as written, with only what the wheel
+    # installed (no PYTHONPATH, the wheel's CLI on PATH).
+    from conftest import framed
+    from doc_snippets import run, snippets, write_shards
+
+    readme = [s for s in snippets() if s.path == "README.md" and s.kind in ("tf", "cli")]
+    assert {s.kind for s in readme} == {"tf", "cli"}, readme
+    for i, snippet in enumerate(readme):
+        directory = venv.root / f"snippet-{i}"
+        directory.mkdir()
+        write_shards(directory, framed)
+        run(snippet, directory, installed=venv.bin)
 
 
 def test_wheel_in_a_bare_venv_with_the_cpu_extra(wheel, wheelhouse, venv):
