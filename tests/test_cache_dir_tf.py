@@ -193,3 +193,38 @@ def test_the_docs_cache_dir_snippet_runs(tmp_path):
     run_with_s3(tmp_path, {"train.tfrecord": DATA, "train.tfrecord.offsets": TABLE}, code,
                 timeout=600)
     assert [f for _, _, fs in os.walk(tmp_path / "cache") for f in fs if f.isdigit()]
+
+
+def test_a_glob_listed_once_opens_in_lirsdataset_with_the_storage_unreachable(tmp_path):
+    # A pattern LIRSDataset listed with cache_dir is remembered there; with the storage
+    # unreachable the same pattern and cache_dir read the same epoch (the listing, the
+    # tables and the data from the cache), and the fallback is said on stderr.
+    read = f"""
+import json, sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+import tfrecord_lirs
+ds = tfrecord_lirs.LIRSDataset(sys.argv[1], seed=5, cache_dir=sys.argv[2])
+print(json.dumps([x.numpy().hex() for x in ds]))
+"""
+    code = f"""
+import json, os, subprocess, sys
+cache = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
+pattern = "s3://{BUCKET}/train-*.tfrecord"
+up = subprocess.run([sys.executable, "-c", {read!r}, pattern, cache], capture_output=True,
+                    text=True, timeout=300)
+gone = dict(os.environ, AWS_ENDPOINT="http://127.0.0.1:9")
+down = subprocess.run([sys.executable, "-c", {read!r}, pattern, cache], env=gone,
+                      capture_output=True, text=True, timeout=300)
+print(json.dumps({{"up": [up.returncode, up.stdout, up.stderr[-2000:]],
+                  "down": [down.returncode, down.stdout, down.stderr[-2000:]]}}))
+"""
+    half = len(PAYLOADS) // 2
+    first, second = framed(PAYLOADS[:half]), framed(PAYLOADS[half:])
+    objects = {"train-0.tfrecord": first[0], "train-0.tfrecord.offsets": first[1],
+               "train-1.tfrecord": second[0], "train-1.tfrecord.offsets": second[1]}
+    res = run_with_s3(tmp_path, objects, code, timeout=900)
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    up = elements(r["up"])
+    assert sorted(up) == sorted(PAYLOADS)
+    assert elements(r["down"]) == up
+    assert "remembered in cache_dir" in r["down"][2], r["down"][2]

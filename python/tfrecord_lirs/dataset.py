@@ -235,6 +235,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
         if epoch_state is not None and not isinstance(epoch_state, bytes):
             raise TypeError("epoch_state must be bytes (from "
                             f"LIRSDataset.combine_shard_states) or None, got {epoch_state!r}")
+        list_cache = (cache_dir, cache_bytes)  # a pattern's listing is remembered there
         cache_dir, cache_bytes = _op_library.cache_attrs(cache_dir, cache_bytes)
         start_epoch = _op_library.or_default(start_epoch, "start_epoch")
         if isinstance(start_epoch, bool) or not isinstance(start_epoch, int):
@@ -249,7 +250,7 @@ class LIRSDataset(dataset_ops.DatasetSource):
             # Paths and patterns: the core's file list (patterns expanded, tables never
             # taken for data, a pattern of nothing an error naming it). An empty list
             # stays the empty dataset TFRecordDataset([]) is.
-            filenames = data_files(filenames, "filenames")
+            filenames = data_files(filenames, "filenames", *list_cache)
         if isinstance(offset_tables, (str, bytes, os.PathLike)):
             offset_tables = [offset_tables]
         _op_library.check_dataset_arguments(batch_size, num_parallel_reads, _count(filenames),
