@@ -89,7 +89,7 @@ class Loader:
             self._source = DataSource(paths, offset_tables, page_size=page_size,
                                       backend=backend, trust_table=trust_table,
                                       cache_dir=cache_dir, cache_bytes=cache_bytes,
-                                      index_missing=index_missing)
+                                      index_missing=index_missing, page_aware=page_aware)
         self._native = _lirs.NativeLoader(
             self._source._reader, seed=seed, batch_size=batch_size, page_aware=page_aware,
             deterministic=deterministic, num_parallel_reads=num_parallel_reads,
