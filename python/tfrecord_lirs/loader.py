@@ -44,7 +44,8 @@ class Loader:
 
     Arguments (None: the default in brackets, decided by the Rust core):
       seed [0]; batch_size [256]; page_aware [False] (whole pages as the shuffle unit,
-      for files padded by `pad`); deterministic [True] (False: batches as their reads
+      for files padded by `pad`; given with paths, the source opened is told, see
+      DataSource's `page_aware`); deterministic [True] (False: batches as their reads
       complete, RINAS: the same batches' multiset per epoch, another order);
       num_parallel_reads [-1: automatic] (fetch threads over the windows read ahead,
       not a count of files: see LIRSDataset); num_shards [1] / shard_index [0] (this
