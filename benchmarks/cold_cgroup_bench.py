@@ -110,12 +110,14 @@ def masked_crc(data):
 
 def generate(path, records):
     """A stock TFRecord file of `records` records of ~RECORD bytes (sizes vary by up to
-    2 KiB either way, so records do not line up with pages), and its table."""
+    2 KiB, at most a quarter of RECORD, either way, so records do not line up with
+    pages), and its table."""
     if os.path.exists(path) and os.path.exists(path + ".offsets"):
         return
     with open(path + ".tmp", "wb") as f:
         for i in range(records):
-            data = os.urandom(RECORD + (i * 7919) % 4096 - 2048)
+            spread = min(2048, RECORD // 4)
+            data = os.urandom(RECORD + (i * 7919) % (2 * spread) - spread)
             header = struct.pack("<Q", len(data))
             f.write(header + struct.pack("<I", masked_crc(header)) + data
                     + struct.pack("<I", masked_crc(data)))
@@ -132,7 +134,7 @@ def evict(path):
         os.close(fd)
 
 
-def run_in_cgroup(parent, limit, python, name, path):
+def run_in_cgroup(parent, limit, python, name, path, package):
     """Runs contender `name` in a fresh child cgroup of `parent` with `limit` bytes."""
     cg = os.path.join(parent, f"lirs-cold-bench-{os.getpid()}-{name}")
     os.mkdir(cg)
@@ -146,7 +148,7 @@ def run_in_cgroup(parent, limit, python, name, path):
                 f.write(str(os.getpid()))
 
         evict(path)
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
+        env = dict(os.environ, PYTHONPATH=package,
                    TF_CPP_MIN_LOG_LEVEL="3", TFRECORD_LIRS_DEBUG="1")
         res = subprocess.run([python, "-c", CHILD, name, path], capture_output=True,
                              text=True, preexec_fn=join, env=env)
@@ -216,6 +218,7 @@ def add_rows(t, res, check, fmt_rate):
 
 
 def main():
+    global RECORD
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=os.path.join(ROOT, "bench_out", "cold_cgroup"))
     ap.add_argument("--gb", type=float, default=1.0, help="data size, GB")
@@ -223,6 +226,10 @@ def main():
     ap.add_argument("--without-tf-python",
                     default=os.path.join(ROOT, ".venv-without-tf", "bin", "python"))
     ap.add_argument("--contenders", default="stock,lirs,lirs_batched,loader")
+    ap.add_argument("--record-bytes", type=int, default=RECORD, help="mean record size")
+    ap.add_argument("--package", default=os.path.join(ROOT, "python"),
+                    help="the directory holding the tfrecord_lirs package the children "
+                         "import (another checkout's, for a before/after)")
     ap.add_argument("--rounds", type=int, default=2,
                     help="interleaved rounds (every contender once per round)")
     args = ap.parse_args()
@@ -230,15 +237,16 @@ def main():
     if parent is None or not os.access(parent, os.W_OK):
         raise SystemExit(f"no writable v1 memory cgroup here ({parent}): skipped")
     os.makedirs(args.dir, exist_ok=True)
+    RECORD = args.record_bytes
     records = max(100, round(args.gb * 1e9 / RECORD))
-    path = os.path.join(args.dir, f"stock-{records}x100KB.tfrecord")
+    path = os.path.join(args.dir, f"stock-{records}x{RECORD}B.tfrecord")
     generate(path, records)
     size = os.path.getsize(path)
     limit = args.limit_mb * 1_000_000
     rows = []
     for name in [n for _ in range(args.rounds) for n in args.contenders.split(",")]:
         python = args.without_tf_python if name == "loader" else sys.executable
-        row = run_in_cgroup(parent, limit, python, name, path)
+        row = run_in_cgroup(parent, limit, python, name, path, args.package)
         row["rate"] = row["records"] / row["secs"]
         row["bytes_per_byte"] = row["read_bytes"] / size
         row.update(data_bytes=size, limit_bytes=limit)

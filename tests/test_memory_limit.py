@@ -1,8 +1,8 @@
 """The memory the process may use, read from a real memory cgroup made by the test (v1,
 the controller this machine mounts; v2 is covered by the Rust tests on a fake
 hierarchy), and the default backend's choice from it: large records of files beyond the
-limit are read cold, the same files under a larger limit with `pread`, small records
-mapped. Each child process is moved into a child cgroup of this process's own before it
+limit are read cold, the same files under a larger limit with `pread`; small records of
+files beyond the limit cold, unless the reader walks a page-aware order (mapped). Each child process is moved into a child cgroup of this process's own before it
 execs the CLI; the cgroup is removed afterwards. Skipped where the v1 memory controller
 is not mounted or not writable (another CI machine), never on this one's as root."""
 
@@ -142,14 +142,68 @@ def test_auto_reads_large_records_cold_when_the_files_exceed_the_limit(tmp_path,
     line = _auto_line(res.stderr)
     assert ": pread: " in line and "within" in line, line
 
-    # Small records stay mapped (page-aware reads of their pages), cold or not.
+    # Small records beyond the limit, read by id (no page-aware order): cold as well.
     small = tmp_path / "small.tfrecord"
     small_payloads = write_file(small, 40_000, 1000)  # 40 MB
     res = run_in(small_limit, "get", small, "9", env=debug)
     assert res.returncode == 0, res.stderr
     assert res.stdout == small_payloads[9]
     line = _auto_line(res.stderr)
+    assert ": cold" in line and "not a page-aware order" in line, line
+    # Within the limit they stay mapped.
+    res = run_in(large_limit, "get", small, "9", env=debug)
+    assert res.returncode == 0, res.stderr
+    line = _auto_line(res.stderr)
     assert ": mapped: " in line or "no lease" in line, line
     # Without the variable, nothing is said.
     res = run_in(small_limit, "get", data, "7")
     assert "backend auto" not in res.stderr, res.stderr
+
+
+# Runs in the cgroup: one epoch of each Loader, each reader's records digested in order
+# (the payloads themselves would not fit in the limit).
+_LOADERS = """
+import hashlib, sys
+import tfrecord_lirs
+f = sys.argv[1]
+def digest(loader):
+    h = hashlib.sha256()
+    for batch in loader:
+        for record in batch:
+            h.update(hashlib.sha256(bytes(record)).digest())
+    return h.hexdigest()
+print(digest(tfrecord_lirs.Loader([f], seed=1)))
+print(digest(tfrecord_lirs.Loader(tfrecord_lirs.DataSource([f], page_aware=True), seed=1)))
+print(digest(tfrecord_lirs.Loader([f], seed=1, page_aware=True)))
+"""
+
+
+def test_auto_maps_small_records_beyond_the_limit_only_for_a_page_aware_walk(
+        tmp_path, child_cgroup):
+    import sys
+
+    small = tmp_path / "small.tfrecord"
+    write_file(small, 60_000, 1000)  # 60 MB, unpadded
+    limit = child_cgroup(48 * MIB)
+    procs = str(limit / "cgroup.procs")
+
+    def join():
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+
+    res = subprocess.run([sys.executable, "-c", _LOADERS, str(small)], capture_output=True,
+                         preexec_fn=join, env=dict(os.environ, TFRECORD_LIRS_DEBUG="1"),
+                         timeout=CLI_TIMEOUT)
+    stderr = res.stderr.decode("utf-8", errors="replace")
+    assert res.returncode == 0, stderr
+    lines = [l for l in stderr.splitlines() if "backend auto for" in l]
+    assert len(lines) == 3, stderr
+    default, source_page_aware, loader_page_aware = lines
+    # A random order of instances: cold, direct reads of each record.
+    assert ": cold" in default and "not a page-aware order" in default, default
+    for line in (source_page_aware, loader_page_aware):
+        assert ": mapped: " in line or "no lease" in line, line
+        assert "beyond" in line and "; a page-aware order" in line, line
+    # The same order read cold and mapped: the same records in the same sequence.
+    cold, mapped, _ = res.stdout.decode().split()
+    assert cold == mapped

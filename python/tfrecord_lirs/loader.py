@@ -44,7 +44,8 @@ class Loader:
 
     Arguments (None: the default in brackets, decided by the Rust core):
       seed [0]; batch_size [256]; page_aware [False] (whole pages as the shuffle unit,
-      for files padded by `pad`); deterministic [True] (False: batches as their reads
+      for files padded by `pad`; given with paths, the source opened is told, see
+      DataSource's `page_aware`); deterministic [True] (False: batches as their reads
       complete, RINAS: the same batches' multiset per epoch, another order);
       num_parallel_reads [-1: automatic] (fetch threads over the windows read ahead,
       not a count of files: see LIRSDataset); num_shards [1] / shard_index [0] (this
@@ -89,7 +90,7 @@ class Loader:
             self._source = DataSource(paths, offset_tables, page_size=page_size,
                                       backend=backend, trust_table=trust_table,
                                       cache_dir=cache_dir, cache_bytes=cache_bytes,
-                                      index_missing=index_missing)
+                                      index_missing=index_missing, page_aware=page_aware)
         self._native = _lirs.NativeLoader(
             self._source._reader, seed=seed, batch_size=batch_size, page_aware=page_aware,
             deterministic=deterministic, num_parallel_reads=num_parallel_reads,

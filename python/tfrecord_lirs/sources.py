@@ -82,10 +82,17 @@ class DataSource:
     (`s3://bucket/train-*`) listed with a `cache_dir` is remembered there: with the
     storage unreachable, the same pattern opens from its remembered listing (said on
     stderr), as an explicit list of cached files does.
+
+    `page_aware`: whether the source will be read in a page-aware order (a Sampler or
+    Loader with `page_aware=True`). None: False, which suits random ids and every
+    other order. With the default backend it decides how small records of files
+    beyond the memory this process may use (its cgroup's limit) are read: mapped for
+    a page-aware order, else cold (direct reads of each record).
     """
 
     def __init__(self, paths, offset_tables=None, *, page_size=None, backend=None,
-                 trust_table=None, cache_dir=None, cache_bytes=None, index_missing=None):
+                 trust_table=None, cache_dir=None, cache_bytes=None, index_missing=None,
+                 page_aware=None):
         self._args = (
             data_files(paths, "paths", cache_dir, cache_bytes),
             None if offset_tables is None else [
@@ -94,11 +101,13 @@ class DataSource:
             page_size, backend, trust_table,
             None if cache_dir is None else os.fsdecode(cache_dir), cache_bytes,
             None if index_missing is None else bool(index_missing),
+            None if page_aware is None else bool(page_aware),
         )
         self._open()
 
     def _open(self):
-        # A copy pickled before `index_missing` existed has seven arguments.
+        # A copy pickled before `index_missing` (`page_aware`) existed has seven (eight)
+        # arguments.
         files, tables, page_size, backend, trust_table, cache_dir, cache_bytes, *rest = self._args
         self._reader = _lirs.NativeReader(files, tables or [], page_size, backend,
                                           None if trust_table is None else bool(trust_table),

@@ -132,6 +132,9 @@ fn info(
         records: found.instances,
         files_bytes: files_bytes.max(found.file_size),
         memory: memory_limit().bytes(),
+        // `info` knows no order: it judges the default one (not page-aware), and its
+        // reason says so.
+        page_aware: tfrecord_lirs::options::defaults::PAGE_AWARE,
     });
     Ok(InfoFound {
         data: data.to_path_buf(),

@@ -29,6 +29,9 @@ pub struct ReaderConfig {
     /// The bound of `cache_dir` in bytes; -1: not given (see
     /// [`tfrecord_lirs::options::signed_cache_bytes`]).
     pub cache_bytes: i64,
+    /// The reader is walked in a page-aware order (a LIRSDataset's `page_aware`; a
+    /// LIRSRead op reads the ids it is given: false). See `ReaderOptions::page_aware`.
+    pub page_aware: bool,
 }
 
 /// How a LIRSDataset walks every epoch, whatever its seeds and delivery order: the
@@ -191,6 +194,7 @@ pub(crate) fn reader_config_of(
         },
         cache_dir: args.bytes("cache_dir")?,
         cache_bytes: args.int("cache_bytes")?,
+        page_aware: false,
     })
 }
 
@@ -248,11 +252,15 @@ pub fn dataset_config(
         absent_is_zero("start_epoch")?,
         args.bool("reshuffle_each_iteration")?,
     )?;
+    let page_aware = args.bool("page_aware")?;
     Ok(DatasetConfig {
         seeds,
-        reader: reader_config_of(&args, files, tables)?,
+        reader: ReaderConfig {
+            page_aware,
+            ..reader_config_of(&args, files, tables)?
+        },
         walk: WalkConfig {
-            page_aware: args.bool("page_aware")?,
+            page_aware,
             num_shards: args.int("num_shards")?,
             shard_index: args.int("shard_index")?,
             batch_size: args.int("batch_size")?,
@@ -403,6 +411,8 @@ mod tests {
         assert!(!c.reader.trust_table && c.reader.verify_payload_crc);
         let w = &c.walk;
         assert!(w.page_aware && w.drop_remainder);
+        // The reader knows its order, for the default backend's choice.
+        assert!(c.reader.page_aware);
         assert_eq!((w.num_shards, w.shard_index), (4, 3));
         assert_eq!(
             (w.batch_size, w.num_parallel_reads, w.order_version),

@@ -76,6 +76,7 @@ pub fn open_reader(config: &ReaderConfig, status: &mut Status) -> FfiResult<Box<
                 backend,
                 trust_table: config.trust_table,
                 index_missing: config.index_missing,
+                page_aware: config.page_aware,
                 mmap_opt_in,
                 // The core's rule: the attr, else TFRECORD_LIRS_CACHE_DIR, else none.
                 storage: storage().with_cache(core::options::cache(

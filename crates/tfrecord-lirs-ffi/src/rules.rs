@@ -174,6 +174,7 @@ mod tests {
             index_missing: true,
             cache_dir: Vec::new(),
             cache_bytes: -1,
+            page_aware: false,
         };
         let pairs = file_pairs(&config(&["a", "b"], &["", "t"])).unwrap();
         assert_eq!(

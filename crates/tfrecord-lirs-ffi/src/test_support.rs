@@ -88,5 +88,6 @@ pub fn reader_config(path: &Path, backend: &str) -> ReaderConfig {
         index_missing: true,
         cache_dir: Vec::new(),
         cache_bytes: -1,
+        page_aware: false,
     }
 }

@@ -82,10 +82,11 @@ impl NativeReader {
     /// Opens `files` with `tables` (none, or one per file; `None` or "" for a file's
     /// default `<file>.offsets`); an option left `None` takes the core's default
     /// (`cache_dir`: the core's rule, `TFRECORD_LIRS_CACHE_DIR` else none;
-    /// `index_missing`: a missing table built on open).
+    /// `index_missing`: a missing table built on open; `page_aware`: the order it is
+    /// walked in, `ReaderOptions::page_aware`).
     #[new]
     #[pyo3(signature = (files, tables, page_size=None, backend=None, trust_table=None,
-                        cache_dir=None, cache_bytes=None, index_missing=None))]
+                        cache_dir=None, cache_bytes=None, index_missing=None, page_aware=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -97,6 +98,7 @@ impl NativeReader {
         cache_dir: Option<PathBuf>,
         cache_bytes: Option<u64>,
         index_missing: Option<bool>,
+        page_aware: Option<bool>,
     ) -> PyResult<Self> {
         let page_size = page_size.unwrap_or(defaults::PAGE_SIZE);
         let trust_table = trust_table.unwrap_or(defaults::TRUST_TABLE);
@@ -120,6 +122,7 @@ impl NativeReader {
             backend,
             trust_table,
             index_missing: index_missing.unwrap_or(defaults::INDEX_MISSING),
+            page_aware: page_aware.unwrap_or(defaults::PAGE_AWARE),
             storage: storage().with_cache(cache),
             ..Default::default()
         };

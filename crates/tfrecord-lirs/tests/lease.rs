@@ -286,3 +286,31 @@ fn opening_for_write_revokes_the_map_and_changed_bytes_are_caught() {
     reader.read_batch(&[499], &mut batch).unwrap();
     assert_eq!(batch.payload(0), all[499].as_slice());
 }
+
+#[test]
+fn a_reader_told_its_order_is_page_aware_reads_what_any_other_reads() {
+    // The order given at open only steers the default backend's choice for files
+    // beyond the memory (the unit tests of `choose_auto_read`; tests/test_memory_limit.py
+    // in a real cgroup): these fit, so both map, and every order reads the same records.
+    let dir = tempfile::tempdir().unwrap();
+    let all = small_records(2000, 5);
+    let (f, _) = write_padded(dir.path(), "p.tfrecord", &all, 4096, Fit::Next);
+    let pairs = [(f.clone(), tfrecord_lirs::default_table_path(&f))];
+    let open = |page_aware| {
+        let options = ReaderOptions {
+            page_aware,
+            ..ReaderOptions::default()
+        };
+        Arc::new(Reader::open(&pairs, &options).unwrap())
+    };
+    let (told, untold) = (open(true), open(false));
+    assert!(told.is_mapped() && untold.is_mapped());
+    assert!(!told.reads_cold() && !untold.reads_cold());
+    for page_aware in [true, false] {
+        let params = OrderParams {
+            page_aware,
+            ..OrderParams::default()
+        };
+        assert!(fetched(&told, &params, 2) == fetched(&untold, &params, 2));
+    }
+}

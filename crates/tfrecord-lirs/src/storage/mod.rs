@@ -118,15 +118,21 @@ impl Opened {
         }
     }
 
-    /// The source, given the file's record count (the table's length) and the bytes
-    /// of all the files read with it (`None`: this one alone).
-    pub(crate) fn with_records(self, records: u64, files_bytes: Option<u64>) -> Box<dyn ReadAt> {
+    /// The source, given the file's record count (the table's length), the bytes
+    /// of all the files read with it (`None`: this one alone), and whether its reader
+    /// walks a page-aware order.
+    pub(crate) fn with_records(
+        self,
+        records: u64,
+        files_bytes: Option<u64>,
+        page_aware: bool,
+    ) -> Box<dyn ReadAt> {
         match self {
             Opened::Source(src) => src,
             Opened::Auto(pread, path) => {
                 let files_bytes = files_bytes.unwrap_or(pread.size());
-                let file = AutoFile::from_pread_among(pread, records, files_bytes);
-                say_auto_choice(&path, &file, records, files_bytes);
+                let file = AutoFile::from_pread_among(pread, records, files_bytes, page_aware);
+                say_auto_choice(&path, &file, records, files_bytes, page_aware);
                 Box::new(file)
             }
         }
@@ -135,7 +141,7 @@ impl Opened {
 
 /// The default backend's debug line ([`local::DEBUG_ENV`]): what it chose for `path`
 /// and why.
-fn say_auto_choice(path: &Path, file: &AutoFile, records: u64, files_bytes: u64) {
+fn say_auto_choice(path: &Path, file: &AutoFile, records: u64, files_bytes: u64, page_aware: bool) {
     let on = std::env::var_os(local::DEBUG_ENV).is_some_and(|v| !v.is_empty() && v != "0");
     if !on {
         return;
@@ -146,6 +152,7 @@ fn say_auto_choice(path: &Path, file: &AutoFile, records: u64, files_bytes: u64)
         records,
         files_bytes,
         memory: memory.bytes(),
+        page_aware,
     });
     let how = match (file.choice(), file.is_mapped(), file.bypasses_page_cache()) {
         (local::AutoRead::Mapped, false, _) => "pread (no lease for a map)",
@@ -326,7 +333,7 @@ impl Storage {
     ) -> Result<Box<dyn ReadAt>> {
         Ok(self
             .open_deferred(path, backend, mmap_opt_in)?
-            .with_records(records, None))
+            .with_records(records, None, false))
     }
 
     /// `path` for positioned reads without a map: `pread(2)` for a local file, the

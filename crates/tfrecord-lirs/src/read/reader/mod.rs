@@ -88,6 +88,9 @@ pub struct ReaderOptions {
     /// data file, else in the storage's `cache_dir`, else in memory (default true; see
     /// `read/missing_table.rs`). False: a missing table is a `NotFound` error.
     pub index_missing: bool,
+    /// The reader is walked in a page-aware order (default false): the default backend
+    /// maps small records of files beyond the memory ([`local::choose_auto_read`]).
+    pub page_aware: bool,
 }
 
 impl ReaderOptions {
@@ -111,6 +114,7 @@ impl Default for ReaderOptions {
             mmap_opt_in: None,
             storage: Storage::local(),
             index_missing: crate::options::defaults::INDEX_MISSING,
+            page_aware: crate::options::defaults::PAGE_AWARE,
         }
     }
 }
@@ -153,14 +157,12 @@ struct OpenFile {
     data_path: PathBuf,
     table_path: PathBuf,
     src: Box<dyn ReadAt>,
-    /// Size and modification time at open (local files), compared with the file's own
-    /// when a read fails, to tell a file changed underneath from damaged data.
+    /// Size and mtime at open (local files): a failed read tells a changed file from damage.
     opened: Option<Stamp>,
     /// One bit per page: touched since the last reset.
     touched: Vec<AtomicU64>,
-    /// Whether long spans are read in pieces ([`CHECKED_READ_MIN_SPAN`]): local files
-    /// read through the page cache, not a URL (a piece would be a request) nor
-    /// `O_DIRECT` (a piece would be a device read).
+    /// Long spans are read in pieces ([`CHECKED_READ_MIN_SPAN`]) from local files read
+    /// through the page cache: not a URL (a request each) nor `O_DIRECT` (a device read).
     reads_in_pieces: bool,
 }
 
@@ -232,8 +234,7 @@ impl Reader {
         for (data, table_path) in files {
             // The data file is opened first, so that a missing one is reported as such;
             // the default backend then maps that same open file if its records are small.
-            // A URL goes through the storage's file system, with
-            // the default backend only.
+            // A URL goes through the storage's file system, with the default backend only.
             // A directory, a table or compressed data given as data is named as such
             // before any advice about its table.
             let stamp = Stamp::of(&options.storage, data);
@@ -241,10 +242,9 @@ impl Reader {
                 .storage
                 .open_deferred(data, options.backend, options.mmap_opt_in)
                 .map_err(|e| advice::diagnose(&options.storage, data, e))?;
-            // The table is opened where it lies, not read whole: only its length, its
-            // first and last entries are looked at here (O(1) per file); every other
-            // entry is checked when an instance's span is read. A missing one may be
-            // built (`index_missing`).
+            // The table is opened where it lies, not read whole: only its length, first
+            // and last entries are looked at here (O(1) per file); every other entry is
+            // checked when its span is read. A missing one may be built (`index_missing`).
             let (table_path, table) = open_table(
                 &options.storage,
                 options.index_missing,
@@ -252,7 +252,7 @@ impl Reader {
                 opened.version(),
             )?;
             let table_path = &table_path;
-            let src: Box<dyn ReadAt> = opened.with_records(table.len(), Some(files_bytes));
+            let src = opened.with_records(table.len(), Some(files_bytes), options.page_aware);
             let size = src.size();
             let layout = FileLayout {
                 table,

@@ -1,6 +1,6 @@
-//! The default backend: `pread(2)` plus a lease-guarded map, or, for large records in
-//! files that do not fit in the memory this process may use, reads of exactly the
-//! record from the device. The choice is [`choose_auto_read`], made once per file.
+//! The default backend: `pread(2)` plus a lease-guarded map, or, for files that do not
+//! fit in the memory this process may use (of large records, or walked in an order
+//! that is not page-aware), reads of exactly the record from the device. The choice is [`choose_auto_read`], made once per file.
 
 use std::io;
 use std::path::Path;
@@ -61,12 +61,14 @@ pub const DEBUG_ENV: &str = "TFRECORD_LIRS_DEBUG";
 /// How [`AutoFile`] reads a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AutoRead {
-    /// Small records: a memory map under a read lease (`pread` if none can be had).
+    /// Small records in files that fit, or walked in a page-aware order: a memory map
+    /// under a read lease (`pread` if none can be had).
     Mapped,
     /// Large records in files that fit in the page cache: `pread(2)`, with the
     /// kernel's read-ahead (later epochs read from the cache).
     Pread,
-    /// Large records in files that do not fit: `O_DIRECT` reads of the record's blocks
+    /// Files that do not fit, of large records or walked in an order that is not
+    /// page-aware: `O_DIRECT` reads of the record's blocks
     /// (no page-cache copy to evict), or, where the filesystem has no `O_DIRECT`,
     /// `pread` with read-ahead off (`POSIX_FADV_RANDOM`); more reads in flight.
     Cold,
@@ -95,6 +97,9 @@ pub struct AutoInputs {
     /// The memory this process may use ([`MemoryLimit::bytes`](super::MemoryLimit::bytes)),
     /// if known.
     pub memory: Option<u64>,
+    /// Whether the reader walks the file in a page-aware order (whole pages of a padded
+    /// file per unit), which reads whole pages through a map.
+    pub page_aware: bool,
 }
 
 /// The room the page cache has for this process's files, out of `memory` (see
@@ -103,12 +108,14 @@ pub fn page_cache_room(memory: Option<u64>) -> Option<u64> {
     memory.map(|m| m / PAGE_CACHE_ROOM_DIVISOR)
 }
 
-/// The default backend's rule: small records (at most [`AUTO_MAP_MAX_MEAN_RECORD`]
-/// on average) are mapped, whether the files fit in the page cache or not (maps beyond
-/// [`page_cache_room`] are advised random, and page-aware orders of padded files read
-/// whole pages of them); larger records are read with `pread` while the files fit in
-/// the memory this process may use ([`COLD_FILES_OVER_MEMORY`]) and
-/// [`AutoRead::Cold`] once they exceed it.
+/// The default backend's rule: files beyond the memory this process may use
+/// ([`COLD_FILES_OVER_MEMORY`]) are read [`AutoRead::Cold`], unless their records are
+/// small (at most [`AUTO_MAP_MAX_MEAN_RECORD`] on average) and the reader walks them in
+/// a page-aware order (whole pages of a padded file, which a map reads at a fault;
+/// maps beyond [`page_cache_room`] are advised random). Files that fit are mapped for
+/// small records and read with `pread` for larger ones. A random order of small
+/// records beyond the memory through a map reads the device's read-around of every
+/// page touched: 5-11x slower than direct reads (docs/FORMAT.md).
 /// Returns the choice and a sentence saying why.
 pub fn choose_auto_read(inputs: AutoInputs) -> (AutoRead, String) {
     let AutoInputs {
@@ -116,40 +123,40 @@ pub fn choose_auto_read(inputs: AutoInputs) -> (AutoRead, String) {
         records,
         files_bytes,
         memory,
+        page_aware,
     } = inputs;
     if records == 0 {
         return (AutoRead::Pread, "no records".into());
     }
     let mean = file_bytes / records;
-    if mean <= AUTO_MAP_MAX_MEAN_RECORD {
-        return (
-            AutoRead::Mapped,
-            format!("records of {mean} bytes on average, at most {AUTO_MAP_MAX_MEAN_RECORD}"),
-        );
-    }
+    let small = mean <= AUTO_MAP_MAX_MEAN_RECORD;
     let (num, den) = COLD_FILES_OVER_MEMORY;
     let room = memory.map(|m| m.saturating_mul(num) / den);
     let fits = room.is_none_or(|room| files_bytes <= room);
     let room = room.map_or_else(|| "unknown".to_string(), |r| r.to_string());
     let why = format!(
-        "records of {mean} bytes on average, above {AUTO_MAP_MAX_MEAN_RECORD}; files of \
-         {files_bytes} bytes {} the {room} bytes of memory this process may use",
+        "records of {mean} bytes on average, {} {AUTO_MAP_MAX_MEAN_RECORD}; files of \
+         {files_bytes} bytes {} the {room} bytes of memory this process may use; {} order",
+        if small { "at most" } else { "above" },
         if fits { "within" } else { "beyond" },
-    );
-    (
-        if fits {
-            AutoRead::Pread
+        if page_aware {
+            "a page-aware"
         } else {
-            AutoRead::Cold
+            "not a page-aware"
         },
-        why,
-    )
+    );
+    let read = match (small, fits, page_aware) {
+        (true, true, _) | (true, false, true) => AutoRead::Mapped,
+        (false, true, _) => AutoRead::Pread,
+        (_, false, _) => AutoRead::Cold,
+    };
+    (read, why)
 }
 
 /// The default backend: positioned reads with `pread(2)`, and, when the kernel grants
-/// a read lease on the file, a memory map besides (see the `leased` module); for large
-/// records in files beyond the memory this process may use, `O_DIRECT` reads (see
-/// [`choose_auto_read`]).
+/// a read lease on the file, a memory map besides (see the `leased` module); for files
+/// beyond the memory this process may use (but small records walked in a page-aware
+/// order), `O_DIRECT` reads (see [`choose_auto_read`]).
 ///
 /// While the lease is held nobody can open the file for writing or truncate it: such a
 /// process blocks until a watcher thread notices (within a few milliseconds), revokes
@@ -170,9 +177,8 @@ enum Reads {
 }
 
 impl AutoFile {
-    /// Opens `path`; maps it (under a lease) only if it holds records of at most
-    /// [`AUTO_MAP_MAX_MEAN_RECORD`] bytes on average (`records` of them) and a lease can
-    /// be had.
+    /// Opens `path`, judged alone and walked in no page-aware order: maps it (under a
+    /// lease) if [`choose_auto_read`] says so for its `records` and a lease can be had.
     pub fn open(path: &Path, records: u64) -> Result<AutoFile> {
         Ok(AutoFile::from_pread(PreadFile::open(path)?, records))
     }
@@ -182,16 +188,23 @@ impl AutoFile {
     /// is judged on its own against the page cache room.
     pub fn from_pread(pread: PreadFile, records: u64) -> AutoFile {
         let size = pread.size();
-        AutoFile::from_pread_among(pread, records, size)
+        AutoFile::from_pread_among(pread, records, size, false)
     }
 
-    /// [`AutoFile::from_pread`] for one of files of `files_bytes` in all read together.
-    pub fn from_pread_among(pread: PreadFile, records: u64, files_bytes: u64) -> AutoFile {
+    /// [`AutoFile::from_pread`] for one of files of `files_bytes` in all read together,
+    /// walked in a page-aware order or not (see [`AutoInputs::page_aware`]).
+    pub fn from_pread_among(
+        pread: PreadFile,
+        records: u64,
+        files_bytes: u64,
+        page_aware: bool,
+    ) -> AutoFile {
         let inputs = AutoInputs {
             file_bytes: pread.size(),
             records,
             files_bytes,
             memory: memory_limit().bytes(),
+            page_aware,
         };
         let (choice, _) = choose_auto_read(inputs);
         let map = if choice == AutoRead::Mapped {
@@ -283,12 +296,17 @@ mod tests {
     const MB: u64 = 1_000_000;
 
     fn choose(record: u64, files_bytes: u64, memory: Option<u64>) -> AutoRead {
+        choose_in(record, files_bytes, memory, false)
+    }
+
+    fn choose_in(record: u64, files_bytes: u64, memory: Option<u64>, page_aware: bool) -> AutoRead {
         let records = 1000;
         choose_auto_read(AutoInputs {
             file_bytes: record * records,
             records,
             files_bytes,
             memory,
+            page_aware,
         })
         .0
     }
@@ -316,16 +334,38 @@ mod tests {
     }
 
     #[test]
-    fn small_records_are_mapped_cold_or_not() {
-        for memory in [Some(300 * MB), Some(24_000 * MB), None] {
-            assert_eq!(choose(4096, 1000 * MB, memory), AutoRead::Mapped);
+    fn small_records_that_fit_are_mapped_in_any_order() {
+        for memory in [Some(24_000 * MB), None] {
+            for page_aware in [false, true] {
+                for record in [1, 4096, AUTO_MAP_MAX_MEAN_RECORD] {
+                    let read = choose_in(record, 1000 * MB, memory, page_aware);
+                    assert_eq!(read, AutoRead::Mapped, "{record} {memory:?} {page_aware}");
+                }
+            }
+        }
+        // At the memory: still fits.
+        assert_eq!(choose(4096, 300 * MB, Some(300 * MB)), AutoRead::Mapped);
+    }
+
+    #[test]
+    fn small_records_beyond_the_memory_are_cold_unless_the_order_is_page_aware() {
+        for record in [1, 4096, AUTO_MAP_MAX_MEAN_RECORD] {
+            assert_eq!(choose(record, 1000 * MB, Some(300 * MB)), AutoRead::Cold);
+            assert_eq!(choose(record, 300 * MB + 1, Some(300 * MB)), AutoRead::Cold);
+            // A page-aware walk reads whole pages through the map.
             assert_eq!(
-                choose(AUTO_MAP_MAX_MEAN_RECORD, 1000 * MB, memory),
+                choose_in(record, 1000 * MB, Some(300 * MB), true),
                 AutoRead::Mapped
             );
         }
+        // Large records are cold beyond the memory in any order.
         assert_eq!(
-            choose(AUTO_MAP_MAX_MEAN_RECORD + 1, 1000 * MB, Some(300 * MB)),
+            choose_in(
+                AUTO_MAP_MAX_MEAN_RECORD + 1,
+                1000 * MB,
+                Some(300 * MB),
+                true
+            ),
             AutoRead::Cold
         );
     }
@@ -337,6 +377,7 @@ mod tests {
             records: 1000,
             files_bytes: 1000 * MB,
             memory: Some(300 * MB),
+            page_aware: false,
         });
         assert_eq!(read, AutoRead::Cold);
         assert!(why.contains("100000 bytes on average"), "{why}");
@@ -345,10 +386,21 @@ mod tests {
             "{why}"
         );
         let (read, why) = choose_auto_read(AutoInputs {
+            file_bytes: 4 * MB,
+            records: 1000,
+            files_bytes: 1000 * MB,
+            memory: Some(300 * MB),
+            page_aware: true,
+        });
+        assert_eq!(read, AutoRead::Mapped);
+        assert!(why.contains("4000 bytes on average, at most"), "{why}");
+        assert!(why.ends_with("; a page-aware order"), "{why}");
+        let (read, why) = choose_auto_read(AutoInputs {
             file_bytes: 0,
             records: 0,
             files_bytes: 0,
             memory: None,
+            page_aware: false,
         });
         assert_eq!((read, why.as_str()), (AutoRead::Pread, "no records"));
     }
@@ -361,7 +413,7 @@ mod tests {
         std::fs::write(&path, &data).unwrap();
         let pread = PreadFile::open(&path).unwrap();
         // Three records of 100 KB among files far beyond any memory.
-        let file = AutoFile::from_pread_among(pread, 3, u64::MAX);
+        let file = AutoFile::from_pread_among(pread, 3, u64::MAX, false);
         assert_eq!(file.choice(), AutoRead::Cold);
         assert!(file.reads_cold());
         assert!(!file.is_mapped());
@@ -371,5 +423,29 @@ mod tests {
         super::super::read_exact_at(&file, &mut buf, 4093).unwrap();
         assert_eq!(buf, data[4093..9093]);
         assert_eq!(file.size(), 300_000);
+    }
+
+    #[test]
+    fn small_records_beyond_any_memory_are_cold_but_for_a_page_aware_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let open = |page_aware| {
+            let pread = PreadFile::open(&path).unwrap();
+            // 300 records of 1 KB among files far beyond any memory.
+            AutoFile::from_pread_among(pread, 300, u64::MAX, page_aware)
+        };
+        let cold = open(false);
+        assert_eq!(cold.choice(), AutoRead::Cold);
+        assert!(cold.reads_cold() && !cold.is_mapped() && cold.bypasses_page_cache());
+        let mapped = open(true);
+        assert_eq!(mapped.choice(), AutoRead::Mapped);
+        assert!(!mapped.reads_cold() && !mapped.bypasses_page_cache());
+        for file in [&cold, &mapped] {
+            let mut buf = vec![0u8; 1000];
+            super::super::read_exact_at(file, &mut buf, 12_345).unwrap();
+            assert_eq!(buf, data[12_345..13_345]);
+        }
     }
 }
