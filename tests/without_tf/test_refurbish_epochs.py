@@ -28,9 +28,10 @@ def final(sample, seed):
     return sample * 10 + np.random.default_rng(seed).integers(0, 10, 2)
 
 
-def loader(data, sampler, num_workers=2, persistent=False):
+def loader(data, sampler, num_workers=2, persistent=False, context=None):
     return tud.DataLoader(data, sampler=sampler, batch_size=BATCH, num_workers=num_workers,
                           persistent_workers=persistent and num_workers > 0,
+                          multiprocessing_context=context if num_workers else None,
                           collate_fn=list)
 
 
@@ -68,12 +69,14 @@ def test_refurbish_epochs_move_on_with_no_set_epoch(source, tmp_path, persistent
     assert [epoch_of(dl), epoch_of(dl)] == reference(source, tmp_path, [7, 8])
 
 
-@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("persistent,context", [(False, None), (True, None),
+                                                (True, "spawn")])
 def test_augment_dataset_samples_differ_by_epoch_with_no_set_epoch(source, tmp_path,
-                                                                   persistent):
+                                                                   persistent, context):
+    """Spawned workers get the dataset pickled, its sampler (the core's) with it."""
     data = AugmentDataset(source, partial, seed=SEED, batch_size=BATCH,
                           share=str(tmp_path / "share"))
-    dl = loader(data, data.sampler, persistent=persistent)
+    dl = loader(data, data.sampler, persistent=persistent, context=context)
     for e in range(3):
         ids = data.sampler.schedule.epoch(e)[0].tolist()
         assert epoch_of(dl) == [partial(bytes([i]), partial_seed(SEED, i, e)).tolist()
