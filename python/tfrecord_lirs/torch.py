@@ -23,8 +23,7 @@ augmentation on a refresh, stores it, and the final one on every use):
                                                 store="/dev/shm/partials")
     loader = torch.utils.data.DataLoader(data, sampler=sampler, batch_size=256,
                                          num_workers=2)
-    for epoch in range(90):
-        sampler.set_epoch(epoch)
+    for epoch in range(90):           # each walks the next epoch's schedule
         for batch in loader:
             ...
 """
@@ -34,6 +33,7 @@ import torch as _torch
 import torch.utils.data as _tud
 from torch.utils.data._utils import collate as _collate
 
+from tfrecord_lirs import _lirs
 from tfrecord_lirs import errors as _errors
 from tfrecord_lirs import example as _example
 from tfrecord_lirs import loader as _loader
@@ -125,13 +125,19 @@ class RefurbishSampler(_tud.Sampler):
     """The refurbish schedule as a PyTorch `Sampler`: yields `(id, refresh,
     generation, epoch)` for a `RefurbishDataset`, in the core's delivery order (see
     `tfrecord_lirs.RefurbishSchedule`; give the DataLoader the same `batch_size`, so
-    every batch holds its share of refreshes). Call `set_epoch(e)` before each epoch.
+    every batch holds its share of refreshes). Each iteration walks the current epoch
+    (`epoch`); once it has handed out the whole epoch, the epoch moves on, so every
+    epoch of the DataLoader (worker processes persistent or not) walks the next
+    epoch's schedule with no call (an iteration dropped part way is walked again from
+    its start). `set_epoch(e)` picks the epoch the next iteration walks.
 
     `state_dict(consumed)` / `load_state_dict(state)`: the refurbish state, a dict of
     its own (epoch, position, reuse_factor, schedule version, seed and the schedule's
     other options); `consumed` is how many samples of the epoch training has taken
     (batches × batch_size; the DataLoader fetches ahead, so what the sampler handed out
     is more). The next iteration after `load_state_dict` starts at that position.
+    The epoch counter, the position and the checks of a state are the Rust core's
+    (`tfrecord_lirs._lirs.NativeRefurbishSampler`).
     """
 
     def __init__(self, source_or_len, seed=None, reuse_factor=None, batch_size=None,
@@ -140,47 +146,39 @@ class RefurbishSampler(_tud.Sampler):
                                           batch_size=batch_size, num_shards=num_shards,
                                           shard_index=shard_index,
                                           order_version=order_version)
-        self._epoch = 0
-        self._start = 0
-        self._handed_out = 0
+        self._native = _lirs.NativeRefurbishSampler(self.schedule._native)
 
     @property
     def epoch(self):
         """The epoch the next iteration walks."""
-        return self._epoch
+        return self._native.epoch()
 
     def set_epoch(self, epoch):
         """The epoch the next iteration walks (from its start)."""
-        self._epoch = int(epoch)
-        self._start = 0
+        self._native.set_epoch(epoch)
 
     def __len__(self):
-        return len(self.schedule)
+        return self._native.len()
 
     def __iter__(self):
-        epoch, start = self._epoch, self._start
-        self._start = 0
-        ids, refresh, generation = self.schedule.epoch(epoch, start)
-        self._handed_out = start
-        for i, f, g in zip(ids.tolist(), refresh.tolist(), generation.tolist()):
-            self._handed_out += 1
-            yield (i, f, g, epoch)
+        return self._native.walk()
 
     def state_dict(self, consumed=None):
         """The refurbish state: where to go on (`consumed`: samples of the epoch
         taken; None: those this sampler handed out)."""
-        state = {"refurbish_schedule_version": self.schedule.version,
-                 **self.schedule.options,
-                 "epoch": self._epoch,
-                 "position": self._handed_out if consumed is None else int(consumed)}
-        return state
+        return dict(self._native.state_dict(None if consumed is None else int(consumed)))
 
     def load_state_dict(self, state):
         """Goes on from `state` (a `state_dict` of a sampler with the same options)."""
-        self.schedule.check_state(state)
-        position = int(state["position"])
-        self._epoch = int(state["epoch"])
-        self._start = position
+        self._native.load_state_dict(dict(state))
+
+    def __getstate__(self):
+        return {"schedule": self.schedule, "state": self.state_dict()}
+
+    def __setstate__(self, state):
+        self.schedule = state["schedule"]
+        self._native = _lirs.NativeRefurbishSampler(self.schedule._native)
+        self._native.load_state_dict(state["state"])
 
 
 class RefurbishDataset(_tud.Dataset):
@@ -248,7 +246,8 @@ class AugmentDataset(RefurbishDataset):
     to come to it computes and stores it, the others wait for it or read it, and
     every job sees the same augmented samples. A job may start late or be killed at
     any time. Give the DataLoader `sampler=data.sampler` and the same `batch_size`;
-    call `data.sampler.set_epoch(e)` before each epoch:
+    each epoch of the DataLoader walks the next epoch (`data.sampler.set_epoch(e)`
+    picks one):
 
         data = tfrecord_lirs.torch.AugmentDataset(source, augment, seed=42,
                                                   batch_size=256, share="/dev/shm/sweep")

@@ -25,6 +25,7 @@ mod elastic;
 mod example;
 mod gfile;
 mod refurbish;
+mod refurbish_sampler;
 mod sampler;
 
 use std::path::PathBuf;

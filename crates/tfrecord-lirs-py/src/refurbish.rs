@@ -21,7 +21,35 @@ use crate::IntoPy;
 /// The refurbish schedule of one shard of `n` ids.
 #[pyclass(module = "tfrecord_lirs._lirs", frozen)]
 pub(crate) struct NativeRefurbishSchedule {
-    schedule: RefurbishSchedule,
+    pub(crate) schedule: RefurbishSchedule,
+}
+
+/// The entry `key` of a saved refurbish state.
+pub(crate) fn saved_count(py: Python<'_>, state: &Bound<'_, PyDict>, key: &str) -> PyResult<u64> {
+    match state.get_item(key)? {
+        Some(v) => v.extract(),
+        None => Err(core::Error::invalid_argument(format!(
+            "the refurbish state has no {key}"
+        )))
+        .py_err(py),
+    }
+}
+
+/// The schedule version and options a saved refurbish state names.
+pub(crate) fn saved_schedule(
+    py: Python<'_>,
+    state: &Bound<'_, PyDict>,
+) -> PyResult<(u64, RefurbishParams)> {
+    let get = |key: &str| saved_count(py, state, key);
+    let params = RefurbishParams {
+        seed: get("seed")?,
+        reuse_factor: get("reuse_factor")?,
+        batch_size: get("batch_size")?,
+        num_shards: get("num_shards")?,
+        shard_index: get("shard_index")?,
+        order_version: options::order_version(get("order_version")?).py_err(py)?,
+    };
+    Ok((get("refurbish_schedule_version")?, params))
 }
 
 /// `(ids, refresh, generation)` of `uses` as little-endian bytes.
@@ -106,29 +134,10 @@ impl NativeRefurbishSchedule {
     /// Checks a saved refurbish state (the core's rule): `state` holds the schedule
     /// version, the options and the position.
     fn check_state(&self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
-        let get = |key: &str| -> PyResult<u64> {
-            match state.get_item(key)? {
-                Some(v) => v.extract(),
-                None => Err(core::Error::invalid_argument(format!(
-                    "the refurbish state has no {key}"
-                )))
-                .py_err(py),
-            }
-        };
-        let params = RefurbishParams {
-            seed: get("seed")?,
-            reuse_factor: get("reuse_factor")?,
-            batch_size: get("batch_size")?,
-            num_shards: get("num_shards")?,
-            shard_index: get("shard_index")?,
-            order_version: options::order_version(get("order_version")?).py_err(py)?,
-        };
+        let (version, params) = saved_schedule(py, state)?;
+        let position = saved_count(py, state, "position")?;
         self.schedule
-            .check_state(
-                get("refurbish_schedule_version")?,
-                &params,
-                get("position")?,
-            )
+            .check_state(version, &params, position)
             .py_err(py)
     }
 
@@ -196,6 +205,8 @@ fn stateless_seed_pair(seed: u64) -> (i64, i64) {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeRefurbishSchedule>()?;
+    m.add_class::<crate::refurbish_sampler::NativeRefurbishSampler>()?;
+    m.add_class::<crate::refurbish_sampler::NativeRefurbishWalk>()?;
     m.add_class::<NativePartialStore>()?;
     m.add_class::<NativeRefurbisher>()?;
     m.add_function(wrap_pyfunction!(partial_seed, m)?)?;

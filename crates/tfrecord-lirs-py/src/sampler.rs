@@ -30,13 +30,34 @@ pub(crate) struct NativeSampler {
     latest: Mutex<Option<Arc<WalkProgress>>>,
 }
 
-/// Where a walk is.
-struct WalkProgress {
-    epoch: u64,
+/// Where a walk is (of a `NativeSampler` or a `NativeRefurbishSampler`).
+pub(crate) struct WalkProgress {
+    pub(crate) epoch: u64,
     /// The position in the epoch's order of the next id handed out.
-    position: AtomicU64,
+    pub(crate) position: AtomicU64,
     /// Every id handed out.
-    done: AtomicBool,
+    pub(crate) done: AtomicBool,
+}
+
+impl WalkProgress {
+    pub(crate) fn new(epoch: u64, start: u64) -> Arc<WalkProgress> {
+        Arc::new(WalkProgress {
+            epoch,
+            position: AtomicU64::new(start),
+            done: AtomicBool::new(false),
+        })
+    }
+
+    /// (epoch, position) while the walk has not handed out everything.
+    pub(crate) fn in_progress(&self) -> Option<(u64, u64)> {
+        (!self.done.load(Ordering::Relaxed))
+            .then(|| (self.epoch, self.position.load(Ordering::Relaxed)))
+    }
+
+    /// Marks the walk done; true the first time (the sampler's epoch moves on once).
+    pub(crate) fn finish(&self) -> bool {
+        !self.done.swap(true, Ordering::Relaxed)
+    }
 }
 
 /// One walk of a `NativeSampler`'s epoch: its ids one by one from the position the
@@ -61,7 +82,7 @@ impl NativeSamplerWalk {
             p.position.store(position + 1, Ordering::Relaxed);
             return Ok(Some(id));
         }
-        if !p.done.swap(true, Ordering::Relaxed) {
+        if p.finish() {
             lock(&self.sampler).py_err(py)?.walked(p.epoch);
         }
         Ok(None)
@@ -146,11 +167,7 @@ impl NativeSampler {
                 s.order(epoch).map(|ids| (epoch, start, ids))
             })
             .py_err(py)?;
-        let progress = Arc::new(WalkProgress {
-            epoch,
-            position: AtomicU64::new(start),
-            done: AtomicBool::new(false),
-        });
+        let progress = WalkProgress::new(epoch, start);
         *self.latest(py)? = Some(Arc::clone(&progress));
         Ok(NativeSamplerWalk {
             ids,
@@ -163,9 +180,7 @@ impl NativeSampler {
     /// start of the next walk) and what identifies the sampler.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let latest = self.latest(py)?.clone();
-        let walk = latest
-            .filter(|p| !p.done.load(Ordering::Relaxed))
-            .map(|p| (p.epoch, p.position.load(Ordering::Relaxed)));
+        let walk = latest.and_then(|p| p.in_progress());
         let state = self.lock(py)?.state(walk);
         let d = PyDict::new(py);
         d.set_item(KEY_KIND, KIND)?;

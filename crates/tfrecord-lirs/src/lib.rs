@@ -107,6 +107,7 @@ pub use read::cursor::view::BatchView;
 pub use read::cursor::walk::DatasetCursor;
 #[allow(deprecated)]
 pub use read::elastic::{EpochProgress, EpochState, ShardProgress, ShardState};
+pub use read::epoch_walks::EpochWalks;
 pub use read::fetch::{
     Cut, DeliveredLedger, FetchOptions, FetchSchedule, Fetcher, OrderSource, Payloads, Resume,
     Window, ADAPTIVE_IN_FLIGHT, COLD_AUTO_THREADS, ORDER_VERSION_1,
@@ -119,6 +120,7 @@ pub use read::reader::{
     Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
 };
 pub use read::refurbish::{Partial, Refurbisher};
+pub use read::refurbish_sampler::{RefurbishSampler, RefurbishSamplerState};
 pub use read::sampler::{Sampler, SamplerSource, SamplerState};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};
 pub use read::tfrecord_lirs::TFRecordLIRS;

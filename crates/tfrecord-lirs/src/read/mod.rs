@@ -5,11 +5,13 @@
 pub(crate) mod batch;
 pub(crate) mod cursor;
 pub(crate) mod elastic;
+pub(crate) mod epoch_walks;
 pub(crate) mod fetch;
 pub(crate) mod loader;
 pub(crate) mod missing_table;
 pub(crate) mod reader;
 pub(crate) mod refurbish;
+pub(crate) mod refurbish_sampler;
 pub(crate) mod sampler;
 pub(crate) mod stats;
 pub(crate) mod table_check;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use crate::options;
 use crate::read::cursor::state::CursorState;
 use crate::read::elastic::{EpochState, ShardState};
+use crate::read::epoch_walks::EpochWalks;
 use crate::read::loader::WalkIdentity;
 use crate::read::reader::Reader;
 use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
@@ -68,9 +69,8 @@ pub struct Sampler {
     version: OrderVersion,
     /// What the shards do with the remainder (equal shards for data-parallel ranks).
     remainder: ShardRemainder,
-    epoch: u64,
-    /// The position the next walk starts at: 0, or a restored state's.
-    start: u64,
+    /// The epoch and position the next walk starts at.
+    walks: EpochWalks,
     /// Instances of this shard in every fresh epoch.
     len: u64,
     /// An epoch resumed from a state: its order is this shard's part of what the state
@@ -99,8 +99,7 @@ impl Sampler {
             shard_index,
             version,
             remainder: ShardRemainder::Keep,
-            epoch: options::defaults::EPOCH,
-            start: 0,
+            walks: EpochWalks::new(options::defaults::EPOCH),
             len: 0,
             resumed: None,
         };
@@ -151,36 +150,33 @@ impl Sampler {
 
     /// The epoch the next iteration walks.
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.walks.epoch()
     }
 
     /// Sets the epoch the next iteration walks (from its start).
     pub fn set_epoch(&mut self, epoch: u64) {
-        self.epoch = epoch;
-        self.start = 0;
+        self.walks.set_epoch(epoch);
     }
 
     /// Where the next walk starts: (epoch, position in its [`order`](Sampler::order)).
     /// A walk moves nothing until it has handed out the whole epoch
-    /// ([`walked`](Sampler::walked)), so a walk begun and dropped (a `DataLoader`
-    /// makes its sampler's iterator more than once per epoch) costs no epoch.
+    /// ([`walked`](Sampler::walked), the rule of [`EpochWalks`]), so a walk begun and
+    /// dropped (a `DataLoader` makes its sampler's iterator more than once per epoch)
+    /// costs no epoch.
     pub fn next_walk(&self) -> (u64, u64) {
-        (self.epoch, self.start)
+        self.walks.next_walk()
     }
 
     /// A walk of `epoch` handed out its whole order: the next walk walks the epoch
     /// after, from its start (unless the epoch was set to another since).
     pub fn walked(&mut self, epoch: u64) {
-        if epoch == self.epoch {
-            self.epoch = epoch.saturating_add(1);
-            self.start = 0;
-        }
+        self.walks.walked(epoch);
     }
 
     /// The checkpoint at position `position` of a walk of `epoch` in progress (`None`:
     /// no walk in progress, the start of the next one).
     pub fn state(&self, walk: Option<(u64, u64)>) -> SamplerState {
-        let (epoch, position) = walk.unwrap_or((self.epoch, self.start));
+        let (epoch, position) = walk.unwrap_or(self.walks.next_walk());
         SamplerState {
             walk: WalkIdentity {
                 dataset: self.dataset(),
@@ -227,7 +223,7 @@ impl Sampler {
                 state.position, state.epoch
             )));
         }
-        restored.start = state.position;
+        restored.walks.start_at(state.epoch, state.position);
         *self = restored;
         Ok(())
     }
@@ -272,7 +268,9 @@ impl Sampler {
     /// Instances of the current epoch in this shard.
     pub fn len(&self) -> Result<u64> {
         match &self.resumed {
-            Some(state) if state.epoch == self.epoch => Ok(self.order(self.epoch)?.len() as u64),
+            Some(state) if state.epoch == self.epoch() => {
+                Ok(self.order(self.epoch())?.len() as u64)
+            }
             _ => Ok(self.len),
         }
     }
@@ -305,13 +303,13 @@ impl Sampler {
     pub fn shard_state(&self, consumed: u64) -> Result<ShardState> {
         self.check_elastic()?;
         let base = match &self.resumed {
-            Some(state) if state.epoch == self.epoch => state.clone(),
+            Some(state) if state.epoch == self.epoch() => state.clone(),
             _ => match &self.source {
                 SamplerSource::Files(reader) => {
-                    EpochState::fresh_of(reader, &self.params(self.epoch), self.version)
+                    EpochState::fresh_of(reader, &self.params(self.epoch()), self.version)
                 }
                 SamplerSource::Instances(n) => {
-                    EpochState::fresh(*n, &self.params(self.epoch), self.version)
+                    EpochState::fresh(*n, &self.params(self.epoch()), self.version)
                 }
             },
         };
@@ -330,8 +328,7 @@ impl Sampler {
     pub fn resume(&mut self, state: EpochState) -> Result<()> {
         self.check_elastic()?;
         state.shard_ids(self.reader(), &self.params(state.epoch), self.version)?;
-        self.epoch = state.epoch;
-        self.start = 0;
+        self.walks.set_epoch(state.epoch);
         self.resumed = Some(state);
         Ok(())
     }
