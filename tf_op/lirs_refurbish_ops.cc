@@ -119,15 +119,14 @@ REGISTER_OP("LIRSRefurbishKeep")
       return absl::OkStatus();
     });
 
-// The kernels' common part: the Rust step of the attrs and the file inputs,
-// opened at the first call (or when those inputs change).
-class RefurbishKernel : public OpKernel {
+// The Rust step of a kernel's attrs and file inputs, opened at the first call
+// (or when those inputs change).
+class StepCache {
  public:
-  explicit RefurbishKernel(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit StepCache(OpKernelConstruction* ctx) {
     OP_REQUIRES_OK(ctx, lirs::AttrValues(ctx->def(), &attrs_));
   }
 
- protected:
   absl::Status Step(OpKernelContext* ctx, const ffi::RefurbishStep** step) {
     std::vector<std::string> files, tables;
     TF_RETURN_IF_ERROR(
@@ -172,6 +171,24 @@ class RefurbishKernel : public OpKernel {
   std::vector<std::string> tables_ TF_GUARDED_BY(mu_);
 };
 
+// The synchronous kernels' common part.
+class RefurbishKernel : public OpKernel {
+ public:
+  explicit RefurbishKernel(OpKernelConstruction* ctx)
+      : OpKernel(ctx), steps_(ctx) {}
+
+ protected:
+  absl::Status Step(OpKernelContext* ctx, const ffi::RefurbishStep** step) {
+    return steps_.Step(ctx, step);
+  }
+  static absl::Status Int(OpKernelContext* ctx, int i, int64_t* out) {
+    return StepCache::Int(ctx, i, out);
+  }
+
+ private:
+  StepCache steps_;
+};
+
 class LIRSRefurbishUsesOp : public RefurbishKernel {
  public:
   using RefurbishKernel::RefurbishKernel;
@@ -203,35 +220,65 @@ class LIRSRefurbishUsesOp : public RefurbishKernel {
   }
 };
 
-class LIRSRefurbishLookupOp : public RefurbishKernel {
+// Asynchronous: a lookup that finds another process's claim waits for it (up to
+// the core's bound) on a thread of its own, never on one of TensorFlow's pools,
+// whose threads the holder's computation may need.
+class LIRSRefurbishLookupOp : public AsyncOpKernel {
  public:
-  using RefurbishKernel::RefurbishKernel;
+  explicit LIRSRefurbishLookupOp(OpKernelConstruction* ctx)
+      : AsyncOpKernel(ctx), steps_(ctx) {}
 
-  void Compute(OpKernelContext* ctx) override {
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     const ffi::RefurbishStep* step = nullptr;
-    OP_REQUIRES_OK(ctx, Step(ctx, &step));
+    OP_REQUIRES_OK_ASYNC(ctx, steps_.Step(ctx, &step), done);
     int64_t id = 0, generation = 0, epoch = 0;
-    OP_REQUIRES_OK(ctx, Int(ctx, 2, &id));
-    OP_REQUIRES_OK(ctx, Int(ctx, 3, &generation));
-    OP_REQUIRES_OK(ctx, Int(ctx, 4, &epoch));
+    OP_REQUIRES_OK_ASYNC(ctx, StepCache::Int(ctx, 2, &id), done);
+    OP_REQUIRES_OK_ASYNC(ctx, StepCache::Int(ctx, 3, &generation), done);
+    OP_REQUIRES_OK_ASYNC(ctx, StepCache::Int(ctx, 4, &epoch), done);
     Tensor *found_t, *payload_t, *partial_t, *final_t;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &found_t));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &payload_t));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &partial_t));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({2}), &final_t));
-    rust::Vec<uint8_t> payload;
-    bool found = false;
-    OP_REQUIRES_OK(
-        ctx, CallRust("LIRSRefurbishLookup: ", [&](ffi::Status& st) {
-          found = step->lookup(
-              id, generation, epoch, payload,
-              rust::Slice<int64_t>(partial_t->flat<int64_t>().data(), 2),
-              rust::Slice<int64_t>(final_t->flat<int64_t>().data(), 2), st);
-        }));
-    found_t->scalar<bool>()() = found;
-    payload_t->scalar<tstring>()().assign(
-        reinterpret_cast<const char*>(payload.data()), payload.size());
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_output(0, TensorShape({}), &found_t), done);
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_output(1, TensorShape({}), &payload_t), done);
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_output(2, TensorShape({2}), &partial_t), done);
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_output(3, TensorShape({2}), &final_t), done);
+    // Returns false (nothing output yet) if the claim is busy and !wait.
+    auto lookup = [=](bool wait) {
+      rust::Vec<uint8_t> payload;
+      ffi::RefurbishFound found = ffi::RefurbishFound::Compute;
+      absl::Status s = CallRust("LIRSRefurbishLookup: ", [&](ffi::Status& st) {
+        found = step->lookup(
+            id, generation, epoch, wait, payload,
+            rust::Slice<int64_t>(partial_t->flat<int64_t>().data(), 2),
+            rust::Slice<int64_t>(final_t->flat<int64_t>().data(), 2), st);
+      });
+      if (!s.ok()) {
+        ctx->SetStatus(s);
+        return true;
+      }
+      if (found == ffi::RefurbishFound::Busy) return false;
+      found_t->scalar<bool>()() = found == ffi::RefurbishFound::Stored;
+      payload_t->scalar<tstring>()().assign(
+          reinterpret_cast<const char*>(payload.data()), payload.size());
+      return true;
+    };
+    if (lookup(false)) {
+      done();
+      return;
+    }
+    // The step and the outputs live until `done` (the kernel outlives its calls).
+    ctx->env()->SchedClosure([ctx, lookup, done = std::move(done)]() {
+      if (!lookup(true)) {  // a waiting lookup never answers busy
+        ctx->SetStatus(errors::Internal("LIRSRefurbishLookup: busy after waiting"));
+      }
+      done();
+    });
   }
+
+ private:
+  StepCache steps_;
 };
 
 class LIRSRefurbishKeepOp : public RefurbishKernel {

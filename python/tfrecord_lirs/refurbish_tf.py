@@ -13,6 +13,13 @@ core's, run by the op library's kernels (`LIRSRefurbishUses`, `LIRSRefurbishLook
 so the map runs in parallel with no Python per sample. A refresh reads the record and
 stores the partial output (`tf.io.serialize_tensor`); a reuse reads the store and not
 the TFRecord file.
+
+Jobs that run at the same time on one store directory (tf.data, PyTorch, Grain; same
+data, partial function name and seed) compute each partial output once in all: the
+lookup kernel claims a miss, and a job that finds another's claim waits for its entry
+(docs/FORMAT.md §7.1). A PyTorch or Grain job shares tf.data's entries when it stores
+the same bytes: give it `serializer=serializer(spec)`. `augment(files, fn, share=dir)`
+is the plain case (one augmentation per sample per epoch, shared by a sweep's jobs).
 """
 
 import os
@@ -41,6 +48,41 @@ def _deserialize(payload, spec):
     return tf.nest.pack_sequence_as(spec, out)
 
 
+def serializer(spec):
+    """`(dumps, loads)` of the bytes tf.data's `refurbish` stores, for the partial
+    outputs of `spec` (a `tf.TensorSpec` or a structure of them): give it as
+    `serializer=` to a PyTorch or Grain job (`tfrecord_lirs.torch.RefurbishDataset`,
+    `AugmentDataset`, `tfrecord_lirs.grain`) that shares a store with tf.data jobs;
+    `loads` gives numpy arrays."""
+    def dumps(sample):
+        return _serialize(tf.nest.map_structure(tf.convert_to_tensor, sample)).numpy()
+
+    def loads(payload):
+        return tf.nest.map_structure(lambda t: t.numpy(), _deserialize(payload, spec))
+
+    return dumps, loads
+
+
+def augment(files, augment, *, seed=None, share=None, batch_size=None, num_shards=None,
+            shard_index=None, order_version=None, epochs=None, start_epoch=None,
+            dataset_id=None, augment_name=None, store_bytes=None, offset_tables=None,
+            num_parallel_calls=None):
+    """A `tf.data.Dataset` of `augment(record, seed)` over `files` epoch after epoch,
+    the seed derived from (seed, id, epoch) by the core, so a sample does not depend on
+    who computed it. With `share` (a directory), the jobs that run at the same time
+    with the same data, seed and augment (a hyper-parameter sweep; tf.data, or PyTorch's
+    `AugmentDataset(share=)` with `serializer=serializer(spec)`) compute each
+    augmented sample once in all, and every job sees the same samples. It is
+    `refurbish` with `reuse_factor=1` and no final augmentation; `augment_name` (None:
+    the function's module and qualified name) keys the store."""
+    return refurbish(files, augment, None, seed=seed, reuse_factor=1,
+                     batch_size=batch_size, store=share, num_shards=num_shards,
+                     shard_index=shard_index, order_version=order_version, epochs=epochs,
+                     start_epoch=start_epoch, dataset_id=dataset_id,
+                     partial_name=augment_name, store_bytes=store_bytes,
+                     offset_tables=offset_tables, num_parallel_calls=num_parallel_calls)
+
+
 def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size=None,
               store=None, num_shards=None, shard_index=None, order_version=None,
               epochs=None, start_epoch=None, dataset_id=None, partial_name=None,
@@ -50,7 +92,9 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     `start_epoch` (`epochs`: how many; None: without end). The partial output is stored
     on a refresh and reused for `reuse_factor` epochs: `store` is a directory (shared by
     processes and jobs with the same files, partial function and seed) or None (this
-    process's memory). Arguments left None take the core's defaults;
+    process's memory); jobs that run at the same time on one directory compute each
+    partial output once in all (the module docs). `final` None: the partial output as
+    it is. Arguments left None take the core's defaults;
     `num_parallel_calls` (None: `tf.data.AUTOTUNE`) is the map's, which keeps the
     schedule's order. With more than one call in flight, a reuse early in an epoch can
     start before the refresh of the same sample late in the epoch before has stored its
@@ -117,7 +161,7 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
         sample = tf.cond(found, lambda: _deserialize(payload, out_spec), compute)
         sample = tf.nest.map_structure(lambda t, s: tf.ensure_shape(t, s.shape), sample,
                                        out_spec)
-        return final(sample, fseed)
+        return sample if final is None else final(sample, fseed)
 
     count = -1 if epochs is None else int(epochs)
     start_epoch = _checks.or_default(start_epoch, "start_epoch")
@@ -135,4 +179,4 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     return ds.with_options(pipeline)
 
 
-__all__ = ["refurbish"]
+__all__ = ["augment", "refurbish", "serializer"]

@@ -67,6 +67,20 @@ mod ffi {
         Unavailable = 6,
     }
 
+    /// What a refurbish lookup found (`RefurbishStep::lookup`).
+    #[derive(Debug)]
+    #[repr(u8)]
+    enum RefurbishFound {
+        /// A miss: the payload is the record; compute, then keep (the step holds the
+        /// claim until then).
+        Compute = 0,
+        /// The payload is the stored partial output.
+        Stored = 1,
+        /// Another process holds the claim: look up again with `wait`, from a thread
+        /// that may block.
+        Busy = 2,
+    }
+
     /// The outcome of a bridge call: filled in by Rust when the call fails.
     #[derive(Debug)]
     struct Status {
@@ -291,20 +305,24 @@ mod ffi {
             generation: &mut Vec<i64>,
             status: &mut Status,
         ) -> Result<()>;
-        /// Whether `(id, generation)` is stored: `payload` is then its bytes, else the
-        /// record of `id`; the seeds go to the two 2-value slices.
+        /// Whether `(id, generation)` is stored (`payload`: its bytes), to compute
+        /// (`payload`: the record of `id`; the step holds the claim until `keep`), or
+        /// claimed by another process (`wait`: wait for it instead); the seeds go to
+        /// the two 2-value slices.
         #[allow(clippy::too_many_arguments)]
         fn lookup(
             self: &RefurbishStep,
             id: i64,
             generation: i64,
             epoch: i64,
+            wait: bool,
             payload: &mut Vec<u8>,
             partial_seed: &mut [i64],
             final_seed: &mut [i64],
             status: &mut Status,
-        ) -> Result<bool>;
-        /// Counts and (unless no use will come) stores an output computed at `epoch`.
+        ) -> Result<RefurbishFound>;
+        /// Counts and (unless no use will come) stores an output computed at `epoch`,
+        /// then releases the claim of `(id, generation)` the step holds.
         fn keep(
             self: &RefurbishStep,
             id: i64,
@@ -320,7 +338,8 @@ mod ffi {
 pub use cursor::{BatchView, DatasetCursor};
 pub use dataset::{open_dataset_config, LirsDataset};
 pub use ffi::{
-    ErrorCode, FilePath, IterationSeeds, NamedValue, ProcessIoTotals, StateBytes, Status,
+    ErrorCode, FilePath, IterationSeeds, NamedValue, ProcessIoTotals, RefurbishFound, StateBytes,
+    Status,
 };
 pub use op_config::{CursorCheckpoint, CursorConfig, DatasetConfig, ReaderConfig, WalkConfig};
 pub use reader::{open_reader, path_of, storage, LirsReader};

@@ -2,23 +2,26 @@
 //! `tfrecord_lirs.refurbish` call it: an epoch's uses, a use's lookup (the stored
 //! partial output, else the record to compute it from, and both seeds as TensorFlow's
 //! `int64[2]`), and the keep of what the graph's `partial` computed. The step is the
-//! core's [`Refurbisher`]; here its config is read from the ops' attrs, and one step
-//! (one store) is shared by every kernel of the same `store_key`, so a store in memory
-//! is one store for the whole pipeline.
+//! core's [`Refurbisher`], taken in two halves (`claim_lookup`, `keep_claimed`): a
+//! miss in a directory store is claimed, so jobs sharing the store compute it once,
+//! and the claim is held by the step until the keep (or until the step is dropped).
+//! Here its config is read from the ops' attrs, and one step (one store, its claims)
+//! is shared by every kernel of the same `store_key`, so a store in memory is one
+//! store for the whole pipeline.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use tfrecord_lirs::options::{self, defaults};
 use tfrecord_lirs::{
-    self as core, stateless_seed_pair, PartialStore, RefurbishParams, RefurbishSchedule,
+    self as core, stateless_seed_pair, Lookup, PartialStore, RefurbishParams, RefurbishSchedule,
     Refurbisher, StoreIdentity,
 };
 
 use crate::op_config::{reader_config_of, OpArgs, READER_ATTRS};
 use crate::reader::{open_reader, path_of};
 use crate::status::{guard, report};
-use crate::{FfiError, FfiResult, FilePath, NamedValue, Status};
+use crate::{FfiError, FfiResult, FilePath, NamedValue, RefurbishFound, Status};
 
 /// The attrs of the refurbish ops besides the reader's.
 const STEP_ATTRS: [&str; 11] = [
@@ -158,20 +161,23 @@ impl RefurbishStep {
     }
 
     /// One use's first half: whether the store holds the partial output of `(id,
-    /// generation)`; `payload` is that output's bytes, else the record of `id` to
-    /// compute it from. `partial_seed` and `final_seed` (two values each) get the
-    /// seeds as TensorFlow's stateless ops take them.
+    /// generation)` (`payload` is that output's bytes), or it is to compute (`payload`
+    /// is the record of `id`; the claim is held until [`RefurbishStep::keep`]), or
+    /// another process holds its claim and `wait` is false (`Busy`: call again with
+    /// `wait` from a thread that may block). `partial_seed` and `final_seed` (two
+    /// values each) get the seeds as TensorFlow's stateless ops take them.
     #[allow(clippy::too_many_arguments)] // one use, and where its four outputs go
     pub(crate) fn lookup(
         &self,
         id: i64,
         generation: i64,
         epoch: i64,
+        wait: bool,
         payload: &mut Vec<u8>,
         partial_seed: &mut [i64],
         final_seed: &mut [i64],
         status: &mut Status,
-    ) -> FfiResult<bool> {
+    ) -> FfiResult<RefurbishFound> {
         report(
             status,
             guard("refurbish_lookup", || {
@@ -191,23 +197,29 @@ impl RefurbishStep {
                     }
                     out.copy_from_slice(&pair);
                 }
-                let found = match step.lookup(id, generation) {
-                    Some(stored) => {
+                Ok(match step.claim_lookup(id, generation, wait) {
+                    Lookup::Stored(stored) => {
                         *payload = stored;
-                        true
+                        RefurbishFound::Stored
                     }
-                    None => {
-                        *payload = self.shared.reader.read(id)?;
-                        false
+                    Lookup::Compute => {
+                        // No keep follows an error: its claim goes now.
+                        *payload = self
+                            .shared
+                            .reader
+                            .read(id)
+                            .inspect_err(|_| step.release_claim(id, generation))?;
+                        RefurbishFound::Compute
                     }
-                };
-                Ok(found)
+                    Lookup::Busy => RefurbishFound::Busy,
+                })
             }),
         )
     }
 
     /// One use's second half: counts the output computed at `epoch` and stores
-    /// `payload` unless no use of it will come (the core's rule). Whether it was stored.
+    /// `payload` unless no use of it will come (the core's rule), then releases the
+    /// claim the lookup took. Whether it was stored.
     pub(crate) fn keep(
         &self,
         id: i64,
@@ -220,7 +232,7 @@ impl RefurbishStep {
         report(
             status,
             guard("refurbish_keep", || {
-                Ok(self.shared.refurbisher.keep(
+                Ok(self.shared.refurbisher.keep_claimed(
                     non_negative("id", id)?,
                     non_negative("generation", generation)?,
                     non_negative("epoch", epoch)?,
@@ -326,13 +338,14 @@ mod tests {
                 7,
                 0,
                 3,
+                false,
                 &mut payload,
                 &mut p,
                 &mut f,
                 &mut crate::ok_status(),
             )
             .unwrap();
-        assert!(!found);
+        assert_eq!(found, RefurbishFound::Compute);
         assert_eq!(&payload[..4], &7u32.to_le_bytes()); // the record
         assert_eq!(
             p,
@@ -359,13 +372,49 @@ mod tests {
         let id = ids[refresh.iter().position(|&r| r == 0).unwrap()];
         assert!(first.keep(id, 0, 0, true, b"out", &mut st).unwrap());
         let (mut payload, mut p, mut f) = (vec![], [0i64; 2], [0i64; 2]);
-        assert!(second
-            .lookup(id, 0, 1, &mut payload, &mut p, &mut f, &mut st)
-            .unwrap());
+        let found = second
+            .lookup(id, 0, 1, false, &mut payload, &mut p, &mut f, &mut st)
+            .unwrap();
+        assert_eq!(found, RefurbishFound::Stored);
         assert_eq!(payload, b"out");
-        assert!(!other
-            .lookup(id, 0, 1, &mut payload, &mut p, &mut f, &mut st)
+        let found = other
+            .lookup(id, 0, 1, false, &mut payload, &mut p, &mut f, &mut st)
+            .unwrap();
+        assert_eq!(found, RefurbishFound::Compute);
+    }
+
+    /// Two pipelines (two jobs) on one directory: a miss is claimed from the lookup
+    /// to the keep, the other finds it busy, then reads what the keep stored; a lookup
+    /// whose record cannot be read releases its claim at once.
+    #[test]
+    fn pipelines_on_one_directory_share_through_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let store = store.to_str().unwrap();
+        let (a, b) = (
+            step(dir.path(), "a", store, 2),
+            step(dir.path(), "b", store, 2),
+        );
+        let mut st = crate::ok_status();
+        let (mut payload, mut p, mut f) = (vec![], [0i64; 2], [0i64; 2]);
+        let mut look = |s: &RefurbishStep, id, payload: &mut Vec<u8>| {
+            s.lookup(id, 0, 0, false, payload, &mut p, &mut f, &mut st)
+        };
+        assert_eq!(look(&a, 3, &mut payload).unwrap(), RefurbishFound::Compute);
+        assert_eq!(look(&b, 3, &mut payload).unwrap(), RefurbishFound::Busy);
+        assert!(a
+            .keep(3, 0, 0, true, b"out", &mut crate::ok_status())
             .unwrap());
+        assert_eq!(look(&b, 3, &mut payload).unwrap(), RefurbishFound::Stored);
+        assert_eq!(payload, b"out");
+        // A lookup's claim goes with its failed read (id 99: beyond the file): the
+        // other pipeline's lookup then claims it too (and fails the same way), not
+        // finding it busy.
+        for s in [&a, &b] {
+            let err = look(s, 99, &mut payload).unwrap_err();
+            assert_ne!(err.code, crate::ErrorCode::Ok);
+        }
+        assert_eq!(b.shared.refurbisher.store().stats().misses, 1);
     }
 
     #[test]
@@ -375,12 +424,12 @@ mod tests {
         let mut st = crate::ok_status();
         let (mut payload, mut p, mut f) = (vec![], [0i64; 2], [0i64; 2]);
         let err = step
-            .lookup(-1, 0, 0, &mut payload, &mut p, &mut f, &mut st)
+            .lookup(-1, 0, 0, false, &mut payload, &mut p, &mut f, &mut st)
             .unwrap_err();
         assert_eq!(err.code, crate::ErrorCode::InvalidArgument);
         assert!(st.message.contains("id must be >= 0"), "{}", st.message);
         let err = step
-            .lookup(99, 0, 0, &mut payload, &mut p, &mut f, &mut st)
+            .lookup(99, 0, 0, false, &mut payload, &mut p, &mut f, &mut st)
             .unwrap_err();
         assert_ne!(err.code, crate::ErrorCode::Ok);
         let file = test_support::write_u32_file(dir.path(), 10, 8);

@@ -119,7 +119,7 @@ pub use read::missing_table::tables_built_on_open;
 pub use read::reader::{
     Reader, ReaderOptions, MAX_COALESCED_READ, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
 };
-pub use read::refurbish::{Partial, Refurbisher};
+pub use read::refurbish::{Lookup, Partial, Refurbisher};
 pub use read::refurbish_sampler::{RefurbishSampler, RefurbishSamplerState};
 pub use read::sampler::{Sampler, SamplerSource, SamplerState};
 pub use read::stats::{process_io_totals, IoStats, ProcessIoTotals};

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
 use tfrecord_lirs::{
-    Fetch, Partial, PartialStore, RefurbishParams, RefurbishSchedule, Refurbisher, StoreIdentity,
+    Fetch, Lookup, Partial, PartialStore, RefurbishParams, RefurbishSchedule, Refurbisher,
+    StoreIdentity,
 };
 
 const BIG: u64 = 1 << 30;
@@ -197,4 +198,61 @@ fn a_memory_store_serves_worker_processes_only_when_nothing_is_reused() {
     let dir = tempfile::tempdir().unwrap();
     let disk = PartialStore::open_dir(dir.path(), &identity(), BIG).unwrap();
     Refurbisher::check_worker_process(&disk, None).unwrap();
+}
+
+/// The step in two halves (tf.data's kernels): the claim of a lookup's miss is held by
+/// the step until its keep, then the other member reads the entry.
+#[test]
+fn a_two_half_step_holds_its_claim_from_lookup_to_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (job(dir.path(), 2), job(dir.path(), 2));
+    assert_eq!(a.claim_lookup(3, 0, false), Lookup::Compute);
+    assert_eq!(b.claim_lookup(3, 0, false), Lookup::Busy);
+    assert!(a.keep_claimed(3, 0, 0, true, b"out").unwrap());
+    assert_eq!(b.claim_lookup(3, 0, false), Lookup::Stored(b"out".to_vec()));
+    // A waiting lookup waits for the holder's keep and reads its entry.
+    assert_eq!(a.claim_lookup(4, 0, false), Lookup::Compute);
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| b.claim_lookup(4, 0, true));
+        until_waits(b.store(), 1);
+        a.keep_claimed(4, 0, 0, true, b"four").unwrap();
+        assert_eq!(waiting.join().unwrap(), Lookup::Stored(b"four".to_vec()));
+    });
+    assert_eq!(b.store().stats().waits, 1);
+}
+
+#[test]
+fn a_step_dropped_between_lookup_and_keep_releases_its_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (job(dir.path(), 2), job(dir.path(), 2));
+    assert_eq!(a.claim_lookup(3, 0, false), Lookup::Compute);
+    let clone = a.clone();
+    drop(a);
+    // A clone of the step (another kernel's) still holds it.
+    assert_eq!(b.claim_lookup(3, 0, false), Lookup::Busy);
+    drop(clone);
+    // Released: no keep came, so the other member claims it (no wait, no take-over).
+    assert_eq!(b.claim_lookup(3, 0, false), Lookup::Compute);
+    let s = b.store().stats();
+    assert_eq!((s.waits, s.taken_over), (0, 0));
+    let c = job(dir.path(), 2);
+    assert_eq!(c.claim_lookup(3, 0, false), Lookup::Busy);
+}
+
+/// Parallel calls in one process: a reuse that comes while this step holds the
+/// refresh's claim computes at once (never waits for its own step's claim), and the
+/// first keep stores the entry and releases the claim.
+#[test]
+fn a_step_never_waits_for_its_own_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (job(dir.path(), 2), job(dir.path(), 2));
+    assert_eq!(a.claim_lookup(3, 0, false), Lookup::Compute);
+    assert_eq!(a.claim_lookup(3, 0, false), Lookup::Compute);
+    assert_eq!(a.clone().claim_lookup(3, 0, true), Lookup::Compute);
+    assert_eq!(a.store().stats().waits, 0);
+    assert!(a.keep_claimed(3, 0, 1, false, b"out").unwrap());
+    assert_eq!(b.claim_lookup(3, 0, false), Lookup::Stored(b"out".to_vec()));
+    // The later keeps of the same entry store it again (the same bytes).
+    assert!(a.keep_claimed(3, 0, 0, true, b"out").unwrap());
+    assert_eq!(b.claim_lookup(3, 0, false), Lookup::Stored(b"out".to_vec()));
 }

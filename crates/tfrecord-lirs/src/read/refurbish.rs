@@ -7,7 +7,11 @@
 //!
 //! Concurrent jobs on one directory store share the work: a miss is claimed before it
 //! is computed, and a job that finds another's claim waits for that entry
-//! ([`PartialStore::fetch`]); a claim dies with its process.
+//! ([`PartialStore::fetch`]); a claim dies with its process. Front ends whose
+//! computation runs between two calls (tf.data: a lookup kernel, the graph's partial,
+//! a keep kernel) take the step in two halves, [`Refurbisher::claim_lookup`] then
+//! [`Refurbisher::keep_claimed`]: the claim is held by the step in between, released
+//! by the keep, or with the step (its last clone dropped) if the keep never comes.
 //!
 //! What is kept: in a private store (this process's memory) only this job reads, so a
 //! refresh retires the generation it replaces and an output whose use is the last of
@@ -16,11 +20,13 @@
 //! one needs the older ones, and nothing tells this job how far behind it is; the byte
 //! bound evicts the oldest generations first (`PartialStore`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::refurbish::{final_seed, partial_seed, RefurbishSchedule};
 
+use crate::storage::partial_claim::Claim;
 use crate::storage::partial_store::{Fetch, PartialStore};
 
 /// A use's partial output: the stored bytes (the caller decodes them) or the value the
@@ -33,18 +39,38 @@ pub enum Partial<T> {
     Computed(T),
 }
 
+/// The first half of a two-half step ([`Refurbisher::claim_lookup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Found in the store: the bytes the encoder made of it.
+    Stored(Vec<u8>),
+    /// A miss: compute it, then [`Refurbisher::keep_claimed`] (the step holds its
+    /// claim, if one was had, until then).
+    Compute,
+    /// Another process holds the claim: look up again with `wait` (from a thread that
+    /// may block).
+    Busy,
+}
+
 /// The refurbish step over one schedule and one store.
 #[derive(Debug, Clone)]
 pub struct Refurbisher {
     schedule: RefurbishSchedule,
     store: Arc<PartialStore>,
+    /// The claims of two-half steps between their lookup and keep, by `(id,
+    /// generation)`; dropped with the last clone of the step.
+    held: Arc<Mutex<HashMap<(u64, u64), Claim>>>,
 }
 
 impl Refurbisher {
     /// The step of `schedule` over `store` (whose identity's seed should be the
     /// schedule's: the store is keyed by it).
     pub fn new(schedule: RefurbishSchedule, store: Arc<PartialStore>) -> Refurbisher {
-        Refurbisher { schedule, store }
+        Refurbisher {
+            schedule,
+            store,
+            held: Arc::default(),
+        }
     }
 
     /// Checks that `store` can serve the step of a schedule with `reuse_factor`
@@ -153,5 +179,79 @@ impl Refurbisher {
         // Released once the entry is stored (or on an error: a waiter computes it).
         drop(claim);
         Ok(Partial::Computed(value))
+    }
+    /// The first half of the step in two halves: the stored output of `(id,
+    /// generation)`, or `Compute` with the computation claimed as
+    /// [`Refurbisher::partial`] claims it, the claim held by the step until
+    /// [`Refurbisher::keep_claimed`]. `wait`: wait for another process's claim (then
+    /// read its entry); without, `Busy` instead. A claim this step already holds (the
+    /// same `(id, generation)` in flight in this process, a reuse that overtook its
+    /// refresh across an epoch boundary) is never waited for: `Compute`, unclaimed.
+    pub fn claim_lookup(&self, id: u64, generation: u64, wait: bool) -> Lookup {
+        let key = (id, generation);
+        let held = || self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let unclaimed = || match self.store.get(id, generation) {
+            Some(stored) => Lookup::Stored(stored),
+            None => Lookup::Compute,
+        };
+        if self.store.is_private() || held().contains_key(&key) {
+            return unclaimed();
+        }
+        let fetched = if wait {
+            self.store.fetch(id, generation)
+        } else {
+            // Under the lock: two lookups of one entry in this process never wait
+            // for each other's claim.
+            let mut held = held();
+            if held.contains_key(&key) {
+                drop(held);
+                return unclaimed();
+            }
+            match self.store.try_fetch(id, generation) {
+                Some(Fetch::Compute(Some(claim))) => {
+                    held.insert(key, claim);
+                    return Lookup::Compute;
+                }
+                Some(fetched) => fetched,
+                None => return Lookup::Busy,
+            }
+        };
+        match fetched {
+            Fetch::Stored(stored) => Lookup::Stored(stored),
+            Fetch::Compute(claim) => {
+                if let Some(claim) = claim {
+                    // Kept unless one of this step's is held already (then released).
+                    held().entry(key).or_insert(claim);
+                }
+                Lookup::Compute
+            }
+        }
+    }
+
+    /// The second half of the step in two halves: [`Refurbisher::keep`], then the
+    /// claim of `(id, generation)` the step holds (if any) is released, also on an
+    /// error (another process then computes the entry).
+    pub fn keep_claimed(
+        &self,
+        id: u64,
+        generation: u64,
+        epoch: u64,
+        refresh: bool,
+        payload: &[u8],
+    ) -> Result<bool> {
+        let kept = self.keep(id, generation, epoch, refresh, payload);
+        self.release_claim(id, generation);
+        kept
+    }
+
+    /// Releases the claim of `(id, generation)` the step holds, if any (a two-half
+    /// step that will not keep: another process then computes the entry).
+    pub fn release_claim(&self, id: u64, generation: u64) {
+        let claim = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(id, generation));
+        drop(claim);
     }
 }

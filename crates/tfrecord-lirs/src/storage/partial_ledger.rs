@@ -21,9 +21,11 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
+
+use tfrecord_lirs_format::error::Error;
 
 use super::partial_claim::{sweep_claim, CLAIM_PREFIX};
 
@@ -263,6 +265,33 @@ pub(crate) fn reserve(
         _lock: locked(dir, WRITERS_FILE, true)?,
     };
     Ok((Some(writing), evicted))
+}
+
+/// Whether a write failed for want of space (then the entry is not stored).
+pub(super) fn is_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// A failed entry write: where and why.
+pub(super) struct WriteError(pub(super) PathBuf, pub(super) std::io::Error);
+
+impl WriteError {
+    pub(super) fn is_full(&self) -> bool {
+        is_full(&self.1)
+    }
+
+    pub(super) fn into_error(self) -> Error {
+        Error::io(&self.0, self.1)
+    }
+}
+
+impl From<WriteError> for Error {
+    fn from(e: WriteError) -> Error {
+        e.into_error()
+    }
 }
 
 #[cfg(test)]

@@ -44,12 +44,15 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
 use super::partial_claim::{self as claim, Claim, Claimed};
 use super::partial_identity::{self as entry, StoreIdentity};
-use super::partial_ledger::{self as ledger, low_water, Ledger, NoRoom, LEDGER_FILE, TEMP_PREFIX};
+use super::partial_ledger::{
+    self as ledger, is_full, low_water, Ledger, NoRoom, WriteError, LEDGER_FILE, TEMP_PREFIX,
+};
 
 const IDENTITY_FILE: &str = "IDENTITY";
 /// Names temporary files apart within this process (every store in it: two stores of
@@ -146,14 +149,6 @@ impl std::fmt::Debug for PartialStore {
             .field("capacity", &self.capacity)
             .finish()
     }
-}
-
-/// Whether a write failed for want of space (then the entry is not stored).
-fn is_full(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-    )
 }
 
 impl PartialStore {
@@ -271,29 +266,51 @@ impl PartialStore {
     /// claim over if that process died. Counted as one get (and a wait, a take-over).
     /// Never an error: when no claim can be had the caller computes without one.
     pub fn fetch(&self, id: u64, generation: u64) -> Fetch {
+        self.fetch_waiting(id, generation, true)
+            .expect("a fetch that waits has an outcome")
+    }
+
+    /// As [`PartialStore::fetch`], but `None` (uncounted) where `fetch` would wait for
+    /// another process's claim: a caller that must not block its thread then calls
+    /// `fetch` from one that may.
+    pub fn try_fetch(&self, id: u64, generation: u64) -> Option<Fetch> {
+        self.fetch_waiting(id, generation, false)
+    }
+
+    fn fetch_waiting(&self, id: u64, generation: u64, wait: bool) -> Option<Fetch> {
         let dir = match &self.place {
             Place::Disk(dir) => dir,
-            Place::Memory(_) => return self.counted(self.find(id, generation), None),
+            Place::Memory(_) => return Some(self.counted(self.find(id, generation), None)),
         };
         let path = claim::claim_path(dir, id, generation);
         let temp = self.temp_path(&path);
+        let most = if wait {
+            claim::CLAIM_WAIT
+        } else {
+            Duration::ZERO
+        };
         loop {
             if let Some(found) = self.find(id, generation) {
-                return self.counted(Some(found), None);
+                return Some(self.counted(Some(found), None));
             }
-            let waited = || add(&self.counters.waits, 1);
-            let claim = match claim::claim(&path, &temp, claim::CLAIM_WAIT, waited) {
+            let waited = || {
+                if wait {
+                    add(&self.counters.waits, 1)
+                }
+            };
+            let claim = match claim::claim(&path, &temp, most, waited) {
                 Ok(Claimed::Mine(claim)) => claim,
                 Ok(Claimed::TakenOver(claim)) => {
                     add(&self.counters.taken_over, 1);
                     claim
                 }
                 Ok(Claimed::Released) => continue,
-                Ok(Claimed::GaveUp) | Err(_) => return self.counted(None, None),
+                Ok(Claimed::GaveUp) if !wait => return None,
+                Ok(Claimed::GaveUp) | Err(_) => return Some(self.counted(None, None)),
             };
             // Stored by a holder that finished between the look-up and the claim?
             let found = self.find(id, generation);
-            return self.counted(found, Some(claim));
+            return Some(self.counted(found, Some(claim)));
         }
     }
 
@@ -571,24 +588,5 @@ impl PartialStore {
             let _ = fs::remove_file(&temp);
         }
         written
-    }
-}
-
-/// A failed entry write: where and why.
-struct WriteError(PathBuf, std::io::Error);
-
-impl WriteError {
-    fn is_full(&self) -> bool {
-        is_full(&self.1)
-    }
-
-    fn into_error(self) -> Error {
-        Error::io(&self.0, self.1)
-    }
-}
-
-impl From<WriteError> for Error {
-    fn from(e: WriteError) -> Error {
-        e.into_error()
     }
 }
