@@ -154,6 +154,10 @@ for name, pattern in [("down", PATTERN), ("never", "s3://{BUCKET}/train-?.tfreco
     res = subprocess.run([sys.executable, "-c", read, pattern, CACHE], env=gone,
                          capture_output=True, text=True, timeout=300)
     out[name] = [res.returncode, res.stdout, res.stderr]
+# The CLI, with the storage unreachable: the same pattern through the same --cache-dir.
+res = subprocess.run([{str(CLI)!r}, "--cache-dir", CACHE, "order", PATTERN, "--seed", "1",
+                      "--epoch", "0"], env=gone, capture_output=True, text=True, timeout=300)
+out["cli_down"] = [res.returncode, res.stdout, res.stderr]
 print(json.dumps(out))
 """
 
@@ -171,3 +175,8 @@ def test_a_glob_listed_once_opens_with_the_storage_unreachable(tmp_path):
     # A pattern never listed is not guessed.
     code, _, stderr = r["never"]
     assert code != 0 and "train-?.tfrecord" in stderr, stderr
+    # The CLI lists through its --cache-dir the same way: every id of the epoch.
+    code, stdout, stderr = r["cli_down"]
+    assert code == 0, stderr
+    assert sorted(int(x) for x in stdout.split()) == list(range(len(PAYLOADS))), stdout[:200]
+    assert "remembered in cache_dir" in stderr, stderr
