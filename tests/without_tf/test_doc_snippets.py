@@ -2,6 +2,8 @@
 `<!-- runnable: cli -->` runs as written (tests/doc_snippets.py says how), here in the
 venv without TensorFlow, on TFDS-style shards this test writes."""
 
+from pathlib import Path
+
 import pytest
 
 from conftest import framed
@@ -42,3 +44,40 @@ def test_the_readme_links_resolve():
     assert targets
     missing = [t for t in targets if not (REPO / t).exists()]
     assert not missing, missing
+
+
+def test_the_readme_quick_starts_run_from_the_wheel(tmp_path):
+    """The README's PyTorch and Grain quick starts, as written, in a fresh venv where
+    tfrecord_lirs comes from the wheel only (`make wheel`'s dist/; no PYTHONPATH). The
+    venv sees this venv's third-party packages (torch, grain, numpy) through a .pth
+    file: what it tests is the package as the wheel installs it."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from doc_snippets import write_shards
+
+    wheels = sorted((REPO / "dist").glob("tfrecord_lirs-*.whl"))
+    if not wheels:
+        pytest.skip("no wheel in dist/ (make wheel; make test builds it first)")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    clean = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no PYTHONPATH to this tree
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                    str(wheels[-1])], check=True, timeout=600, env=clean)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "dev-venv-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    where = subprocess.run(
+        [str(python), "-c", "import tfrecord_lirs; print(tfrecord_lirs.__file__)"],
+        capture_output=True, text=True, cwd=tmp_path, env=clean)
+    assert where.stdout.startswith(str(venv)), where.stderr
+    readme = [s for s in WITHOUT_TF + CLI if s.path == "README.md"]
+    assert {s.kind for s in readme} == {"without-tf", "cli"}
+    for i, snippet in enumerate(readme):
+        directory = tmp_path / f"snippet-{i}"
+        directory.mkdir()
+        write_shards(directory, framed)
+        run(snippet, directory, installed=venv / "bin")
