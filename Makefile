@@ -211,6 +211,8 @@ bench: venv venv-without-tf venv-bench venv-mosaic build py-ext tf-op python-ins
 	CARGO_TARGET_DIR=$(abspath target) cargo build --release --locked \
 	  --manifest-path benchmarks/s3-bench-server/Cargo.toml
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
+	# The docs' charts, redrawn from this run's bench_out/results.json (commit docs/img/bench/).
+	$(PY) docs/charts.py
 
 clean:
 	cargo clean
