@@ -33,6 +33,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from cgroups import v1_memory_dir  # noqa: E402
 TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 CLI = os.path.join(TARGET_DIR, "release", "tfrecord-lirs")
 RECORD = 100_000
@@ -79,27 +81,6 @@ print(json.dumps({"contender": name, "records": n, "secs": secs,
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
-
-
-def v1_memory_dir():
-    """This process's cgroup directory under the v1 memory controller, or None."""
-    try:
-        cgroups = open("/proc/self/cgroup").read().splitlines()
-        mounts = open("/proc/self/mountinfo").read().splitlines()
-    except OSError:
-        return None
-    for line in cgroups:
-        _, controllers, path = line.split(":", 2)
-        if "memory" not in controllers.split(","):
-            continue
-        for m in mounts:
-            left, _, right = m.partition(" - ")
-            left, right = left.split(), right.split()
-            if len(right) >= 3 and right[0] == "cgroup" and "memory" in right[2].split(","):
-                root, point = left[3], left[4]
-                rel = path[len(root):] if root != "/" and path.startswith(root) else path
-                return os.path.join(point, rel.lstrip("/"))
-    return None
 
 
 def masked_crc(data):
@@ -234,6 +215,7 @@ def main():
                     help="interleaved rounds (every contender once per round)")
     args = ap.parse_args()
     parent = v1_memory_dir()
+    parent = None if parent is None else str(parent)
     if parent is None or not os.access(parent, os.W_OK):
         raise SystemExit(f"no writable v1 memory cgroup here ({parent}): skipped")
     os.makedirs(args.dir, exist_ok=True)

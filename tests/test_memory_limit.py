@@ -15,37 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from cgroups import v1_memory_dir
 from conftest import CLI_TIMEOUT, frame, pack_table, require_cli
 
 MIB = 1 << 20
-
-
-def _v1_memory_dir() -> Path | None:
-    """This process's cgroup directory under the v1 memory controller, if mounted."""
-    try:
-        cgroups = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    for line in cgroups:
-        _, controllers, path = line.split(":", 2)
-        if "memory" not in controllers.split(","):
-            continue
-        for m in mounts:
-            left, _, right = m.partition(" - ")
-            left, right = left.split(), right.split()
-            if len(right) >= 3 and right[0] == "cgroup" and "memory" in right[2].split(","):
-                root, point = left[3], left[4]
-                rel = path[len(root):] if root != "/" and path.startswith(root) else path
-                return Path(point) / rel.lstrip("/")
-    return None
 
 
 @pytest.fixture
 def child_cgroup(request):
     """Makes child cgroups of this process's v1 memory cgroup with a given limit;
     removes them at the end."""
-    parent = _v1_memory_dir()
+    parent = v1_memory_dir()
     if parent is None or not parent.is_dir():
         pytest.skip("no v1 memory cgroup controller mounted here")
     made = []
