@@ -26,9 +26,14 @@ def files(tmp_path):
 
 
 def make_partial(log):
+    """A partial function (TensorFlow ops) that appends the record's id to `log` (one
+    line per call; appends of one short line from several processes do not
+    interleave)."""
     def note(record):
+        # bytes in a graph, a 0-d array eagerly (a plain-Python job's).
+        data = record.item() if isinstance(record, np.ndarray) else record
         with open(log, "a") as f:
-            f.write(f"{record[0]}\n")
+            f.write(f"{data[0]}\n")
         return np.int64(0)
 
     def partial(record, seed):

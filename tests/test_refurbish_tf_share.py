@@ -13,6 +13,9 @@ import sys
 import numpy as np
 import pytest
 
+# The partial and final augmentations of the refurbish tests (TensorFlow ops).
+from test_refurbish_tf import final, make_partial
+
 N, EPOCHS, R, SEED, BATCH = 24, 4, 2, 3, 6
 NAMES = dict(dataset_id="share-test", partial_name="noisy-flip v1")
 
@@ -27,41 +30,10 @@ def make_files(tmp_path):
     return [str(path)]
 
 
-def partial_of(log):
-    """The test's partial function (TensorFlow ops), which appends the record's id to
-    `log` (one line per call; appends of one short line from several processes do not
-    interleave)."""
-    import tensorflow as tf
-
-    def note(record):
-        # bytes in a graph, a 0-d array eagerly (the plain-Python job's).
-        data = record.item() if isinstance(record, np.ndarray) else record
-        with open(log, "a") as f:
-            f.write(f"{data[0]}\n")
-        return np.int64(0)
-
-    def partial(record, seed):
-        x = tf.reshape(tf.io.decode_raw(record, tf.uint8), [4, 4, 1])
-        n = tf.numpy_function(note, [record], tf.int64)
-        with tf.control_dependencies([n]):
-            x = tf.image.stateless_random_flip_left_right(x, seed)
-            noise = tf.random.stateless_uniform([4, 4, 1], seed, maxval=900, dtype=tf.int32)
-        return tf.cast(x, tf.int32) * 1000 + noise
-
-    return partial
-
-
-def final(sample, seed):
-    import tensorflow as tf
-
-    return sample + tf.random.stateless_uniform(tf.shape(sample), seed, maxval=7,
-                                                dtype=tf.int32)
-
-
 def tf_job(files, store, log, parallel):
     from tfrecord_lirs.refurbish_tf import refurbish
 
-    ds = refurbish(files, partial_of(log), final, seed=SEED, reuse_factor=R,
+    ds = refurbish(files, make_partial(log), final, seed=SEED, reuse_factor=R,
                    batch_size=BATCH, store=store, epochs=EPOCHS,
                    num_parallel_calls=parallel, **NAMES)
     it = iter(ds)
@@ -82,7 +54,7 @@ def python_job(files, store, log, _parallel):
     def pair(s):
         return tf.constant(stateless_seed_pair(s), tf.int64)
 
-    partial = partial_of(log)
+    partial = make_partial(log)
     spec = tf.TensorSpec([4, 4, 1], tf.int32)
     source = tfrecord_lirs.DataSource(files)
     schedule = tfrecord_lirs.RefurbishSchedule(source, seed=SEED, reuse_factor=R,
@@ -100,7 +72,7 @@ def python_job(files, store, log, _parallel):
 def tf_augment_job(files, share, log, parallel):
     from tfrecord_lirs.refurbish_tf import augment
 
-    ds = augment(files, partial_of(log), seed=SEED, share=share, batch_size=BATCH,
+    ds = augment(files, make_partial(log), seed=SEED, share=share, batch_size=BATCH,
                  epochs=EPOCHS, num_parallel_calls=parallel, augment_name=NAMES["partial_name"],
                  dataset_id=NAMES["dataset_id"])
     it = iter(ds)
@@ -119,7 +91,7 @@ def python_augment_job(files, share, log, _parallel):
     from tfrecord_lirs.refurbishing import (Refurbisher, open_store,
                                             stateless_seed_pair)
 
-    fn = partial_of(log)
+    fn = make_partial(log)
     source = tfrecord_lirs.DataSource(files)
     schedule = tfrecord_lirs.RefurbishSchedule(source, seed=SEED, reuse_factor=1,
                                                batch_size=BATCH)
