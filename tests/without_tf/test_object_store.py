@@ -120,8 +120,8 @@ def test_s3_an_untabled_object_gets_its_table_on_open(tmp_path):
     assert r["refused"] == "NotFoundError"
 
 
-def test_s3_wrong_credentials_are_refused(tmp_path):
-    code = f"""
+# Opens s3://BUCKET/train.tfrecord and prints "opened" or "<error class> | <message>".
+OPEN_AND_REPORT = f"""
 import sys
 sys.path.insert(0, {str(REPO / 'python')!r})
 import tfrecord_lirs
@@ -131,7 +131,10 @@ try:
 except tfrecord_lirs.LIRSError as e:
     print(type(e).__name__, "|", e)
 """
-    res = run_with_s3(tmp_path, OBJECTS, code, timeout=300,
+
+
+def test_s3_wrong_credentials_are_refused(tmp_path):
+    res = run_with_s3(tmp_path, OBJECTS, OPEN_AND_REPORT, timeout=300,
                       faults={"auth_after": 1 + len(OBJECTS)},
                       env={"AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG0",
                            "AWS_SECRET_ACCESS_KEY": "wrong"})
@@ -149,17 +152,7 @@ def test_s3_without_credentials_names_them(tmp_path):
     """No AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: the client falls back to the
     instance metadata service, which this namespace (like any machine off EC2) does not
     have. A PermissionDeniedError naming the variables to set, not the endpoint."""
-    code = f"""
-import sys
-sys.path.insert(0, {str(REPO / 'python')!r})
-import tfrecord_lirs
-try:
-    tfrecord_lirs.DataSource("s3://{BUCKET}/train.tfrecord")
-    print("opened")
-except tfrecord_lirs.LIRSError as e:
-    print(type(e).__name__, "|", e)
-"""
-    res = run_with_s3(tmp_path, OBJECTS, code, timeout=400,
+    res = run_with_s3(tmp_path, OBJECTS, OPEN_AND_REPORT, timeout=400,
                       env={"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None})
     kind, _, message = res.stdout.strip().splitlines()[-1].partition(" | ")
     assert kind == "PermissionDeniedError", res.stdout
