@@ -128,16 +128,6 @@ def test_splits_refuse_what_would_not_cover_the_epoch(data_file, seed, num_shard
     assert got["error"].startswith("InvalidArgumentError"), got["error"]
 
 
-def test_shard_hint_is_refused_naming_why(data_file):
-    """HINT sharding fills SHARD_HINT only in Dataset.shard(): in LIRSDataset's own
-    num_shards it would mean every worker reads everything."""
-    import tensorflow as tf
-
-    with pytest.raises(ValueError, match="SHARD_HINT.*ShardingPolicy.DYNAMIC"):
-        tfrecord_lirs.LIRSDataset(data_file, seed=1,
-                                  num_shards=tf.data.experimental.SHARD_HINT, shard_index=0)
-
-
 SAVE_CASE = r"""
 import collections, json, os, sys, time
 import tensorflow as tf

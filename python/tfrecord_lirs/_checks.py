@@ -101,8 +101,9 @@ def check_page_size(page_size):
 
 
 def check_shard(num_shards, shard_index):
-    """Checks the pair; either may be None (not known yet, e.g. a tensor)."""
-    check(_lirs.check_shard, num_shards, shard_index)
+    """Checks the pair; either may be None (not known yet, e.g. a tensor). True when
+    it asks for the worker's shard under tf.data's HINT sharding (SHARD_HINT)."""
+    return check(_lirs.check_shard, num_shards, shard_index)
 
 
 def default_table_path(path):

@@ -121,7 +121,12 @@ class LIRSDataset(dataset_ops.DatasetSource):
         (disjoint, together complete; e.g. from a tf.distribute.InputContext).
         Under tf.data service's `distributed_epoch` or `ShardingPolicy.DYNAMIC`
         leave them at 1/0: the dispatcher hands out the parts of the epoch
-        (splits), which needs a fixed `seed` (docs/CLUSTER.md).
+        (splits), which needs a fixed `seed` (docs/CLUSTER.md). Both
+        `tf.data.experimental.SHARD_HINT`: under tf.data service's
+        `ShardingPolicy.HINT` (or tf.distribute's `AutoShardPolicy.HINT`) worker
+        k of W reads shard k of W; the cardinality is then unknown, every
+        iteration walks epoch `start_epoch` (one job per epoch), and iterating
+        without that rewrite raises FailedPreconditionError.
       page_size: the page size the files were padded with; defines the pages of
         `page_aware` shuffling. Default (None) 4 KiB.
       batch_size: if set, elements are 1-D tf.string tensors of `batch_size`
@@ -206,6 +211,8 @@ class LIRSDataset(dataset_ops.DatasetSource):
                  order_version=None, epoch_state=None, shard_remainder=None,
                  cache_dir=None, cache_bytes=None, start_epoch=None, index_missing=None):
         """See the class docstring."""
+        # SHARD_HINT for both: the worker's shard under HINT sharding (the core's rule).
+        shard_hint = _op_library.check_shard(_static_int(num_shards), _static_int(shard_index))
         # An argument left None takes the Rust core's default (the op needs values).
         page_aware = _op_library.or_default(page_aware, "page_aware")
         num_shards = _op_library.or_default(num_shards, "num_shards")
@@ -220,7 +227,6 @@ class LIRSDataset(dataset_ops.DatasetSource):
         shard_remainder = _op_library.or_default(shard_remainder, "shard_remainder")
         _op_library.check_compression_type(compression_type)
         _op_library.check_buffer_size(buffer_size)
-        _op_library.check_shard(_static_int(num_shards), _static_int(shard_index))
         _op_library.check_page_size(page_size)
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int)):
@@ -261,24 +267,18 @@ class LIRSDataset(dataset_ops.DatasetSource):
                                if offset_tables is None
                                else _string_vector(offset_tables, "offset_tables"))
         self._page_aware = tf.convert_to_tensor(page_aware, dtype=tf.bool, name="page_aware")
-        self._num_shards = tf.convert_to_tensor(num_shards, dtype=tf.int64, name="num_shards")
-        self._shard_index = tf.convert_to_tensor(shard_index, dtype=tf.int64,
-                                                 name="shard_index")
         self._seed, self._seed2 = _seed_inputs(seed)
         # None: True, as Dataset.shuffle does.
         reshuffle_each_iteration = _op_library.or_default(reshuffle_each_iteration,
                                                       "reshuffle_each_iteration")
         self._reshuffle_each_iteration = bool(reshuffle_each_iteration)
         self._name = name
-        variant_tensor = _op_library.ops.lirs_dataset(
+        op_inputs = dict(
             filenames=self._filenames,
             offset_tables=self._offset_tables,
             page_aware=self._page_aware,
             seed=self._seed,
             seed2=self._seed2,
-            seed_generator=gen_dataset_ops.dummy_seed_generator(),
-            num_shards=self._num_shards,
-            shard_index=self._shard_index,
             reshuffle_each_iteration=self._reshuffle_each_iteration,
             page_size=page_size,
             batch_size=_op_library.or_default(batch_size, "dataset_batch_size"),
@@ -297,7 +297,35 @@ class LIRSDataset(dataset_ops.DatasetSource):
             deterministic=(_op_library.or_default(deterministic, "dataset_deterministic")
                            if deterministic is None else str(deterministic).lower()),
             metadata=self._metadata.SerializeToString())
+        if shard_hint:
+            variant_tensor = self._hint_variant(op_inputs)
+        else:
+            self._num_shards = tf.convert_to_tensor(num_shards, dtype=tf.int64,
+                                                    name="num_shards")
+            self._shard_index = tf.convert_to_tensor(shard_index, dtype=tf.int64,
+                                                     name="shard_index")
+            variant_tensor = _op_library.ops.lirs_dataset(
+                num_shards=self._num_shards, shard_index=self._shard_index,
+                seed_generator=gen_dataset_ops.dummy_seed_generator(), **op_inputs)
         super().__init__(variant_tensor)
+
+    def _hint_variant(self, op_inputs):
+        """The dataset of the worker's shard under HINT sharding. tf.data rewrites
+        SHARD_HINT only in Dataset.shard(), never in a reader's inputs: shard k of W
+        of range(2**62) starts [k, k + W], which the op reads as its shard pair.
+        Without the rewrite, the shard fails with TensorFlow's message naming
+        SHARD_HINT and the policies that fill it in."""
+        hint = tf.data.experimental.SHARD_HINT
+        firsts = tf.data.Dataset.range(2**62).shard(hint, hint).take(2).batch(2)
+        spec = self.element_spec
+
+        def worker_shard(first):
+            variant = _op_library.ops.lirs_dataset(
+                num_shards=first[1] - first[0], shard_index=first[0],
+                seed_generator=gen_dataset_ops.dummy_seed_generator(), **op_inputs)
+            return dataset_ops._VariantDataset(variant, spec)  # pylint: disable=protected-access
+
+        return firsts.flat_map(worker_shard)._variant_tensor  # pylint: disable=protected-access
 
     @staticmethod
     def shard_state(iterator):

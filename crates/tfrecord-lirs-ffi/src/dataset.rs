@@ -694,6 +694,75 @@ mod tests {
         }
     }
 
+    /// The split provider's part state round trip, as TensorFlow drives it when a
+    /// worker's iterator is saved in the middle of a split and restored into a new
+    /// dataset (a restarted worker): page-aware and not, both order versions, in
+    /// order or not, elements or batches, cut anywhere in the part, the restored
+    /// cursor delivers exactly the rest of the part.
+    #[cfg(not(feature = "fault-injection"))]
+    #[test]
+    fn a_split_saved_anywhere_restores_its_rest_in_a_new_dataset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_support::write_u32_file(dir.path(), 600, 40);
+        let mut st = ok_status();
+        let seeds = IterationSeeds {
+            seed: 9,
+            seed2: 4,
+            num_random_samples: 3,
+        };
+        for (page_aware, order_version, batch_size, unordered) in [
+            (false, 1, 0, false),
+            (true, 1, 0, false),
+            (true, 2, 4, false),
+            (true, 1, 4, true),
+            (false, 2, 0, true),
+        ] {
+            let config = dataset_with(&dataset_config(&path, batch_size), |w| {
+                w.page_aware = page_aware;
+                w.order_version = order_version;
+            });
+            let ds = open_dataset_config(&config, &mut st).unwrap();
+            let count = ds.split_count(9, 4, &mut st).unwrap();
+            // Page-aware, a part whose ends moved to the same unit end is empty.
+            let parts: Vec<(i64, Vec<u32>)> = (0..count)
+                .map(|k| {
+                    let mut c = ds.start_part(&seeds, unordered, k, &mut st).unwrap();
+                    (k, next_ids(&mut c, None))
+                })
+                .filter(|(_, ids)| !ids.is_empty())
+                .collect();
+            assert!(parts.len() >= 3);
+            for (part, whole) in [0, parts.len() / 2, parts.len() - 1].map(|i| parts[i].clone()) {
+                let elements = if batch_size == 0 {
+                    whole.len()
+                } else {
+                    whole.len().div_ceil(4)
+                };
+                for cut in 0..=elements {
+                    let mut cursor = ds.start_part(&seeds, unordered, part, &mut st).unwrap();
+                    let head = next_ids(&mut cursor, Some(cut));
+                    let saved = cursor.save_part(seeds.num_random_samples, &mut st).unwrap();
+                    let new = open_dataset_config(&config, &mut st).unwrap();
+                    let mut got = test_support::no_seeds();
+                    assert!(new.part_state_seeds(&saved, &mut got, &mut st).unwrap());
+                    assert_eq!((got.seed, got.seed2, got.num_random_samples), (9, 4, 3));
+                    let mut restored = new.restore_part(unordered, &saved, &mut st).unwrap();
+                    let mut all = [head, next_ids(&mut restored, None)].concat();
+                    let mut want = whole.clone();
+                    if unordered {
+                        // Unordered: the same instances, in the order reads complete.
+                        all.sort_unstable();
+                        want.sort_unstable();
+                    }
+                    assert_eq!(
+                        all, want,
+                        "{page_aware} v{order_version} b{batch_size} part {part} cut {cut}"
+                    );
+                }
+            }
+        }
+    }
+
     /// A dataset saves its cursor as one value (`shard_state`, which holds the seeds),
     /// and restores it, and the older checkpoints' values (position, delivered_after,
     /// order_version, with the seeds from their own keys), to the same rest.

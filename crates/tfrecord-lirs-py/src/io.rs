@@ -50,19 +50,20 @@ fn check_page_size(py: Python<'_>, page_size: i64) -> PyResult<u64> {
     core::options::signed_page_size(page_size).py_err(py)
 }
 
-/// Checks a shard pair; `None` is a value not known yet
-/// ([`core::options::signed_shard`]).
+/// Checks a shard pair; `None` is a value not known yet. True when it asks for
+/// the worker's shard under tf.data's HINT sharding (`SHARD_HINT` for both:
+/// [`core::options::shard_request`]).
 #[pyfunction]
 #[pyo3(signature = (num_shards, shard_index))]
 fn check_shard(
     py: Python<'_>,
     num_shards: Option<&Bound<'_, PyAny>>,
     shard_index: Option<&Bound<'_, PyAny>>,
-) -> PyResult<()> {
+) -> PyResult<bool> {
     let num_shards = crate::args::signed(py, "num_shards", num_shards)?;
     let shard_index = crate::args::signed(py, "shard_index", shard_index)?;
-    core::options::signed_shard(num_shards, shard_index)
-        .map(drop)
+    core::options::shard_request(num_shards, shard_index)
+        .map(|request| request == core::options::ShardRequest::Hint)
         .py_err(py)
 }
 

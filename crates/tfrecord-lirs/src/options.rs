@@ -205,18 +205,51 @@ pub fn signed_page_size(page_size: i64) -> Result<u64> {
 /// tf.data's `SHARD_HINT`: a placeholder for the number of shards.
 const SHARD_HINT: i64 = -1;
 
+/// What a caller's shard pair asks for ([`shard_request`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardRequest {
+    /// Shard `.1` of `.0` (an unknown value as 1 shard / index 0).
+    Fixed(u64, u64),
+    /// tf.data's `SHARD_HINT` for both: the number of workers and this worker's
+    /// index, filled in where tf.data rewrites `Dataset.shard(SHARD_HINT, SHARD_HINT)`
+    /// (`ShardingPolicy.HINT` of tf.data service, `AutoShardPolicy.HINT`).
+    Hint,
+}
+
+/// `num_shards` and `shard_index` as LIRSDataset takes them (either may be unknown
+/// yet): `SHARD_HINT` for num_shards, with shard_index `SHARD_HINT` or not given,
+/// asks for the worker's shard under HINT sharding; any other pair is
+/// [`signed_shard`]'s rule.
+pub fn shard_request(num_shards: Option<i64>, shard_index: Option<i64>) -> Result<ShardRequest> {
+    match (num_shards, shard_index) {
+        (Some(SHARD_HINT), None | Some(SHARD_HINT)) => Ok(ShardRequest::Hint),
+        (Some(SHARD_HINT), Some(i)) => Err(Error::invalid_argument(format!(
+            "shard_index must be SHARD_HINT (-1) too when num_shards is \
+             tf.data.experimental.SHARD_HINT, got {i}: tf.data fills in both, the \
+             number of workers and this worker's index"
+        ))),
+        (_, Some(SHARD_HINT)) => Err(Error::invalid_argument(
+            "shard_index is tf.data.experimental.SHARD_HINT (-1) but num_shards is not: \
+             give num_shards=SHARD_HINT as well (tf.data fills in both), or a shard index \
+             >= 0",
+        )),
+        _ => signed_shard(num_shards, shard_index).map(|(n, i)| ShardRequest::Fixed(n, i)),
+    }
+}
+
 /// `num_shards` and `shard_index` as the foreign callers give them (signed; either may
 /// be unknown yet, e.g. a tensor Python cannot see into): [`shard`]'s rule; the pair
 /// as u64s (an unknown one as 1 shard / index 0).
 pub fn signed_shard(num_shards: Option<i64>, shard_index: Option<i64>) -> Result<(u64, u64)> {
     if num_shards == Some(SHARD_HINT) {
-        // tf.data's HINT sharding rewrites only shard() ops; nothing fills a reader's
-        // own argument, so -1 would silently mean "every worker reads everything".
+        // The op takes the numbers: LIRSDataset turns SHARD_HINT into a pipeline that
+        // tf.data's HINT sharding fills in ([`shard_request`]); -1 reaching a reader
+        // would otherwise mean "every worker reads everything".
         return Err(Error::invalid_argument(
-            "num_shards must be >= 1, got -1 (tf.data.experimental.SHARD_HINT): tf.data's \
-             HINT sharding fills it in only for Dataset.shard(), never in a reader's own \
-             arguments; give the number of shards, or let tf.data service hand out the \
-             epoch's parts (ShardingPolicy.DYNAMIC or processing_mode=\"distributed_epoch\")",
+            "num_shards must be >= 1, got -1 (tf.data.experimental.SHARD_HINT): a reader \
+             takes the number of shards; LIRSDataset(num_shards=SHARD_HINT, \
+             shard_index=SHARD_HINT) reads the worker's shard under tf.data's HINT \
+             sharding (tf.data service ShardingPolicy.HINT)",
         ));
     }
     if let Some(n) = num_shards.filter(|&n| n < 0) {
@@ -535,9 +568,27 @@ mod tests {
         assert!(signed_shard(Some(2), Some(2)).is_err());
         let hint = signed_shard(Some(-1), Some(0)).unwrap_err().to_string();
         assert!(
-            hint.contains("SHARD_HINT") && hint.contains("ShardingPolicy.DYNAMIC"),
+            hint.contains("SHARD_HINT") && hint.contains("ShardingPolicy.HINT"),
             "{hint}"
         );
+        assert_eq!(
+            shard_request(Some(-1), Some(-1)).unwrap(),
+            ShardRequest::Hint
+        );
+        assert_eq!(shard_request(Some(-1), None).unwrap(), ShardRequest::Hint);
+        assert_eq!(
+            shard_request(None, None).unwrap(),
+            ShardRequest::Fixed(1, 0)
+        );
+        assert_eq!(
+            shard_request(Some(3), Some(2)).unwrap(),
+            ShardRequest::Fixed(3, 2)
+        );
+        let index = shard_request(Some(-1), Some(1)).unwrap_err().to_string();
+        assert!(index.contains("must be SHARD_HINT (-1) too") && index.contains("got 1"));
+        let number = shard_request(Some(2), Some(-1)).unwrap_err().to_string();
+        assert!(number.contains("num_shards is not"), "{number}");
+        assert!(shard_request(Some(2), Some(2)).is_err());
         assert_eq!(pad_fit("auto").unwrap(), PadFit::Auto);
         assert_eq!(
             pad_fit("best:3").unwrap(),
