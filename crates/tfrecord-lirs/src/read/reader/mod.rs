@@ -33,8 +33,9 @@ use crate::read::batch::{Batch, SpanBuf, SpareBatches};
 use crate::read::missing_table::open_table;
 use crate::read::stats::{IoStats, Tally};
 use crate::read::table_check::{bad_span_error, check_table, tail_error, walk_tail};
-use crate::storage::local::{self, Backend, ReadAt};
+use crate::storage::local::{self, Backend};
 use crate::storage::table_files::{FileLayout, Layout};
+use crate::storage::ReadAt;
 use crate::storage::Storage;
 
 /// Threads (reads in flight) chosen for remote files when the caller has no
@@ -218,7 +219,7 @@ impl Reader {
     /// Validates each table at open in O(1) (its entries are not read whole): a
     /// multiple of 8 bytes, a first offset of 0, a last one below the file size, and a
     /// valid record at the first and the last offset (a table of at most
-    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::io::TABLE_IN_MEMORY_MAX_BYTES), held in memory, is also
+    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::local::TABLE_IN_MEMORY_MAX_BYTES), held in memory, is also
     /// checked whole for strictly increasing offsets). Every instance read checks its
     /// own entry against the next one and the file size, so reading every instance
     /// checks the whole table; a bad entry is an error of that read naming the table,
