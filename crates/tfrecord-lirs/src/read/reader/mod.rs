@@ -16,8 +16,13 @@ mod identity;
 mod mapped;
 mod orders;
 mod ranged;
+mod strategy;
 
 use decode::SpanCrc;
+pub(crate) use strategy::{choose, Request, Strategy};
+pub use strategy::{
+    ADAPTIVE_IN_FLIGHT, COLD_AUTO_THREADS, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -37,20 +42,6 @@ use crate::storage::local::{self, Backend};
 use crate::storage::table_files::{FileLayout, Layout};
 use crate::storage::ReadAt;
 use crate::storage::Storage;
-
-/// Threads (reads in flight) chosen for remote files when the caller has no
-/// preference ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads)), and
-/// the parts of [`Reader::read_batch_concurrent`].
-pub const REMOTE_AUTO_THREADS: usize = 32;
-
-/// The most requests in flight on object storage when the caller has no preference
-/// (the ceiling of the adaptive limit, [`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)), and those of a batch
-/// read at once. Measured with
-/// `Loader` over s3-bench-server, lognormal latency of mean 50 ms, 24,000 records of
-/// 200-1,200 bytes (rec/s ordered / unordered): instance order 5,064 / 8,358 at 512,
-/// 9,388 / 12,217 at 2,048; page-aware 8,457 / 17,103 at 512, 21,682 / 66,523 at
-/// 2,048, on the client's two threads either way.
-pub const REMOTE_AUTO_IN_FLIGHT: usize = 2048;
 
 /// How a [`Reader::read_batch_unless_stopped`] ended (unless it failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
