@@ -7,7 +7,8 @@
 //! searcher has one per input kind): `mapped.rs` (memory copies out of mapped files),
 //! `copied.rs` (positioned reads, coalesced), `concurrent.rs` (many reads in flight on
 //! remote storage), `ranged.rs` (requests in flight on object storage's runtime, no
-//! thread each); `decode.rs` decodes and checks a span for all of them.
+//! thread each), chosen in `strategy.rs`; `decode.rs` decodes and checks a span for
+//! all of them.
 
 mod concurrent;
 mod copied;
