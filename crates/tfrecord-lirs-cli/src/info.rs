@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tfrecord_lirs::io::{choose_auto_read, memory_limit, AutoInputs, AutoRead};
+use tfrecord_lirs::local::{choose_auto_read, memory_limit, AutoInputs, AutoRead};
 use tfrecord_lirs::{Error, ErrorKind, PageSize};
 
 use crate::args::{page_size, InfoArgs};

@@ -97,6 +97,8 @@ impl LirsReader {
         &self.inner
     }
 
+    /// The payloads of `ids`, read through the core's one batch entry (the same call,
+    /// so the same read strategy, as Python's `read_many`).
     pub(crate) fn read_batch(
         &self,
         ids: &[i64],
@@ -121,7 +123,7 @@ impl LirsReader {
                     })
                     .collect::<FfiResult<Vec<u64>>>()?;
                 let mut batch = core::Batch::default();
-                self.inner.read_batch(&ids, &mut batch)?;
+                self.inner.read_batch_concurrent(&ids, &mut batch)?;
                 data.reserve(batch.payload_bytes());
                 for payload in batch.payloads() {
                     data.extend_from_slice(payload);

@@ -14,8 +14,8 @@ use std::io;
 use std::sync::Arc;
 
 use cxx::UniquePtr;
-use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::ReadAt;
 use tfrecord_lirs::Storage;
 
 #[cxx::bridge(namespace = "tfrecord_lirs::tf")]

@@ -170,9 +170,9 @@ pub fn check(input: &Input) {
 
     // Random access, with small tables held in memory and checked whole at open (the
     // default), then with every table mapped and its entries checked as they are read.
-    let default = tfrecord_lirs::io::table_in_memory_max_bytes();
+    let default = tfrecord_lirs::local::table_in_memory_max_bytes();
     for in_memory_max in [default, 0] {
-        tfrecord_lirs::io::set_table_in_memory_max_bytes(in_memory_max);
+        tfrecord_lirs::local::set_table_in_memory_max_bytes(in_memory_max);
         read_all_ways(
             input,
             &options,
@@ -182,7 +182,7 @@ pub fn check(input: &Input) {
             &verdict,
         );
     }
-    tfrecord_lirs::io::set_table_in_memory_max_bytes(default);
+    tfrecord_lirs::local::set_table_in_memory_max_bytes(default);
 }
 
 /// The random-access oracles of [`check`] for one way of holding tables: single reads
@@ -213,7 +213,7 @@ fn read_all_ways(
         Ok(t) => t.clone(),
         Err(_) => {
             assert!(
-                table.len() as u64 > tfrecord_lirs::io::table_in_memory_max_bytes(),
+                table.len() as u64 > tfrecord_lirs::local::table_in_memory_max_bytes(),
                 "the reader opened a small table that does not parse"
             );
             assert!(table.len() % 8 == 0, "the reader opened a partial entry");

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyBytes};
-use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::ReadAt;
 use tfrecord_lirs::Storage;
 
 /// absl::StatusCode values (a `tf.errors.OpError`'s `error_code`) the core tells apart.

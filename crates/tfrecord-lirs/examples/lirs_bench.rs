@@ -29,11 +29,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tfrecord_lirs::{
-    format, io, read_table, Backend, Batch, FetchOptions, Fetcher, MmapOptIn, OrderParams, Reader,
-    ReaderOptions, TFRecordWriter,
+    format, local, read_table, Backend, Batch, FetchOptions, Fetcher, MmapOptIn, OrderParams,
+    Reader, ReaderOptions, TFRecordWriter,
 };
 // Benchmark-only page-cache tools (hidden from the library's API).
-use tfrecord_lirs::io::page_cache::{cached_pages, drop_from_page_cache};
+use tfrecord_lirs::local::page_cache::{cached_pages, drop_from_page_cache};
 
 /// The mmap backend's opt-in, for the benchmark's own files.
 fn mmap_opt_in() -> Option<MmapOptIn> {
@@ -201,7 +201,7 @@ fn gen_ids(out: &Path, n: u64, size: u64) -> Res<()> {
 /// full permutation.
 fn copy_limit(file: &Path, epochs: u64) -> Res<()> {
     const BATCH: usize = 256;
-    let mapped = io::open(file, Backend::Mmap, mmap_opt_in())?;
+    let mapped = local::open(file, Backend::Mmap, mmap_opt_in())?;
     let map = mapped.mapped().ok_or("the mmap backend did not map")?;
     let offsets = read_table(&tfrecord_lirs::default_table_path(file))?;
     let n = offsets.len();
@@ -521,13 +521,13 @@ fn gather_epoch(
         for (k, &id) in window.iter().enumerate() {
             if prefetch {
                 if let Some(&ahead) = window.get(k + TABLE_AHEAD) {
-                    io::prefetch(&offsets[ahead as usize]);
+                    local::prefetch(&offsets[ahead as usize]);
                 }
                 if let Some(&ahead) = window.get(k + RECORD_AHEAD) {
                     let at = offsets[ahead as usize] as usize;
                     let end = (at + 12 + 400).min(map.len());
                     for line in (at & !63..end).step_by(64) {
-                        io::prefetch(&map[line]);
+                        local::prefetch(&map[line]);
                     }
                 }
             }
@@ -561,7 +561,7 @@ fn gather_epoch(
 /// LIRS order of one epoch), 1 thread, interleaved over `rounds` rounds: ns per record,
 /// min and median.
 fn limit(mix: &Path, rounds: u64) -> Res<()> {
-    let mapped = io::open(mix, Backend::Mmap, mmap_opt_in())?;
+    let mapped = local::open(mix, Backend::Mmap, mmap_opt_in())?;
     let map = mapped.mapped().ok_or("the mmap backend did not map")?;
     let offsets = read_table(&tfrecord_lirs::default_table_path(mix))?;
     let auto = open(mix, Backend::Auto)?;

@@ -13,8 +13,9 @@ use tfrecord_lirs_format::error::{Error, ErrorKind};
 use tfrecord_lirs_format::framing::{self, FRAMING_LEN, HEADER_LEN};
 use tfrecord_lirs_format::table_path::default_table_path;
 
-use crate::storage::local::{read_exact_at, ReadAt};
+use crate::storage::local::read_exact_at;
 use crate::storage::table_files::{open_table_of, FileLayout};
+use crate::storage::ReadAt;
 use crate::storage::Storage;
 
 /// What a local path given as a TFRecord data file is instead, when that is the

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use tfrecord_lirs::block_cache::{BlockCache, BLOCK_SIZE, LAYOUT_DIR};
 use tfrecord_lirs::cached_fs::CachedFileSystem;
-use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::ReadAt;
 
 /// Objects in memory, each with a version tag; counts requests.
 /// Each object's bytes and tag, by URL.

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{payload, write_plain};
-use tfrecord_lirs::io::TABLE_IN_MEMORY_MAX_BYTES;
+use tfrecord_lirs::local::TABLE_IN_MEMORY_MAX_BYTES;
 use tfrecord_lirs::{
     default_table_path, encode_table, read_table, Backend, Batch, ErrorKind, Reader, ReaderOptions,
 };
@@ -272,9 +272,9 @@ fn with_every_table_mapped_a_small_bad_table_fails_at_the_reads_it_gets_wrong() 
     let mut entries = read_table(&default_table_path(&path)).unwrap();
     entries.swap(20, 21);
     write_table(&path, &entries);
-    let before = tfrecord_lirs::io::set_table_in_memory_max_bytes(0);
+    let before = tfrecord_lirs::local::set_table_in_memory_max_bytes(0);
     let opened = Reader::open_one(&path, None, &Default::default());
-    tfrecord_lirs::io::set_table_in_memory_max_bytes(before);
+    tfrecord_lirs::local::set_table_in_memory_max_bytes(before);
     let reader = opened.unwrap();
     let failing = failing_reads(&reader);
     let ids: Vec<u64> = failing.iter().map(|(id, _)| *id).collect();

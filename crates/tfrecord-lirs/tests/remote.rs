@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use common::{kdd_sizes, payload, write_padded};
 use tfrecord_lirs::format::Padding;
-use tfrecord_lirs::io::ReadAt;
 use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::ReadAt;
 use tfrecord_lirs::{
     build_offset_table_in, Backend, ErrorKind, FetchOptions, Fetcher, Fit, OrderParams, PageSize,
     Reader, ReaderOptions, RecordScanner, Storage,
@@ -1180,7 +1180,7 @@ fn layered_file_systems_ask_the_second_only_for_schemes_the_first_does_not_know(
 #[test]
 fn a_large_remote_table_is_read_in_blocks_on_demand() {
     let mem = Mem::new();
-    use tfrecord_lirs::io::{TABLE_BLOCK_ENTRIES, TABLE_IN_MEMORY_MAX_BYTES};
+    use tfrecord_lirs::local::{TABLE_BLOCK_ENTRIES, TABLE_IN_MEMORY_MAX_BYTES};
     let n = (TABLE_IN_MEMORY_MAX_BYTES / 8 * 3) as usize;
     let mut data = Vec::new();
     let mut table = Vec::with_capacity(n);

@@ -7,8 +7,9 @@ use tfrecord_lirs_format::error::{Error, Result, TRUST_TABLE_HINT};
 use tfrecord_lirs_format::framing::{self, FrameError, Padding, HEADER_LEN};
 use tfrecord_lirs_format::layout::BadSpan;
 
-use crate::storage::local::{self, ReadAt};
+use crate::storage::local;
 use crate::storage::table_files::FileLayout;
+use crate::storage::ReadAt;
 
 /// Most records [`walk_tail`] looks at: a tail of more fillers than this was not written
 /// by a LIRS writer (which puts at most a few in a span), and is not checked further.

@@ -68,7 +68,7 @@ struct Walk {
 
 /// What the workers of one [`scan_offsets`] share.
 struct Scan<'a> {
-    src: &'a dyn local::ReadAt,
+    src: &'a dyn crate::storage::ReadAt,
     /// The file mapped under a read lease, if the kernel granted one: chunks are then
     /// checked in place (no copy); once a writer revokes it, chunks are read with
     /// `pread` again, which sees a truncation as an early end of the file.

@@ -23,8 +23,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::storage::block_cache::{identity_text, BlockCache, CachedBlocks, BLOCK_SIZE};
 use crate::storage::block_map::BlockMap;
-use crate::storage::local::ReadAt;
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
+use crate::storage::ReadAt;
 
 /// `inner`, with its objects' bytes kept in `cache`.
 pub struct CachedFileSystem {

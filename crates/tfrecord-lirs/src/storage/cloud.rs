@@ -39,9 +39,9 @@ use url::Url;
 
 use crate::storage::cloud_client::build_store;
 use crate::storage::cloud_errors::{store_error, MAX_RETRIES};
-use crate::storage::local::ReadAt;
 use crate::storage::ranged::{merge_ranges, RangedRead, RangesDone, ReadScope};
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
+use crate::storage::ReadAt;
 
 /// Worker threads of the client's runtime: they drive the sockets and check the
 /// records of ranged reads as they arrive (the callers' positioned reads wait on them);

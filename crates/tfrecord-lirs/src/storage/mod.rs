@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use local::{AutoFile, Backend, MmapOptIn, PreadFile, ReadAt};
+use local::{AutoFile, Backend, MmapOptIn, PreadFile};
 use remote::FileSystem;
 
 pub mod block_cache;
@@ -44,8 +44,11 @@ pub mod partial_identity;
 pub(crate) mod partial_ledger;
 pub mod partial_store;
 pub mod ranged;
+mod read_at;
 pub mod remote;
 pub(crate) mod table_files;
+
+pub use read_at::{MapView, ReadAt};
 
 /// Where paths are read and written: local files, and URLs through a
 /// [`FileSystem`] when one is given.

@@ -1,5 +1,5 @@
 //! Ranged reads in flight without a thread each: a source that can
-//! ([`ReadAt::ranged`](crate::storage::local::ReadAt::ranged), object storage through
+//! ([`ReadAt::ranged`](crate::storage::ReadAt::ranged), object storage through
 //! `cloud`) starts the reads of many byte ranges as requests on the storage's own
 //! runtime and calls back once they are all in, on one of that runtime's threads. The
 //! caller never sees the runtime: it hands over ranges and a callback, and holds a

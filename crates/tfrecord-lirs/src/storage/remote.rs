@@ -26,7 +26,8 @@ use std::path::Path;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use crate::storage::local::{Backend, ReadAt};
+use crate::storage::local::Backend;
+use crate::storage::ReadAt;
 
 /// A file system reached by URL: positioned reads, whole small objects, and writes.
 ///

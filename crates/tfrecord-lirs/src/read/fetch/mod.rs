@@ -51,23 +51,9 @@ pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 use tfrecord_lirs_format::error::{Error, Result};
 
 use crate::read::batch::Batch;
-use crate::read::reader::{Reader, REMOTE_AUTO_THREADS};
+use crate::read::reader::{choose, Reader, Request, Strategy, REMOTE_AUTO_THREADS};
 
-/// [`FetchOptions::threads`] asking for the adaptive limit of requests in flight on
-/// object storage, what [`FetchOptions::auto_threads`] gives a reader whose files are
-/// read by requests on the storage's runtime: from
-/// [`IN_FLIGHT_START`](crate::options::defaults::IN_FLIGHT_START), grown while the
-/// throughput holds up, up to [`REMOTE_AUTO_IN_FLIGHT`](crate::REMOTE_AUTO_IN_FLIGHT),
-/// halved when the storage throttles (the rule: `storage::in_flight`). Any other
-/// number pins the limit.
-pub const ADAPTIVE_IN_FLIGHT: usize = usize::MAX;
-
-/// Threads (reads in flight) [`FetchOptions::auto_threads`] gives a reader of files read
-/// cold ([`Reader::reads_cold`]): each read waits on the device, not a core, and the
-/// device serves several at once. Measured on the bench machine (virtio disk), random
-/// reads of ~100 KB records of a 1 GB file, evicted, `O_DIRECT`, in a 300 MB memory
-/// cgroup: 7,219 rec/s with 2 reads in flight, 11,953 with 8.
-pub const COLD_AUTO_THREADS: usize = 8;
+pub use crate::read::reader::{ADAPTIVE_IN_FLIGHT, COLD_AUTO_THREADS};
 
 /// Settings of a [`Fetcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,27 +69,17 @@ pub struct FetchOptions {
 }
 
 impl FetchOptions {
-    /// Threads for `reader` when the caller has no preference: none (reads on the
+    /// Threads for `reader` when the caller has no preference, as the one read-strategy
+    /// selector decides for a stream: [`ADAPTIVE_IN_FLIGHT`] requests on object
+    /// storage, [`REMOTE_AUTO_THREADS`] on other remote storage, none (reads on the
     /// consumer's thread) while it reads from memory maps, [`COLD_AUTO_THREADS`] for
     /// files read cold, else 2 (positioned reads of cached pages are syscall-bound and
     /// overlap; more threads than the 2 cores TF leaves would only compete with
     /// TensorFlow's own threads).
     pub fn auto_threads(reader: &Reader) -> usize {
-        if reader.reads_ranged() {
-            // Object storage: requests in flight, no thread each, as many as pay.
-            return ADAPTIVE_IN_FLIGHT;
-        }
-        if reader.is_remote() {
-            // Remote storage: each read waits on the network, not a core, so
-            // throughput grows with the reads in flight.
-            return REMOTE_AUTO_THREADS;
-        }
-        if reader.is_mapped() {
-            0
-        } else if reader.reads_cold() {
-            COLD_AUTO_THREADS
-        } else {
-            2
+        match choose(reader, Request::Stream) {
+            Strategy::OnThisThread => 0,
+            Strategy::Threads(n) | Strategy::Ranged(n) => n,
         }
     }
 }

@@ -8,12 +8,16 @@ use tfrecord_lirs_format::error::{Error, Result};
 use crate::read::batch::Batch;
 use crate::storage::ranged::ReadScope;
 
-use super::{Reader, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS};
+use super::ranged::RangedPlan;
+use super::{choose, Reader, Request, Strategy};
 
 impl Reader {
-    /// [`read_batch`](Reader::read_batch) with many reads in flight where they pay: on
+    /// [`read_batch`](Reader::read_batch) with many reads in flight where they pay, as
+    /// the one read-strategy selector decides (every front end's batch call: the
+    /// TensorFlow op's and Python's `read_many`). On object storage every run is a
+    /// request in flight, no thread each; on other
     /// remote storage (a URL) the distinct ids, sorted, are cut into up to
-    /// [`REMOTE_AUTO_THREADS`] parts read at once (RINAS: a
+    /// [`REMOTE_AUTO_THREADS`](crate::REMOTE_AUTO_THREADS) parts read at once (RINAS: a
     /// request waits on the network, not on a core), cut only between runs of
     /// consecutive ids, so neighbours stay together and are fetched by one ranged read
     /// (as `read_batch` merges them); an id asked for twice is read once. Local files
@@ -21,37 +25,17 @@ impl Reader {
     /// id's, as `read_batch` reports it), are those of `read_batch`; a panic in a read
     /// is an [`Internal`](crate::ErrorKind::Internal) error.
     pub fn read_batch_concurrent(&self, ids: &[u64], out: &mut Batch) -> Result<()> {
-        if self.reads_ranged() {
-            if let Some(plan) = self.plan_ranged(ids) {
-                // Object storage: every run a request in flight, no thread each; what
-                // the ranged read leaves (an error to name) is read as read_batch does.
-                let scope = ReadScope::new(REMOTE_AUTO_IN_FLIGHT);
-                let (sent, arrived) = std::sync::mpsc::channel();
-                let batch = std::mem::take(out);
-                self.read_batch_ranged(
-                    ids.to_vec(),
-                    plan,
-                    batch,
-                    &scope,
-                    Box::new(move |assembled| {
-                        let _ = sent.send(assembled);
-                    }),
-                );
-                if let Some(batch) = arrived.recv().ok().and_then(|a| a.decode(self)) {
-                    *out = batch;
-                    return Ok(());
-                }
-                return self.read_batch(ids, out);
-            }
-        }
-        let parts = if self.is_remote() {
-            REMOTE_AUTO_THREADS.min(ids.len())
-        } else {
-            1
+        let strategy = match choose(self, Request::Batch(ids.len())) {
+            Strategy::Ranged(in_flight) => match self.plan_ranged(ids) {
+                Some(plan) => return self.read_batch_requests(ids, plan, out, in_flight),
+                None => choose(self, Request::BatchWithoutRequests(ids.len())),
+            },
+            other => other,
         };
-        if parts <= 1 {
-            return self.read_batch(ids, out);
-        }
+        let parts = match strategy {
+            Strategy::Threads(parts) => parts,
+            _ => return self.read_batch(ids, out),
+        };
         let mut sorted = ids.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
@@ -96,6 +80,34 @@ impl Reader {
             out.push(id, parts[part].payload(at - cuts[part]));
         }
         Ok(())
+    }
+
+    /// Object storage: every run a request in flight, no thread each; what the ranged
+    /// read leaves (an error to name) is read as `read_batch` does.
+    fn read_batch_requests(
+        &self,
+        ids: &[u64],
+        plan: RangedPlan,
+        out: &mut Batch,
+        in_flight: usize,
+    ) -> Result<()> {
+        let scope = ReadScope::new(in_flight);
+        let (sent, arrived) = std::sync::mpsc::channel();
+        let batch = std::mem::take(out);
+        self.read_batch_ranged(
+            ids.to_vec(),
+            plan,
+            batch,
+            &scope,
+            Box::new(move |assembled| {
+                let _ = sent.send(assembled);
+            }),
+        );
+        if let Some(batch) = arrived.recv().ok().and_then(|a| a.decode(self)) {
+            *out = batch;
+            return Ok(());
+        }
+        self.read_batch(ids, out)
     }
 }
 

@@ -16,7 +16,7 @@ use super::{BatchRead, Reader, CHECKED_READ_PIECE, MAX_COALESCED_READ, MAX_WHOLE
 
 impl Reader {
     /// Whether any file is read as one that does not fit in the page cache (see
-    /// [`ReadAt::reads_cold`](local::ReadAt::reads_cold)): reads wait on the device, so
+    /// [`ReadAt::reads_cold`](crate::storage::ReadAt::reads_cold)): reads wait on the device, so
     /// more in flight pay.
     pub fn reads_cold(&self) -> bool {
         self.files.iter().any(|f| f.src.reads_cold())

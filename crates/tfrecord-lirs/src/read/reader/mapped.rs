@@ -17,7 +17,7 @@ use super::{
 impl Reader {
     /// A view of every file's map, if every file is mapped now (a leased map is
     /// revoked when a writer comes: reads then go through `pread`).
-    pub(super) fn map_views(&self) -> Option<Vec<local::MapView<'_>>> {
+    pub(super) fn map_views(&self) -> Option<Vec<crate::storage::MapView<'_>>> {
         self.files.iter().map(|f| f.src.map_view()).collect()
     }
 
@@ -27,7 +27,7 @@ impl Reader {
     pub(super) fn read_batch_mapped(
         &self,
         ids: &[u64],
-        maps: &[local::MapView<'_>],
+        maps: &[crate::storage::MapView<'_>],
         out: &mut Batch,
         tally: &mut Tally,
     ) -> Result<()> {

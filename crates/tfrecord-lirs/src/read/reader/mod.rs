@@ -7,7 +7,8 @@
 //! searcher has one per input kind): `mapped.rs` (memory copies out of mapped files),
 //! `copied.rs` (positioned reads, coalesced), `concurrent.rs` (many reads in flight on
 //! remote storage), `ranged.rs` (requests in flight on object storage's runtime, no
-//! thread each); `decode.rs` decodes and checks a span for all of them.
+//! thread each), chosen in `strategy.rs`; `decode.rs` decodes and checks a span for
+//! all of them.
 
 mod concurrent;
 mod copied;
@@ -16,8 +17,13 @@ mod identity;
 mod mapped;
 mod orders;
 mod ranged;
+mod strategy;
 
 use decode::SpanCrc;
+pub(crate) use strategy::{choose, Request, Strategy};
+pub use strategy::{
+    ADAPTIVE_IN_FLIGHT, COLD_AUTO_THREADS, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -33,23 +39,10 @@ use crate::read::batch::{Batch, SpanBuf, SpareBatches};
 use crate::read::missing_table::open_table;
 use crate::read::stats::{IoStats, Tally};
 use crate::read::table_check::{bad_span_error, check_table, tail_error, walk_tail};
-use crate::storage::local::{self, Backend, ReadAt};
+use crate::storage::local::{self, Backend};
 use crate::storage::table_files::{FileLayout, Layout};
+use crate::storage::ReadAt;
 use crate::storage::Storage;
-
-/// Threads (reads in flight) chosen for remote files when the caller has no
-/// preference ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads)), and
-/// the parts of [`Reader::read_batch_concurrent`].
-pub const REMOTE_AUTO_THREADS: usize = 32;
-
-/// The most requests in flight on object storage when the caller has no preference
-/// (the ceiling of the adaptive limit, [`ADAPTIVE_IN_FLIGHT`](crate::ADAPTIVE_IN_FLIGHT)), and those of a batch
-/// read at once. Measured with
-/// `Loader` over s3-bench-server, lognormal latency of mean 50 ms, 24,000 records of
-/// 200-1,200 bytes (rec/s ordered / unordered): instance order 5,064 / 8,358 at 512,
-/// 9,388 / 12,217 at 2,048; page-aware 8,457 / 17,103 at 512, 21,682 / 66,523 at
-/// 2,048, on the client's two threads either way.
-pub const REMOTE_AUTO_IN_FLIGHT: usize = 2048;
 
 /// How a [`Reader::read_batch_unless_stopped`] ended (unless it failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +211,7 @@ impl Reader {
     /// Validates each table at open in O(1) (its entries are not read whole): a
     /// multiple of 8 bytes, a first offset of 0, a last one below the file size, and a
     /// valid record at the first and the last offset (a table of at most
-    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::io::TABLE_IN_MEMORY_MAX_BYTES), held in memory, is also
+    /// [`TABLE_IN_MEMORY_MAX_BYTES`](crate::local::TABLE_IN_MEMORY_MAX_BYTES), held in memory, is also
     /// checked whole for strictly increasing offsets). Every instance read checks its
     /// own entry against the next one and the file size, so reading every instance
     /// checks the whole table; a bad entry is an error of that read naming the table,

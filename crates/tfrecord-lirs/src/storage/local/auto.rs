@@ -10,7 +10,8 @@ use tfrecord_lirs_format::error::Result;
 
 use super::leased::LeasedMap;
 use super::memory_limit::memory_limit;
-use super::{copy_out, DirectFile, MapView, PreadFile, ReadAt, View};
+use super::{copy_out, DirectFile, PreadFile};
+use crate::storage::read_at::{MapView, ReadAt, View};
 
 /// Records longer than this on average are not mapped by [`AutoFile`]: one `pread` per
 /// record costs little next to copying it, and mapped pages would count in the

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use super::ReadAt;
+use crate::storage::ReadAt;
 
 /// Alignment of `O_DIRECT` offsets, lengths and buffers: covers 512 B and 4 KiB
 /// logical blocks.

@@ -121,7 +121,7 @@ impl Entered<'_> {
     /// prefetches of pages not yet mapped are dropped by the CPU.
     pub fn populate(&self, range: std::ops::Range<usize>) {
         const MADV_POPULATE_READ: libc::c_int = 22;
-        let page = 4096;
+        let page = super::os_page_size();
         let start = range.start / page * page;
         let end = range.end.min(self.map.len);
         if start >= end {

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use super::{copy_out, ReadAt};
+use super::copy_out;
+use crate::storage::ReadAt;
 
 /// The caller's promise that makes the [`Mmap`](super::Backend::Mmap) backend sound:
 /// proof, required by [`MmapFile::open`] and by

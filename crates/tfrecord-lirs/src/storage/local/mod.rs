@@ -24,6 +24,8 @@ use std::path::Path;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
+use crate::storage::ReadAt;
+
 mod auto;
 mod direct;
 pub(crate) mod leased;
@@ -46,80 +48,6 @@ pub use table_map::{
     set_table_in_memory_max_bytes, table_in_memory_max_bytes, OffsetTable, TableView,
     TABLE_BLOCK_ENTRIES, TABLE_CACHED_BLOCKS, TABLE_IN_MEMORY_MAX_BYTES,
 };
-
-/// A source of positioned reads, shared between threads.
-pub trait ReadAt: Send + Sync {
-    /// Reads up to `buf.len()` bytes at `offset`; may return fewer (a *short read*).
-    /// Returns 0 only at end of file.
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
-
-    /// The file size when it was opened.
-    fn size(&self) -> u64;
-
-    /// The whole file as memory, if this backend maps it: readers then decode records
-    /// in place instead of copying them out first.
-    fn mapped(&self) -> Option<&[u8]> {
-        None
-    }
-
-    /// The whole file as memory for as long as the returned view lives, if this
-    /// backend maps it now (a leased map may have been revoked since it was opened).
-    fn map_view(&self) -> Option<MapView<'_>> {
-        self.mapped().map(|bytes| MapView(View::Plain(bytes)))
-    }
-
-    /// The same source as one whose reads are requests started on a runtime
-    /// (object storage), if it is one: many are then in flight without a thread each.
-    fn ranged(&self) -> Option<&dyn crate::storage::ranged::RangedRead> {
-        None
-    }
-
-    /// What the storage says identifies this version of the object (its ETag,
-    /// generation or last-modified time), if it says anything: a local tier keys the
-    /// bytes it keeps by it, so a rewritten object is never served from old bytes.
-    fn identity(&self) -> Option<String> {
-        None
-    }
-
-    /// Whether this source of a URL is read from local disk with no request (an object
-    /// whose blocks a local tier holds, opened from it): readers then tune their reads
-    /// as for a local file.
-    fn served_locally(&self) -> bool {
-        false
-    }
-
-    /// Whether reads bypass the page cache (`O_DIRECT`): each read is a device read,
-    /// so a long span is read in one piece, not in several.
-    fn bypasses_page_cache(&self) -> bool {
-        false
-    }
-
-    /// Whether this file is read as one that does not fit in the page cache (the
-    /// direct backend, or the default one's [`AutoRead::Cold`]): each read waits on the
-    /// device, so more reads in flight pay.
-    fn reads_cold(&self) -> bool {
-        false
-    }
-}
-
-/// A mapped file, readable while this view lives (see [`ReadAt::map_view`]).
-pub struct MapView<'a>(View<'a>);
-
-enum View<'a> {
-    Plain(&'a [u8]),
-    /// Inside a leased map; the file's first `.1` bytes.
-    Leased(leased::Entered<'a>, usize),
-}
-
-impl std::ops::Deref for MapView<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match &self.0 {
-            View::Plain(bytes) => bytes,
-            View::Leased(entered, size) => &entered[..*size],
-        }
-    }
-}
 
 /// Hints the CPU to load the cache line holding `value` (a software prefetch: it never
 /// faults, and costs one instruction). Used where the order of future reads is known.
@@ -210,6 +138,22 @@ fn map_shared(file: &File, len: usize) -> io::Result<*mut libc::c_void> {
         return Err(io::Error::last_os_error());
     }
     Ok(addr)
+}
+
+/// The operating system's memory page size in bytes (`sysconf(_SC_PAGESIZE)`, asked
+/// once per process): 4 KiB on most x86_64 kernels, 16 or 64 KiB on some aarch64 ones,
+/// where rounding to 4 KiB would make page-wise calls (`madvise`, `mincore`) miss.
+pub fn os_page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        // POSIX allows -1 (no answer); 4 KiB is then the smallest page Linux has.
+        usize::try_from(page)
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096)
+    })
 }
 
 /// Alignment that the destination of a copy out of the page cache should share with
@@ -359,6 +303,41 @@ mod tests {
         fn size(&self) -> u64 {
             self.data.len() as u64
         }
+    }
+
+    #[test]
+    fn os_page_size_is_the_kernels_and_asked_in_one_place() {
+        let out = std::process::Command::new("getconf")
+            .arg("PAGESIZE")
+            .output()
+            .unwrap();
+        let said: usize = String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(os_page_size(), said);
+        // Every page-wise call in this tree rounds with it: none asks sysconf again or
+        // assumes 4 KiB (which on a 16 or 64 KiB page kernel silently does nothing).
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/storage");
+        let mut stack = vec![dir];
+        let mut askers = Vec::new();
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap();
+                if code.contains("_SC_PAGESIZE") || code.contains("page = 4096") {
+                    askers.push(path.file_name().unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        askers.sort();
+        assert_eq!(askers, ["mod.rs"]);
     }
 
     #[test]

@@ -26,8 +26,7 @@ pub fn drop_from_page_cache(path: &Path) -> Result<()> {
 pub fn cached_pages(path: &Path) -> Result<(u64, u64)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let page = super::os_page_size();
     let pages = size.div_ceil(page);
     if size == 0 {
         return Ok((0, 0));

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tfrecord_lirs_format::error::{Error, Result};
 
-use super::ReadAt;
+use crate::storage::ReadAt;
 
 /// The `pread(2)` backend: reads through the page cache. A file truncated while it is
 /// open gives a clean error on the next read.

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::leased::{Entered, LeasedMap};
-use super::{read_exact_at, PreadFile, ReadAt};
+use super::{read_exact_at, PreadFile};
+use crate::storage::ReadAt;
 
 /// Tables of at most this many bytes are read into memory at open rather than mapped:
 /// 64 KiB (8,192 entries) cost one read, while a map costs a lease, a second open file
