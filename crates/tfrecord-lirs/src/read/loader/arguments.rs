@@ -3,8 +3,9 @@
 
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
+use crate::read::cursor::state::CursorState;
+use crate::read::elastic::EpochState;
 use crate::read::walk_identity::{WalkIdentity, WorkerSplit};
-use crate::{CursorState, EpochState};
 
 /// The arguments of a loader, as its front ends take them; [`Default`] gives the
 /// defaults of every one a caller leaves out.

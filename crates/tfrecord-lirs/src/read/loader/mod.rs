@@ -34,11 +34,15 @@ use std::sync::Arc;
 
 use crate::options;
 use crate::read::cursor::batch_split::worker_batches_len;
+use crate::read::cursor::options::CursorOptions;
+use crate::read::cursor::state::CursorState;
+use crate::read::cursor::view::BatchView;
+use crate::read::cursor::walk::DatasetCursor;
+use crate::read::elastic::{EpochState, ShardState};
+use crate::read::reader::Reader;
 pub use crate::read::walk_identity::{compose_shards, WalkIdentity, WorkerSplit};
-use crate::{
-    BatchView, CursorOptions, CursorState, DatasetCursor, EpochState, Error, OrderParams,
-    OrderVersion, Reader, Result, ShardState,
-};
+use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 mod arguments;
