@@ -25,7 +25,7 @@ build:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-py --all-targets --features fault-injection -- -D warnings
+	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-py -p tfrecord-lirs-cli --all-targets --features fault-injection -- -D warnings
 	# The bridge to TensorFlow's file systems (checked here; linked only into the op library).
 	cargo clippy -p tfrecord-lirs-ffi --all-targets --features tensorflow -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
@@ -33,7 +33,7 @@ lint:
 # Then the fault-injection tests (panic points exist only with that cargo feature).
 cargo-test:
 	cargo test --workspace
-	cargo test -p tfrecord-lirs -p tfrecord-lirs-ffi --features fault-injection
+	cargo test -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-cli --features fault-injection
 
 # python/tfrecord_lirs/_lirs.abi3.so: the TensorFlow-free extension (crates/tfrecord-lirs-py,
 # PyO3, CPython's stable ABI), in place for the development tree (the wheel builds its own).
