@@ -13,7 +13,7 @@ use crate::read::walk_identity::{WalkIdentity, WorkerSplit};
 pub struct LoaderOptions {
     /// The order's seed (the same orders as the CLI's `order --seed` and `Sampler`).
     pub seed: u64,
-    /// Records per batch, at least 1.
+    /// Instances per batch, at least 1.
     pub batch_size: i64,
     /// Whole pages as the shuffle unit (files padded by `pad`).
     pub page_aware: bool,
