@@ -121,7 +121,7 @@ struct Named {
 }
 
 /// What one file names and holds, its test code left out.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Parsed {
     named: Vec<Named>,
     /// Lines of `unsafe` blocks, functions, impls and traits.
@@ -308,6 +308,19 @@ impl<'ast> Visit<'ast> for Collect {
 /// Parses `text` (the file `file`, of module `module`); panics naming the file if it
 /// is not Rust.
 fn parse(file: &Path, module: &[String], text: &str) -> Parsed {
+    // Each file is checked by several rules: parsed once.
+    type Key = (PathBuf, Vec<String>, String);
+    static PARSED: std::sync::Mutex<BTreeMap<Key, Parsed>> = std::sync::Mutex::new(BTreeMap::new());
+    let key = (file.to_path_buf(), module.to_vec(), text.to_string());
+    if let Some(p) = PARSED.lock().unwrap().get(&key) {
+        return p.clone();
+    }
+    let parsed = parse_now(file, module, text);
+    PARSED.lock().unwrap().insert(key, parsed.clone());
+    parsed
+}
+
+fn parse_now(file: &Path, module: &[String], text: &str) -> Parsed {
     let mut ast =
         syn::parse_file(text).unwrap_or_else(|e| panic!("{}: does not parse: {e}", file.display()));
     let test_mods = ast
