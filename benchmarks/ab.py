@@ -94,7 +94,7 @@ def rates(results):
 
 def judged(label):
     """Rows of this project's code (the rest are stock contenders and machine limits)."""
-    return "LIRS" in label or label.startswith("Rust, 1 thread")
+    return "LIRS" in label or label.startswith("Rust, 1 thread") or "Fetcher" in label
 
 
 def main():
