@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CLI := target/release/tfrecord-lirs
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all test venv venv-bench venv-mosaic build lint cargo-test pytest pytest-without-tf demo bench bench-scale clean tf-op \
+.PHONY: all test venv venv-bench venv-mosaic build lint cargo-test pytest pytest-without-tf demo bench bench-scale ab clean tf-op \
   py-ext python-install wheel cargo-fuzz fuzz-smoke fuzz docs venv-docs chromium
 
 all: build
@@ -25,7 +25,7 @@ build:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-py --all-targets --features fault-injection -- -D warnings
+	cargo clippy -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-py -p tfrecord-lirs-cli --all-targets --features fault-injection -- -D warnings
 	# The bridge to TensorFlow's file systems (checked here; linked only into the op library).
 	cargo clippy -p tfrecord-lirs-ffi --all-targets --features tensorflow -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
@@ -33,7 +33,7 @@ lint:
 # Then the fault-injection tests (panic points exist only with that cargo feature).
 cargo-test:
 	cargo test --workspace
-	cargo test -p tfrecord-lirs -p tfrecord-lirs-ffi --features fault-injection
+	cargo test -p tfrecord-lirs -p tfrecord-lirs-ffi -p tfrecord-lirs-cli --features fault-injection
 
 # python/tfrecord_lirs/_lirs.abi3.so: the TensorFlow-free extension (crates/tfrecord-lirs-py,
 # PyO3, CPython's stable ABI), in place for the development tree (the wheel builds its own).
@@ -213,6 +213,18 @@ bench: venv venv-without-tf venv-bench venv-mosaic build py-ext tf-op python-ins
 	$(PY) benchmarks/run_bench.py --out bench_out --report BENCHMARKS.md
 	# The docs' charts, redrawn from this run's bench_out/results.json (commit docs/img/bench/).
 	$(PY) docs/charts.py
+
+# `make ab BEFORE=<rev> [AFTER=<rev>]`: bench rows 1-3 and 10 of the tree at BEFORE and at
+# AFTER (default HEAD), each built apart under target/ab/, interleaved in one run; prints
+# each row's after/before ratio of medians (benchmarks/ab.py; BENCH_SCALE applies).
+AFTER ?= HEAD
+AB_ROUNDS ?= 3
+ab: venv
+	@test -n "$(BEFORE)" || { echo "usage: make ab BEFORE=<rev> [AFTER=<rev>]"; exit 2; }
+	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
+	$(PY) benchmarks/ab.py --before $(BEFORE) --after $(AFTER) --rounds $(AB_ROUNDS) \
+	  --venv $(abspath $(VENV)) --venv-without-tf $(abspath $(VENV_NOTF)) \
+	  --venv-bench $(abspath $(VENV_BENCH))
 
 clean:
 	cargo clean

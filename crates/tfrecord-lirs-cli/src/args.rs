@@ -92,7 +92,7 @@ pub fn page_size(bytes: u64) -> Result<PageSize, Failure> {
 pub enum FitArg {
     /// Streaming, keeps input order.
     Next,
-    /// Bounded look-ahead window; may reorder.
+    /// Bounded lookahead; may reorder.
     Best,
     /// Best fit if the padding pays for these records (it saves a larger share of page
     /// reads than the share of bytes it adds), else no padding; says what it chose.
@@ -231,7 +231,7 @@ pub struct PadArgs {
     /// Placement policy.
     #[arg(long, value_enum, default_value = defaults::FIT)]
     pub fit: FitArg,
-    /// Best-fit look-ahead window, in records (only with --fit best) [default: 1024].
+    /// Best-fit lookahead, in instances (only with --fit best) [default: 1024].
     #[arg(long, value_parser = parse_window)]
     pub window: Option<usize>,
     /// fsync the data, the table and their directory before exiting (durable on

@@ -1,49 +1,20 @@
 //! Crash safety of writing: `tfrecord-lirs pad` and `tfrecord-lirs index` are killed
-//! with SIGKILL at random points, again and again, and the output directory must never
-//! hold a table under its final name that disagrees with the data file next to it.
-//!
-//! Allowed states after a kill: no table (and a data file that is complete: old or
-//! new), the old consistent pair, or the new pair, checked with `inspect` against the
-//! table. Temporary files a killed process leaves behind (`.lirs-tmp-*`) are counted
-//! and removed; they never sit under a final name.
+//! with SIGKILL at each of the writers' kill points (the engine's feature
+//! `fault-injection`: `TFRECORD_LIRS_KILL_AT=<point>[:<n>]`), so every kill lands at a
+//! known step, and the output directory must never hold a table under its final name
+//! that disagrees with the data file next to it: at each point the state is the one
+//! that step allows (the old pair, no table beside complete data, or the new pair),
+//! checked with `inspect` against the table. Temporary files a killed process leaves
+//! behind (`.lirs-tmp-*`) are counted and removed; they never sit under a final name.
+#![cfg(feature = "fault-injection")]
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use tfrecord_lirs::{default_table_path, inspect, read_table, TFRecordWriter};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tfrecord-lirs");
-
-/// xorshift64*: reproducible kill points (the seed is printed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    println!("CRASH_SEED={s}");
-    s | 1
-}
 
 /// A plain TFRecord file of `n` records of 100..1600 bytes; returns the instance count.
 fn write_input(path: &Path, n: usize, salt: u8) -> u64 {
@@ -59,31 +30,30 @@ fn write_input(path: &Path, n: usize, salt: u8) -> u64 {
     n as u64
 }
 
-/// Runs `args` to completion; returns how long it took.
-fn run_to_end(args: &[&str]) -> Duration {
-    let start = Instant::now();
+/// Runs `args` to completion.
+fn run_to_end(args: &[&str]) {
     let status = Command::new(BIN)
         .args(args)
         .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success(), "{args:?}");
-    start.elapsed()
 }
 
-/// Spawns `args`, sends SIGKILL after `after`; true if the process was still running.
-fn run_and_kill(args: &[&str], after: Duration) -> bool {
-    let mut child = Command::new(BIN)
+/// Runs `args` with the kill point `at`; asserts that the process was killed there.
+fn run_killed_at(args: &[&str], at: &str) {
+    let status = Command::new(BIN)
         .args(args)
+        .env("TFRECORD_LIRS_KILL_AT", at)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
+        .status()
         .unwrap();
-    std::thread::sleep(after);
-    let running = child.try_wait().unwrap().is_none();
-    child.kill().unwrap(); // SIGKILL on unix; Ok even if it already exited
-    child.wait().unwrap();
-    running
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "{args:?} with kill point {at}: not killed there ({status})"
+    );
 }
 
 /// Removes and counts temporary files left by a killed writer.
@@ -107,39 +77,35 @@ fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// The invariant: a table under its final name always matches its data file, and the
-/// data under its final name is always complete.
-fn assert_consistent(data: &Path, allowed_instances: &[u64], what: &str) -> &'static str {
+/// What a directory holds after a kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// A table that matches its data file, of this many instances.
+    Pair(u64),
+    /// A complete data file of this many instances and no table.
+    DataOnly(u64),
+}
+
+/// The state of `data` and its table; panics if the table disagrees with the data or
+/// the data under its final name is damaged.
+fn state(data: &Path, what: &str) -> State {
     let table_path = default_table_path(data);
     if table_path.exists() {
         let table = read_table(&table_path).unwrap_or_else(|e| panic!("{what}: {e}"));
         let found = inspect(data, Some((&table_path, &table)), None)
             .unwrap_or_else(|e| panic!("{what}: table disagrees with its data file: {e}"));
-        assert!(
-            allowed_instances.contains(&found.instances),
-            "{what}: {} instances, expected one of {allowed_instances:?}",
-            found.instances
-        );
-        "pair"
-    } else if data.exists() {
+        State::Pair(found.instances)
+    } else {
         let found = inspect(data, None, None)
             .unwrap_or_else(|e| panic!("{what}: data file without table is damaged: {e}"));
-        assert!(
-            allowed_instances.contains(&found.instances),
-            "{what}: {} instances",
-            found.instances
-        );
-        "data, no table"
-    } else {
-        "nothing"
+        State::DataOnly(found.instances)
     }
 }
 
 #[test]
-fn killed_pad_never_leaves_a_table_that_disagrees_with_its_data() {
-    let mut rng = Rng(seed());
+fn pad_killed_at_each_step_leaves_the_old_pair_no_table_or_the_new_pair() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs: Vec<(PathBuf, u64)> = [(30_000usize, 1u8), (22_000, 2)]
+    let inputs: Vec<(PathBuf, u64)> = [(3_000usize, 1u8), (2_200, 2)]
         .iter()
         .enumerate()
         .map(|(k, &(n, salt))| {
@@ -148,61 +114,48 @@ fn killed_pad_never_leaves_a_table_that_disagrees_with_its_data() {
             (p, count)
         })
         .collect();
-    let allowed: Vec<u64> = inputs.iter().map(|(_, n)| *n).collect();
     let out = dir.path().join("out.tfrecord");
-    // A first complete run: the "old pair" the killed runs must not damage.
-    let full = run_to_end(&["pad", path_str(&inputs[0].0), path_str(&out)]);
-    assert_consistent(&out, &allowed, "after a full run");
-    let window = full.as_micros() as u64 * 13 / 10;
-
-    let (mut killed, mut temporaries) = (0, 0);
-    let mut states = std::collections::BTreeMap::new();
-    // 36 runs at least, and on until a quarter of them were killed mid-run: how many
-    // kills land depends on how fast this machine runs each one (a run measured on a
-    // loaded machine, later ones on a quiet one, and most kills come too late), so
-    // that is what the loop waits for, not what it asserts; the cap bounds it.
-    let (min_iterations, max_iterations) = (36, 36 * 8);
-    let mut iterations = 0;
-    while iterations < min_iterations
-        || (killed < min_iterations / 4 && iterations < max_iterations)
-    {
-        let i = iterations;
-        iterations += 1;
-        let (input, _) = &inputs[rng.below(2) as usize];
-        let page = ["512", "4096", "65536"][rng.below(3) as usize];
-        let fit = ["next", "best"][rng.below(2) as usize];
-        let after = Duration::from_micros(rng.below(window));
-        let args = [
-            "pad",
-            path_str(input),
-            path_str(&out),
-            "--page-size",
-            page,
-            "--fit",
-            fit,
-            // Each run replaces the pair the last one left (pad replaces only with --force).
-            "--force",
-        ];
-        killed += usize::from(run_and_kill(&args, after));
-        let what = format!("iteration {i}: {args:?} killed after {after:?}");
-        *states
-            .entry(assert_consistent(&out, &allowed, &what))
-            .or_insert(0) += 1;
-        temporaries += sweep_temporaries(dir.path());
+    // Each step of `pad` over an existing pair (the old one, of the other input), and
+    // the state it must leave when killed there.
+    let (old, new) = (&inputs[0], &inputs[1]);
+    let steps: [(&str, State); 8] = [
+        ("data-instance:1", State::Pair(old.1)),
+        ("data-instance:1000", State::Pair(old.1)),
+        ("old-table-removed", State::DataOnly(old.1)),
+        ("data-written", State::DataOnly(old.1)),
+        ("data-renamed", State::DataOnly(new.1)),
+        ("table-entries", State::DataOnly(new.1)),
+        ("table-written", State::DataOnly(new.1)),
+        ("table-renamed", State::Pair(new.1)),
+    ];
+    let mut temporaries = 0;
+    for (at, expected) in steps {
+        for (page, fit) in [("4096", "next"), ("512", "best"), ("65536", "next")] {
+            // The old pair, complete.
+            run_to_end(&["pad", path_str(&old.0), path_str(&out), "--force"]);
+            assert_eq!(state(&out, "the old pair"), State::Pair(old.1));
+            let args = [
+                "pad",
+                path_str(&new.0),
+                path_str(&out),
+                "--page-size",
+                page,
+                "--fit",
+                fit,
+                "--force",
+            ];
+            run_killed_at(&args, at);
+            let what = format!("{args:?} killed at {at}");
+            assert_eq!(state(&out, &what), expected, "{what}");
+            temporaries += sweep_temporaries(dir.path());
+        }
     }
-    println!(
-        "pad: {iterations} runs, {killed} killed while running, states {states:?}, {temporaries} temporary files swept"
-    );
-    assert!(
-        killed >= min_iterations / 4,
-        "too few kills landed mid-run ({killed} of {iterations}): the input is too small for \
-         this machine"
-    );
+    // Killed while a temporary file was open, the writer leaves it (never renamed).
+    assert!(temporaries > 0);
 }
 
 #[test]
-fn killed_index_never_leaves_a_partial_table() {
-    let mut rng = Rng(seed() ^ 0xabcd);
+fn index_killed_at_each_step_leaves_the_old_table_or_the_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data.tfrecord");
     let table_path = default_table_path(&data);
@@ -210,46 +163,39 @@ fn killed_index_never_leaves_a_partial_table() {
     write_input(&data, 1000, 3);
     run_to_end(&["index", path_str(&data)]);
     let stale = std::fs::read(&table_path).unwrap();
-    write_input(&data, 60_000, 3);
-    let full = run_to_end(&["index", path_str(&data)]);
+    write_input(&data, 6_000, 3);
+    run_to_end(&["index", path_str(&data)]);
     let fresh = std::fs::read(&table_path).unwrap();
     assert_ne!(stale, fresh);
-    let window = full.as_micros() as u64 * 13 / 10;
 
-    let (mut killed, mut temporaries, mut replaced) = (0, 0, 0);
-    // 32 runs at least, and on until a quarter of them were killed mid-run (see the pad
-    // test: how many kills land depends on the machine's speed from run to run).
-    let (min_iterations, max_iterations) = (32, 32 * 8);
-    let mut iterations = 0;
-    while iterations < min_iterations
-        || (killed < min_iterations / 4 && iterations < max_iterations)
-    {
-        let i = iterations;
-        iterations += 1;
-        // Odd iterations start from the stale table, even ones from the correct one.
-        let before = if i % 2 == 1 { &stale } else { &fresh };
-        std::fs::write(&table_path, before).unwrap();
-        let after = Duration::from_micros(rng.below(window));
-        killed += usize::from(run_and_kill(&["index", path_str(&data)], after));
-        let now = std::fs::read(&table_path).unwrap();
-        assert!(
-            now == *before || now == fresh,
-            "iteration {i}: killed after {after:?}: table is neither the old nor the new one ({} bytes)",
-            now.len()
-        );
-        if now == fresh {
-            let offsets = read_table(&table_path).unwrap();
-            inspect(&data, Some((&table_path, &offsets)), None)
-                .unwrap_or_else(|e| panic!("iteration {i}: {e}"));
-            replaced += usize::from(before == &stale);
+    // Another out-of-date table: the fresh one without its last entry (a table that is
+    // current is left as it is, with no step to kill at).
+    let short = fresh[..fresh.len() - 8].to_vec();
+    let mut temporaries = 0;
+    // Each step, and whether the table is the new one once killed there.
+    for (at, replaced) in [
+        ("table-entries", false),
+        ("table-written", false),
+        ("table-renamed", true),
+    ] {
+        for before in [&stale, &short] {
+            std::fs::write(&table_path, before).unwrap();
+            run_killed_at(&["index", path_str(&data)], at);
+            let now = std::fs::read(&table_path).unwrap();
+            let expected = if replaced { &fresh } else { before };
+            assert!(
+                now == *expected,
+                "killed at {at}: the table is not the {} one ({} bytes)",
+                if replaced { "new" } else { "old" },
+                now.len()
+            );
+            if now == fresh {
+                let offsets = read_table(&table_path).unwrap();
+                inspect(&data, Some((&table_path, &offsets)), None)
+                    .unwrap_or_else(|e| panic!("killed at {at}: {e}"));
+            }
+            temporaries += sweep_temporaries(dir.path());
         }
-        temporaries += sweep_temporaries(dir.path());
     }
-    println!(
-        "index: {iterations} runs, {killed} killed while running, {replaced} stale tables replaced, {temporaries} temporary files swept"
-    );
-    assert!(
-        killed >= min_iterations / 4,
-        "too few kills landed mid-run ({killed} of {iterations})"
-    );
+    assert!(temporaries > 0);
 }

@@ -43,7 +43,7 @@ pub struct Input {
     pub page_aware: bool,
     /// Unordered delivery.
     pub unordered: bool,
-    /// Records per batch (0: elements).
+    /// Instances per batch (0: elements).
     pub batch: u8,
 }
 

@@ -316,7 +316,7 @@ pub fn buffer_size(buffer_size: Option<i64>) -> Result<()> {
     }
 }
 
-/// Records per batch: at least 1.
+/// Instances per batch: at least 1.
 ///
 /// ```
 /// use tfrecord_lirs::options;

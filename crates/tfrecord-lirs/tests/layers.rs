@@ -1,22 +1,33 @@
-//! The layers, checked on the source tree (so `cargo test` keeps them):
+//! The layers, checked on the source tree of every crate of the workspace (so `cargo
+//! test` keeps them). Each file is parsed (`syn`): every `use` tree, however rustfmt
+//! wraps it, and every path in the code (macro arguments that parse as expressions
+//! included) is checked; the test code of a file (`#[cfg(test)]` items) is left out,
+//! as tests may use the whole crate.
 //!
-//! * the pure crate (`tfrecord-lirs-format`) does no file I/O: no `std::fs`, no
-//!   `std::io` readers or writers, no `io::Result` returns, no `unsafe`;
+//! * the pure crate (`tfrecord-lirs-format`) does no I/O: it names no `std::fs`,
+//!   `std::net`, `std::process`, `std::os`, `std::env`, no `std::io` reader, writer or
+//!   `io::Result` (through a `use` alias or not), no engine, and has no `unsafe`;
 //! * in the engine, a module uses only its own layer and the ones below it
 //!   ([`LAYERS`], the one list of them, lowest first), every `crate::` path names the
 //!   module where the thing lives (not a re-export of `lib.rs`, which has no private
-//!   `use` at all), and no `pub use … as` alias is used inside the crate;
+//!   `use` at all), no `pub use … as` alias is used inside the crate, and `unsafe`
+//!   is only in the storage layer;
 //! * no import cycle between the engine's top-level modules, nor between the modules
 //!   of one of them (e.g. `read::cursor` and `read::elastic`);
-//! * no source file of either crate longer than [`MAX_LINES`] outside its tests unless
-//!   its first comment says why ("Over 600 lines: …").
+//! * the front ends (CLI, TensorFlow bridge, Python extension, fuzz oracles) reach the
+//!   format through the engine only: they name `tfrecord_lirs`, never
+//!   `tfrecord_lirs_format` (nor depend on it);
+//! * no source file of the pure crate or the engine longer than [`MAX_LINES`] outside
+//!   its tests unless its first comment says why ("Over 600 lines: …").
 //!
-//! The test code of a file (`#[cfg(test)]` items) is left out: tests may use the
-//! whole crate. `checks_find_planted_violations` shows that each check can fail.
+//! `checks_find_planted_violations` shows that each check can fail.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use syn::spanned::Spanned;
+use syn::visit::{self, Visit};
 
 /// The engine's top-level modules, lowest layer first; modules in one layer may use
 /// each other (without a cycle). `lib.rs` (the crate-level docs) lists the same layers;
@@ -33,6 +44,14 @@ const LAYERS: &[&[&str]] = &[
     &["pad_args"],
 ];
 
+/// The crates on top of the engine.
+const FRONT_ENDS: &[&str] = &[
+    "tfrecord-lirs-cli",
+    "tfrecord-lirs-ffi",
+    "tfrecord-lirs-py",
+    "tfrecord-lirs-fuzz-oracles",
+];
+
 /// Which modules use which (a module as its path's segments).
 type Graph = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
 
@@ -40,39 +59,24 @@ type Graph = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
 /// comment (the `//!` lines it starts with) gives the reason, starting "Over 600 lines".
 const MAX_LINES: usize = 600;
 
-/// What the pure crate must not name (after comments and strings are removed).
+/// What the pure crate must not name: paths starting with these.
 const NOT_PURE: &[&str] = &[
     "std::fs",
     "std::net",
     "std::process",
     "std::os",
     "std::env",
-    "io::Read",
-    "io::Write",
-    "io::Seek",
-    "io::BufRead",
-    "io::BufReader",
-    "io::BufWriter",
-    "io::Result",
-    "io::stdin",
-    "io::stdout",
-    "io::stderr",
-    "File::",
-    "OpenOptions",
-];
-
-/// The names of `std::io` whose import would mean I/O (`use std::io::{Read, …}`).
-const NOT_PURE_IO_NAMES: &[&str] = &[
-    "Read",
-    "Write",
-    "Seek",
-    "BufRead",
-    "BufReader",
-    "BufWriter",
-    "Result",
-    "stdin",
-    "stdout",
-    "stderr",
+    "std::io::Read",
+    "std::io::Write",
+    "std::io::Seek",
+    "std::io::BufRead",
+    "std::io::BufReader",
+    "std::io::BufWriter",
+    "std::io::Result",
+    "std::io::stdin",
+    "std::io::stdout",
+    "std::io::stderr",
+    "tfrecord_lirs",
 ];
 
 fn crate_dir(name: &str) -> PathBuf {
@@ -102,162 +106,279 @@ fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
     out
 }
 
-/// `text` with comments, string and character literals blanked out (newlines kept, so
-/// line numbers still hold).
-fn code_only(text: &str) -> String {
-    let c: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let blank = |out: &mut String, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
-    let mut i = 0;
-    while i < c.len() {
-        let next = c.get(i + 1).copied();
-        if c[i] == '/' && next == Some('/') {
-            while i < c.len() && c[i] != '\n' {
-                blank(&mut out, c[i]);
-                i += 1;
-            }
-        } else if c[i] == '/' && next == Some('*') {
-            let mut depth = 0;
-            while i < c.len() {
-                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    out.push_str("  ");
-                    i += 2;
-                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    out.push_str("  ");
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    blank(&mut out, c[i]);
-                    i += 1;
+/// A path a file names: in a `use` (then `alias` is its `as` name, if any, and `public`
+/// whether the `use` is `pub`) or in the code.
+#[derive(Debug, Clone)]
+struct Named {
+    line: usize,
+    /// The path as written (`crate`, `super`, `self` kept).
+    path: Vec<String>,
+    /// The (inline) module it is named in, from the crate root.
+    module: Vec<String>,
+    is_use: bool,
+    public: bool,
+    alias: Option<String>,
+}
+
+/// What one file names and holds, its test code left out.
+#[derive(Debug, Default, Clone)]
+struct Parsed {
+    named: Vec<Named>,
+    /// Lines of `unsafe` blocks, functions, impls and traits.
+    unsafe_lines: Vec<usize>,
+    /// The last line of an item outside the tests.
+    last_line: usize,
+    /// Modules declared at the file's top level (`mod x;` or `mod x { … }`).
+    mods: Vec<String>,
+    /// Modules of files of their own that are test code (`#[cfg(test)] mod tests;`).
+    test_mods: Vec<String>,
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Ident>()
+                .is_ok_and(|ident| ident == "test")
+    })
+}
+
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item::*;
+    match item {
+        Const(i) => &i.attrs,
+        Enum(i) => &i.attrs,
+        ExternCrate(i) => &i.attrs,
+        Fn(i) => &i.attrs,
+        ForeignMod(i) => &i.attrs,
+        Impl(i) => &i.attrs,
+        Macro(i) => &i.attrs,
+        Mod(i) => &i.attrs,
+        Static(i) => &i.attrs,
+        Struct(i) => &i.attrs,
+        Trait(i) => &i.attrs,
+        TraitAlias(i) => &i.attrs,
+        Type(i) => &i.attrs,
+        Union(i) => &i.attrs,
+        Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
+/// `items` without their `#[cfg(test)]` items (in inline modules and impls too).
+fn strip_tests(items: &mut Vec<syn::Item>) {
+    items.retain(|item| !is_cfg_test(item_attrs(item)));
+    for item in items {
+        match item {
+            syn::Item::Mod(m) => {
+                if let Some((_, inner)) = &mut m.content {
+                    strip_tests(inner);
                 }
             }
-        } else if c[i] == 'r'
-            && (next == Some('"') || next == Some('#'))
-            && (i == 0 || !(c[i - 1].is_alphanumeric() || c[i - 1] == '_'))
+            syn::Item::Impl(i) => i.items.retain(|it| match it {
+                syn::ImplItem::Fn(f) => !is_cfg_test(&f.attrs),
+                syn::ImplItem::Const(c) => !is_cfg_test(&c.attrs),
+                syn::ImplItem::Type(t) => !is_cfg_test(&t.attrs),
+                _ => true,
+            }),
+            _ => {}
+        }
+    }
+}
+
+struct Collect {
+    module: Vec<String>,
+    out: Parsed,
+}
+
+impl Collect {
+    fn use_tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>, public: bool) {
+        let push = |this: &mut Self, path: Vec<String>, line: usize, alias: Option<String>| {
+            this.out.named.push(Named {
+                line,
+                path,
+                module: this.module.clone(),
+                is_use: true,
+                public,
+                alias,
+            })
+        };
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(&p.tree, prefix, public);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                let mut path = prefix.clone();
+                if n.ident != "self" {
+                    path.push(n.ident.to_string());
+                }
+                push(self, path, n.ident.span().start().line, None);
+            }
+            syn::UseTree::Rename(r) => {
+                let mut path = prefix.clone();
+                if r.ident != "self" {
+                    path.push(r.ident.to_string());
+                }
+                let alias = Some(r.rename.to_string());
+                push(self, path, r.ident.span().start().line, alias);
+            }
+            syn::UseTree::Glob(g) => push(self, prefix.clone(), g.span().start().line, None),
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(t, prefix, public);
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Collect {
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let public = matches!(u.vis, syn::Visibility::Public(_));
+        let mut prefix = Vec::new();
+        if u.leading_colon.is_some() {
+            prefix.push(String::new());
+        }
+        self.use_tree(&u.tree, &mut prefix, public);
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if m.content.is_some() {
+            self.module.push(m.ident.to_string());
+            visit::visit_item_mod(self, m);
+            self.module.pop();
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.leading_colon.is_none() && p.segments.len() > 1 {
+            self.out.named.push(Named {
+                line: p.span().start().line,
+                path: p.segments.iter().map(|s| s.ident.to_string()).collect(),
+                module: self.module.clone(),
+                is_use: false,
+                public: false,
+                alias: None,
+            });
+        }
+        visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        visit::visit_macro(self, m);
+        // Arguments of `format!`, `assert!`, `vec!` … are expressions: their paths count.
+        use syn::punctuated::Punctuated;
+        if let Ok(args) =
+            m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated)
         {
-            // A raw string: r"…", r#"…"#.
-            let mut j = i + 1;
-            while j < c.len() && c[j] == '#' {
-                j += 1;
+            for arg in &args {
+                self.visit_expr(arg);
             }
-            if c.get(j) != Some(&'"') {
-                out.push(c[i]);
-                i += 1;
-                continue;
-            }
-            let hashes = j - i - 1;
-            let mut k = j + 1;
-            while k < c.len()
-                && !(c[k] == '"' && (0..hashes).all(|h| c.get(k + 1 + h) == Some(&'#')))
-            {
-                k += 1;
-            }
-            let end = (k + 1 + hashes).min(c.len());
-            for &ch in &c[i..end] {
-                blank(&mut out, ch);
-            }
-            i = end;
-        } else if c[i] == '"' {
-            blank(&mut out, c[i]);
-            i += 1;
-            while i < c.len() && c[i] != '"' {
-                if c[i] == '\\' {
-                    blank(&mut out, c[i]);
-                    i += 1;
-                }
-                if i < c.len() {
-                    blank(&mut out, c[i]);
-                    i += 1;
-                }
-            }
-            if i < c.len() {
-                blank(&mut out, c[i]);
-                i += 1;
-            }
-        } else if c[i] == '\'' {
-            // A character literal ('x', '\n', '\u{..}'), or a lifetime ('a), kept.
-            let end = if next == Some('\\') {
-                (i + 2..c.len()).find(|&k| c[k] == '\'').map(|k| k + 1)
-            } else if c.get(i + 2) == Some(&'\'') {
-                Some(i + 3)
-            } else {
-                None
-            };
-            match end {
-                Some(end) => {
-                    for &ch in &c[i..end] {
-                        blank(&mut out, ch);
-                    }
-                    i = end;
-                }
-                None => {
-                    out.push(c[i]);
-                    i += 1;
-                }
-            }
-        } else {
-            out.push(c[i]);
-            i += 1;
         }
     }
-    out
-}
 
-/// `code` (from [`code_only`]) without its `#[cfg(test)]` items.
-fn without_tests(code: &str) -> String {
-    let mut c: Vec<char> = code.chars().collect();
-    let marker: Vec<char> = "#[cfg(test)]".chars().collect();
-    let mut i = 0;
-    while i + marker.len() <= c.len() {
-        if c[i..i + marker.len()] != marker[..] {
-            i += 1;
-            continue;
-        }
-        // The item after the attribute ends at a `;` outside brackets, or with the
-        // block its first `{` opens.
-        let mut j = i + marker.len();
-        let mut depth = 0i32;
-        while j < c.len() {
-            match c[j] {
-                '(' | '[' => depth += 1,
-                ')' | ']' => depth -= 1,
-                ';' if depth == 0 => break,
-                '{' if depth == 0 => {
-                    let mut braces = 0;
-                    while j < c.len() {
-                        match c[j] {
-                            '{' => braces += 1,
-                            '}' => {
-                                braces -= 1;
-                                if braces == 0 {
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                        j += 1;
-                    }
-                    break;
-                }
-                _ => {}
-            }
-            j += 1;
-        }
-        for ch in &mut c[i..(j + 1).min(code.len())] {
-            if *ch != '\n' {
-                *ch = ' ';
-            }
-        }
-        i = j;
+    fn visit_expr_unsafe(&mut self, e: &'ast syn::ExprUnsafe) {
+        self.out.unsafe_lines.push(e.unsafe_token.span.start().line);
+        visit::visit_expr_unsafe(self, e);
     }
-    c.into_iter().collect()
+
+    fn visit_signature(&mut self, s: &'ast syn::Signature) {
+        if let Some(u) = &s.unsafety {
+            self.out.unsafe_lines.push(u.span.start().line);
+        }
+        visit::visit_signature(self, s);
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if let Some(u) = &i.unsafety {
+            self.out.unsafe_lines.push(u.span.start().line);
+        }
+        visit::visit_item_impl(self, i);
+    }
+
+    fn visit_item_trait(&mut self, t: &'ast syn::ItemTrait) {
+        if let Some(u) = &t.unsafety {
+            self.out.unsafe_lines.push(u.span.start().line);
+        }
+        visit::visit_item_trait(self, t);
+    }
 }
 
-/// The engine module a file is (`read/fetch/workers.rs` → `read::fetch::workers`).
+/// Parses `text` (the file `file`, of module `module`); panics naming the file if it
+/// is not Rust.
+fn parse(file: &Path, module: &[String], text: &str) -> Parsed {
+    // Each file is checked by several rules: parsed once.
+    type Key = (PathBuf, Vec<String>, String);
+    static PARSED: std::sync::Mutex<BTreeMap<Key, Parsed>> = std::sync::Mutex::new(BTreeMap::new());
+    let key = (file.to_path_buf(), module.to_vec(), text.to_string());
+    if let Some(p) = PARSED.lock().unwrap().get(&key) {
+        return p.clone();
+    }
+    let parsed = parse_now(file, module, text);
+    PARSED.lock().unwrap().insert(key, parsed.clone());
+    parsed
+}
+
+fn parse_now(file: &Path, module: &[String], text: &str) -> Parsed {
+    let mut ast =
+        syn::parse_file(text).unwrap_or_else(|e| panic!("{}: does not parse: {e}", file.display()));
+    let test_mods = ast
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            syn::Item::Mod(m) if m.content.is_none() && is_cfg_test(&m.attrs) => {
+                Some(m.ident.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    strip_tests(&mut ast.items);
+    let mut c = Collect {
+        module: module.to_vec(),
+        out: Parsed::default(),
+    };
+    c.visit_file(&ast);
+    c.out.last_line = ast
+        .items
+        .iter()
+        .map(|i| i.span().end().line)
+        .max()
+        .unwrap_or(0);
+    c.out.test_mods = test_mods;
+    c.out.mods = ast
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            syn::Item::Mod(m) => Some(m.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    c.out
+}
+
+/// `files` without the files of test modules (`#[cfg(test)] mod tests;` and what is
+/// under them).
+fn without_test_files(files: &[(PathBuf, String)]) -> Vec<(PathBuf, String)> {
+    let tests: Vec<Vec<String>> = files
+        .iter()
+        .flat_map(|(f, text)| {
+            let module = module_of(f);
+            parse(f, &module, text).test_mods.into_iter().map(move |m| {
+                let mut path = module.clone();
+                path.push(m);
+                path
+            })
+        })
+        .collect();
+    files
+        .iter()
+        .filter(|(f, _)| !tests.iter().any(|t| module_of(f).starts_with(t)))
+        .cloned()
+        .collect()
+}
+
+/// The crate module a file is (`read/fetch/workers.rs` → `read::fetch::workers`).
 fn module_of(file: &Path) -> Vec<String> {
     let mut parts: Vec<String> = file
         .iter()
@@ -265,130 +386,49 @@ fn module_of(file: &Path) -> Vec<String> {
         .collect();
     let last = parts.pop().unwrap();
     let stem = last.trim_end_matches(".rs");
-    if stem != "mod" && stem != "lib" {
+    if stem != "mod" && stem != "lib" && stem != "main" {
         parts.push(stem.to_string());
     }
     parts
 }
 
-/// The paths from the crate root that `code` names: `crate::a::b`, `use crate::{a, b::c}`
-/// and `super::` paths, resolved from `module` (the file's module), each as its segments
-/// (the first is a top-level module, or whatever else the root holds), with its line.
-fn crate_paths(module: &[String], code: &str) -> Vec<(usize, Vec<String>)> {
-    let mut found = Vec::new();
-    for (n, line) in code.lines().enumerate() {
-        let mut at = 0;
-        while let Some((start, up)) = find_root_path(line, at) {
-            at = start;
-            // Where the path starts: the root, or (for `super::`) a module of the crate.
-            let from_root: Vec<String> = match up {
-                Some(up) if up < module.len() => module[..module.len() - up].to_vec(),
-                _ => Vec::new(),
-            };
-            let rest = &line[start..];
-            let items = if rest.starts_with('{') {
-                group_items(rest)
+/// A path named in `module` as segments from the crate root (`crate::`, `super::`,
+/// `self::` paths); `None` for other paths (std, other crates, local names).
+fn from_root(module: &[String], path: &[String]) -> Option<Vec<String>> {
+    let first = path.first()?;
+    let resolved = match first.as_str() {
+        "crate" => path[1..].to_vec(),
+        "super" => {
+            let up = path.iter().take_while(|s| *s == "super").count();
+            let mut base = if up < module.len() {
+                module[..module.len() - up].to_vec()
             } else {
-                group_items(&format!(
-                    "{{{}}}",
-                    rest.split([' ', ';', '(', ')', '<', '>', '&', ','])
-                        .next()
-                        .unwrap()
-                ))
+                Vec::new()
             };
-            for item in items {
-                let mut path = from_root.clone();
-                path.extend(item);
-                found.push((n + 1, path));
-            }
+            base.extend(path[up..].iter().cloned());
+            base
         }
-    }
-    found.sort();
-    found.dedup();
-    found
-}
-
-/// The items of a `{…}` group (first-level), each as its leading path segments.
-fn group_items(group: &str) -> Vec<Vec<String>> {
-    let mut items = Vec::new();
-    let mut depth = 0;
-    let mut current = String::new();
-    for ch in group.chars() {
-        match ch {
-            '{' => {
-                depth += 1;
-                if depth > 1 {
-                    current.push(ch);
-                }
-            }
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    break;
-                }
-                current.push(ch);
-            }
-            ',' if depth == 1 => items.push(std::mem::take(&mut current)),
-            _ => current.push(ch),
+        "self" if path.len() > 1 => {
+            let mut base = module.to_vec();
+            base.extend(path[1..].iter().cloned());
+            base
         }
-    }
-    items.push(current);
-    items
-        .iter()
-        .map(|item| {
-            item.trim()
-                .split("::")
-                .map(|s| {
-                    s.trim()
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect::<String>()
-                })
-                .take_while(|s| !s.is_empty() && s != "self")
-                .collect::<Vec<_>>()
-        })
-        .filter(|segments| !segments.is_empty())
-        .collect()
-}
-
-/// The next `crate::` (returns where its path starts, `None`) or `super::…::` (returns
-/// where its path starts and how many levels it climbs) in `line` from byte `from`.
-fn find_root_path(line: &str, from: usize) -> Option<(usize, Option<usize>)> {
-    let hay = &line[from..];
-    let starts_word = |at: usize| {
-        at == 0 || {
-            let prev = line.as_bytes()[at - 1];
-            !(prev.is_ascii_alphanumeric() || prev == b'_' || prev == b':')
-        }
+        _ => return None,
     };
-    let mut best: Option<(usize, Option<usize>)> = None;
-    let mut search = 0;
-    while let Some(p) = hay[search..].find("crate::") {
-        let at = from + search + p;
-        if starts_word(at) {
-            best = Some((at + "crate::".len(), None));
-            break;
+    (!resolved.is_empty()).then_some(resolved)
+}
+
+/// A path with its first segment replaced by what a `use` of the same file binds to
+/// that name (`use std::io; io::Result` → `std::io::Result`).
+fn expanded(path: &[String], uses: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    match path.first().and_then(|first| uses.get(first)) {
+        Some(full) if full != path => {
+            let mut out = full.clone();
+            out.extend(path[1..].iter().cloned());
+            out
         }
-        search += p + 1;
+        _ => path.to_vec(),
     }
-    let mut search = 0;
-    while let Some(p) = hay[search..].find("super::") {
-        let at = from + search + p;
-        if starts_word(at) {
-            if best.is_none_or(|(b, _)| at < b) {
-                let mut end = at;
-                let mut up = 0;
-                while line[end..].starts_with("super::") {
-                    end += "super::".len();
-                    up += 1;
-                }
-                best = Some((end, Some(up)));
-            }
-            break;
-        }
-        search += p + 1;
-    }
-    best
 }
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -399,44 +439,51 @@ fn layer_of(module: &str) -> Option<usize> {
 fn pure_violations(files: &[(PathBuf, String)]) -> Vec<String> {
     let mut bad = Vec::new();
     for (file, text) in files {
-        let code = without_tests(&code_only(text));
-        for (n, line) in code.lines().enumerate() {
+        let parsed = parse(file, &module_of(file), text);
+        // What each name a `use` binds stands for.
+        let uses: BTreeMap<String, Vec<String>> = parsed
+            .named
+            .iter()
+            .filter(|n| n.is_use && !n.path.is_empty())
+            .map(|n| {
+                let name = n
+                    .alias
+                    .clone()
+                    .unwrap_or_else(|| n.path.last().unwrap().clone());
+                (name, n.path.clone())
+            })
+            .collect();
+        for n in &parsed.named {
+            let full = if n.is_use {
+                n.path.clone()
+            } else {
+                expanded(&n.path, &uses)
+            };
+            let joined = full.join("::");
             for word in NOT_PURE {
-                if line.contains(word) {
+                let hit = joined == *word
+                    || joined.starts_with(&format!("{word}::"))
+                    // `use std::io::*` brings every reader and writer.
+                    || (n.is_use && word.starts_with(&format!("{joined}::")) && joined.len() > 3
+                        && text.lines().nth(n.line - 1).is_some_and(|l| l.contains('*')));
+                if hit {
                     bad.push(format!(
-                        "{}:{}: the pure crate names `{word}`",
+                        "{}:{}: the pure crate names `{joined}` ({word})",
                         file.display(),
-                        n + 1
+                        n.line
                     ));
                 }
             }
-            // `unsafe` as a keyword (`#![forbid(unsafe_code)]` is the rule, not a use).
-            let is_word =
-                |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-            if line.match_indices("unsafe").any(|(at, _)| {
-                !is_word(line.as_bytes().get(at + 6))
-                    && (at == 0 || !is_word(line.as_bytes().get(at - 1)))
-            }) {
-                bad.push(format!(
-                    "{}:{}: the pure crate has `unsafe` code",
-                    file.display(),
-                    n + 1
-                ));
-            }
-            if let Some(p) = line.find("std::io::{") {
-                for item in group_items(&line[p + "std::io::".len()..]) {
-                    if NOT_PURE_IO_NAMES.contains(&item[0].as_str()) {
-                        bad.push(format!(
-                            "{}:{}: the pure crate imports `std::io::{}`",
-                            file.display(),
-                            n + 1,
-                            item[0]
-                        ));
-                    }
-                }
-            }
+        }
+        for line in &parsed.unsafe_lines {
+            bad.push(format!(
+                "{}:{line}: the pure crate has `unsafe` code",
+                file.display()
+            ));
         }
     }
+    bad.sort();
+    bad.dedup();
     bad
 }
 
@@ -446,40 +493,36 @@ fn engine_violations(files: &[(PathBuf, String)]) -> (Vec<String>, Graph) {
     let mut bad = Vec::new();
     let mut edges: Graph = BTreeMap::new();
     let modules: BTreeSet<Vec<String>> = files.iter().map(|(f, _)| module_of(f)).collect();
-    let aliases: BTreeSet<String> = files
+    let parsed: Vec<(&PathBuf, Vec<String>, Parsed)> = files
         .iter()
-        .flat_map(|(_, text)| {
-            code_only(text)
-                .lines()
-                .filter_map(|l| {
-                    let l = l.trim();
-                    let rest = l
-                        .strip_prefix("pub use ")
-                        .or_else(|| l.strip_prefix("pub(crate) use "))?;
-                    let (_, alias) = rest.trim_end_matches(';').rsplit_once(" as ")?;
-                    Some(alias.trim().to_string())
-                })
-                .collect::<Vec<_>>()
+        .map(|(f, text)| {
+            let module = module_of(f);
+            let p = parse(f, &module, text);
+            (f, module, p)
         })
         .collect();
-    for (file, text) in files {
-        let module = module_of(file);
-        let code = without_tests(&code_only(text));
+    // The names `pub use … as` gives, for users: the crate's own code never goes
+    // through them.
+    let aliases: BTreeSet<String> = parsed
+        .iter()
+        .flat_map(|(_, _, p)| p.named.iter())
+        .filter(|n| n.is_use && n.public)
+        .filter_map(|n| n.alias.clone())
+        .collect();
+    for (file, module, p) in &parsed {
         let name = file.display();
         if module.is_empty() {
             // lib.rs: module declarations and re-exports for users, nothing it uses itself.
-            for (n, line) in code.lines().enumerate() {
-                let t = line.trim_start();
-                if t.starts_with("use ") || t.starts_with("pub(crate) use ") {
-                    bad.push(format!(
-                        "{name}:{}: lib.rs has a crate-internal `use` (a short path for the crate's own code): name the module where the thing lives instead",
-                        n + 1
-                    ));
-                }
+            for n in p.named.iter().filter(|n| n.is_use && !n.public) {
+                bad.push(format!(
+                    "{name}:{}: lib.rs has a crate-internal `use` of `{}` (a short path for the crate's own code): name the module where the thing lives instead",
+                    n.line,
+                    n.path.join("::")
+                ));
             }
             continue;
         }
-        if module == ["format"] {
+        if module[..] == ["format"] {
             continue; // The facade for users: re-exports of the format crate only.
         }
         let top = &module[0];
@@ -487,7 +530,19 @@ fn engine_violations(files: &[(PathBuf, String)]) -> (Vec<String>, Graph) {
             bad.push(format!("{name}: module `{top}` is in no layer of LAYERS"));
             continue;
         };
-        for (line, path) in crate_paths(&module, &code) {
+        if own != layer_of("storage").unwrap() {
+            for line in &p.unsafe_lines {
+                bad.push(format!("{name}:{line}: `unsafe` outside the storage layer"));
+            }
+        }
+        let mut found: Vec<(usize, Vec<String>)> = p
+            .named
+            .iter()
+            .filter_map(|n| from_root(&n.module, &n.path).map(|path| (n.line, path)))
+            .collect();
+        found.sort();
+        found.dedup();
+        for (line, path) in found {
             for segment in &path {
                 if aliases.contains(segment) {
                     bad.push(format!(
@@ -524,7 +579,7 @@ fn engine_violations(files: &[(PathBuf, String)]) -> (Vec<String>, Graph) {
                 .map(|n| path[..n].to_vec())
                 .find(|m| modules.contains(m));
             if let Some(to) = to {
-                let nested = to.starts_with(&module) || module.starts_with(&to);
+                let nested = to.starts_with(module) || module.starts_with(&to);
                 if !nested {
                     let mut from = vec!["file".to_string()];
                     from.extend(module.iter().cloned());
@@ -536,6 +591,27 @@ fn engine_violations(files: &[(PathBuf, String)]) -> (Vec<String>, Graph) {
         }
     }
     (bad, edges)
+}
+
+/// Violations of a front end's rule in its `files` (`krate` names the crate).
+fn front_end_violations(krate: &str, files: &[(PathBuf, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (file, text) in &without_test_files(files) {
+        let parsed = parse(file, &module_of(file), text);
+        for n in &parsed.named {
+            if n.path.first().is_some_and(|s| s == "tfrecord_lirs_format") {
+                bad.push(format!(
+                    "{krate}/{}:{}: a front end names the format crate (`{}`): reach it through the engine (`tfrecord_lirs`)",
+                    file.display(),
+                    n.line,
+                    n.path.join("::")
+                ));
+            }
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    bad
 }
 
 /// A cycle in `edges`, if any, as the modules on it.
@@ -584,14 +660,7 @@ fn find_cycle(edges: &Graph) -> Option<Vec<String>> {
 fn long_files(files: &[(PathBuf, String)]) -> Vec<String> {
     let mut bad = Vec::new();
     for (file, text) in files {
-        let code = without_tests(&code_only(text));
-        // Lines up to the last one with code outside the tests (tests come last).
-        let lines = code
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .last()
-            .map_or(0, |(n, _)| n + 1);
+        let lines = parse(file, &module_of(file), text).last_line;
         let first_comment: String = text
             .lines()
             .take_while(|l| l.starts_with("//!"))
@@ -609,6 +678,7 @@ fn long_files(files: &[(PathBuf, String)]) -> Vec<String> {
 
 /// Every violation in the engine's `engine` files and the pure crate's `pure` files.
 fn violations(engine: &[(PathBuf, String)], pure: &[(PathBuf, String)]) -> Vec<String> {
+    let (engine, pure) = (&without_test_files(engine), &without_test_files(pure));
     let mut bad = pure_violations(pure);
     let (engine_bad, edges) = engine_violations(engine);
     bad.extend(engine_bad);
@@ -625,39 +695,42 @@ fn the_layers_hold() {
     let engine = sources(&crate_dir("tfrecord-lirs").join("src"));
     let pure = sources(&crate_dir("tfrecord-lirs-format").join("src"));
     // Every top-level module of the engine is in a layer (or is the users' facade).
-    let lib = engine
+    let (lib, text) = engine
         .iter()
         .find(|(f, _)| f == Path::new("lib.rs"))
         .unwrap();
-    for line in code_only(&lib.1).lines() {
-        let t = line.trim();
-        let Some(rest) = t
-            .strip_prefix("mod ")
-            .or_else(|| t.strip_prefix("pub mod "))
-        else {
-            continue;
-        };
-        let module = rest.trim_end_matches(';');
+    for module in parse(lib, &[], text).mods {
         assert!(
-            module == "format" || layer_of(module).is_some(),
+            module == "format" || layer_of(&module).is_some(),
             "lib.rs declares `{module}`, which is in no layer of LAYERS (tests/layers.rs)"
         );
     }
-    let bad = violations(&engine, &pure);
+    let mut bad = violations(&engine, &pure);
+    for krate in FRONT_ENDS {
+        bad.extend(front_end_violations(
+            krate,
+            &sources(&crate_dir(krate).join("src")),
+        ));
+    }
     assert!(bad.is_empty(), "the layers are broken:\n{}", bad.join("\n"));
 }
 
-#[test]
-fn the_pure_crate_depends_on_no_engine() {
-    let manifest =
-        fs::read_to_string(crate_dir("tfrecord-lirs-format").join("Cargo.toml")).unwrap();
-    let deps = manifest
+/// The `[dependencies]` table of a crate's manifest.
+fn dependencies(krate: &str) -> String {
+    let manifest = fs::read_to_string(crate_dir(krate).join("Cargo.toml")).unwrap();
+    manifest
         .split("[dependencies]")
         .nth(1)
         .unwrap()
         .split("\n[")
         .next()
-        .unwrap();
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn the_pure_crate_depends_on_no_engine() {
+    let deps = dependencies("tfrecord-lirs-format");
     for forbidden in [
         "tfrecord-lirs",
         "memmap2",
@@ -673,6 +746,25 @@ fn the_pure_crate_depends_on_no_engine() {
 }
 
 #[test]
+fn the_front_ends_depend_on_the_engine_not_the_format() {
+    for krate in FRONT_ENDS {
+        let deps = dependencies(krate);
+        assert!(
+            deps.lines()
+                .any(|l| l.trim_start().starts_with("tfrecord-lirs ")
+                    || l.trim_start().starts_with("tfrecord-lirs.")),
+            "{krate} does not depend on the engine"
+        );
+        assert!(
+            !deps
+                .lines()
+                .any(|l| l.trim_start().starts_with("tfrecord-lirs-format")),
+            "{krate} depends on tfrecord-lirs-format: reach it through the engine"
+        );
+    }
+}
+
+#[test]
 fn checks_find_planted_violations() {
     let file = |path: &str, text: &str| (PathBuf::from(path), text.to_string());
     let lib = file(
@@ -681,7 +773,7 @@ fn checks_find_planted_violations() {
     );
     let clean = vec![
         lib.clone(),
-        file("storage/mod.rs", "use crate::pool::spawn;\n// crate::read::Reader in a comment\nconst S: &str = \"crate::read\";\n"),
+        file("storage/mod.rs", "use crate::pool::spawn;\n// crate::read::Reader in a comment\nconst S: &str = \"crate::read\";\nfn f() { unsafe {} }\n"),
         file("read/mod.rs", "use crate::storage::{local, Storage};\nuse super::storage::x;\n#[cfg(test)]\nmod tests {\n    use crate::Reader;\n}\n"),
         file("read/a.rs", "use crate::read::b::B;\n"),
         file("read/b.rs", "pub struct B;\n"),
@@ -705,6 +797,23 @@ fn checks_find_planted_violations() {
             "use crate::{pool, read::x};\n",
             "of the higher layer",
         ),
+        // As rustfmt wraps a long group.
+        (
+            "storage/mod.rs",
+            "use crate::{\n    pool::spawn,\n    read::{\n        reader::Reader,\n        x,\n    },\n};\n",
+            "storage/mod.rs:4: `storage` (layer 1) uses `crate::read::reader::Reader` of the higher layer",
+        ),
+        // In a macro's arguments, and in an inline module.
+        (
+            "storage/mod.rs",
+            "fn f() { println!(\"{}\", crate::read::X); }\n",
+            "of the higher layer",
+        ),
+        (
+            "storage/mod.rs",
+            "mod inner {\n    use super::super::read::x;\n}\n",
+            "of the higher layer",
+        ),
         (
             "read/mod.rs",
             "use crate::Reader;\n",
@@ -715,6 +824,11 @@ fn checks_find_planted_violations() {
             "read/mod.rs",
             "use crate::storage::io::ReadAt;\n",
             "alias `io`",
+        ),
+        (
+            "read/mod.rs",
+            "fn f() { unsafe { g() } }\n",
+            "`unsafe` outside the storage layer",
         ),
         (
             "lib.rs",
@@ -751,6 +865,18 @@ fn checks_find_planted_violations() {
         violations(&clean, &[file("long.rs", &said)]),
         Vec::<String>::new()
     );
+    // A test module in a file of its own is test code too.
+    let mut with_tests = clean.clone();
+    with_tests.push(file(
+        "read/b/tests.rs",
+        &format!("use crate::Reader;\n{long}"),
+    ));
+    with_tests.retain(|(p, _)| p != Path::new("read/b.rs"));
+    with_tests.push(file(
+        "read/b.rs",
+        "pub struct B;\n#[cfg(test)]\nmod tests;\n",
+    ));
+    assert_eq!(violations(&with_tests, &pure_clean), Vec::<String>::new());
     let tested = format!("fn f() {{}}\n#[cfg(test)]\nmod tests {{\n{long}}}\n");
     assert_eq!(
         violations(&clean, &[file("long.rs", &tested)]),
@@ -760,15 +886,45 @@ fn checks_find_planted_violations() {
     let pure_planted: &[(&str, &str)] = &[
         ("use std::fs::File;\n", "std::fs"),
         ("use std::io::{self, Read};\n", "std::io::Read"),
+        (
+            "use std::io::{\n    ErrorKind,\n    Write,\n};\n",
+            "x.rs:3: the pure crate names `std::io::Write`",
+        ),
+        ("use std::io::*;\n", "std::io::Read"),
         ("fn f() -> std::io::Result<()> { Ok(()) }\n", "io::Result"),
+        (
+            "use std::io;\nfn f() -> io::Result<()> { Ok(()) }\n",
+            "io::Result",
+        ),
         ("fn f(w: &mut dyn std::io::Write) {}\n", "io::Write"),
         ("fn f() { unsafe {} }\n", "unsafe"),
+        ("unsafe fn f() {}\n", "unsafe"),
+        (
+            "use tfrecord_lirs::Reader;\n",
+            "names `tfrecord_lirs::Reader`",
+        ),
     ];
     for (text, expect) in pure_planted {
         let bad = violations(&clean, &[file("x.rs", text)]);
         assert!(
             bad.iter().any(|b| b.contains(expect)),
             "{text:?} gave {bad:?}, not {expect:?}"
+        );
+    }
+
+    assert_eq!(
+        front_end_violations("cli", &[file("main.rs", "use tfrecord_lirs::Reader;\n")]),
+        Vec::<String>::new()
+    );
+    for text in [
+        "use tfrecord_lirs_format::order::OrderV2;\n",
+        "use {\n    std::fs,\n    tfrecord_lirs_format::{\n        order::OrderV2,\n    },\n};\n",
+        "fn f() { let _ = tfrecord_lirs_format::framing::HEADER; }\n",
+    ] {
+        let bad = front_end_violations("cli", &[file("main.rs", text)]);
+        assert!(
+            bad.iter().any(|b| b.contains("names the format crate")),
+            "{text:?} gave {bad:?}"
         );
     }
 }

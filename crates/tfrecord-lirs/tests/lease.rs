@@ -7,7 +7,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use common::{kdd_sizes, payload, write_padded, write_plain};
 use tfrecord_lirs::{
@@ -171,18 +170,28 @@ fn auto_without_a_lease_falls_back_to_pread() {
     drop(writer);
 }
 
-/// Truncates `path` to `len` on another thread; returns how long the truncation took.
-fn truncate_elsewhere(path: &Path, len: u64) -> Duration {
+/// Whether this process maps (a part of) the file `path` (`/proc/self/maps`).
+fn mapped_here(path: &Path) -> bool {
+    let path = std::fs::canonicalize(path).unwrap();
+    let path = path.to_str().unwrap();
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .any(|l| l.ends_with(path))
+}
+
+/// Truncates `path` to `len` on another thread; returns whether this process still
+/// mapped the file when the truncation returned.
+fn truncate_elsewhere(path: &Path, len: u64) -> bool {
     let path = path.to_path_buf();
     std::thread::spawn(move || {
-        let t = Instant::now();
         std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
             .unwrap()
             .set_len(len)
             .unwrap();
-        t.elapsed()
+        mapped_here(&path)
     })
     .join()
     .unwrap()
@@ -200,13 +209,14 @@ fn truncation_underneath_revokes_the_map_and_reads_fail_cleanly() {
 
     // Readers keep reading (mapped) on other threads while the file is truncated: each
     // has read the whole file once (all clean) before the truncation, and reads on until
-    // it sees the truncation (records past the new end fail), which it must within a
-    // pass once the truncation is done; the deadline only bounds a hang.
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // it sees the truncation (records past the new end fail), which it must in the first
+    // pass it starts once the truncation is done.
+    let truncated = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let started = Arc::new(std::sync::Barrier::new(3));
     let readers: Vec<_> = (0..2)
         .map(|t| {
             let (reader, started) = (Arc::clone(&reader), Arc::clone(&started));
+            let truncated = Arc::clone(&truncated);
             std::thread::spawn(move || {
                 let mut batch = Batch::default();
                 let ids: Vec<u64> = (0..4000u64).map(|i| (i * 7919 + t) % 4000).collect();
@@ -224,8 +234,9 @@ fn truncation_underneath_revokes_the_map_and_reads_fail_cleanly() {
                 started.wait();
                 assert_eq!(before, 0, "an error before the truncation");
                 loop {
+                    let after_truncation = truncated.load(std::sync::atomic::Ordering::Acquire);
                     let errors = pass(&mut batch);
-                    if errors > 0 || Instant::now() > deadline {
+                    if errors > 0 || after_truncation {
                         return errors;
                     }
                 }
@@ -234,13 +245,18 @@ fn truncation_underneath_revokes_the_map_and_reads_fail_cleanly() {
         .collect();
     started.wait();
     let size = std::fs::metadata(&f).unwrap().len();
-    let took = truncate_elsewhere(&f, size / 2);
-    // The writer waited for the watcher (milliseconds), not for the kernel's
-    // lease-break-time (45 s by default), after which the kernel would have broken
-    // the lease under our readers.
     assert!(
-        took < Duration::from_secs(20),
-        "truncation blocked {took:?}"
+        mapped_here(&f),
+        "the file is not mapped before the truncation"
+    );
+    // The truncation went through only once the watcher had unmapped the file (and then
+    // released the lease), not when the kernel broke the lease after lease-break-time
+    // with the map still in place: no page of it can be touched past the new end.
+    let still_mapped = truncate_elsewhere(&f, size / 2);
+    truncated.store(true, std::sync::atomic::Ordering::Release);
+    assert!(
+        !still_mapped,
+        "the truncation went through while the file was still mapped"
     );
     assert!(!reader.is_mapped(), "the map survived a truncation");
     for (t, errors) in readers.into_iter().map(|h| h.join().unwrap()).enumerate() {

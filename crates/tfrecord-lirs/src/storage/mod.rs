@@ -38,6 +38,7 @@ mod cloud_errors;
 pub(crate) mod file_list;
 #[cfg(feature = "object-store")]
 pub(crate) mod in_flight;
+pub(crate) mod kill_point;
 pub mod local;
 pub mod partial_claim;
 pub mod partial_identity;

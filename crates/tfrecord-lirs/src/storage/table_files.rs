@@ -10,6 +10,7 @@ use byteorder::{ByteOrder, LittleEndian};
 use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::table::{check_increasing, check_whole_entries, parse_table};
 
+use crate::storage::kill_point::kill_point;
 use crate::storage::local::OffsetTable;
 use crate::storage::{Place, Storage};
 
@@ -209,10 +210,12 @@ pub(crate) fn write_atomically<T>(
         w.flush().map_err(|e| Error::io(path, e))?;
         filled
     };
+    kill_point("table-written");
     if sync {
         tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
     }
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    kill_point("table-renamed");
     if sync {
         sync_parent_dir(path)?;
     }
@@ -268,6 +271,7 @@ pub(crate) fn write_table_with<T>(
     write_atomically(path, sync, |w| {
         let mut used = 0;
         let filled = fill(&mut |mut entries: &[u64]| {
+            kill_point("table-entries");
             while !entries.is_empty() {
                 let room = (TABLE_WRITE_BUFFER - used) / 8;
                 let (now, rest) = entries.split_at(room.min(entries.len()));

@@ -16,6 +16,7 @@ use tfrecord_lirs_format::framing::{self, PageSize, FILLER_MAGIC};
 use tfrecord_lirs_format::table::OffsetTableBuilder;
 use tfrecord_lirs_format::table_path::default_table_path;
 
+use crate::storage::kill_point::kill_point;
 use crate::storage::remote::FileSystem;
 use crate::storage::table_files::{sync_parent_dir, temp_file_beside, write_table, write_table_in};
 use crate::storage::{Place, Storage};
@@ -82,7 +83,9 @@ impl TFRecordWriter<BufWriter<File>> {
             file.sync_all().map_err(|e| Error::io(&name, e))?;
         }
         if let Some(temp) = self.temp.take() {
+            kill_point("data-written");
             temp.persist(&name).map_err(|e| Error::io(&name, e.error))?;
+            kill_point("data-renamed");
             if sync {
                 sync_parent_dir(&name)?;
             }
@@ -126,6 +129,7 @@ impl<W: Write> TFRecordWriter<W> {
                 String::from_utf8_lossy(FILLER_MAGIC)
             )));
         }
+        kill_point("data-instance");
         let offset = self.position;
         let header = framing::encode_header(payload.len() as u64);
         let footer = framing::encode_footer(payload);
@@ -505,6 +509,7 @@ impl PaddedWriter {
             Ok(()) if self.sync => sync_parent_dir(&table_path)?,
             _ => {}
         }
+        kill_point("old-table-removed");
         // Renames the data into place (fsyncing it and the directory with `sync`).
         self.writer.finish_synced(self.sync)?;
         write_table(&table_path, self.table.offsets(), self.sync)?;

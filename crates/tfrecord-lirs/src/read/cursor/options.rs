@@ -79,7 +79,7 @@ pub struct CursorOptions {
     pub order_version: OrderVersion,
     /// Fetch threads, window and read-ahead.
     pub fetch: FetchOptions,
-    /// Records per batch; 0: single records ([`DatasetCursor::next_element`](super::walk::DatasetCursor::next_element)).
+    /// Instances per batch; 0: single instances ([`DatasetCursor::next_element`](super::walk::DatasetCursor::next_element)).
     pub batch_size: usize,
     /// Drop a batch smaller than `batch_size` instead of handing it out.
     pub drop_remainder: bool,
