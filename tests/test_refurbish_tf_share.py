@@ -212,5 +212,13 @@ def test_augment_share_with_a_plain_augment_job(files, tmp_path):
     assert calls(log) == refreshes(1) == EPOCHS * N
 
 
+def test_augment_is_a_top_level_name():
+    import tfrecord_lirs
+    from tfrecord_lirs import refurbish_tf
+
+    assert tfrecord_lirs.augment is refurbish_tf.augment
+    assert tfrecord_lirs.refurbish is refurbish_tf.refurbish
+
+
 if __name__ == "__main__":
     main(*sys.argv[1:])

@@ -19,7 +19,7 @@ data, partial function name and seed) compute each partial output once in all: t
 lookup kernel claims a miss, and a job that finds another's claim waits for its entry
 (docs/FORMAT.md §7.1). A PyTorch or Grain job shares tf.data's entries when it stores
 the same bytes: give it `serializer=serializer(spec)`. `augment(files, fn, share=dir)`
-is the plain case (one augmentation per sample per epoch, shared by a sweep's jobs).
+(also `tfrecord_lirs.augment`) is the plain case (one augmentation per sample per epoch, shared by a sweep's jobs).
 """
 
 import os
