@@ -418,32 +418,50 @@ SWEEP = os.path.join(ROOT, "benchmarks", "sweep_bench.py")
 
 
 def bench_sweep(t, out, env):
-    """Row 14, sweep: 4 concurrent PyTorch jobs with the same data, seed and
-    augmentation sharing one store (`AugmentDataset(share=...)`) against 4 separate
-    jobs."""
-    log("row 14: sweep, 4 jobs sharing one store vs 4 separate (PyTorch)")
-    rows = json_lines(run([WITHOUT_TF_PY, SWEEP, "--out", out,
-                           "--images", str(max(128, int(512 * SCALE)))], env=env))
-    res = {r["pipeline"]: r for r in rows}
-    sep, sh = res["sweep_separate"], res["sweep_shared"]
-    sec = (f"14 sweep: {sh['jobs']} PyTorch jobs at once ({sh['workers_per_job']} worker "
-           f"each), {sh['images']:,} PNG Examples, {sh['epochs']} epochs, row 14's whole "
-           "augmentation every epoch")
-    t.add(sec, "separate: each job on a store of its own (per-job img/s; augmentations "
-          "computed in all)", fmt_rate(sep["per_job_images_per_s"], "img/s"),
-          f"{sep['augmentations_computed']:,} computed")
-    same = sh["same_samples"] and sh["same_samples_as_separate"]
-    v = sh["speedup_per_job"]
-    m = check(t, "14: sweep, per-job img/s shared vs separate", v, 2.5) and same
-    t.add(sec, "**shared**: the jobs on one store directory (`AugmentDataset(share=...)`), "
-          "per-job img/s" + ("" if same else " (SAMPLES DIFFER)"),
-          fmt_rate(sh["per_job_images_per_s"], "img/s"), f"{v:.2f}x separate", ">= 2.5x", m)
-    c = sh["computed_over_one_job"]
-    m = check(t, "14: sweep, augmentations (records read) in all vs one job's", c, 1.1,
-              higher_is_better=False)
-    t.add(sec, "shared: augmentations computed in all (each reads its record once) vs "
-          "one job's", f"{sh['augmentations_computed']:,} vs {sh['one_jobs_augmentations']:,}",
-          f"{c:.2f}x", "<= 1.1x", m)
+    """Row 14, sweep: 4 concurrent jobs with the same data, seed and augmentation
+    sharing one store against 4 separate jobs: PyTorch (`AugmentDataset(share=...)`)
+    and tf.data (`tfrecord_lirs.augment(share=...)`)."""
+    res = {}
+    tf_env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
+                  TF_CPP_MIN_LOG_LEVEL="3")
+    for frontend, py, run_env, who, how in [
+            ("torch", WITHOUT_TF_PY, env, "PyTorch", "AugmentDataset(share=...)"),
+            ("tf", sys.executable, tf_env, "tf.data", "tfrecord_lirs.augment(share=...)")]:
+        log(f"row 14: sweep, 4 jobs sharing one store vs 4 separate ({who})")
+        rows = json_lines(run([py, SWEEP, "--out", out, "--frontend", frontend,
+                               "--images", str(max(128, int(512 * SCALE)))], env=run_env))
+        got = {r["pipeline"]: r for r in rows}
+        sep, sh = got["sweep_separate"], got["sweep_shared"]
+        key = "" if frontend == "torch" else "_tf"
+        res[f"sweep_separate{key}"], res[f"sweep_shared{key}"] = sep, sh
+        each = (f"{sh['workers_per_job']} worker each" if frontend == "torch"
+                else "map AUTOTUNE")
+        sec = (f"14 sweep: {sh['jobs']} {who} jobs at once ({each}), {sh['images']:,} PNG "
+               f"Examples, {sh['epochs']} epochs, row 14's whole augmentation every epoch")
+        t.add(sec, "separate: each job on a store of its own (per-job img/s; augmentations "
+              "computed in all)", fmt_rate(sep["per_job_images_per_s"], "img/s"),
+              f"{sep['augmentations_computed']:,} computed")
+        same = sh["same_samples"] and sh["same_samples_as_separate"]
+        v = sh["speedup_per_job"]
+        m = check(t, f"14: sweep ({who}), per-job img/s shared vs separate", v, 2.5) and same
+        t.add(sec, f"**shared**: the jobs on one store directory (`{how}`), per-job img/s"
+              + ("" if same else " (SAMPLES DIFFER)"),
+              fmt_rate(sh["per_job_images_per_s"], "img/s"), f"{v:.2f}x separate",
+              ">= 2.5x", m)
+        c = sh["computed_over_one_job"]
+        m = check(t, f"14: sweep ({who}), augmentations in all vs one job's", c, 1.1,
+                  higher_is_better=False)
+        t.add(sec, "shared: augmentations computed in all vs one job's",
+              f"{sh['augmentations_computed']:,} vs {sh['one_jobs_augmentations']:,}",
+              f"{c:.2f}x", "<= 1.1x", m)
+        b = sh["bytes_read_over_one_job"]
+        m = check(t, f"14: sweep ({who}), bytes read in all vs one job's", b, 1.1,
+                  higher_is_better=False)
+        t.add(sec, "shared: bytes read from the data file in all (the engine's read "
+              "counters) vs one job's (separate: "
+              f"{sep['bytes_read'] / max(1, sh['one_jobs_bytes_read']):.2f}x)",
+              f"{sh['bytes_read'] / 1e6:,.1f} MB vs {sh['one_jobs_bytes_read'] / 1e6:,.1f} MB",
+              f"{b:.2f}x", "<= 1.1x", m)
     return res
 
 
@@ -1076,7 +1094,11 @@ def report(path, t, m, meta, results):
         "14's whole augmentation, each epoch a new one: on a store directory of their "
         "own each, then all on one (`tfrecord_lirs.torch.AugmentDataset(share=...)`, "
         "under /dev/shm); per-job images/s over every epoch and the augmentations "
-        "computed in all (counted by the jobs; each reads its record once).",
+        "computed in all (counted by the jobs; each reads its record once); the same "
+        "with 4 tf.data jobs (`tfrecord_lirs.augment(share=...)`, row 14's augmentation as "
+        "TensorFlow ops). Bytes read: the engine's read counters of every process that "
+        "read the data file (DataLoader workers, tf.data jobs), in all, against one "
+        "separate job's.",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):

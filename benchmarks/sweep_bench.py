@@ -1,15 +1,23 @@
-"""`make bench` row 14, sweep: JOBS concurrent PyTorch jobs (processes, each a
-DataLoader with WORKERS worker processes) with the same data, seed and augmentation,
-sharing one store directory (`tfrecord_lirs.torch.AugmentDataset(..., share=dir)`:
-each augmented sample is computed by the first job to need it, the others wait for it
-or read it), against the same jobs each on a store of its own (every job computes
-every sample). The augmentation is row 14's whole one (decode, crop, flip, 5
-RandAugment-like layers), every epoch a new one (reuse_factor 1). Run with the
-TensorFlow-free venv's python. Prints one JSON line per setting: per-job images/s
-(mean, min), augmentations computed in all (each reads its record once: the records
-read), and whether every job saw the same samples.
+"""`make bench` row 14, sweep: JOBS concurrent jobs (processes) with the same data,
+seed and augmentation, sharing one store directory (each augmented sample is computed
+by the first job to need it, the others wait for it or read it), against the same jobs
+each on a store of its own (every job computes every sample). Front ends:
 
-    python sweep_bench.py --out DIR [--images N] [--epochs E] [--jobs J] [--workers W]
+* torch (the TensorFlow-free venv's python): each job a DataLoader with WORKERS worker
+  processes over `tfrecord_lirs.torch.AugmentDataset(..., share=dir)`, row 14's whole
+  augmentation (decode, crop, flip, 5 RandAugment-like layers) in numpy/PIL;
+* tf (the TensorFlow venv's python): each job `tfrecord_lirs.augment(..., share=dir)`,
+  the same augmentation as TensorFlow ops (benchmarks/refurbish_tf_bench.py), its map
+  `num_parallel_calls=AUTOTUNE`.
+
+Every epoch a new augmentation (reuse_factor 1). Prints one JSON line per setting:
+per-job images/s (mean, min), augmentations computed in all, bytes the jobs read from
+the data file in all (the engine's read counters: `_lirs.process_io_totals()` in the
+DataLoader workers, `tfrecord_lirs.process_io_totals()` in a tf.data job), and whether
+every job saw the same samples.
+
+    python sweep_bench.py --out DIR [--frontend torch|tf] [--images N] [--epochs E]
+                          [--jobs J] [--workers W]
 """
 
 import argparse
@@ -22,14 +30,19 @@ import sys
 import time
 
 import numpy as np
-import torch.utils.data as tud
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import tfrecord_lirs  # noqa: E402
-from refurbish_bench import BATCH, SEED, Counted, calls, whole, write_images  # noqa: E402
-from tfrecord_lirs.torch import AugmentDataset  # noqa: E402
+
+try:  # the torch front end (the TensorFlow-free venv)
+    import torch.utils.data as tud
+    from refurbish_bench import BATCH, SEED, Counted, calls, whole, write_images
+    from tfrecord_lirs.torch import AugmentDataset
+except ImportError:  # the tf front end (the TensorFlow venv has no torch)
+    Counted = object
+    from refurbish_tf_bench import BATCH, SEED, write_images  # noqa: F401
 
 
 def digest(batch):
@@ -37,22 +50,82 @@ def digest(batch):
             for x in batch]
 
 
+class CountedIo(Counted):
+    """`Counted`, also writing what this worker process's readers read since it
+    started (`worker_start`) to `<log>.io-<pid>` after each call: a record is read
+    only to be augmented, so the last call's figure is the worker's."""
+
+    def __call__(self, record, seed):
+        out = super().__call__(record, seed)
+        with open(f"{self.log}.io-{os.getpid()}", "w") as f:
+            f.write(str(tfrecord_lirs._lirs.process_io_totals()[1] - _WORKER_START[0]))
+        return out
+
+
+_WORKER_START = [0]
+
+
+def worker_start(_worker_id):
+    # A forked worker inherits the counters of the process it was forked from.
+    _WORKER_START[0] = tfrecord_lirs._lirs.process_io_totals()[1]
+
+
+def worker_bytes(log):
+    return sum(int(open(os.path.join(os.path.dirname(log), f)).read() or 0)
+               for f in os.listdir(os.path.dirname(log))
+               if f.startswith(os.path.basename(log) + ".io-"))
+
+
 def job(data, store, log, epochs, workers):
-    """One job: prints its images/s over every epoch and a hash of its samples."""
+    """One PyTorch job: prints its images/s over every epoch, a hash of its samples
+    and the bytes its readers read."""
     source = tfrecord_lirs.DataSource([data])
-    dataset = AugmentDataset(source, Counted(whole, log), seed=SEED, batch_size=BATCH,
+    dataset = AugmentDataset(source, CountedIo(whole, log), seed=SEED, batch_size=BATCH,
                              share=store, augment_name="sweep-bench-1")
     loader = tud.DataLoader(dataset, sampler=dataset.sampler, batch_size=BATCH,
-                            num_workers=workers, collate_fn=digest, persistent_workers=True)
+                            num_workers=workers, collate_fn=digest, persistent_workers=True,
+                            worker_init_fn=worker_start)
     seen = hashlib.blake2b(digest_size=8)
+    before = tfrecord_lirs._lirs.process_io_totals()[1]
     start = time.perf_counter()
     for epoch in range(epochs):
         dataset.sampler.set_epoch(epoch)
         for hashes in loader:
             seen.update("".join(hashes).encode())
     secs = time.perf_counter() - start
+    main_bytes = tfrecord_lirs._lirs.process_io_totals()[1] - before
     print(json.dumps({"images_per_s": len(source) * epochs / secs,
-                      "samples": seen.hexdigest()}), flush=True)
+                      "samples": seen.hexdigest(), "computed": calls(log),
+                      "bytes_read": main_bytes + worker_bytes(log)}), flush=True)
+
+
+def tf_job(data, store, log, epochs, _workers):
+    """One tf.data job (`tfrecord_lirs.augment(share=)`): the same report. Its
+    augmentations are counted in the graph by a TensorFlow variable (no Python op)."""
+    import tensorflow as tf
+
+    from refurbish_tf_bench import final, partial, sub_seed
+
+    count = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def augment(record, seed):
+        with tf.control_dependencies([count.assign_add(1)]):
+            record = tf.identity(record)
+        return final(partial(record, sub_seed(seed, 1)), sub_seed(seed, 2))
+
+    n = len(tfrecord_lirs.DataSource([data]))
+    ds = tfrecord_lirs.augment([data], augment, seed=SEED, share=store, batch_size=BATCH,
+                               epochs=epochs, augment_name="sweep-bench-tf-1")
+    seen = hashlib.blake2b(digest_size=8)
+    before = tfrecord_lirs.process_io_totals()["bytes_read"]
+    start = time.perf_counter()
+    for batch in ds.batch(BATCH).prefetch(tf.data.AUTOTUNE):
+        seen.update("".join(digest(batch.numpy())).encode())
+    secs = time.perf_counter() - start
+    print(json.dumps({"images_per_s": n * epochs / secs, "samples": seen.hexdigest(),
+                      "computed": int(count.numpy()),
+                      "bytes_read": tfrecord_lirs.process_io_totals()["bytes_read"] - before}),
+          flush=True)
 
 
 def sweep(data, root, shared, args):
@@ -60,8 +133,8 @@ def sweep(data, root, shared, args):
     stores = [os.path.join(root, "shared" if shared else f"own-{j}") for j in range(args.jobs)]
     logs = [os.path.join(root, f"{'shared' if shared else 'own'}-{j}.calls")
             for j in range(args.jobs)]
-    procs = [subprocess.Popen([sys.executable, __file__, "--job", data, store, log,
-                               str(args.epochs), str(args.workers)],
+    procs = [subprocess.Popen([sys.executable, __file__, "--job", args.frontend, data, store,
+                               log, str(args.epochs), str(args.workers)],
                               stdout=subprocess.PIPE, text=True)
              for store, log in zip(stores, logs)]
     results = []
@@ -71,11 +144,13 @@ def sweep(data, root, shared, args):
             raise SystemExit(f"a job failed (exit {p.returncode})")
         results.append(json.loads(out.splitlines()[-1]))
     rates = [r["images_per_s"] for r in results]
-    return {"pipeline": "sweep_shared" if shared else "sweep_separate", "jobs": args.jobs,
+    return {"pipeline": "sweep_shared" if shared else "sweep_separate",
+            "frontend": args.frontend, "jobs": args.jobs,
             "workers_per_job": args.workers, "images": args.images, "epochs": args.epochs,
             "per_job_images_per_s": sum(rates) / len(rates),
             "per_job_images_per_s_min": min(rates),
-            "augmentations_computed": sum(calls(log) for log in logs),
+            "augmentations_computed": sum(r["computed"] for r in results),
+            "bytes_read": sum(r["bytes_read"] for r in results),
             "one_jobs_augmentations": args.images * args.epochs,
             "same_samples": len({r["samples"] for r in results}) == 1,
             "samples": results[0]["samples"]}
@@ -83,10 +158,12 @@ def sweep(data, root, shared, args):
 
 def main():
     if sys.argv[1:2] == ["--job"]:
-        data, store, log, epochs, workers = sys.argv[2:7]
-        return job(data, store, log, int(epochs), int(workers))
+        frontend, data, store, log, epochs, workers = sys.argv[2:8]
+        run_job = tf_job if frontend == "tf" else job
+        return run_job(data, store, log, int(epochs), int(workers))
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--frontend", choices=("torch", "tf"), default="torch")
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=4)
@@ -94,10 +171,13 @@ def main():
     ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    data = os.path.join(args.out, f"sweep-images-{args.images}.tfrecord")
+    # The same kind of PNG Examples, written by each front end's bench.
+    data = os.path.join(args.out, f"sweep-images-{'tf-' if args.frontend == 'tf' else ''}"
+                                  f"{args.images}.tfrecord")
     if not os.path.exists(data):
         write_images(data, args.images)
-    root = os.path.join(args.store_root or args.out, f"sweep-bench-{os.getpid()}")
+    root = os.path.join(args.store_root or args.out,
+                        f"sweep-bench-{args.frontend}-{os.getpid()}")
     os.makedirs(root)
     try:
         separate = sweep(data, root, False, args)
@@ -107,6 +187,10 @@ def main():
         shared["computed_over_one_job"] = (shared["augmentations_computed"]
                                            / shared["one_jobs_augmentations"])
         shared["same_samples_as_separate"] = shared["samples"] == separate["samples"]
+        # One job alone reads what each separate job reads.
+        shared["one_jobs_bytes_read"] = separate["bytes_read"] / separate["jobs"]
+        shared["bytes_read_over_one_job"] = (shared["bytes_read"]
+                                             / max(1.0, shared["one_jobs_bytes_read"]))
         for row in (separate, shared):
             print(json.dumps(row), flush=True)
     finally:

@@ -1,6 +1,7 @@
-"""`make demo`'s refurbish part at its smallest scale (3 epochs, one seed, ~45 s):
+"""`make demo`'s refurbish part at its smallest scale (3 epochs, one seed, ~1.5 min):
 demo/refurbish_demo.py writes the digits as padded PNG Examples, trains the four
-pipelines through the public front ends (LIRSDataset, tfrecord_lirs.refurbish), writes
+pipelines through the public front ends (LIRSDataset, tfrecord_lirs.refurbish), runs its
+speed section (standard vs refurbish over JPEG photos, CPU-bound augmentation), writes
 refurbish.json in the documented shape and a PNG plot, and exits 0 — which it does only
 when every pipeline computed exactly the partial augmentations its schedule says."""
 import json
@@ -54,6 +55,22 @@ def test_refurbish_demo_at_its_smallest_scale(tmp_path):
         assert runs[name]["expected_partial_calls"] == refreshes
         assert refreshes <= runs[name]["partial_calls"] <= refreshes + EPOCHS, name
     assert runs["none"]["partial_calls"] == 0
+
+    # The speed section: both arms over the photos, the partial augmentations counted
+    # in the graph (no Python op) and what the schedule says; the speedup is printed,
+    # never asserted (a timing).
+    speed = report["speed"]
+    cfg = speed["config"]
+    photos = tfrecord_lirs.RefurbishSchedule(cfg["n"], seed=cfg["seed"], reuse_factor=3,
+                                             batch_size=cfg["batch_size"])
+    for name, want in (("standard", cfg["n"] * cfg["epochs"]),
+                       ("refurbish", sum(photos.refreshes(e) for e in range(cfg["epochs"])))):
+        r = speed["runs"][name]
+        assert r["samples"] == cfg["n"] * cfg["epochs"], name
+        assert r["expected_partial_calls"] == want, name
+        assert want <= r["partial_calls"] <= want + cfg["epochs"], name
+    assert speed["speedup"] > 0 and "images/s" in proc.stdout
+    assert "Refurbish r=3 delivered" in proc.stdout
 
     for column in ["val acc (mean)", "min-max", "partial augs / run", "seconds / run"]:
         assert column in proc.stdout, column

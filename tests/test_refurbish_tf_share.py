@@ -212,5 +212,66 @@ def test_augment_share_with_a_plain_augment_job(files, tmp_path):
     assert calls(log) == refreshes(1) == EPOCHS * N
 
 
+def claim_files(store):
+    return [f for _, _, fs in os.walk(store) for f in fs if f.startswith(".claim-")]
+
+
+def test_a_failed_partial_releases_its_claim_at_once(files, tmp_path):
+    """A tf.data job whose partial fails on one record gives that entry's claim up with
+    the failure, not when its iterator is torn down: a second job on the store then
+    claims the entry and computes it without waiting."""
+    import tensorflow as tf
+
+    import tfrecord_lirs
+    from tfrecord_lirs.refurbish_tf import refurbish, serializer
+    from tfrecord_lirs.refurbishing import Refurbisher, open_store, stateless_seed_pair
+
+    bad_id = 5
+    store = str(tmp_path / "store")
+    good = make_partial(str(tmp_path / "calls.log"))
+    bad = np.full(16, bad_id, np.uint8).tobytes()
+
+    def failing(record, seed):
+        check = tf.debugging.Assert(tf.not_equal(record, bad), ["a bad record"])
+        with tf.control_dependencies([check]):
+            return good(tf.identity(record), seed)
+
+    ds = refurbish(files, failing, final, seed=SEED, reuse_factor=R, batch_size=BATCH,
+                   store=store, epochs=1, num_parallel_calls=1, **NAMES)
+    it = iter(ds)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a bad record"):
+        for _ in range(N):
+            next(it)
+    # The iterator (and its step) lives on; the failed entry's claim is gone.
+    assert claim_files(store) == []
+
+    source = tfrecord_lirs.DataSource(files)
+    schedule = tfrecord_lirs.RefurbishSchedule(source, seed=SEED, reuse_factor=R,
+                                               batch_size=BATCH)
+    second = open_store(store, source, failing, SEED, **NAMES)
+
+    def pair(s):
+        return tf.constant(stateless_seed_pair(s), tf.int64)
+
+    step = Refurbisher(lambda i: source[i],
+                       lambda rec, s: good(tf.constant(rec), pair(s)).numpy(),
+                       lambda x, s: x, schedule, second,
+                       serializer=serializer(tf.TensorSpec([4, 4, 1], tf.int32)))
+    ids, refresh, generation = schedule.epoch(0)
+    k = list(ids).index(bad_id)
+    step.use(bad_id, refresh[k], generation[k], 0)
+    stats = second.stats()
+    assert stats["waits"] == 0 and stats["refreshes"] == 1, stats
+    del it
+
+
+def test_augment_is_a_top_level_name():
+    import tfrecord_lirs
+    from tfrecord_lirs import refurbish_tf
+
+    assert tfrecord_lirs.augment is refurbish_tf.augment
+    assert tfrecord_lirs.refurbish is refurbish_tf.refurbish
+
+
 if __name__ == "__main__":
     main(*sys.argv[1:])

@@ -16,6 +16,9 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/variant.h"
+#include "tensorflow/core/framework/variant_encode_decode.h"
+#include "tensorflow/core/framework/variant_tensor_data.h"
 #include "tensorflow/core/platform/mutex.h"
 
 namespace tensorflow {
@@ -89,6 +92,7 @@ REGISTER_OP("LIRSRefurbishLookup")
     .Output("payload: string")
     .Output("partial_seed: int64")
     .Output("final_seed: int64")
+    .Output("pending: variant")
     .LIRS_REFURBISH_ATTRS
     .SetIsStateful()  // Reads the store and files.
     .SetShapeFn([](InferenceContext* c) {
@@ -97,6 +101,7 @@ REGISTER_OP("LIRSRefurbishLookup")
       c->set_output(1, c->Scalar());
       c->set_output(2, c->Vector(2));
       c->set_output(3, c->Vector(2));
+      c->set_output(4, c->Scalar());
       return absl::OkStatus();
     });
 
@@ -110,6 +115,7 @@ REGISTER_OP("LIRSRefurbishKeep")
     .Input("epoch: int64")
     .Input("refresh: bool")
     .Input("payload: string")
+    .Input("pending: variant")
     .Output("stored: bool")
     .LIRS_REFURBISH_ATTRS
     .SetIsStateful()  // Writes the store.
@@ -121,6 +127,17 @@ REGISTER_OP("LIRSRefurbishKeep")
 
 // The Rust step of a kernel's attrs and file inputs, opened at the first call
 // (or when those inputs change).
+// A use between its lookup (which said compute) and its keep, as a tensor: the keep
+// takes it, and if the graph's partial fails first, the tensor is freed with the
+// failed call and the core releases the claim the lookup took.
+struct RefurbishPending {
+  std::shared_ptr<rust::Box<ffi::RefurbishPending>> use;
+  std::string TypeName() const { return "tfrecord_lirs.RefurbishPending"; }
+  // A claim of this process: never serialized.
+  void Encode(VariantTensorData* data) const {}
+  bool Decode(const VariantTensorData& data) { return false; }
+};
+
 class StepCache {
  public:
   explicit StepCache(OpKernelConstruction* ctx) {
@@ -235,7 +252,7 @@ class LIRSRefurbishLookupOp : public AsyncOpKernel {
     OP_REQUIRES_OK_ASYNC(ctx, StepCache::Int(ctx, 2, &id), done);
     OP_REQUIRES_OK_ASYNC(ctx, StepCache::Int(ctx, 3, &generation), done);
     OP_REQUIRES_OK_ASYNC(ctx, StepCache::Int(ctx, 4, &epoch), done);
-    Tensor *found_t, *payload_t, *partial_t, *final_t;
+    Tensor *found_t, *payload_t, *partial_t, *final_t, *pending_t;
     OP_REQUIRES_OK_ASYNC(
         ctx, ctx->allocate_output(0, TensorShape({}), &found_t), done);
     OP_REQUIRES_OK_ASYNC(
@@ -244,6 +261,8 @@ class LIRSRefurbishLookupOp : public AsyncOpKernel {
         ctx, ctx->allocate_output(2, TensorShape({2}), &partial_t), done);
     OP_REQUIRES_OK_ASYNC(
         ctx, ctx->allocate_output(3, TensorShape({2}), &final_t), done);
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ctx->allocate_output(4, TensorShape({}), &pending_t), done);
     // Returns false (nothing output yet) if the claim is busy and !wait.
     auto lookup = [=](bool wait) {
       rust::Vec<uint8_t> payload;
@@ -260,6 +279,12 @@ class LIRSRefurbishLookupOp : public AsyncOpKernel {
       }
       if (found == ffi::RefurbishFound::Busy) return false;
       found_t->scalar<bool>()() = found == ffi::RefurbishFound::Stored;
+      RefurbishPending pending;
+      if (found == ffi::RefurbishFound::Compute) {
+        pending.use = std::make_shared<rust::Box<ffi::RefurbishPending>>(
+            step->pending(id, generation));
+      }
+      pending_t->scalar<Variant>()() = std::move(pending);
       payload_t->scalar<tstring>()().assign(
           reinterpret_cast<const char*>(payload.data()), payload.size());
       return true;
@@ -299,6 +324,11 @@ class LIRSRefurbishKeepOp : public RefurbishKernel {
                     TensorShapeUtils::IsScalar(payload.shape()),
                 errors::InvalidArgument(
                     "LIRSRefurbishKeep: refresh and payload must be scalars"));
+    const Tensor& pending_t = ctx->input(7);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(pending_t.shape()),
+                errors::InvalidArgument("LIRSRefurbishKeep: pending must be a scalar"));
+    const RefurbishPending* pending =
+        pending_t.scalar<Variant>()().get<RefurbishPending>();
     const tstring& bytes = payload.scalar<tstring>()();
     bool stored = false;
     OP_REQUIRES_OK(ctx, CallRust("LIRSRefurbishKeep: ", [&](ffi::Status& st) {
@@ -309,6 +339,7 @@ class LIRSRefurbishKeepOp : public RefurbishKernel {
                              bytes.size()),
                          st);
                    }));
+    if (pending != nullptr && pending->use != nullptr) (*pending->use)->kept();
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
     out->scalar<bool>()() = stored;

@@ -12,6 +12,11 @@ Without TensorFlow (Grain, PyTorch, plain Python):
 With TensorFlow 2.21 (tf.data):
 
     ds = tfrecord_lirs.LIRSDataset(["train.tfrecord"], seed=42)
+    ds = tfrecord_lirs.refurbish(files, partial, final, seed=42, reuse_factor=3)
+    ds = tfrecord_lirs.augment(files, fn, seed=42, share="/dev/shm/sweep")  # a sweep's jobs
+
+(`tfrecord_lirs.refurbish_tf.serializer(spec)` gives PyTorch and Grain jobs the bytes
+these store, to share one store with them.)
 
 Files need an offset table (`<file>.offsets`): write them with
 `PaddedWriter`/`pad` (page-aligned) or index existing files with
@@ -80,6 +85,7 @@ __version__ = _lirs.__version__
 # also refuses a TensorFlow other than the one the op library was built for).
 _WITH_TENSORFLOW = {
     "LIRSDataset": "tfrecord_lirs.dataset",
+    "augment": "tfrecord_lirs.refurbish_tf",
     "is_filler": "tfrecord_lirs.io",
     "process_io_totals": "tfrecord_lirs.dataset",
     "read": "tfrecord_lirs.io",

@@ -19,7 +19,7 @@ data, partial function name and seed) compute each partial output once in all: t
 lookup kernel claims a miss, and a job that finds another's claim waits for its entry
 (docs/FORMAT.md §7.1). A PyTorch or Grain job shares tf.data's entries when it stores
 the same bytes: give it `serializer=serializer(spec)`. `augment(files, fn, share=dir)`
-is the plain case (one augmentation per sample per epoch, shared by a sweep's jobs).
+(also `tfrecord_lirs.augment`) is the plain case (one augmentation per sample per epoch, shared by a sweep's jobs).
 """
 
 import os
@@ -148,13 +148,15 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
 
     def use(id, refresh, generation, epoch):
         # `payload`: the stored partial output if found, else the record.
-        found, payload, pseed, fseed = ops.lirs_refurbish_lookup(
+        # `pending`: a miss's claim until the keep; freed with a failed `partial`,
+        # it releases the claim then (another job waiting for it computes it).
+        found, payload, pseed, fseed, pending = ops.lirs_refurbish_lookup(
             files_t, tables_t, id, generation, epoch, **attrs)
 
         def compute():
             sample = partial(payload, pseed)
             done = ops.lirs_refurbish_keep(files_t, tables_t, id, generation, epoch, refresh,
-                                           _serialize(sample), **attrs)
+                                           _serialize(sample), pending, **attrs)
             with tf.control_dependencies([done]):
                 return tf.nest.map_structure(tf.identity, sample)
 

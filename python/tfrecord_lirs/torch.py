@@ -195,7 +195,8 @@ class RefurbishDataset(_tud.Dataset):
     memory: only for `num_workers=0`). Stored entries are keyed by `dataset_id`
     (None: the source's absolute paths and length), `partial_name` (None: the partial
     function's module and qualified name; add a version when you change it), the seed,
-    the id and the generation. `serializer`: `(dumps, loads)` (None: pickle). Jobs
+    the id and the generation. `serializer`: `(dumps, loads)` (None: pickle;
+    `tfrecord_lirs.refurbish_tf.serializer(spec)` to share with tf.data jobs). Jobs
     running at once on one store directory share it: each partial output is computed
     by one of them, the others wait for it (`store.stats()`: `shared`, `waits`).
     """
@@ -256,7 +257,9 @@ class AugmentDataset(RefurbishDataset):
     It is `RefurbishDataset` with `reuse_factor=1` and no final augmentation; the
     store's keys, `share` (a store directory) and `store_bytes` are its.
     `augment_name` (None: the function's module and qualified name) keys the store:
-    change it when you change `augment`.
+    change it when you change `augment`. tf.data jobs share the store through
+    `tfrecord_lirs.augment(files, fn, share=...)` when this one stores their bytes
+    (`serializer=tfrecord_lirs.refurbish_tf.serializer(spec)`).
     """
 
     def __init__(self, source, augment, *, seed, share=None, batch_size=None,

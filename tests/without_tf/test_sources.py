@@ -54,6 +54,11 @@ def test_import_needs_no_tensorflow():
     # The TensorFlow names say which extra to install when first used.
     with pytest.raises(ImportError, match="needs TensorFlow.*tfrecord-lirs\\[cpu\\]"):
         tfrecord_lirs.LIRSDataset  # noqa: B018
+    # tf.data's refurbishing and sharing are listed where users look, loaded lazily.
+    for name in ("refurbish", "augment"):
+        assert name in dir(tfrecord_lirs) and name in tfrecord_lirs.__all__
+        with pytest.raises(ImportError, match="needs TensorFlow"):
+            getattr(tfrecord_lirs, name)
     assert "tensorflow" not in sys.modules
 
 

@@ -321,6 +321,12 @@ mod ffi {
             final_seed: &mut [i64],
             status: &mut Status,
         ) -> Result<RefurbishFound>;
+        /// A use whose lookup said `Compute`, until its keep: dropped without
+        /// `kept` (its partial failed), it releases the claim of `(id, generation)`.
+        type RefurbishPending;
+        fn pending(self: &RefurbishStep, id: i64, generation: i64) -> Box<RefurbishPending>;
+        /// The keep of a pending use ran.
+        fn kept(self: &RefurbishPending);
         /// Counts and (unless no use will come) stores an output computed at `epoch`,
         /// then releases the claim of `(id, generation)` the step holds.
         fn keep(
@@ -350,4 +356,4 @@ pub use status::{guard, guard_poisoning, ok_status, FfiError, FfiResult};
 use checkpoint::combine_shard_states;
 use dataset::{checkpoint_keys, open_dataset};
 use reader::{is_filler, open_reader_for_op, process_io_totals};
-use refurbish::{open_refurbish_step, RefurbishStep};
+use refurbish::{open_refurbish_step, RefurbishPending, RefurbishStep};

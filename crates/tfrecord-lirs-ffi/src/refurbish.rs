@@ -10,6 +10,7 @@
 //! store for the whole pipeline.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use tfrecord_lirs::options::{self, defaults};
@@ -217,6 +218,19 @@ impl RefurbishStep {
         )
     }
 
+    /// The use of `(id, generation)` whose lookup said `Compute`, until its keep: if
+    /// it is dropped without [`RefurbishPending::kept`] (the graph's partial failed, so
+    /// no keep comes), the claim its lookup took is released then, not with the step
+    /// (another job would wait for it until this pipeline is torn down).
+    pub(crate) fn pending(&self, id: i64, generation: i64) -> Box<RefurbishPending> {
+        Box::new(RefurbishPending {
+            shared: self.shared.clone(),
+            // Negative ids were refused by the lookup that said `Compute`.
+            key: (id as u64, generation as u64),
+            kept: AtomicBool::new(false),
+        })
+    }
+
     /// One use's second half: counts the output computed at `epoch` and stores
     /// `payload` unless no use of it will come (the core's rule), then releases the
     /// claim the lookup took. Whether it was stored.
@@ -241,6 +255,29 @@ impl RefurbishStep {
                 )?)
             }),
         )
+    }
+}
+
+/// A use between its lookup (`Compute`) and its keep ([`RefurbishStep::pending`]).
+pub struct RefurbishPending {
+    shared: Arc<Shared>,
+    key: (u64, u64),
+    kept: AtomicBool,
+}
+
+impl RefurbishPending {
+    /// Its keep ran (the keep released the claim).
+    pub(crate) fn kept(&self) {
+        self.kept.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for RefurbishPending {
+    fn drop(&mut self) {
+        if !self.kept.load(Ordering::Relaxed) {
+            let (id, generation) = self.key;
+            self.shared.refurbisher.release_claim(id, generation);
+        }
     }
 }
 
@@ -415,6 +452,39 @@ mod tests {
             assert_ne!(err.code, crate::ErrorCode::Ok);
         }
         assert_eq!(b.shared.refurbisher.store().stats().misses, 1);
+    }
+
+    /// A use whose partial fails (its pending use dropped without a keep) releases its
+    /// claim at once: the other pipeline claims the entry instead of finding it busy
+    /// until the first is torn down. A kept one leaves nothing to release.
+    #[test]
+    fn a_failed_partial_releases_its_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let store = store.to_str().unwrap();
+        let (a, b) = (
+            step(dir.path(), "fa", store, 2),
+            step(dir.path(), "fb", store, 2),
+        );
+        let mut st = crate::ok_status();
+        let (mut payload, mut p, mut f) = (vec![], [0i64; 2], [0i64; 2]);
+        let mut look = |s: &RefurbishStep, id, payload: &mut Vec<u8>| {
+            s.lookup(id, 0, 0, false, payload, &mut p, &mut f, &mut st)
+        };
+        assert_eq!(look(&a, 3, &mut payload).unwrap(), RefurbishFound::Compute);
+        let failed = a.pending(3, 0);
+        assert_eq!(look(&b, 3, &mut payload).unwrap(), RefurbishFound::Busy);
+        drop(failed);
+        assert_eq!(look(&b, 3, &mut payload).unwrap(), RefurbishFound::Compute);
+        let kept = b.pending(3, 0);
+        assert!(b
+            .keep(3, 0, 0, true, b"out", &mut crate::ok_status())
+            .unwrap());
+        kept.kept();
+        drop(kept);
+        assert_eq!(look(&a, 3, &mut payload).unwrap(), RefurbishFound::Stored);
+        // Still `a`'s step: the pipeline is not torn down.
+        drop(a);
     }
 
     #[test]

@@ -274,6 +274,14 @@ fn check_order_version(py: Python<'_>, order_version: u64) -> PyResult<()> {
         .py_err(py)
 }
 
+/// What every reader of this extension read in this process since it started:
+/// `(reads, bytes_read)` (the op library's readers count apart).
+#[pyfunction]
+fn process_io_totals() -> (u64, u64) {
+    let totals = core::process_io_totals();
+    (totals.reads, totals.bytes_read)
+}
+
 /// Where the readers' paths are: local files, and URLs through object_store only (no
 /// TensorFlow, and no GIL on the read path): the core's rule with no file systems of
 /// the extension's own.
@@ -290,6 +298,7 @@ fn _lirs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::NativeSamplerWalk>()?;
     m.add_function(wrap_pyfunction!(instance_order, m)?)?;
     m.add_function(wrap_pyfunction!(check_order_version, m)?)?;
+    m.add_function(wrap_pyfunction!(process_io_totals, m)?)?;
     elastic::register(m)?;
     refurbish::register(m)?;
     io::register(m)?;
