@@ -136,7 +136,7 @@ pub use storage::table_files::{
 };
 pub use storage::{MapView, ReadAt, Storage};
 pub use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
-pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Result};
+pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Remedy, Result};
 pub use tfrecord_lirs_format::fit::Fit;
 pub use tfrecord_lirs_format::framing::PageSize;
 pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, PositionIds};
