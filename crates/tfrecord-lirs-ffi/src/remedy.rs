@@ -25,7 +25,7 @@ fn build(data: &Path, table: &Path) -> String {
     }
 }
 
-const TRUST: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, pass trust_table=True to LIRSDataset";
+const TRUST: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, pass trust_table=True to LIRSDataset (or tfrecord_lirs.read)";
 
 /// `remedy` in the op's terms.
 pub fn words(remedy: &Remedy) -> String {
@@ -94,7 +94,7 @@ mod tests {
                 && words(&reopen).ends_with(call)
         );
         assert!(words(&either).starts_with(&format!("rebuild it with {call}; or, if this file")));
-        assert!(words(&trust).ends_with("pass trust_table=True to LIRSDataset"));
+        assert!(words(&trust).ends_with("pass trust_table=True to LIRSDataset (or tfrecord_lirs.read)"));
         assert!(
             words(&pad).contains(r#"compression_type="GZIP""#)
                 && words(&pad).contains(r#"tfrecord_lirs.pad("d.tfrecord", OUT)"#)

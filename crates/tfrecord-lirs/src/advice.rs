@@ -2,7 +2,8 @@
 //! decided from what the path really is: a directory, an offset table, compressed
 //! data, or a data file its table no longer matches (truncated, or rewritten since the
 //! table was written), or one that changed while it was open. Every front end (CLI,
-//! kernels, Python) gets these words from here.
+//! kernels, Python) gets the finding from here, and the remedy as a value
+//! ([`Remedy`]) that it words in its own terms.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
