@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use tfrecord_lirs::{default_table_path, Error, Remedy};
+use tfrecord_lirs::remedy::named_table;
+use tfrecord_lirs::{Error, Remedy};
 
 /// The line the CLI prints for `e`: its message, the remedy in the CLI's words.
 pub fn say(e: &Error) -> String {
@@ -13,9 +14,9 @@ pub fn say(e: &Error) -> String {
 /// The command that (re)builds the table of `data` at `table`.
 fn index(data: &Path, table: &Path) -> String {
     let d = data.display();
-    match default_table_path(data) == table {
-        true => format!("`tfrecord-lirs index {d}`"),
-        false => format!("`tfrecord-lirs index {d} --out {}`", table.display()),
+    match named_table(data, table) {
+        None => format!("`tfrecord-lirs index {d}`"),
+        Some(t) => format!("`tfrecord-lirs index {d} --out {}`", t.display()),
     }
 }
 

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use tfrecord_lirs::{default_table_path, Error, Remedy};
+use tfrecord_lirs::remedy::named_table;
+use tfrecord_lirs::{Error, Remedy};
 
 /// The message the op's status carries for `e`: its message, the remedy in the op's
 /// words.
@@ -15,14 +16,11 @@ pub fn say(e: &Error) -> String {
 
 /// The call that (re)builds the table of `data` at `table`.
 fn build(data: &Path, table: &Path) -> String {
-    let d = data.display().to_string();
-    match default_table_path(data) == table {
-        true => format!("tfrecord_lirs.build_offset_table({d:?})"),
-        false => format!(
-            "tfrecord_lirs.build_offset_table({d:?}, {:?})",
-            table.display().to_string()
-        ),
+    let mut args = format!("{:?}", data.display().to_string());
+    if let Some(t) = named_table(data, table) {
+        args.push_str(&format!(", {:?}", t.display().to_string()));
     }
+    format!("tfrecord_lirs.build_offset_table({args})")
 }
 
 const TRUST: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, pass trust_table=True to LIRSDataset (or tfrecord_lirs.read)";
@@ -94,7 +92,9 @@ mod tests {
                 && words(&reopen).ends_with(call)
         );
         assert!(words(&either).starts_with(&format!("rebuild it with {call}; or, if this file")));
-        assert!(words(&trust).ends_with("pass trust_table=True to LIRSDataset (or tfrecord_lirs.read)"));
+        assert!(
+            words(&trust).ends_with("pass trust_table=True to LIRSDataset (or tfrecord_lirs.read)")
+        );
         assert!(
             words(&pad).contains(r#"compression_type="GZIP""#)
                 && words(&pad).contains(r#"tfrecord_lirs.pad("d.tfrecord", OUT)"#)

@@ -3,7 +3,9 @@
 //! wording that names no front end, for the Rust API.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use crate::table_path::default_table_path;
 
 /// The way out of an [`Error`](crate::error::Error), when there is one a user can take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +71,12 @@ pub enum Remedy {
         /// "GZIP" or "ZLIB".
         compression: &'static str,
     },
+}
+
+/// The table a command or call that builds `data`'s table at `table` must name: `None`
+/// when `table` is `data`'s default table path (the commands' default too).
+pub fn named_table<'a>(data: &Path, table: &'a Path) -> Option<&'a Path> {
+    (default_table_path(data) != table).then_some(table)
 }
 
 impl Remedy {

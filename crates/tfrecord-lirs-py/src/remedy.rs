@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use tfrecord_lirs::{default_table_path, Error, Remedy};
+use tfrecord_lirs::remedy::named_table;
+use tfrecord_lirs::{Error, Remedy};
 
 /// The message Python raises for `e`: its message, the remedy in Python's words.
 pub fn say(e: &Error) -> String {
@@ -13,14 +14,11 @@ pub fn say(e: &Error) -> String {
 
 /// The call that (re)builds the table of `data` at `table`.
 fn build(data: &Path, table: &Path) -> String {
-    let d = data.display().to_string();
-    match default_table_path(data) == table {
-        true => format!("tfrecord_lirs.build_offset_table({d:?})"),
-        false => format!(
-            "tfrecord_lirs.build_offset_table({d:?}, {:?})",
-            table.display().to_string()
-        ),
+    let mut args = format!("{:?}", data.display().to_string());
+    if let Some(t) = named_table(data, table) {
+        args.push_str(&format!(", {:?}", t.display().to_string()));
     }
+    format!("tfrecord_lirs.build_offset_table({args})")
 }
 
 const TRUST: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, open it with trust_table=True";

@@ -91,7 +91,7 @@ pub use storage::cloud;
 pub use storage::local;
 pub use storage::ranged;
 pub use storage::remote;
-pub use tfrecord_lirs_format::{example, text_index};
+pub use tfrecord_lirs_format::{example, remedy, text_index};
 
 pub use compress::Compression;
 pub use inspect::interop::{

@@ -491,9 +491,12 @@ fn error_kinds_follow_their_cause() {
         .err()
         .expect("a missing table");
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
-    assert!(
-        err.to_string()
-            .contains(&format!("--out {}", mine.display())),
+    assert_eq!(
+        err.remedy(),
+        Some(&tfrecord_lirs::Remedy::BuildTable {
+            data: f0.clone(),
+            table: mine.clone()
+        }),
         "{err}"
     );
     assert!(pair(&mine).is_ok() && mine.exists());

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Remedy, Result};
+use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::framing::{self, Padding, PageSize, HEADER_LEN};
 use tfrecord_lirs_format::layout::BadSpan;
 use tfrecord_lirs_format::table_path::default_table_path;
@@ -394,15 +394,11 @@ impl Reader {
                 Some(id),
                 Some(i as u64 * 8),
                 format!(
-                    "the table's entry for instance {id} (its byte {}) cannot be read: the table had {had} bytes at open{}; the table was truncated or replaced while it was read",
+                    "the table's entry for instance {id} (its byte {}) cannot be read: the table had {had} bytes at open{}; the table was truncated or replaced while it was read: rebuild it, then open the data again",
                     i as u64 * 8,
                     now.map_or_else(String::new, |now| format!(" and has {now} now")),
                 ),
-            )
-            .with_remedy(Remedy::Reopen {
-                data: self.files[f].data_path.clone(),
-                table: table.clone(),
-            });
+            );
         }
         Error::io(table, e)
     }
