@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs::remedy::named_table;
+use tfrecord_lirs::remedy::{named_table, TRUST_WHEN};
 use tfrecord_lirs::{Error, Remedy};
 
 /// The line the CLI prints for `e`: its message, the remedy in the CLI's words.
@@ -20,7 +20,10 @@ fn index(data: &Path, table: &Path) -> String {
     }
 }
 
-const TRUST: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, read it with --trust-table";
+/// The trusting remedy's words.
+fn trust() -> String {
+    format!("{TRUST_WHEN}, read it with --trust-table")
+}
 
 /// `remedy` in the CLI's terms.
 pub fn words(remedy: &Remedy) -> String {
@@ -48,9 +51,9 @@ pub fn words(remedy: &Remedy) -> String {
             index(data, table)
         ),
         Remedy::RebuildOrTrustTable { data, table } => {
-            format!("rebuild it with {}; or, {TRUST}", index(data, table))
+            format!("rebuild it with {}; or, {}", index(data, table), trust())
         }
-        Remedy::TrustTable => TRUST.to_string(),
+        Remedy::TrustTable => trust(),
         Remedy::Pad { data, compression } => {
             let d = data.display();
             let lower = compression.to_ascii_lowercase();

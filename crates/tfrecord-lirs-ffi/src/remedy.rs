@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs::remedy::named_table;
+use tfrecord_lirs::remedy::{named_table, TRUST_WHEN};
 use tfrecord_lirs::{Error, Remedy};
 
 /// The message the op's status carries for `e`: its message, the remedy in the op's
@@ -23,7 +23,10 @@ fn build(data: &Path, table: &Path) -> String {
     format!("tfrecord_lirs.build_offset_table({args})")
 }
 
-const TRUST: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, pass trust_table=True to LIRSDataset (or tfrecord_lirs.read)";
+/// The trusting remedy's words.
+fn trust() -> String {
+    format!("{TRUST_WHEN}, pass trust_table=True to LIRSDataset (or tfrecord_lirs.read)")
+}
 
 /// `remedy` in the op's terms.
 pub fn words(remedy: &Remedy) -> String {
@@ -51,9 +54,9 @@ pub fn words(remedy: &Remedy) -> String {
             build(data, table)
         ),
         Remedy::RebuildOrTrustTable { data, table } => {
-            format!("rebuild it with {}; or, {TRUST}", build(data, table))
+            format!("rebuild it with {}; or, {}", build(data, table), trust())
         }
-        Remedy::TrustTable => TRUST.to_string(),
+        Remedy::TrustTable => trust(),
         Remedy::Pad { data, compression } => format!(
             "LIRSDataset reads records at random, which compression_type=\"{compression}\" does not allow: write an uncompressed padded copy with its table once with tfrecord_lirs.pad({:?}, OUT), which decompresses as it reads, and give OUT to LIRSDataset",
             data.display().to_string()

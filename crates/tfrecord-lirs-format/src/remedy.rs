@@ -73,6 +73,10 @@ pub enum Remedy {
     },
 }
 
+/// When trusting the table is the way out ([`Remedy::TrustTable`]), in every front
+/// end's words.
+pub const TRUST_WHEN: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative";
+
 /// The table a command or call that builds `data`'s table at `table` must name: `None`
 /// when `table` is `data`'s default table path (the commands' default too).
 pub fn named_table<'a>(data: &Path, table: &'a Path) -> Option<&'a Path> {
@@ -147,12 +151,10 @@ impl fmt::Display for Remedy {
             ),
             Remedy::RebuildOrTrustTable { table, .. } => write!(
                 f,
-                "rebuild the table {}; or, if this file was padded by another tool and its table is authoritative, open it trusting its table",
+                "rebuild the table {}; or, {TRUST_WHEN}, open it trusting its table",
                 table.display()
             ),
-            Remedy::TrustTable => f.write_str(
-                "if this file was padded by another tool and its table is authoritative, open it trusting its table",
-            ),
+            Remedy::TrustTable => write!(f, "{TRUST_WHEN}, open it trusting its table"),
             Remedy::Pad { .. } => f.write_str(
                 "write an uncompressed padded copy with its table (pad decompresses it as it reads), or decompress it first and index that",
             ),

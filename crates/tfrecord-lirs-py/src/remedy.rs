@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs::remedy::named_table;
+use tfrecord_lirs::remedy::{named_table, TRUST_WHEN};
 use tfrecord_lirs::{Error, Remedy};
 
 /// The message Python raises for `e`: its message, the remedy in Python's words.
@@ -21,7 +21,10 @@ fn build(data: &Path, table: &Path) -> String {
     format!("tfrecord_lirs.build_offset_table({args})")
 }
 
-const TRUST: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, open it with trust_table=True";
+/// The trusting remedy's words.
+fn trust() -> String {
+    format!("{TRUST_WHEN}, open it with trust_table=True")
+}
 
 /// `remedy` in Python's terms.
 pub fn words(remedy: &Remedy) -> String {
@@ -49,9 +52,9 @@ pub fn words(remedy: &Remedy) -> String {
             build(data, table)
         ),
         Remedy::RebuildOrTrustTable { data, table } => {
-            format!("rebuild it with {}; or, {TRUST}", build(data, table))
+            format!("rebuild it with {}; or, {}", build(data, table), trust())
         }
-        Remedy::TrustTable => TRUST.to_string(),
+        Remedy::TrustTable => trust(),
         Remedy::Pad { data, compression } => {
             let d = data.display().to_string();
             let lower = compression.to_ascii_lowercase();
