@@ -258,13 +258,18 @@ def test_every_missing_table_error_says_how_to_make_one(tmp_path):
     data = tmp_path / "train.tfrecord"
     with tf.io.TFRecordWriter(str(data)) as w:
         w.write(b"one")
-    hints = [f"tfrecord-lirs index {data}", f'tfrecord_lirs.build_offset_table("{data}")',
-             f"tfrecord-lirs pad {data}"]
+    # Each front end in its own words: the CLI its commands, the op LIRSDataset's
+    # argument and the package's call; never the other's.
+    cli_hints = ([f"tfrecord-lirs index {data}", f"tfrecord-lirs pad {data}"], "tfrecord_lirs.")
+    op_hints = ([f'tfrecord_lirs.build_offset_table("{data}")', "index_missing=True"],
+                "tfrecord-lirs ")
 
-    def check(message):
+    def check(message, hints=cli_hints):
         assert "no offset table" in message, message
-        for hint in hints:
+        wanted, foreign = hints
+        for hint in wanted:
             assert hint in message, message
+        assert foreign not in message, message
 
     # With index_missing false (by default the readers build the table on open;
     # verify and info never do).
@@ -279,14 +284,14 @@ def test_every_missing_table_error_says_how_to_make_one(tmp_path):
     for trust in (False, True):
         with pytest.raises(tf.errors.NotFoundError) as e:
             list(tfrecord_lirs.LIRSDataset(str(data), trust_table=trust, index_missing=False))
-        check(e.value.message)
+        check(e.value.message, op_hints)
         with pytest.raises(tf.errors.NotFoundError) as e:
             tfrecord_lirs.read(str(data), [0], trust_table=trust, index_missing=False)
-        check(e.value.message)
+        check(e.value.message, op_hints)
     # In a tf.function / graph dataset too (the op's error, not Python's).
     with pytest.raises(tf.errors.NotFoundError) as e:
         tf.function(lambda: tfrecord_lirs.read(str(data), [0], index_missing=False))()
-    check(e.value.message)
+    check(e.value.message, op_hints)
 
 
 def test_what_example_parsers_see_in_padding(reference_file, tmp_path):

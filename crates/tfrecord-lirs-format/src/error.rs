@@ -113,8 +113,9 @@ pub struct Error {
     /// What the files show about the cause, when that was looked into (see
     /// [`Error::with_finding`]); printed after the message.
     finding: Option<String>,
-    /// What the user can do about it, worded by each front end (see [`Remedy`]).
-    remedy: Option<Remedy>,
+    /// What the user can do about it, worded by each front end (see [`Remedy`]); boxed,
+    /// so that a `Result` stays small.
+    remedy: Option<Box<Remedy>>,
 }
 
 /// What went wrong, beyond the kind and the place.
@@ -177,7 +178,7 @@ impl Error {
             write!(f, "; {finding}")?;
         }
         match &self.remedy {
-            Some(remedy) => write!(f, ": {}", words(remedy)),
+            Some(remedy) => write!(f, ": {}", words(remedy.as_ref())),
             None => Ok(()),
         }
     }
@@ -295,10 +296,10 @@ impl Error {
             kind: ErrorKind::InvalidArgument,
             at: Some(Location::new(path, None, Some(0))),
             finding: None,
-            remedy: Some(Remedy::Pad {
+            remedy: Some(Box::new(Remedy::Pad {
                 data: path.to_path_buf(),
                 compression: format,
-            }),
+            })),
             detail: Detail::Compressed(format),
         }
     }
@@ -351,14 +352,14 @@ impl Error {
     /// This error with `remedy` (what the user can do about it); a second call
     /// replaces the first.
     pub fn with_remedy(mut self, remedy: Remedy) -> Error {
-        self.remedy = Some(remedy);
+        self.remedy = Some(Box::new(remedy));
         self
     }
 
     /// What the user can do about this error, if there is a remedy (each front end
     /// words it in its own terms).
     pub fn remedy(&self) -> Option<&Remedy> {
-        self.remedy.as_ref()
+        self.remedy.as_deref()
     }
 
     fn message(kind: ErrorKind, message: String) -> Error {
@@ -405,10 +406,10 @@ impl Error {
             kind: ErrorKind::NotFound,
             at: Some(Location::new(table, None, None)),
             finding: None,
-            remedy: Some(Remedy::BuildTable {
+            remedy: Some(Box::new(Remedy::BuildTable {
                 data: data.clone(),
                 table: table.to_path_buf(),
-            }),
+            })),
             detail: Detail::MissingTable { data, source },
         }
     }
