@@ -110,12 +110,19 @@ pub struct Error {
     /// Where; `None` for bad arguments and internal errors.
     at: Option<Location>,
     detail: Detail,
+    /// The finding and the remedy, when there is either; boxed, so that a `Result`
+    /// stays small.
+    help: Option<Box<Help>>,
+}
+
+/// What the files show about an error's cause, and what the user can do about it.
+#[derive(Debug, Clone, Default)]
+struct Help {
     /// What the files show about the cause, when that was looked into (see
     /// [`Error::with_finding`]); printed after the message.
     finding: Option<String>,
-    /// What the user can do about it, worded by each front end (see [`Remedy`]); boxed,
-    /// so that a `Result` stays small.
-    remedy: Option<Box<Remedy>>,
+    /// What the user can do about it, worded by each front end (see [`Remedy`]).
+    remedy: Option<Remedy>,
 }
 
 /// What went wrong, beyond the kind and the place.
@@ -174,11 +181,11 @@ impl Error {
         words: &dyn Fn(&Remedy) -> String,
     ) -> fmt::Result {
         self.fmt_detail(f, words)?;
-        if let Some(finding) = &self.finding {
+        if let Some(finding) = self.finding() {
             write!(f, "; {finding}")?;
         }
-        match &self.remedy {
-            Some(remedy) => write!(f, ": {}", words(remedy.as_ref())),
+        match self.remedy() {
+            Some(remedy) => write!(f, ": {}", words(remedy)),
             None => Ok(()),
         }
     }
@@ -295,10 +302,12 @@ impl Error {
         Error {
             kind: ErrorKind::InvalidArgument,
             at: Some(Location::new(path, None, Some(0))),
-            finding: None,
-            remedy: Some(Box::new(Remedy::Pad {
-                data: path.to_path_buf(),
-                compression: format,
+            help: Some(Box::new(Help {
+                finding: None,
+                remedy: Some(Remedy::Pad {
+                    data: path.to_path_buf(),
+                    compression: format,
+                }),
             })),
             detail: Detail::Compressed(format),
         }
@@ -311,8 +320,7 @@ impl Error {
         Error {
             kind: ErrorKind::InvalidArgument,
             at: Some(Location::new(path, None, None)),
-            finding: None,
-            remedy: None,
+            help: None,
             detail: Detail::Reason(what.into()),
         }
     }
@@ -331,8 +339,7 @@ impl Error {
         Error {
             kind: ErrorKind::NotFound,
             at: (!pattern.as_os_str().is_empty()).then(|| Location::new(pattern, None, None)),
-            finding: None,
-            remedy: None,
+            help: None,
             detail: Detail::Reason(what),
         }
     }
@@ -340,34 +347,33 @@ impl Error {
     /// This error with `finding` (what the files show about its cause) printed after
     /// its message; a second call replaces the first.
     pub fn with_finding(mut self, finding: impl Into<String>) -> Error {
-        self.finding = Some(finding.into());
+        self.help.get_or_insert_default().finding = Some(finding.into());
         self
     }
 
     /// The finding [`with_finding`](Error::with_finding) added, if any.
     pub fn finding(&self) -> Option<&str> {
-        self.finding.as_deref()
+        self.help.as_ref().and_then(|h| h.finding.as_deref())
     }
 
     /// This error with `remedy` (what the user can do about it); a second call
     /// replaces the first.
     pub fn with_remedy(mut self, remedy: Remedy) -> Error {
-        self.remedy = Some(Box::new(remedy));
+        self.help.get_or_insert_default().remedy = Some(remedy);
         self
     }
 
     /// What the user can do about this error, if there is a remedy (each front end
     /// words it in its own terms).
     pub fn remedy(&self) -> Option<&Remedy> {
-        self.remedy.as_deref()
+        self.help.as_ref().and_then(|h| h.remedy.as_ref())
     }
 
     fn message(kind: ErrorKind, message: String) -> Error {
         Error {
             kind,
             at: None,
-            finding: None,
-            remedy: None,
+            help: None,
             detail: Detail::Message(message),
         }
     }
@@ -388,8 +394,7 @@ impl Error {
         Error {
             kind,
             at: Some(Location::new(path, None, None)),
-            finding: None,
-            remedy: None,
+            help: None,
             detail: Detail::Io(source),
         }
     }
@@ -405,10 +410,12 @@ impl Error {
         Error {
             kind: ErrorKind::NotFound,
             at: Some(Location::new(table, None, None)),
-            finding: None,
-            remedy: Some(Box::new(Remedy::BuildTable {
-                data: data.clone(),
-                table: table.to_path_buf(),
+            help: Some(Box::new(Help {
+                finding: None,
+                remedy: Some(Remedy::BuildTable {
+                    data: data.clone(),
+                    table: table.to_path_buf(),
+                }),
             })),
             detail: Detail::MissingTable { data, source },
         }
@@ -419,8 +426,7 @@ impl Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, instance, Some(offset))),
-            finding: None,
-            remedy: None,
+            help: None,
             detail: Detail::Frame(frame),
         }
     }
@@ -475,8 +481,7 @@ impl Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, instance, offset.into())),
-            finding: None,
-            remedy: None,
+            help: None,
             detail: Detail::Reason(reason.into()),
         }
     }
@@ -499,8 +504,7 @@ impl Error {
         Error {
             kind: source.kind(),
             at: Some(Location::new(index, None, None)),
-            finding: None,
-            remedy: None,
+            help: None,
             detail: Detail::TextIndex {
                 line,
                 source: Box::new(source),
@@ -543,8 +547,7 @@ impl Clone for Error {
             kind: self.kind,
             at: self.at.clone(),
             detail,
-            finding: self.finding.clone(),
-            remedy: self.remedy.clone(),
+            help: self.help.clone(),
         }
     }
 }
