@@ -301,7 +301,9 @@ def test_error_classes_follow_their_cause(tmp_path, originals):
             list(LIRSDataset(gz, offset_tables=tables))
         message = e.value.message
         assert "GZIP-compressed" in message and "1f 8b" in message, message
-        assert f"tfrecord-lirs pad {gz} OUT" in message, message
+        # The op's own advice: a call of the package and LIRSDataset, no CLI command.
+        assert f'tfrecord_lirs.pad("{gz}", OUT)' in message and "LIRSDataset" in message, message
+        assert "tfrecord-lirs " not in message, message
 
     f0 = _copy(files["plain"], tmp_path, "f0.tfrecord")
     f1 = _copy(files["padded"], tmp_path, "f1.tfrecord")

@@ -48,7 +48,7 @@ def test_index_missing_false_keeps_the_missing_table_error(untabled, tmp_path):
     path, _ = untabled
     with pytest.raises(tf.errors.NotFoundError, match="no offset table"):
         list(LIRSDataset([str(path)], index_missing=False))
-    with pytest.raises(tf.errors.NotFoundError, match="tfrecord-lirs index"):
+    with pytest.raises(tf.errors.NotFoundError, match="index_missing=True"):
         tfrecord_lirs.read(str(path), [0], index_missing=False)
     assert [p.name for p in tmp_path.iterdir()] == ["u.tfrecord"]
 

@@ -140,7 +140,8 @@ def test_error_classes_follow_their_cause(tmp_path, two_files):
             DataSource(gz, offset_tables=tables)
         message = str(e.value)
         assert "GZIP-compressed" in message and "1f 8b" in message, message
-        assert f"tfrecord-lirs pad {gz} OUT" in message and "tfrecord_lirs.pad" in message, message
+        # Python's own advice: the package's call, no CLI command.
+        assert f'tfrecord_lirs.pad("{gz}", OUT)' in message and "tfrecord-lirs " not in message, message
     # b's table given for a: a mistake; the advice is a's own table, never to write
     # a's table over b's.
     b_table = tmp_path / "b.tfrecord.offsets"

@@ -119,7 +119,7 @@ fn info(
         }
         None => match found.check_padded(data) {
             Ok(p) => (p, None),
-            Err(e) => (None, Some(e.to_string())),
+            Err(e) => (None, Some(crate::remedy::say(&e))),
         },
     };
     let page = page

@@ -21,6 +21,7 @@ mod index;
 mod info;
 mod order;
 mod pad;
+mod remedy;
 mod report;
 mod storage;
 mod usage;

@@ -19,8 +19,21 @@ pub enum Failure {
     Reported,
 }
 
-impl<E: std::fmt::Display> From<E> for Failure {
-    fn from(e: E) -> Failure {
+/// A core error in the CLI's words ([`crate::remedy`]).
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Message(crate::remedy::say(&e))
+    }
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Message(message)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
         Failure::Message(e.to_string())
     }
 }
@@ -76,7 +89,7 @@ pub fn run_files<T: Send>(
 /// Exit status of a run over several files: the summary on stdout when all succeeded,
 /// on stderr (as the `error:` line, each failure on its own line) when any failed.
 pub fn finish_files<T>(command: &str, verb: &str, outcomes: &[FileOutcome<T>]) -> Outcome {
-    let summary = tfrecord_lirs::many::summary(verb, outcomes);
+    let summary = tfrecord_lirs::many::summary(verb, outcomes, &crate::remedy::say);
     if outcomes.iter().any(|o| o.result.is_err()) {
         eprintln!("error: {command}: {summary}");
         return Err(Failure::Reported);

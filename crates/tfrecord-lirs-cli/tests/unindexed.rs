@@ -32,7 +32,12 @@ fn check(data: &Path) {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.starts_with("error: "), "{err}");
     assert!(err.contains("unindexed instance"), "{err}");
-    assert!(err.contains("tfrecord-lirs index"), "{err}");
+    // The CLI's own advice: its command and flag, no Python call.
+    assert!(err.contains(&format!("`tfrecord-lirs index {d}`")), "{err}");
+    assert!(
+        !err.contains("tfrecord_lirs.") && !err.contains("=True"),
+        "{err}"
+    );
     assert!(err.contains(d), "names the data file: {err}");
     assert!(
         err.contains(&format!("byte {first_new}")),

@@ -35,6 +35,7 @@ pub mod op_config;
 mod reader;
 pub mod reader_cache;
 mod refurbish;
+mod remedy;
 pub mod rules;
 mod seeds;
 mod status;

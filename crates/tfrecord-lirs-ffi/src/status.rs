@@ -96,13 +96,13 @@ impl std::error::Error for FfiError {}
 
 impl From<core::Error> for FfiError {
     fn from(e: core::Error) -> Self {
-        FfiError::new(e.kind().into(), e.to_string())
+        FfiError::new(e.kind().into(), crate::remedy::say(&e))
     }
 }
 
 impl From<&core::Error> for FfiError {
     fn from(e: &core::Error) -> Self {
-        FfiError::new(e.kind().into(), e.to_string())
+        FfiError::new(e.kind().into(), crate::remedy::say(e))
     }
 }
 

@@ -5,16 +5,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::framing::FrameError;
+pub use crate::remedy::Remedy;
 use crate::table_path::{data_of_table, default_table_path};
 
 // The constructors below marked `#[doc(hidden)]` are public for the engine crate
 // (tfrecord-lirs), which makes its errors with them; users make errors only through the
 // documented ones.
-
-/// The way out of the strict checks for files padded by other tools, named by the
-/// errors a strict reader gives where the bytes it refuses are valid records.
-#[doc(hidden)]
-pub const TRUST_TABLE_HINT: &str = "if this file was padded by another tool (e.g. the LIRS reference implementation) and its table is authoritative, read it with --trust-table (CLI) / trust_table=True (Python)";
 
 /// Result with the crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
@@ -114,9 +110,19 @@ pub struct Error {
     /// Where; `None` for bad arguments and internal errors.
     at: Option<Location>,
     detail: Detail,
-    /// What to do about it, when that depends on more than the detail (see
-    /// [`Error::with_advice`]); printed after the message.
-    advice: Option<String>,
+    /// The finding and the remedy, when there is either; boxed, so that a `Result`
+    /// stays small.
+    help: Option<Box<Help>>,
+}
+
+/// What the files show about an error's cause, and what the user can do about it.
+#[derive(Debug, Clone, Default)]
+struct Help {
+    /// What the files show about the cause, when that was looked into (see
+    /// [`Error::with_finding`]); printed after the message.
+    finding: Option<String>,
+    /// What the user can do about it, worded by each front end (see [`Remedy`]).
+    remedy: Option<Remedy>,
 }
 
 /// What went wrong, beyond the kind and the place.
@@ -143,18 +149,52 @@ enum Detail {
     TextIndex { line: u64, source: Box<Error> },
 }
 
+/// The message with the remedy in the words that name no front end ([`Remedy`]'s own).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.fmt_detail(f)?;
-        match &self.advice {
-            Some(advice) => write!(f, "; {advice}"),
-            None => Ok(()),
-        }
+        self.fmt_with(f, &|r: &Remedy| r.to_string())
+    }
+}
+
+/// An error shown with a front end's words for its remedy ([`Error::worded`]).
+struct Worded<'a> {
+    error: &'a Error,
+    words: &'a dyn Fn(&Remedy) -> String,
+}
+
+impl fmt::Display for Worded<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt_with(f, self.words)
     }
 }
 
 impl Error {
-    fn fmt_detail(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The message, its remedy (and any nested error's) worded by `words`: how a front
+    /// end says what to do in its own terms (its commands, calls or arguments).
+    pub fn worded(&self, words: &dyn Fn(&Remedy) -> String) -> String {
+        Worded { error: self, words }.to_string()
+    }
+
+    fn fmt_with(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        words: &dyn Fn(&Remedy) -> String,
+    ) -> fmt::Result {
+        self.fmt_detail(f, words)?;
+        if let Some(finding) = self.finding() {
+            write!(f, "; {finding}")?;
+        }
+        match self.remedy() {
+            Some(remedy) => write!(f, ": {}", words(remedy)),
+            None => Ok(()),
+        }
+    }
+
+    fn fmt_detail(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        words: &dyn Fn(&Remedy) -> String,
+    ) -> fmt::Result {
         let at = self.at.as_ref();
         match (&self.detail, at) {
             (Detail::Message(message), None) => f.write_str(message),
@@ -167,28 +207,28 @@ impl Error {
             (Detail::Frame(frame), Some(at)) => write!(f, "{at}: {frame}"),
             (Detail::Frame(frame), None) => write!(f, "{frame}"),
             (Detail::Compressed(format), at) => {
-                let path = at.map_or_else(|| "FILE".into(), |a| a.path.display().to_string());
                 if let Some(at) = at {
                     write!(f, "{at}: ")?;
                 }
-                let (magic, lower) = match *format {
-                    "GZIP" => ("the GZIP magic bytes 1f 8b", "gzip"),
-                    _ => ("a ZLIB header (e.g. 78 9c)", "zlib"),
+                let magic = match *format {
+                    "GZIP" => "the GZIP magic bytes 1f 8b",
+                    _ => "a ZLIB header (e.g. 78 9c)",
                 };
                 write!(
                     f,
-                    "file looks {format}-compressed (it starts with {magic}); random access needs an uncompressed TFRecord file (compression_type=\"{format}\" cannot read it at random either): `tfrecord-lirs pad {path} OUT` (Python: tfrecord_lirs.pad) decompresses it as it reads and writes a padded copy OUT with its table in one step (the compression is detected from the first bytes; to name it: `--compression {lower}`, Python compression=\"{lower}\"), or decompress it first (GZIP: `gunzip -c {path} > OUT`; ZLIB: `zlib-flate -uncompress < {path} > OUT`) and index that"
+                    "file looks {format}-compressed (it starts with {magic}); random access needs an uncompressed TFRecord file"
                 )
             }
             (Detail::MissingTable { data, source }, at) => {
                 let table = at.map_or_else(|| default_table_path(data), |a| a.path.clone());
-                f.write_str(&missing_table_message(&table, data, source))
+                write!(f, "{}: no offset table ({source})", table.display())
             }
             (Detail::TextIndex { line, source }, at) => {
                 if let Some(at) = at {
                     write!(f, "{}: ", at.path.display())?;
                 }
-                write!(f, "line {line}: {source}")
+                write!(f, "line {line}: ")?;
+                source.fmt_with(f, words)
             }
         }
     }
@@ -262,7 +302,13 @@ impl Error {
         Error {
             kind: ErrorKind::InvalidArgument,
             at: Some(Location::new(path, None, Some(0))),
-            advice: None,
+            help: Some(Box::new(Help {
+                finding: None,
+                remedy: Some(Remedy::Pad {
+                    data: path.to_path_buf(),
+                    compression: format,
+                }),
+            })),
             detail: Detail::Compressed(format),
         }
     }
@@ -274,7 +320,7 @@ impl Error {
         Error {
             kind: ErrorKind::InvalidArgument,
             at: Some(Location::new(path, None, None)),
-            advice: None,
+            help: None,
             detail: Detail::Reason(what.into()),
         }
     }
@@ -293,28 +339,41 @@ impl Error {
         Error {
             kind: ErrorKind::NotFound,
             at: (!pattern.as_os_str().is_empty()).then(|| Location::new(pattern, None, None)),
-            advice: None,
+            help: None,
             detail: Detail::Reason(what),
         }
     }
 
-    /// This error with `advice` (what to do about it) printed after its message; a
-    /// second call replaces the first advice.
-    pub fn with_advice(mut self, advice: impl Into<String>) -> Error {
-        self.advice = Some(advice.into());
+    /// This error with `finding` (what the files show about its cause) printed after
+    /// its message; a second call replaces the first.
+    pub fn with_finding(mut self, finding: impl Into<String>) -> Error {
+        self.help.get_or_insert_default().finding = Some(finding.into());
         self
     }
 
-    /// The advice [`with_advice`](Error::with_advice) added, if any.
-    pub fn advice(&self) -> Option<&str> {
-        self.advice.as_deref()
+    /// The finding [`with_finding`](Error::with_finding) added, if any.
+    pub fn finding(&self) -> Option<&str> {
+        self.help.as_ref().and_then(|h| h.finding.as_deref())
+    }
+
+    /// This error with `remedy` (what the user can do about it); a second call
+    /// replaces the first.
+    pub fn with_remedy(mut self, remedy: Remedy) -> Error {
+        self.help.get_or_insert_default().remedy = Some(remedy);
+        self
+    }
+
+    /// What the user can do about this error, if there is a remedy (each front end
+    /// words it in its own terms).
+    pub fn remedy(&self) -> Option<&Remedy> {
+        self.help.as_ref().and_then(|h| h.remedy.as_ref())
     }
 
     fn message(kind: ErrorKind, message: String) -> Error {
         Error {
             kind,
             at: None,
-            advice: None,
+            help: None,
             detail: Detail::Message(message),
         }
     }
@@ -335,7 +394,7 @@ impl Error {
         Error {
             kind,
             at: Some(Location::new(path, None, None)),
-            advice: None,
+            help: None,
             detail: Detail::Io(source),
         }
     }
@@ -351,7 +410,13 @@ impl Error {
         Error {
             kind: ErrorKind::NotFound,
             at: Some(Location::new(table, None, None)),
-            advice: None,
+            help: Some(Box::new(Help {
+                finding: None,
+                remedy: Some(Remedy::BuildTable {
+                    data: data.clone(),
+                    table: table.to_path_buf(),
+                }),
+            })),
             detail: Detail::MissingTable { data, source },
         }
     }
@@ -361,7 +426,7 @@ impl Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, instance, Some(offset))),
-            advice: None,
+            help: None,
             detail: Detail::Frame(frame),
         }
     }
@@ -416,7 +481,7 @@ impl Error {
         Error {
             kind: ErrorKind::DataLoss,
             at: Some(Location::new(path, instance, offset.into())),
-            advice: None,
+            help: None,
             detail: Detail::Reason(reason.into()),
         }
     }
@@ -439,7 +504,7 @@ impl Error {
         Error {
             kind: source.kind(),
             at: Some(Location::new(index, None, None)),
-            advice: None,
+            help: None,
             detail: Detail::TextIndex {
                 line,
                 source: Box::new(source),
@@ -456,25 +521,6 @@ impl Error {
         }
         self
     }
-}
-
-/// The data file a table at `table` describes by the naming convention: the path
-/// without its `.offsets` suffix (or `FILE` when it has none).
-/// The message of [`Error::MissingTable`]: how to make the table, on the CLI and in
-/// Python (naming the table path when it is not the default one), or a padded copy.
-fn missing_table_message(table: &Path, data: &Path, source: &std::io::Error) -> String {
-    let d = data.display();
-    let (cli_out, py_out) = if default_table_path(data) == table {
-        (String::new(), String::new())
-    } else {
-        let t = table.display().to_string();
-        (format!(" --out {t}"), format!(", {t:?}"))
-    };
-    format!(
-        "{}: no offset table ({source}): make one with `tfrecord-lirs index {d}{cli_out}` (Python: tfrecord_lirs.build_offset_table({:?}{py_out})), or write a padded copy with its table with `tfrecord-lirs pad {d} OUT`",
-        table.display(),
-        d.to_string()
-    )
 }
 
 /// A copy (an I/O error is copied as its kind and text): the error of a failed slot
@@ -501,7 +547,7 @@ impl Clone for Error {
             kind: self.kind,
             at: self.at.clone(),
             detail,
-            advice: self.advice.clone(),
+            help: self.help.clone(),
         }
     }
 }
@@ -569,9 +615,16 @@ mod tests {
             text.starts_with("d.tfrecord at byte 0: file looks GZIP-compressed (it starts with the GZIP magic bytes 1f 8b)"),
             "{text}"
         );
+        // The remedy is a value each front end words; the message names none of them.
+        assert_eq!(
+            gz.remedy(),
+            Some(&Remedy::Pad {
+                data: data.to_path_buf(),
+                compression: "GZIP"
+            })
+        );
         assert!(
-            text.contains("`tfrecord-lirs pad d.tfrecord OUT`")
-                && text.contains("--compression gzip"),
+            !text.contains("tfrecord-lirs") && !text.contains("Python"),
             "{text}"
         );
         let zlib = Error::compressed(data, "ZLIB").to_string();
@@ -579,7 +632,10 @@ mod tests {
             zlib.contains("ZLIB-compressed (it starts with a ZLIB header"),
             "{zlib}"
         );
-        assert!(zlib.contains("--compression zlib"), "{zlib}");
+        assert_eq!(
+            gz.worded(&|r| format!("<{}>", matches!(r, Remedy::Pad { .. }))),
+            format!("{}: <true>", text.split(": write").next().unwrap())
+        );
         let damaged = Error::damaged_table(Path::new("d.offsets"), None, Some(8), "bad");
         assert_eq!(damaged.kind(), ErrorKind::DataLoss);
         let moved = Error::table(data, None, None, "bad").with_kind(ErrorKind::DataLoss);
@@ -591,8 +647,17 @@ mod tests {
         let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
         let table = Error::table_io(Path::new("d.tfrecord.offsets"), None, missing);
         assert_eq!(table.kind(), ErrorKind::NotFound);
+        assert_eq!(
+            table.remedy(),
+            Some(&Remedy::BuildTable {
+                data: PathBuf::from("d.tfrecord"),
+                table: PathBuf::from("d.tfrecord.offsets")
+            })
+        );
         assert!(
-            table.to_string().contains("tfrecord-lirs index d.tfrecord"),
+            table
+                .to_string()
+                .starts_with("d.tfrecord.offsets: no offset table ("),
             "{table}"
         );
         assert!(std::error::Error::source(&table).is_some());

@@ -38,6 +38,7 @@ pub mod layout;
 pub mod order;
 pub mod order_v2;
 pub mod refurbish;
+pub mod remedy;
 pub mod seed_pair;
 pub mod shard_remainder;
 pub mod table;

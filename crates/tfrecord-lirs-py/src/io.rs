@@ -254,7 +254,7 @@ fn run_many<T: Send>(
     let work = &work;
     let outcomes = py.detach(|| core::many::run_per_file(files, jobs, &report, work));
     if let Some(first) = outcomes.iter().find_map(|o| o.result.as_ref().err()) {
-        let summary = core::many::summary(verb, &outcomes);
+        let summary = core::many::summary(verb, &outcomes, &crate::remedy::say);
         let err = to_py(py, first);
         err.value(py).setattr("args", (summary,))?;
         return Err(err);

@@ -26,6 +26,7 @@ mod example;
 mod gfile;
 mod refurbish;
 mod refurbish_sampler;
+mod remedy;
 mod sampler;
 
 use std::path::PathBuf;
@@ -46,7 +47,7 @@ fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
     let class = e.kind().class_name();
     let made = (|| -> PyResult<PyErr> {
         let errors = py.import("tfrecord_lirs.errors")?;
-        let exc = errors.getattr(class)?.call1((e.to_string(),))?;
+        let exc = errors.getattr(class)?.call1((remedy::say(e),))?;
         exc.setattr("file", e.file().map(|p| p.as_os_str()))?;
         exc.setattr("instance", e.instance())?;
         exc.setattr("offset", e.offset())?;
@@ -56,7 +57,8 @@ fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
     // broken installation, reported with the original message rather than lost.
     made.unwrap_or_else(|import_error| {
         PyRuntimeError::new_err(format!(
-            "{e} (and tfrecord_lirs.errors failed: {import_error})"
+            "{} (and tfrecord_lirs.errors failed: {import_error})",
+            remedy::say(e)
         ))
     })
 }

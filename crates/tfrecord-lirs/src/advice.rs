@@ -2,14 +2,15 @@
 //! decided from what the path really is: a directory, an offset table, compressed
 //! data, or a data file its table no longer matches (truncated, or rewritten since the
 //! table was written), or one that changed while it was open. Every front end (CLI,
-//! kernels, Python) gets these words from here.
+//! kernels, Python) gets the finding from here, and the remedy as a value
+//! ([`Remedy`]) that it words in its own terms.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use tfrecord_lirs_format::error::{Error, ErrorKind};
+use tfrecord_lirs_format::error::{Error, ErrorKind, Remedy};
 use tfrecord_lirs_format::framing::{self, FRAMING_LEN, HEADER_LEN};
 use tfrecord_lirs_format::table_path::default_table_path;
 
@@ -139,24 +140,6 @@ impl Stamp {
     }
 }
 
-/// The command (and Python call) that rebuilds the table of `data` at `table`.
-fn rebuild_command(data: &Path, table: &Path) -> String {
-    let d = data.display();
-    if default_table_path(data) == table {
-        format!(
-            "`tfrecord-lirs index {d}` (Python: tfrecord_lirs.build_offset_table({:?}))",
-            d.to_string()
-        )
-    } else {
-        let t = table.display();
-        format!(
-            "`tfrecord-lirs index {d} --out {t}` (Python: tfrecord_lirs.build_offset_table({:?}, {:?}))",
-            d.to_string(),
-            t.to_string()
-        )
-    }
-}
-
 /// The data file that `table` names as its own (`<file>.offsets`), when that is
 /// another file than `data` (another file name: a table kept in another directory
 /// under `data`'s name, or under its stem when no file has that name, is `data`'s), and
@@ -194,23 +177,29 @@ pub(crate) fn table_of_another_file(
     Some((owner, exists))
 }
 
-/// The advice for `table`, named for data file `owner` (which `exists` or not), given
-/// for `data`: never a command that would write `data`'s table over `owner`'s, but
-/// `data`'s own table at `data`'s own table path.
-fn another_files_table(data: &Path, table: &Path, (owner, exists): (&Path, bool)) -> String {
-    let d = data.display();
-    let own = default_table_path(data);
+/// `err` about `table`, named for data file `owner` (which `exists` or not), given
+/// for `data`, with that finding and the remedy that never writes `data`'s table over
+/// `owner`'s: `data`'s own table at `data`'s own table path.
+fn another_files_table(
+    err: Error,
+    data: &Path,
+    table: &Path,
+    (owner, exists): (&Path, bool),
+) -> Error {
     let (is, by_name) = match exists {
         true => ("is the table of", " (by its name)"),
         false => ("is named as the table of", ""),
     };
-    format!(
-        "{} {is} another data file, {}{by_name}, not of {d}: pass {d}'s own table ({}), or build it there with {}",
+    err.with_finding(format!(
+        "{} {is} another data file, {}{by_name}, not of {}",
         table.display(),
         owner.display(),
-        own.display(),
-        rebuild_command(data, &own)
-    )
+        data.display(),
+    ))
+    .with_remedy(Remedy::OwnTable {
+        data: data.to_path_buf(),
+        own: default_table_path(data),
+    })
 }
 
 /// `err`, from opening `table` as the offset table of `data`, with the one rule for
@@ -221,20 +210,20 @@ fn another_files_table(data: &Path, table: &Path, (owner, exists): (&Path, bool)
 /// table where that file's belongs).
 pub(crate) fn table_open_error(storage: &Storage, data: &Path, table: &Path, err: Error) -> Error {
     let err = diagnose(storage, data, err);
-    if err.file() != Some(table) || err.advice().is_some() {
+    if err.file() != Some(table) || err.finding().is_some() {
         return err;
     }
     let Some((owner, exists)) = table_of_another_file(storage, data, table) else {
         return err;
     };
-    let advice = another_files_table(data, table, (&owner, exists));
+    let another = |err: Error| another_files_table(err, data, table, (&owner, exists));
     match err.kind() {
-        ErrorKind::NotFound if exists => Error::table(table, None, None, "no such offset table")
-            .with_kind(ErrorKind::NotFound)
-            .with_advice(advice),
-        ErrorKind::InvalidArgument | ErrorKind::DataLoss => err
-            .with_kind(ErrorKind::InvalidArgument)
-            .with_advice(advice),
+        ErrorKind::NotFound if exists => another(
+            Error::table(table, None, None, "no such offset table").with_kind(ErrorKind::NotFound),
+        ),
+        ErrorKind::InvalidArgument | ErrorKind::DataLoss => {
+            another(err.with_kind(ErrorKind::InvalidArgument))
+        }
         _ => err,
     }
 }
@@ -254,11 +243,10 @@ pub(crate) fn table_mismatch(
     if let Some(m) = misuse(storage, data) {
         return misuse_error(data, m);
     }
-    if err.file() == Some(table) && err.advice().is_none() {
+    if err.file() == Some(table) && err.finding().is_none() {
         if let Some((owner, exists)) = table_of_another_file(storage, data, table) {
-            return err
-                .with_kind(ErrorKind::InvalidArgument)
-                .with_advice(another_files_table(data, table, (&owner, exists)));
+            let err = err.with_kind(ErrorKind::InvalidArgument);
+            return another_files_table(err, data, table, (&owner, exists));
         }
     }
     stale_table((data, table), layout, src, err)
@@ -284,29 +272,40 @@ fn stale_table(
     err: Error,
 ) -> Error {
     let (size, last_offset) = (layout.size, last_entry(layout));
-    if err.advice().is_some()
+    if err.finding().is_some()
         || !matches!(err.kind(), ErrorKind::InvalidArgument | ErrorKind::DataLoss)
     {
         return err;
     }
-    let rebuild = rebuild_command(data, table);
     let (d, t) = (data.display(), table.display());
+    let (data, table) = (data.to_path_buf(), table.to_path_buf());
     let truncated = |how: String| {
-        format!(
-            "{d} was truncated after its table was written ({how}): restore the file, or if it is complete as it is, rebuild the table with {rebuild}"
+        (
+            format!("{d} was truncated after its table was written ({how})"),
+            Remedy::RestoreOrRebuildTable {
+                data: data.clone(),
+                table: table.clone(),
+            },
         )
     };
     let rewritten = |how: String| {
-        format!(
-            "{d} was rewritten after its table {t} was written, or replaced by another file ({how}): rebuild the table with {rebuild}"
+        (
+            format!(
+                "{d} was rewritten after its table {t} was written, or replaced by another file ({how})"
+            ),
+            Remedy::RebuildTable {
+                data: data.clone(),
+                table: table.clone(),
+            },
         )
     };
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     // What the bytes show is changed data, whatever kind the check that met it gave.
-    let changed = |advice: String| {
+    let changed = |(finding, remedy): (String, Remedy)| {
         err.clone()
             .with_kind(ErrorKind::DataLoss)
-            .with_advice(advice)
+            .with_finding(finding)
+            .with_remedy(remedy)
     };
     match judge_change(layout, src) {
         Some(Change::Truncated { size, entry, at }) => {
@@ -322,7 +321,7 @@ fn stale_table(
         Some(Change::Replaced { id, at, why }) => changed(rewritten(format!(
             "the bytes at byte {at}, where the table puts instance {id}, {why}"
         ))),
-        Some(Change::None) => match (modified(data), modified(table)) {
+        Some(Change::None) => match (modified(&data), modified(&table)) {
             (Some(d_time), Some(t_time)) if d_time > t_time => changed(rewritten(
                 "its records are where the table says, but it was modified since".into(),
             )),
@@ -493,7 +492,7 @@ pub(crate) fn changed_underneath(
     };
     let (instance, offset) = (err.instance(), err.offset());
     let reason = format!(
-        "the file changed underneath: it was {} bytes when opened and is {} bytes now ({how}{}); {}: open it again (a new dataset or reader), and if it was rewritten on purpose, rebuild its table first with {}",
+        "the file changed underneath: it was {} bytes when opened and is {} bytes now ({how}{}); {}",
         opened.len,
         now.len,
         if opened.modified != now.modified {
@@ -502,9 +501,11 @@ pub(crate) fn changed_underneath(
             ""
         },
         strip_location(&err),
-        rebuild_command(data, table)
     );
-    Error::changed(data, instance, offset, reason)
+    Error::changed(data, instance, offset, reason).with_remedy(Remedy::Reopen {
+        data: data.to_path_buf(),
+        table: table.to_path_buf(),
+    })
 }
 
 /// `err`'s message without its leading location (`path: instance i at byte o: `),
@@ -625,12 +626,21 @@ mod tests {
             let base = Error::not_a_data_file(&table, "does not match");
             let e = explain(&Storage::local(), &data, &table, base);
             // What the bytes show is changed data; no sign leaves the kind as it was.
-            let kind = match e.advice() {
+            let kind = match e.finding() {
                 Some(_) => ErrorKind::DataLoss,
                 None => ErrorKind::InvalidArgument,
             };
             assert_eq!(e.kind(), kind, "{e}");
-            e.advice().unwrap_or_default().to_string()
+            let (data, table) = (data.clone(), table.clone());
+            let remedy = match e.to_string().contains("truncated after") {
+                true => Remedy::RestoreOrRebuildTable { data, table },
+                false => Remedy::RebuildTable { data, table },
+            };
+            assert_eq!(e.remedy().is_some(), e.finding().is_some(), "{e}");
+            if let Some(r) = e.remedy() {
+                assert_eq!(r, &remedy, "{e}");
+            }
+            e.finding().unwrap_or_default().to_string()
         };
         // Cut by 50 bytes after indexing (newer than its table): truncated, inside the
         // last record, not "rewritten".
@@ -640,7 +650,6 @@ mod tests {
             "{cut}"
         );
         assert!(cut.contains("inside the record of instance 9"), "{cut}");
-        assert!(cut.contains("`tfrecord-lirs index "), "{cut}");
         // Cut at a record's end: truncated too.
         let boundary = advice(&bytes[..offsets[5] as usize], 2_000_000);
         assert!(boundary.contains("was truncated after"), "{boundary}");
@@ -701,7 +710,14 @@ mod tests {
         );
         assert_eq!(
             e.to_string(),
-            "d: instance 3 at byte 600: the file changed underneath: it was 1000 bytes when opened and is 500 bytes now (truncated, modified since); truncated record: needs 500 bytes, only 0 available: open it again (a new dataset or reader), and if it was rewritten on purpose, rebuild its table first with `tfrecord-lirs index d` (Python: tfrecord_lirs.build_offset_table(\"d\"))"
+            "d: instance 3 at byte 600: the file changed underneath: it was 1000 bytes when opened and is 500 bytes now (truncated, modified since); truncated record: needs 500 bytes, only 0 available: open it again (a new reader), and if it was rewritten on purpose, rebuild its table d.offsets first"
+        );
+        assert_eq!(
+            e.remedy(),
+            Some(&Remedy::Reopen {
+                data: data.into(),
+                table: table.into()
+            })
         );
         let same_size = Stamp {
             len: 1000,

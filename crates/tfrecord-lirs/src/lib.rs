@@ -91,7 +91,7 @@ pub use storage::cloud;
 pub use storage::local;
 pub use storage::ranged;
 pub use storage::remote;
-pub use tfrecord_lirs_format::{example, text_index};
+pub use tfrecord_lirs_format::{example, remedy, text_index};
 
 pub use compress::Compression;
 pub use inspect::interop::{
@@ -136,7 +136,7 @@ pub use storage::table_files::{
 };
 pub use storage::{MapView, ReadAt, Storage};
 pub use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
-pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Result};
+pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Remedy, Result};
 pub use tfrecord_lirs_format::fit::Fit;
 pub use tfrecord_lirs_format::framing::PageSize;
 pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, PositionIds};

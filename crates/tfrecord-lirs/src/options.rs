@@ -21,7 +21,7 @@ pub mod shape;
 
 use std::path::{Path, PathBuf};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use tfrecord_lirs_format::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::fit::Fit;
 use tfrecord_lirs_format::framing::PageSize;
 use tfrecord_lirs_format::order::OrderVersion;
@@ -290,13 +290,21 @@ pub fn pad_fit(name: &str) -> Result<PadFit> {
 
 /// LIRSDataset's `compression_type` as TFRecordDataset takes it ("": uncompressed). A
 /// GZIP or ZLIB stream cannot be read at random: the error says how to get a file that
-/// can (`pad` decompresses as it reads).
+/// can (its remedy: `pad` decompresses as it reads).
 pub fn compression_type(compression_type: &str) -> Result<()> {
+    let compressed = |kind: &'static str| {
+        Err(Error::invalid_argument(format!(
+            "compression_type={kind:?}: LIRSDataset reads records at random, which a {kind} stream does not allow"
+        ))
+        .with_remedy(Remedy::Pad {
+            data: "FILE".into(),
+            compression: kind,
+        }))
+    };
     match compression_type {
         "" => Ok(()),
-        "GZIP" | "ZLIB" => Err(Error::invalid_argument(format!(
-            "compression_type={compression_type:?}: LIRSDataset reads records at random, which a {compression_type} stream does not allow; write an uncompressed padded copy with its table once, `tfrecord-lirs pad FILE OUT` (Python: tfrecord_lirs.pad(FILE, OUT)), which decompresses as it reads, and read that"
-        ))),
+        "GZIP" => compressed("GZIP"),
+        "ZLIB" => compressed("ZLIB"),
         other => Err(Error::invalid_argument(format!(
             "compression_type must be None, \"\", \"GZIP\" or \"ZLIB\" (as for TFRecordDataset), got {other:?}"
         ))),
@@ -597,11 +605,12 @@ mod tests {
         assert!(pad_fit("worst").is_err());
         compression_type("").unwrap();
         for kind in ["GZIP", "ZLIB"] {
-            let e = compression_type(kind).unwrap_err().to_string();
+            let e = compression_type(kind).unwrap_err();
             assert!(
-                e.contains("tfrecord-lirs pad FILE OUT") && e.contains(kind),
+                matches!(e.remedy(), Some(Remedy::Pad { compression, .. }) if *compression == kind),
                 "{e}"
             );
+            assert!(e.to_string().contains(kind), "{e}");
         }
         assert!(compression_type("gzip")
             .unwrap_err()

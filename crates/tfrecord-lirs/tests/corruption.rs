@@ -443,6 +443,12 @@ fn error_kinds_follow_their_cause() {
         !text.contains(&format!("--out {}", f1_table.display())),
         "{text}"
     );
+    // The remedy (each front end words it) builds F0's table at F0's own path only.
+    let own_remedy = Some(tfrecord_lirs::Remedy::OwnTable {
+        data: f0.clone(),
+        own: default_table_path(&f0),
+    });
+    assert_eq!(err.remedy(), own_remedy.as_ref(), "{text}");
     assert_eq!(std::fs::read(&f1_table).unwrap(), f1_table_bytes);
     // Named for a file that does not exist: still not F0's.
     let junk = dir.path().join("junk.offsets");
@@ -455,6 +461,7 @@ fn error_kinds_follow_their_cause() {
         "{text}"
     );
     assert!(text.contains(&own) && !text.contains("--out"), "{text}");
+    assert_eq!(err.remedy(), own_remedy.as_ref(), "{text}");
     // Missing at the table path of F2, which exists: NotFound, and never
     // `index F0 --out F2.offsets` (F2's table would be F0's).
     let f2 = dir.path().join("f2.tfrecord");
@@ -464,6 +471,7 @@ fn error_kinds_follow_their_cause() {
     let text = err.to_string();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{text}");
     assert!(text.contains(&own) && !text.contains("--out"), "{text}");
+    assert_eq!(err.remedy(), own_remedy.as_ref(), "{text}");
     // Named by F0's stem (`d.offsets` for `d.tfrecord`, no file `d`): F0's own.
     let stem = dir.path().join("d.offsets");
     std::fs::write(&stem, [1, 2, 3]).unwrap();
@@ -483,9 +491,12 @@ fn error_kinds_follow_their_cause() {
         .err()
         .expect("a missing table");
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
-    assert!(
-        err.to_string()
-            .contains(&format!("--out {}", mine.display())),
+    assert_eq!(
+        err.remedy(),
+        Some(&tfrecord_lirs::Remedy::BuildTable {
+            data: f0.clone(),
+            table: mine.clone()
+        }),
         "{err}"
     );
     assert!(pair(&mine).is_ok() && mine.exists());
@@ -526,6 +537,15 @@ fn error_kinds_follow_their_cause() {
             text.contains("GZIP-compressed (it starts with the GZIP magic bytes 1f 8b)"),
             "{text}"
         );
-        assert!(text.contains("tfrecord-lirs pad"), "{text}");
+        assert!(
+            matches!(
+                err.remedy(),
+                Some(tfrecord_lirs::Remedy::Pad {
+                    compression: "GZIP",
+                    ..
+                })
+            ),
+            "{text}"
+        );
     }
 }

@@ -95,8 +95,13 @@ pub fn run_per_file<T: Send>(
 }
 
 /// The summary of a run of `verb` ("indexed", "verified", ...) over `outcomes`: how many
-/// files succeeded, and each failed file with its error on a line of its own.
-pub fn summary<T>(verb: &str, outcomes: &[FileOutcome<T>]) -> String {
+/// files succeeded, and each failed file with its error (as the front end `say`s it) on
+/// a line of its own.
+pub fn summary<T>(
+    verb: &str,
+    outcomes: &[FileOutcome<T>],
+    say: &dyn Fn(&Error) -> String,
+) -> String {
     let failed: Vec<&FileOutcome<T>> = outcomes.iter().filter(|o| o.result.is_err()).collect();
     let mut text = format!(
         "{verb} {} of {} files",
@@ -110,7 +115,7 @@ pub fn summary<T>(verb: &str, outcomes: &[FileOutcome<T>]) -> String {
     for outcome in failed {
         if let Err(e) = &outcome.result {
             // Most errors name their file first already.
-            let message = e.to_string();
+            let message = say(e);
             let path = outcome.path.display().to_string();
             if message.starts_with(&path) {
                 text.push_str(&format!("\n  {message}"));
@@ -220,13 +225,16 @@ mod tests {
             assert_eq!(o.path, files[i]);
             assert_eq!(o.result.is_ok(), i != 3);
         }
-        let text = summary("checked", &outcomes);
+        let text = summary("checked", &outcomes, &Error::to_string);
         assert!(
             text.starts_with("checked 6 of 7 files; 1 failed:\n  "),
             "{text}"
         );
         assert!(text.contains("f3: "), "{text}");
-        assert_eq!(summary("checked", &outcomes[..2]), "checked 2 of 2 files");
+        assert_eq!(
+            summary("checked", &outcomes[..2], &Error::to_string),
+            "checked 2 of 2 files"
+        );
     }
 
     #[test]

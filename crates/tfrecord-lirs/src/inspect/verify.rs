@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result, TRUST_TABLE_HINT};
+use tfrecord_lirs_format::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::framing::{filler_fits_page, instance_is_placed};
 use tfrecord_lirs_format::framing::{Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 
@@ -387,20 +387,26 @@ pub fn inspect_in(
                     next_entry += 1;
                 }
                 _ if !filler => {
-                    let why = if next_entry == offsets.len() {
-                        format!(
-                            "unindexed instance: the table {} covers {} instances but the data file goes on with more records; run `tfrecord-lirs index` to rebuild it; or, {TRUST_TABLE_HINT}",
+                    let (why, remedy) = if next_entry == offsets.len() {
+                        let why = format!(
+                            "unindexed instance: the table {} covers {} instances but the data file goes on with more records",
                             table_path.display(),
                             offsets.len()
-                        )
+                        );
+                        let remedy = Remedy::RebuildOrTrustTable {
+                            data: data.to_path_buf(),
+                            table: table_path.to_path_buf(),
+                        };
+                        (why, remedy)
                     } else {
-                        format!(
-                            "instance record not in the table {} (the table's next entry is byte {}); or, {TRUST_TABLE_HINT}",
+                        let why = format!(
+                            "instance record not in the table {} (the table's next entry is byte {})",
                             table_path.display(),
                             offsets[next_entry]
-                        )
+                        );
+                        (why, Remedy::TrustTable)
                     };
-                    return Err(Error::layout(data, None, offset, why));
+                    return Err(Error::layout(data, None, offset, why).with_remedy(remedy));
                 }
                 _ if next_entry == 0 && !opaque => {
                     return Err(Error::layout(

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result, TRUST_TABLE_HINT};
+use tfrecord_lirs_format::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::framing::{self, FrameError, Padding, HEADER_LEN};
 use tfrecord_lirs_format::layout::BadSpan;
 
@@ -69,10 +69,14 @@ pub(crate) fn tail_error(
             Some(id),
             Some(at),
             format!(
-                "byte {at} of {} starts a record of {framed_len} bytes that is not a filler, inside instance {id}'s span [{start}, {end}): the table does not index it (an entry missing, records appended after indexing, or another file's table); rebuild it with `tfrecord-lirs index`; or, {TRUST_TABLE_HINT}",
+                "byte {at} of {} starts a record of {framed_len} bytes that is not a filler, inside instance {id}'s span [{start}, {end}): the table does not index it (an entry missing, records appended after indexing, or another file's table)",
                 data.display()
             ),
-        ),
+        )
+        .with_remedy(Remedy::RebuildOrTrustTable {
+            data: data.to_path_buf(),
+            table: table.to_path_buf(),
+        }),
     }
 }
 
@@ -127,20 +131,19 @@ pub(crate) fn check_table_shape(
     // missing at the front, another file's table) would silently shift every id; a
     // trusted table may start later, after padding.
     if first != 0 && padding == Padding::Fillers {
-        return Err(Error::table(
+        let err = Error::table(
             table,
             Some(first_id),
             Some(first),
             format!(
-                "instance 0 of {} must start at byte 0, but the table puts it at byte {first}: the table does not match the data file (entries missing at the front?){}",
+                "instance 0 of {} must start at byte 0, but the table puts it at byte {first}: the table does not match the data file (entries missing at the front?)",
                 data.display(),
-                if starts_with_records(src, first.min(size)) {
-                    format!("; or, {TRUST_TABLE_HINT}")
-                } else {
-                    String::new()
-                }
             ),
-        ));
+        );
+        return Err(match starts_with_records(src, first.min(size)) {
+            true => err.with_remedy(Remedy::TrustTable),
+            false => err,
+        });
     }
     if entry(n - 1)? >= size {
         // Entries increase (or a read of them reports where they do not): the first

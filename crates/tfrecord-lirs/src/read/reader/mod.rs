@@ -394,7 +394,7 @@ impl Reader {
                 Some(id),
                 Some(i as u64 * 8),
                 format!(
-                    "the table's entry for instance {id} (its byte {}) cannot be read: the table had {had} bytes at open{}; the table was truncated or replaced while it was read: rebuild it with `tfrecord-lirs index` and open the dataset again",
+                    "the table's entry for instance {id} (its byte {}) cannot be read: the table had {had} bytes at open{}; the table was truncated or replaced while it was read: rebuild it, then open the data again",
                     i as u64 * 8,
                     now.map_or_else(String::new, |now| format!(" and has {now} now")),
                 ),
