@@ -19,7 +19,7 @@ use crate::storage::ReadAt;
 /// was accepted on purpose.
 ///
 /// ```
-/// use tfrecord_lirs::{io::MmapOptIn, Backend, ReaderOptions};
+/// use tfrecord_lirs::{local::MmapOptIn, Backend, ReaderOptions};
 /// let options = ReaderOptions {
 ///     backend: Backend::Mmap,
 ///     // SAFETY: the files are written once, before this process starts, and nothing
