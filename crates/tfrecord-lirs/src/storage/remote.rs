@@ -4,7 +4,7 @@
 //! The core decides here, and only here, what a URL is: a path that starts with a
 //! scheme, `^[A-Za-z][A-Za-z0-9+.-]*://` (see [`scheme`]; the rest of the crate asks
 //! [`Storage::is_local`](crate::Storage::is_local)). Local paths keep the backends
-//! of [`io`](crate::io) unchanged; a URL is opened through the [`FileSystem`] of the
+//! of [`local`](crate::local) unchanged; a URL is opened through the [`FileSystem`] of the
 //! [`Storage`](crate::Storage) it is used with. The TensorFlow op library passes
 //! TensorFlow's own file systems (`tensorflow::Env`), so every scheme TensorFlow knows
 //! works there, with its credentials and settings. Without a file system
