@@ -131,7 +131,7 @@ class LIRSRefurbishMapDataset(_grain.MapDataset):
         if isinstance(index, slice):
             return self.slice(index)
         with self._stats.record_self_time():
-            epoch, position = divmod(index, len(self._schedule))
+            epoch, position = self._schedule.locate(index)
             # One attribute for the epoch and its uses: Grain's threads share it.
             cached = self._uses
             if cached is None or cached[0] != epoch:

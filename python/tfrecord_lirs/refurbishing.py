@@ -73,6 +73,11 @@ class RefurbishSchedule:
     def __len__(self):
         return self._native.len()
 
+    def locate(self, index):
+        """`(epoch, position)` of global index `index`, the epochs laid end to end
+        (the core's rule; an error when the shard has no ids)."""
+        return self._native.locate(index)
+
     def refreshes(self, epoch):
         """Refreshes in `epoch`."""
         return self._native.refreshes(epoch)

@@ -71,6 +71,24 @@ def test_grain_refurbish_wrong_use(source, tmp_path):
         lirs_grain.refurbish([b"x"], Partial(tmp_path / "l"), final, seed=1)
 
 
+def test_grain_refurbish_indices_are_located_by_the_core(records_source, tmp_path):
+    # Global index -> (epoch, position) is the core's rule (the schedule's locate), the
+    # same as the Sampler's: an empty shard is an error naming it, not a ZeroDivisionError.
+    source = records_source(3, lambda i: 2)
+    schedule = tfrecord_lirs.RefurbishSchedule(source, seed=1, num_shards=2, shard_index=1)
+    assert [schedule.locate(i) for i in (0, 3)] == [divmod(i, len(schedule)) for i in (0, 3)]
+    empty = tfrecord_lirs.RefurbishSchedule(1, seed=1, num_shards=2, shard_index=0)
+    assert len(empty) == 0
+    with pytest.raises(errors.InvalidArgumentError, match="no instances"):
+        empty.locate(0)
+    one = records_source(1, lambda i: 2)
+    ds = lirs_grain.refurbish(one, Partial(tmp_path / "l"), final, seed=1,
+                              num_shards=2, shard_index=0)
+    assert len(ds) == 0
+    with pytest.raises(errors.InvalidArgumentError, match="no instances"):
+        ds[0]
+
+
 def test_grain_worker_processes_share_the_store(source, tmp_path):
     ds = lirs_grain.refurbish(source, Partial(tmp_path / "a.log"), final, seed=8,
                               reuse_factor=2, batch_size=BATCH)

@@ -233,6 +233,18 @@ pub trait PositionIds: Send + Sync {
     fn compute_ids(&self, positions: Range<u64>, out: &mut Vec<u64>);
 }
 
+/// The (epoch, position) of global index `index` of a run whose epochs each hold `len`
+/// elements of this shard: what a map-style front end (Grain's `__getitem__`) is given
+/// is an index into the epochs laid end to end.
+pub fn locate(index: u64, len: u64) -> Result<(u64, u64)> {
+    if len == 0 {
+        return Err(Error::invalid_argument(format!(
+            "index {index}: this shard has no instances"
+        )));
+    }
+    Ok((index / len, index % len))
+}
+
 /// Position `⌊k·n/K⌋` where shard `k` of `K` starts, without overflow.
 pub fn shard_bound(n: u64, k: u64, num_shards: u64) -> u64 {
     (u128::from(n) * u128::from(k) / u128::from(num_shards)) as u64
@@ -712,6 +724,16 @@ pub fn shard_len<T: Offsets>(layout: &Layout<T>, num_shards: u64, shard_index: u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn locate_lays_epochs_end_to_end_and_refuses_an_empty_shard() {
+        assert_eq!(locate(0, 7).unwrap(), (0, 0));
+        assert_eq!(locate(13, 7).unwrap(), (1, 6));
+        assert_eq!(locate(u64::MAX, 1).unwrap(), (u64::MAX, 0));
+        let e = locate(3, 0).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("no instances"), "{e}");
+    }
 
     #[test]
     fn below_is_in_range_and_roughly_uniform() {

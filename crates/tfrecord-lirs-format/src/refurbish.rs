@@ -182,6 +182,12 @@ impl RefurbishSchedule {
         self.len
     }
 
+    /// The (epoch, position) of global index `index` (the epochs laid end to end);
+    /// an error when the shard has no ids.
+    pub fn locate(&self, index: u64) -> Result<(u64, u64)> {
+        crate::order::locate(index, self.len)
+    }
+
     /// Whether the shard has no ids.
     pub fn is_empty(&self) -> bool {
         self.len == 0

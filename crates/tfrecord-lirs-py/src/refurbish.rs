@@ -126,6 +126,12 @@ impl NativeRefurbishSchedule {
         self.schedule.total()
     }
 
+    /// The (epoch, position) of global index `index` (the core's rule: an error when
+    /// the shard has no ids).
+    fn locate(&self, py: Python<'_>, index: u64) -> PyResult<(u64, u64)> {
+        self.schedule.locate(index).py_err(py)
+    }
+
     /// Refreshes in `epoch`.
     fn refreshes(&self, epoch: u64) -> u64 {
         self.schedule.refreshes(epoch)

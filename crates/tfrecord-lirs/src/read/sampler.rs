@@ -26,7 +26,7 @@ use crate::read::loader::WalkIdentity;
 use crate::read::reader::Reader;
 use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 use tfrecord_lirs_format::error::{Error, Result};
-use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
+use tfrecord_lirs_format::order::{self, EpochOrder, OrderParams, OrderVersion};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 /// What a [`Sampler`] orders.
@@ -283,13 +283,7 @@ impl Sampler {
     /// Global index `index` over all epochs, each [`len`](Sampler::len) long, as
     /// (epoch, position in the epoch's order).
     pub fn locate(&self, index: u64) -> Result<(u64, u64)> {
-        let len = self.len()?;
-        if len == 0 {
-            return Err(Error::invalid_argument(format!(
-                "index {index}: this shard has no instances"
-            )));
-        }
-        Ok((index / len, index % len))
+        order::locate(index, self.len()?)
     }
 
     /// The seed of the record at global index `index` of a run seeded `seed`: the key
