@@ -29,7 +29,7 @@ def _value(attr_value):
 def test_registered_op_attr_defaults_are_the_cores():
     assert _op_library.ops is not None
     seen = set()
-    for op in ("LIRSDataset", "LIRSRead"):
+    for op in ("LIRSDataset", "LIRSShardHintDataset", "LIRSRead"):
         op_def = op_def_registry.get(op)
         assert op_def is not None, op
         for attr in op_def.attr:
@@ -37,7 +37,7 @@ def test_registered_op_attr_defaults_are_the_cores():
             without_default = ("epoch_state", "metadata", "cache_dir")
             if not attr.HasField("default_value") or attr.name in without_default:
                 continue
-            key = (DATASET_ATTR if op == "LIRSDataset" else OP_ATTR).get(attr.name, attr.name)
+            key = (OP_ATTR if op == "LIRSRead" else DATASET_ATTR).get(attr.name, attr.name)
             assert _value(attr.default_value) == DEFAULTS[key], (op, attr.name)
             seen.add(attr.name)
     assert {"page_size", "order_version", "backend", "trust_table", "num_parallel_reads",

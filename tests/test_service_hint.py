@@ -4,7 +4,7 @@ of two WorkerServers (HINT needs it) runs in a process of its own per case, as i
 tests/test_service_splits.py: tfrecord_lirs.process_io_totals() counts what the
 readers of the process (the workers') read. In process: tf.distribute's auto-shard
 rewrite with AutoShardPolicy.HINT (the same rewrite, no servers), where iterators
-can be checkpointed."""
+can be checkpointed (with the default external state policy)."""
 
 import collections
 import json
@@ -29,6 +29,7 @@ import tfrecord_lirs
 from tfrecord_lirs import LIRSDataset
 
 path, mode, page_aware, batch = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
+repeat = int(sys.argv[5])
 service = tf.data.experimental.service
 socks = [socket.socket() for _ in range(3)]
 for s in socks:
@@ -45,7 +46,7 @@ workers = [service.WorkerServer(service.WorkerConfig(
 hint = tf.data.experimental.SHARD_HINT
 ds = LIRSDataset(path, seed=7, page_aware=page_aware, page_size=%(page)d,
                  batch_size=batch or None, backend="pread",
-                 num_shards=hint, shard_index=hint)
+                 num_shards=hint, shard_index=hint).repeat(repeat)
 policy = {"hint": service.ShardingPolicy.HINT, "data": service.ShardingPolicy.DATA,
           "file_or_data": service.ShardingPolicy.FILE_OR_DATA}[mode]
 ds = ds.apply(service.distribute(policy, dispatcher.target))
@@ -65,9 +66,10 @@ print(json.dumps({"ids": ids, "error": error,
 """ % {"page": PAGE}
 
 
-def run_case(path, mode, page_aware=False, batch=0):
+def run_case(path, mode, page_aware=False, batch=0, repeat=1):
     out = subprocess.run(
-        [sys.executable, "-c", CASE, path, mode, str(int(page_aware)), str(batch)],
+        [sys.executable, "-c", CASE, path, mode, str(int(page_aware)), str(batch),
+         str(repeat)],
         capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     (line,) = [x for x in out.stdout.splitlines() if x.startswith("{")]
@@ -134,6 +136,41 @@ def test_hint_gives_each_worker_its_shard_and_reads_each_byte_once(data_file, pa
         assert got["bytes_read"] == one, (got["bytes_read"], one)
 
 
+def is_interleaving(stream, a, b):
+    """Whether `stream` is `a` and `b` merged, each in its order."""
+    if len(stream) != len(a) + len(b):
+        return False
+    frontier = {0}  # how many of `a` the prefix so far can have taken
+    for pos, x in enumerate(stream):
+        frontier = ({i + 1 for i in frontier if i < len(a) and a[i] == x}
+                    | {i for i in frontier if pos - i < len(b) and b[pos - i] == x})
+        if not frontier:
+            return False
+    return True
+
+
+def test_hint_repeat_reshuffles_each_workers_shard(data_file):
+    """Under HINT, repeat() walks each worker's shard of a new epoch every time:
+    worker k streams epochs 0 and 1 of LIRSDataset(num_shards=2, shard_index=k)
+    with the same seed (the seed generator lives across the iterations, as for a
+    plain LIRSDataset); the job's stream is the two workers' streams merged."""
+    got = run_case(data_file, "hint", repeat=2)
+    assert got["error"] is None, got["error"]
+    assert got["tasks"] == [1, 1], "the job must run on both workers"
+    assert collections.Counter(got["ids"]) == collections.Counter(
+        {i: 2 for i in range(N)})
+    workers = []
+    for k in range(2):
+        plain = LIRSDataset(data_file, seed=7, page_size=PAGE, num_shards=2, shard_index=k)
+        epochs = [ids_of(plain), ids_of(plain)]
+        assert epochs[0] != epochs[1]
+        workers.append(epochs[0] + epochs[1])
+    assert is_interleaving(got["ids"], *workers)
+    # Before, each worker repeated its first epoch.
+    assert not is_interleaving(got["ids"], workers[0][:len(workers[0]) // 2] * 2,
+                               workers[1][:len(workers[1]) // 2] * 2)
+
+
 @pytest.mark.parametrize("mode", ["data", "file_or_data"])
 def test_policies_that_do_not_fill_the_hint_say_so(data_file, mode):
     """DATA (and FILE_OR_DATA, which falls back to DATA at LIRSDataset) shard after
@@ -164,13 +201,11 @@ def test_a_half_hint_is_refused_naming_why(data_file, num_shards, shard_index, w
 
 def hint_sharded(ds, k, workers=2):
     """`ds` as worker k of `workers` sees it under AutoShardPolicy.HINT (the rewrite
-    tf.distribute and tf.data service apply). Its iterators checkpoint with the
-    external state policy WARN: the flat_map's function holds a DummySeedGenerator op
-    (stateful to TensorFlow's check, holding nothing: docs/CLUSTER.md)."""
+    tf.distribute and tf.data service apply), with the default external state
+    policy (FAIL): its iterators checkpoint as a plain LIRSDataset's."""
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.HINT)
-    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.WARN
     return distribute._AutoShardDataset(  # pylint: disable=protected-access
         ds.with_options(options), workers, k)
 
@@ -180,27 +215,18 @@ def test_hint_element_spec_cardinality_and_checkpoints(data_file, batch, tmp_pat
     ds = LIRSDataset(data_file, seed=3, num_shards=HINT, shard_index=HINT, batch_size=batch)
     plain = LIRSDataset(data_file, seed=3, batch_size=batch)
     assert ds.element_spec == plain.element_spec
-    # The worker's shard is known only when it runs (a flat_map of the hint).
+    # The worker's shard is known only where the hint is filled in.
     assert int(ds.cardinality()) == tf.data.UNKNOWN_CARDINALITY
     for k in range(2):
-        want = ids_of(LIRSDataset(data_file, seed=3, num_shards=2, shard_index=k,
-                                  batch_size=batch), batched=bool(batch))
+        plain_k = LIRSDataset(data_file, seed=3, num_shards=2, shard_index=k,
+                              batch_size=batch)
+        want = ids_of(plain_k, batched=bool(batch))
+        second = ids_of(plain_k, batched=bool(batch))
         sharded = hint_sharded(LIRSDataset(data_file, seed=3, num_shards=HINT,
                                            shard_index=HINT, batch_size=batch), k)
         assert ids_of(sharded, batched=bool(batch)) == want
-        if batch is None:
-            # Without the policy, TensorFlow refuses the checkpoint, naming why.
-            options = tf.data.Options()
-            options.experimental_distribute.auto_shard_policy = (
-                tf.data.experimental.AutoShardPolicy.HINT)
-            strict = iter(distribute._AutoShardDataset(  # pylint: disable=protected-access
-                LIRSDataset(data_file, seed=3, num_shards=HINT, shard_index=HINT)
-                .with_options(options), 2, k))
-            next(strict)
-            with pytest.raises(tf.errors.FailedPreconditionError,
-                               match="DummySeedGenerator is stateful"):
-                tf.train.Checkpoint(iterator=strict).write(str(tmp_path / f"strict{k}"))
-        # A checkpoint in the middle restores the rest exactly, into a new iterator.
+        # The next iteration walks the next epoch; a checkpoint in its middle
+        # restores the rest exactly, into a new iterator of a new dataset.
         it = iter(sharded)
         head = []
         for _ in range(7):
@@ -214,20 +240,28 @@ def test_hint_element_spec_cardinality_and_checkpoints(data_file, batch, tmp_pat
         for x in fresh:
             x = x.numpy()
             rest.extend(int(r.split(b":", 1)[0]) for r in (x if batch else [x]))
-        assert head + rest == want
+        assert head + rest == second
 
 
-def test_hint_iterations_walk_start_epoch(data_file):
-    """Each iteration of a SHARD_HINT dataset builds the worker's shard anew (the
-    flat_map), so every iteration walks epoch `start_epoch` (as documented in
-    docs/CLUSTER.md); one job per epoch with start_epoch=epoch walks the epochs."""
+def test_hint_iterations_reshuffle_and_checkpoint(data_file, tmp_path):
+    """Each iteration of a SHARD_HINT dataset walks the next epoch of the worker's
+    shard, as a plain LIRSDataset does (reshuffle_each_iteration); a checkpoint in
+    the second epoch restores the rest of it; start_epoch sets the first epoch."""
     plain = LIRSDataset(data_file, seed=3, num_shards=2, shard_index=1)
-    epochs = [ids_of(plain), ids_of(plain)]
+    epochs = [ids_of(plain), ids_of(plain), ids_of(plain)]
     assert epochs[0] != epochs[1]
-    repeated = ids_of(hint_sharded(LIRSDataset(data_file, seed=3, num_shards=HINT,
-                                               shard_index=HINT).repeat(2), 1))
-    assert repeated == epochs[0] + epochs[0]
-    for epoch in range(2):
-        ds = hint_sharded(LIRSDataset(data_file, seed=3, num_shards=HINT, shard_index=HINT,
-                                      start_epoch=epoch), 1)
-        assert ids_of(ds) == epochs[epoch]
+
+    def repeated(**kwargs):
+        return hint_sharded(LIRSDataset(data_file, seed=3, num_shards=HINT,
+                                        shard_index=HINT, **kwargs).repeat(2), 1)
+
+    assert ids_of(repeated()) == epochs[0] + epochs[1]
+    assert ids_of(repeated(start_epoch=1)) == epochs[1] + epochs[2]
+    it = iter(repeated())
+    cut = len(epochs[0]) + 11
+    head = [int(next(it).numpy().split(b":", 1)[0]) for _ in range(cut)]
+    path = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "epoch1"))
+    fresh = iter(repeated())
+    tf.train.Checkpoint(iterator=fresh).read(path).assert_consumed()
+    rest = [int(x.numpy().split(b":", 1)[0]) for x in fresh]
+    assert head + rest == epochs[0] + epochs[1]

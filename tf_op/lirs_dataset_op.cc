@@ -11,6 +11,10 @@
 // distributed_epoch, ShardingPolicy.DYNAMIC) the iterator reads the parts of the
 // epoch the provider hands out, each a Rust cursor (Rust decides how many parts
 // there are and which positions each holds), as range_dataset_op.cc does.
+// LIRSShardHintDataset is the same dataset, its shard pair read from its input
+// dataset (range(2**62).shard(SHARD_HINT, SHARD_HINT).take(2), kept in the graph
+// so that tf.data's HINT rewrite fills the hint in): a top-level node whose seed
+// generator lives across iterations, where a flat_map would make it anew.
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,7 +44,7 @@ using ffi::BatchView;
 using ffi::DatasetCursor;
 using ffi::LirsDataset;
 
-constexpr int kSeedGeneratorInput = 5;
+constexpr char kHintOp[] = "LIRSShardHintDataset";
 
 // A batch's records (Rust owns the fetch windows they were read into), shared by
 // reference count between every tstring of the batch tensor: the windows go back
@@ -71,6 +75,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
     }
     OP_REQUIRES_OK(ctx, lirs::AttrValues(ctx->def(), &attrs_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("reshuffle_each_iteration", &reshuffle_));
+    hint_ = ctx->def().op() == kHintOp;
   }
 
  protected:
@@ -81,6 +86,7 @@ class LIRSDatasetOp : public DatasetOpKernel {
   std::vector<std::pair<std::string, AttrValue>> graph_attrs_;
   rust::Vec<ffi::NamedValue> attrs_;  // MakeDataset adds the scalar inputs.
   bool reshuffle_ = true;
+  bool hint_ = false;  // LIRSShardHintDataset: input 0 is the hint's dataset.
 };
 
 class LIRSDatasetOp::Dataset : public DatasetBase {
@@ -88,7 +94,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   Dataset(OpKernelContext* ctx, const LIRSDatasetOp& op,
           std::vector<Tensor> inputs, rust::Box<LirsDataset> rust_dataset,
           std::unique_ptr<lirs::SeedGeneratorRef> seeds, int64_t seed,
-          int64_t seed2)
+          int64_t seed2, int seed_generator_input, const DatasetBase* hint,
+          absl::Status pending)
       : DatasetBase(DatasetContext(ctx)),
         graph_attrs_(op.graph_attrs_),
         inputs_(std::move(inputs)),
@@ -97,7 +104,16 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
         output_shapes_({PartialTensorShape(dims_)}),
         seeds_(std::move(seeds)),
         seed_(seed),
-        seed2_(seed2) {}
+        seed2_(seed2),
+        seed_generator_input_(seed_generator_input),
+        hint_(hint),
+        pending_(std::move(pending)) {
+    if (hint_ != nullptr) hint_->Ref();
+  }
+
+  ~Dataset() override {
+    if (hint_ != nullptr) hint_->Unref();
+  }
 
   std::unique_ptr<IteratorBase> MakeIteratorInternal(
       const std::string& prefix) const override {
@@ -119,10 +135,14 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   }
 
   int64_t CardinalityInternal(CardinalityOptions options) const override {
+    // Unfilled hint: the shard is the worker's, unknown here.
+    if (!pending_.ok()) return kUnknownCardinality;
     return lirs_->cardinality();
   }
 
-  absl::Status InputDatasets(std::vector<const DatasetBase*>*) const override {
+  absl::Status InputDatasets(
+      std::vector<const DatasetBase*>* inputs) const override {
+    if (hint_ != nullptr) inputs->push_back(hint_);
     return absl::OkStatus();
   }
 
@@ -132,6 +152,7 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   // cannot be read in splits.
   absl::Status MakeSplitProviders(std::vector<std::unique_ptr<SplitProvider>>*
                                       split_providers) const override {
+    TF_RETURN_IF_ERROR(pending_);
     int64_t count = 0;
     TF_RETURN_IF_ERROR(SplitCount(&count));
     split_providers->push_back(std::make_unique<IndexSplitProvider>(count));
@@ -153,10 +174,16 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     // rewrites) shares it and keeps reshuffling.
     Tensor handle(DT_RESOURCE, TensorShape({}));
     handle.scalar<ResourceHandle>()() = seeds_->handle();
+    // The hint's dataset goes with it, for the HINT rewrite where it is rebuilt.
     std::vector<Node*> inputs(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (i == 0 && hint_ != nullptr) {
+        TF_RETURN_IF_ERROR(b->AddInputDataset(ctx, hint_, &inputs[i]));
+        continue;
+      }
       TF_RETURN_IF_ERROR(b->AddTensor(
-          i == kSeedGeneratorInput ? handle : inputs_[i], &inputs[i]));
+          static_cast<int>(i) == seed_generator_input_ ? handle : inputs_[i],
+          &inputs[i]));
     }
     return b->AddDataset(this, inputs, {graph_attrs_.begin(), graph_attrs_.end()},
                          output);
@@ -178,6 +205,8 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
     bool SymbolicCheckpointCompatible() const override { return true; }
 
     absl::Status Initialize(IteratorContext* ctx) override {
+      // An unfilled hint fails here, with TensorFlow's message naming SHARD_HINT.
+      TF_RETURN_IF_ERROR(dataset()->pending_);
       mutex_lock l(mu_);
       // Unordered (RINAS) or not: Rust decides from the op's attr and the
       // pipeline's tf.data.Options().deterministic.
@@ -417,18 +446,75 @@ class LIRSDatasetOp::Dataset : public DatasetBase {
   // order), which Rust checks.
   const int64_t seed_;
   const int64_t seed2_;
+  const int seed_generator_input_;
+  const DatasetBase* const hint_;  // LIRSShardHintDataset's input, one reference.
+  // Why the hint's shard could not be read (hint not filled in): every iterator
+  // fails with it, and the Rust dataset is a stand-in (shard 0 of 1) never read.
+  const absl::Status pending_;
 };
+
+namespace {
+
+// The first two elements a, b of the hint's dataset: shard k of W starts [k, k+W].
+absl::Status ReadHint(OpKernelContext* ctx, const DatasetBase* hint,
+                      int64_t* first, int64_t* second) {
+  IteratorContext::Params params(ctx);
+  ResourceMgr resource_mgr;
+  params.resource_mgr = &resource_mgr;
+  CancellationManager cancellation_manager(ctx->cancellation_manager());
+  params.cancellation_manager = &cancellation_manager;
+  IteratorContext iter_ctx(std::move(params));
+  std::unique_ptr<IteratorBase> iterator;
+  TF_RETURN_IF_ERROR(
+      hint->MakeIterator(&iter_ctx, /*parent=*/nullptr, "LIRSHint", &iterator));
+  for (int64_t* out : {first, second}) {
+    std::vector<Tensor> element;
+    bool end = false;
+    TF_RETURN_IF_ERROR(iterator->GetNext(&iter_ctx, &element, &end));
+    if (end || element.size() != 1 || element[0].dtype() != DT_INT64 ||
+        element[0].NumElements() != 1) {
+      return absl::InvalidArgumentError(
+          "LIRSShardHintDataset: its input must give two int64 scalars");
+    }
+    *out = element[0].scalar<int64_t>()();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   std::vector<Tensor> inputs;
   for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(ctx->input(i));
+  const Tensor *file_names, *offset_tables;
+  OP_REQUIRES_OK(ctx, ctx->input("filenames", &file_names));
+  OP_REQUIRES_OK(ctx, ctx->input("offset_tables", &offset_tables));
   std::vector<std::string> files, tables;
-  OP_REQUIRES_OK(ctx, lirs::StringList(inputs[0], lirs::attr::kFileNames, &files));
   OP_REQUIRES_OK(ctx,
-                 lirs::StringList(inputs[1], lirs::attr::kOffsetTables, &tables));
+                 lirs::StringList(*file_names, lirs::attr::kFileNames, &files));
+  OP_REQUIRES_OK(ctx, lirs::StringList(*offset_tables, lirs::attr::kOffsetTables,
+                                       &tables));
   rust::Vec<ffi::NamedValue> args = attrs_;
-  for (const char* name :
-       {"page_aware", "num_shards", "shard_index", "seed", "seed2"}) {
+  std::vector<const char*> names = {"page_aware", "seed", "seed2"};
+  DatasetBase* hint = nullptr;
+  absl::Status pending;
+  if (hint_) {
+    // Shard k of W: the pair Rust checks as num_shards=W, shard_index=k.
+    OP_REQUIRES_OK(ctx, GetDatasetFromVariantTensor(ctx->input(0), &hint));
+    int64_t first = 0, second = 1;
+    pending = ReadHint(ctx, hint, &first, &second);
+    if (!pending.ok()) {
+      first = 0;
+      second = 1;
+    }
+    OP_REQUIRES_OK(ctx, lirs::AddNamedValue("num_shards",
+                                            Tensor(second - first), &args));
+    OP_REQUIRES_OK(ctx, lirs::AddNamedValue("shard_index", Tensor(first), &args));
+  } else {
+    names.push_back("num_shards");
+    names.push_back("shard_index");
+  }
+  for (const char* name : names) {
     const Tensor* t;
     OP_REQUIRES_OK(ctx, ctx->input(name, &t));
     OP_REQUIRES_OK(ctx, lirs::AddNamedValue(name, *t, &args));
@@ -442,8 +528,11 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
   int64_t seed = 0, seed2 = 0;
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed", &seed));
   OP_REQUIRES_OK(ctx, ParseScalarArgument(ctx, "seed2", &seed2));
+  int seed_generator_input = 0, stop = 0;
+  OP_REQUIRES_OK(ctx, ctx->op_kernel().InputRange("seed_generator",
+                                                  &seed_generator_input, &stop));
   std::unique_ptr<lirs::SeedGeneratorRef> seeds;
-  OP_REQUIRES_OK(ctx, lirs::SeedGeneratorRef::Make(ctx, kSeedGeneratorInput, seed,
+  OP_REQUIRES_OK(ctx, lirs::SeedGeneratorRef::Make(ctx, seed_generator_input, seed,
                                                    seed2, reshuffle_, &seeds));
   // A new generator skips the draws of the iterations before start_epoch (Rust
   // says how many samples); a shared one already did.
@@ -453,11 +542,13 @@ void LIRSDatasetOp::MakeDataset(OpKernelContext* ctx, DatasetBase** output) {
     seeds->generator()->Reset();
   }
   *output = new Dataset(ctx, *this, std::move(inputs), std::move(*dataset),
-                        std::move(seeds), seed, seed2);
+                        std::move(seeds), seed, seed2, seed_generator_input,
+                        hint, std::move(pending));
 }
 
 namespace {
 REGISTER_KERNEL_BUILDER(Name("LIRSDataset").Device(DEVICE_CPU), LIRSDatasetOp);
+REGISTER_KERNEL_BUILDER(Name(kHintOp).Device(DEVICE_CPU), LIRSDatasetOp);
 }  // namespace
 
 }  // namespace data

@@ -77,6 +77,72 @@ REGISTER_OP("LIRSDataset")
       return shape_inference::ScalarShape(c);
     });
 
+// LIRSDataset of the worker's shard under tf.data's HINT sharding: the shard
+// pair is read from `input_dataset`'s first two elements a, b (num_shards b - a,
+// shard_index a), range(2**62).shard(SHARD_HINT, SHARD_HINT).take(2), which
+// the HINT rewrite fills in. The other inputs and the attrs are LIRSDataset's.
+REGISTER_OP("LIRSShardHintDataset")
+    .Input("input_dataset: variant")
+    .Input("filenames: string")
+    .Input("offset_tables: string")
+    .Input("page_aware: bool")
+    .Input("seed: int64")
+    .Input("seed2: int64")
+    .Input("seed_generator: resource")
+    .Output("handle: variant")
+    .Attr("reshuffle_each_iteration: bool = true")
+    .Attr("page_size: int = 4096")  // Page size the files were padded to.
+    // 0: scalar elements; B > 0: 1-D batches of B payloads formed in the kernel.
+    .Attr("batch_size: int = 0")
+    .Attr("drop_remainder: bool = false")
+    // I/O threads fetching the order ahead of the consumer; -1 = automatic.
+    .Attr("num_parallel_reads: int = -1")
+    // I/O backend: "auto" (default: pread, plus a lease-guarded memory map
+    // for files of small records), "pread", "mmap" (hot, immutable files) or
+    // "direct" (O_DIRECT, bypasses the page cache).
+    .Attr("backend: string = 'auto'")
+    // Trust the offset tables: records between entries are another tool's
+    // padding (see ReaderOptions::trust_table in the Rust core).
+    .Attr("trust_table: bool = false")
+    // A file without its offset table gets one built on open (the scan of
+    // `tfrecord-lirs index`); false: a missing table is NotFound, as before.
+    .Attr("index_missing: bool = true")
+    // "true": in order; "false": windows handed out as their reads complete
+    // (RINAS); "default": as tf.data.Options().deterministic says (True if unset).
+    .Attr("deterministic: string = 'default'")
+    // The order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks it).
+    .Attr("order_version: int = 1")
+    // What shards do with the remainder (docs/FORMAT.md §5.5): "keep", "drop"
+    // (every shard floor(N/K)) or "pad" (ceil(N/K), the order repeated); Rust checks it.
+    .Attr("shard_remainder: string = 'keep'")
+    // Elastic resume: an epoch state (LIRSCombineShardStates) the first
+    // iteration starts from, as this shard of num_shards; '' = none.
+    .Attr("epoch_state: string = ''")
+    // The local tier of URL reads (docs/FORMAT.md §8): a directory, '' = not
+    // given (then TFRECORD_LIRS_CACHE_DIR, else none); its bound in bytes,
+    // -1 = not given (32 GiB). Rust applies the rule and checks both.
+    .Attr("cache_dir: string = ''")
+    .Attr("cache_bytes: int = -1")
+    // Which seed and epoch an iteration orders with (docs/FORMAT.md §5.9): 0, the
+    // rule of graphs saved before it existed (each iteration's pair folded); 1
+    // (what Python passes): an op seed without a global seed orders as the
+    // TensorFlow-free front ends do. Rust checks it.
+    .Attr("seed_rule: int = 0")
+    // The epoch the first iteration walks (Rust checks it: >= 0).
+    .Attr("start_epoch: int = 0")
+    .Attr("metadata: string = ''")
+    .SetIsStateful()  // Owns/shares a seed generator; reads files.
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(1), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(2), 1, &unused));
+      for (int i = 3; i < 7; ++i) {
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
+      }
+      return shape_inference::ScalarShape(c);
+    });
+
 // Random access: payloads of instances `ids` (global ids across `filenames`,
 // in list order). `offset_tables` empty means "<file>.offsets" for each file.
 REGISTER_OP("LIRSRead")

@@ -124,9 +124,9 @@ class LIRSDataset(dataset_ops.DatasetSource):
         (splits), which needs a fixed `seed` (docs/CLUSTER.md). Both
         `tf.data.experimental.SHARD_HINT`: under tf.data service's
         `ShardingPolicy.HINT` (or tf.distribute's `AutoShardPolicy.HINT`) worker
-        k of W reads shard k of W; the cardinality is then unknown, every
-        iteration walks epoch `start_epoch` (one job per epoch), and iterating
-        without that rewrite raises FailedPreconditionError.
+        k of W reads shard k of W; the cardinality is then unknown, iterations
+        reshuffle as without the hint, and iterating without that rewrite
+        raises FailedPreconditionError.
       page_size: the page size the files were padded with; defines the pages of
         `page_aware` shuffling. Default (None) 4 KiB.
       batch_size: if set, elements are 1-D tf.string tensors of `batch_size`
@@ -312,20 +312,15 @@ class LIRSDataset(dataset_ops.DatasetSource):
     def _hint_variant(self, op_inputs):
         """The dataset of the worker's shard under HINT sharding. tf.data rewrites
         SHARD_HINT only in Dataset.shard(), never in a reader's inputs: shard k of W
-        of range(2**62) starts [k, k + W], which the op reads as its shard pair.
-        Without the rewrite, the shard fails with TensorFlow's message naming
+        of range(2**62) starts [k, k + W], which the op reads as its shard pair
+        (one top-level dataset: its seed generator reshuffles every iteration).
+        Without the rewrite, iterating fails with TensorFlow's message naming
         SHARD_HINT and the policies that fill it in."""
         hint = tf.data.experimental.SHARD_HINT
-        firsts = tf.data.Dataset.range(2**62).shard(hint, hint).take(2).batch(2)
-        spec = self.element_spec
-
-        def worker_shard(first):
-            variant = _op_library.ops.lirs_dataset(
-                num_shards=first[1] - first[0], shard_index=first[0],
-                seed_generator=gen_dataset_ops.dummy_seed_generator(), **op_inputs)
-            return dataset_ops._VariantDataset(variant, spec)  # pylint: disable=protected-access
-
-        return firsts.flat_map(worker_shard)._variant_tensor  # pylint: disable=protected-access
+        firsts = tf.data.Dataset.range(2**62).shard(hint, hint).take(2)
+        return _op_library.ops.lirs_shard_hint_dataset(
+            input_dataset=firsts._variant_tensor,  # pylint: disable=protected-access
+            seed_generator=gen_dataset_ops.dummy_seed_generator(), **op_inputs)
 
     @staticmethod
     def shard_state(iterator):

@@ -76,7 +76,7 @@ def test_the_op_attrs_defaults_are_the_cores():
         if name in OP_ATTR_WITHOUT_DEFAULT:
             assert _attr_value(kind, text) == "", (op, name)
             continue
-        key = (DATASET_ATTR_DEFAULT if op == "LIRSDataset" else OP_ATTR_DEFAULT).get(name, name)
+        key = (OP_ATTR_DEFAULT if op == "LIRSRead" else DATASET_ATTR_DEFAULT).get(name, name)
         assert key in DEFAULTS, f"{op}.{name} has a default the core does not list"
         assert _attr_value(kind, text) == DEFAULTS[key], (op, name, text, DEFAULTS[key])
 
