@@ -40,7 +40,10 @@ def test_a_pattern_of_nothing_is_not_found_naming_it(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, says", [
-    ({"num_shards": 2, "shard_index": -1}, "shard_index must be >= 0, got -1"),
+    # -1 is SHARD_HINT: a half hint is refused naming both ways out.
+    ({"num_shards": 2, "shard_index": -1},
+     r"shard_index is tf.data.experimental.SHARD_HINT \(-1\) but num_shards is not.*"
+     r"a shard index >= 0"),
     ({"num_shards": 0, "shard_index": 0}, "num_shards=0"),
     ({"num_shards": 2, "shard_index": 0.5}, "shard_index must be an integer, got 0.5"),
 ])
