@@ -60,6 +60,16 @@ def log(msg):
 
 # ---------------------------------------------------------------------------- data
 
+def written_before(meta_path, want):
+    """The metadata at `meta_path` if an earlier run wrote the data `want` describes
+    (its keys with the same values), else None: the data is written again."""
+    if not os.path.exists(meta_path):
+        return None
+    with open(meta_path, encoding="utf-8") as f:
+        have = json.load(f)
+    return have if {k: have.get(k) for k in want} == want else None
+
+
 def write_data(out, n_train, seed=7):
     """out/train.tfrecord (+ .offsets, padded) and out/val.tfrecord (plain): PNG
     Examples of the digits upscaled to SIZE x SIZE, a class-balanced training set of
@@ -72,11 +82,9 @@ def write_data(out, n_train, seed=7):
 
     meta_path = os.path.join(out, "meta.json")
     want = {"n_train": n_train, "size": SIZE, "seed": seed, "version": 1}
-    if os.path.exists(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            have = json.load(f)
-        if {k: have.get(k) for k in want} == want:
-            return have
+    have = written_before(meta_path, want)
+    if have is not None:
+        return have
     os.makedirs(out, exist_ok=True)
     if os.path.exists(meta_path):
         os.remove(meta_path)
@@ -324,11 +332,9 @@ def write_photos(out, n, seed=11):
 
     meta_path = os.path.join(out, "photos.json")
     want = {"n": n, "side": list(SPEED_SRC), "seed": seed, "version": 1}
-    if os.path.exists(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            have = json.load(f)
-        if {k: have.get(k) for k in want} == want:
-            return have
+    have = written_before(meta_path, want)
+    if have is not None:
+        return have
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(seed)
     path = os.path.join(out, "photos.tfrecord")
