@@ -9,6 +9,58 @@ namespace tensorflow {
 // defaults.rs), which C++ cannot name: tests/without_tf/test_contract.py checks
 // each one here against it, and tests/test_contract.py the registered op's.
 
+// The attrs of LIRSDataset and LIRSShardHintDataset, one list so the two cannot
+// drift (a macro: REGISTER_OP's builder is one chained expression):
+// - page_size: the page size the files were padded to;
+// - batch_size: 0 scalar elements; B > 0 1-D batches of B payloads formed in
+//   the kernel;
+// - num_parallel_reads: I/O threads fetching the order ahead of the consumer;
+//   -1 = automatic;
+// - backend: "auto" (default: pread, plus a lease-guarded memory map for files
+//   of small records), "pread", "mmap" (hot, immutable files) or "direct"
+//   (O_DIRECT, bypasses the page cache);
+// - trust_table: records between table entries are another tool's padding (see
+//   ReaderOptions::trust_table in the Rust core);
+// - index_missing: a file without its offset table gets one built on open (the
+//   scan of `tfrecord-lirs index`); false: a missing table is NotFound;
+// - deterministic: "true" in order; "false" windows handed out as their reads
+//   complete (RINAS); "default" as tf.data.Options().deterministic says (True if
+//   unset);
+// - order_version: the order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks
+//   it);
+// - shard_remainder: what shards do with the remainder (docs/FORMAT.md §5.5):
+//   "keep", "drop" (every shard floor(N/K)) or "pad" (ceil(N/K), the order
+//   repeated); Rust checks it;
+// - epoch_state: elastic resume, an epoch state (LIRSCombineShardStates) the
+//   first iteration starts from, as this shard of num_shards; '' = none;
+// - cache_dir, cache_bytes: the local tier of URL reads (docs/FORMAT.md §8): a
+//   directory, '' = not given (then TFRECORD_LIRS_CACHE_DIR, else none); its
+//   bound in bytes, -1 = not given (32 GiB). Rust applies the rule and checks
+//   both;
+// - seed_rule: which seed and epoch an iteration orders with (docs/FORMAT.md
+//   §5.9): 0, the rule of graphs saved before it existed (each iteration's pair
+//   folded); 1 (what Python passes): an op seed without a global seed orders as
+//   the TensorFlow-free front ends do. Rust checks it;
+// - start_epoch: the epoch the first iteration walks (Rust checks it: >= 0).
+#define LIRS_DATASET_ATTRS                        \
+  Attr("reshuffle_each_iteration: bool = true")   \
+      .Attr("page_size: int = 4096")              \
+      .Attr("batch_size: int = 0")                \
+      .Attr("drop_remainder: bool = false")       \
+      .Attr("num_parallel_reads: int = -1")       \
+      .Attr("backend: string = 'auto'")           \
+      .Attr("trust_table: bool = false")          \
+      .Attr("index_missing: bool = true")         \
+      .Attr("deterministic: string = 'default'")  \
+      .Attr("order_version: int = 1")             \
+      .Attr("shard_remainder: string = 'keep'")   \
+      .Attr("epoch_state: string = ''")           \
+      .Attr("cache_dir: string = ''")             \
+      .Attr("cache_bytes: int = -1")              \
+      .Attr("seed_rule: int = 0")                 \
+      .Attr("start_epoch: int = 0")               \
+      .Attr("metadata: string = ''")
+
 // A full-range shuffled (or sequential-per-seed) dataset of the instances of
 // one or more TFRecord files with offset tables. Elements are scalar strings,
 // or 1-D string batches when `batch_size` > 0.
@@ -24,47 +76,7 @@ REGISTER_OP("LIRSDataset")
     .Input("num_shards: int64")
     .Input("shard_index: int64")
     .Output("handle: variant")
-    .Attr("reshuffle_each_iteration: bool = true")
-    .Attr("page_size: int = 4096")  // Page size the files were padded to.
-    // 0: scalar elements; B > 0: 1-D batches of B payloads formed in the kernel.
-    .Attr("batch_size: int = 0")
-    .Attr("drop_remainder: bool = false")
-    // I/O threads fetching the order ahead of the consumer; -1 = automatic.
-    .Attr("num_parallel_reads: int = -1")
-    // I/O backend: "auto" (default: pread, plus a lease-guarded memory map
-    // for files of small records), "pread", "mmap" (hot, immutable files) or
-    // "direct" (O_DIRECT, bypasses the page cache).
-    .Attr("backend: string = 'auto'")
-    // Trust the offset tables: records between entries are another tool's
-    // padding (see ReaderOptions::trust_table in the Rust core).
-    .Attr("trust_table: bool = false")
-    // A file without its offset table gets one built on open (the scan of
-    // `tfrecord-lirs index`); false: a missing table is NotFound, as before.
-    .Attr("index_missing: bool = true")
-    // "true": in order; "false": windows handed out as their reads complete
-    // (RINAS); "default": as tf.data.Options().deterministic says (True if unset).
-    .Attr("deterministic: string = 'default'")
-    // The order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks it).
-    .Attr("order_version: int = 1")
-    // What shards do with the remainder (docs/FORMAT.md §5.5): "keep", "drop"
-    // (every shard floor(N/K)) or "pad" (ceil(N/K), the order repeated); Rust checks it.
-    .Attr("shard_remainder: string = 'keep'")
-    // Elastic resume: an epoch state (LIRSCombineShardStates) the first
-    // iteration starts from, as this shard of num_shards; '' = none.
-    .Attr("epoch_state: string = ''")
-    // The local tier of URL reads (docs/FORMAT.md §8): a directory, '' = not
-    // given (then TFRECORD_LIRS_CACHE_DIR, else none); its bound in bytes,
-    // -1 = not given (32 GiB). Rust applies the rule and checks both.
-    .Attr("cache_dir: string = ''")
-    .Attr("cache_bytes: int = -1")
-    // Which seed and epoch an iteration orders with (docs/FORMAT.md §5.9): 0, the
-    // rule of graphs saved before it existed (each iteration's pair folded); 1
-    // (what Python passes): an op seed without a global seed orders as the
-    // TensorFlow-free front ends do. Rust checks it.
-    .Attr("seed_rule: int = 0")
-    // The epoch the first iteration walks (Rust checks it: >= 0).
-    .Attr("start_epoch: int = 0")
-    .Attr("metadata: string = ''")
+    .LIRS_DATASET_ATTRS
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle unused;
@@ -90,47 +102,7 @@ REGISTER_OP("LIRSShardHintDataset")
     .Input("seed2: int64")
     .Input("seed_generator: resource")
     .Output("handle: variant")
-    .Attr("reshuffle_each_iteration: bool = true")
-    .Attr("page_size: int = 4096")  // Page size the files were padded to.
-    // 0: scalar elements; B > 0: 1-D batches of B payloads formed in the kernel.
-    .Attr("batch_size: int = 0")
-    .Attr("drop_remainder: bool = false")
-    // I/O threads fetching the order ahead of the consumer; -1 = automatic.
-    .Attr("num_parallel_reads: int = -1")
-    // I/O backend: "auto" (default: pread, plus a lease-guarded memory map
-    // for files of small records), "pread", "mmap" (hot, immutable files) or
-    // "direct" (O_DIRECT, bypasses the page cache).
-    .Attr("backend: string = 'auto'")
-    // Trust the offset tables: records between entries are another tool's
-    // padding (see ReaderOptions::trust_table in the Rust core).
-    .Attr("trust_table: bool = false")
-    // A file without its offset table gets one built on open (the scan of
-    // `tfrecord-lirs index`); false: a missing table is NotFound, as before.
-    .Attr("index_missing: bool = true")
-    // "true": in order; "false": windows handed out as their reads complete
-    // (RINAS); "default": as tf.data.Options().deterministic says (True if unset).
-    .Attr("deterministic: string = 'default'")
-    // The order algorithm (docs/FORMAT.md §5): 1 or 2 (Rust checks it).
-    .Attr("order_version: int = 1")
-    // What shards do with the remainder (docs/FORMAT.md §5.5): "keep", "drop"
-    // (every shard floor(N/K)) or "pad" (ceil(N/K), the order repeated); Rust checks it.
-    .Attr("shard_remainder: string = 'keep'")
-    // Elastic resume: an epoch state (LIRSCombineShardStates) the first
-    // iteration starts from, as this shard of num_shards; '' = none.
-    .Attr("epoch_state: string = ''")
-    // The local tier of URL reads (docs/FORMAT.md §8): a directory, '' = not
-    // given (then TFRECORD_LIRS_CACHE_DIR, else none); its bound in bytes,
-    // -1 = not given (32 GiB). Rust applies the rule and checks both.
-    .Attr("cache_dir: string = ''")
-    .Attr("cache_bytes: int = -1")
-    // Which seed and epoch an iteration orders with (docs/FORMAT.md §5.9): 0, the
-    // rule of graphs saved before it existed (each iteration's pair folded); 1
-    // (what Python passes): an op seed without a global seed orders as the
-    // TensorFlow-free front ends do. Rust checks it.
-    .Attr("seed_rule: int = 0")
-    // The epoch the first iteration walks (Rust checks it: >= 0).
-    .Attr("start_epoch: int = 0")
-    .Attr("metadata: string = ''")
+    .LIRS_DATASET_ATTRS
     .SetIsStateful()  // Owns/shares a seed generator; reads files.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle unused;

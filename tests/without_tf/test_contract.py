@@ -40,17 +40,29 @@ def test_the_core_exports_each_default_once():
 
 def _op_attrs():
     """(op, attr, type, default text) of every `.Attr("name: type = default")` of the
-    op registrations."""
+    op registrations, those of a `#define NAME` list of attrs where `.NAME` is used."""
     text = (REPO / "tf_op" / "lirs_ops.cc").read_text()
+    attr = r'\.?Attr\("(\w+): (\w+) = ([^"]*)"\)'
+    lists = {m.group(1): re.findall(attr, m.group(2))
+             for m in re.finditer(r"#define (\w+)((?:.*\\\n)*.*)", text)}
     attrs = []
     op = None
+    in_define = False
     for line in text.splitlines():
+        # A #define's lines run to the first one not ending in a backslash.
+        in_define = line.startswith("#define") or in_define
+        if in_define:
+            in_define = line.endswith("\\")
+            continue
         m = re.search(r'REGISTER_OP\("(\w+)"\)', line)
         if m:
             op = m.group(1)
-        m = re.search(r'\.Attr\("(\w+): (\w+) = ([^"]*)"\)', line)
+        m = re.search(attr, line)
         if m:
             attrs.append((op, *m.groups()))
+        m = re.fullmatch(r"\s*\.(\w+)", line)
+        if m and m.group(1) in lists:
+            attrs.extend((op, *a) for a in lists[m.group(1)])
     return attrs
 
 
