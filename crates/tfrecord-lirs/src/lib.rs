@@ -88,6 +88,7 @@ pub use storage::block_cache;
 pub use storage::cached_fs;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
+pub use storage::conformance;
 pub use storage::local;
 pub use storage::ranged;
 pub use storage::remote;

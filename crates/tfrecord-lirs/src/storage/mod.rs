@@ -35,6 +35,7 @@ pub mod cloud;
 mod cloud_client;
 #[cfg(feature = "object-store")]
 mod cloud_errors;
+pub mod conformance;
 pub(crate) mod file_list;
 #[cfg(feature = "object-store")]
 pub(crate) mod in_flight;

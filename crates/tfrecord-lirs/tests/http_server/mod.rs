@@ -38,6 +38,8 @@ struct State {
     /// GETs still to answer 503 (a server error the client retries); `None`: all.
     failing: Option<usize>,
     fail_all: bool,
+    /// Whether answers carry an ETag (a local tier keeps only tagged objects).
+    etags: bool,
 }
 
 struct Shared {
@@ -133,6 +135,11 @@ impl Server {
         };
         let url = self.url(name);
         Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap())
+    }
+
+    /// From now on, answers carry each object's ETag (a hash of its bytes).
+    pub fn send_etags(&self) {
+        self.lock().etags = true;
     }
 
     /// The GETs so far: (object, range).
@@ -245,20 +252,26 @@ fn status(code: StatusCode) -> Response<Full<Bytes>> {
 
 async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let name = req.uri().path().trim_start_matches('/').to_string();
-    let Some(object) = shared
-        .state
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .objects
-        .get(&name)
-        .cloned()
-    else {
+    let (object, etags) = {
+        let s = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        (s.objects.get(&name).cloned(), s.etags)
+    };
+    let Some(object) = object else {
         return status(StatusCode::NOT_FOUND);
     };
     let size = object.len() as u64;
+    let etag = etags.then(|| {
+        let hash = object.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        format!("\"{hash:x}\"").parse().unwrap()
+    });
     if req.method() == hyper::Method::HEAD {
         let mut r = Response::new(Full::new(Bytes::new()));
         r.headers_mut().insert("content-length", size.into());
+        if let Some(etag) = etag {
+            r.headers_mut().insert("etag", etag);
+        }
         return r;
     }
     let range = req
@@ -311,5 +324,8 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
             .parse()
             .unwrap(),
     );
+    if let Some(etag) = etag {
+        r.headers_mut().insert("etag", etag);
+    }
     r
 }
