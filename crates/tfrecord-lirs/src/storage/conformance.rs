@@ -313,7 +313,8 @@ pub fn ranged_requests(base: &str, open: &Open<'_>) -> std::result::Result<(), S
             &want[r.start as usize..r.end as usize],
         )?;
     }
-    match ranged_read(&*src, &[len - 5..len + 5], &scope) {
+    let past = len - 5..len + 5;
+    match ranged_read(&*src, std::slice::from_ref(&past), &scope) {
         Some(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(()),
         Some(other) => Err(format!(
             "a range past the end gave {:?}, not UnexpectedEof",

@@ -37,6 +37,7 @@ mod cloud_client;
 mod cloud_errors;
 pub mod conformance;
 pub(crate) mod file_list;
+mod identity;
 #[cfg(feature = "object-store")]
 pub(crate) mod in_flight;
 pub(crate) mod kill_point;
@@ -50,6 +51,7 @@ mod read_at;
 pub mod remote;
 pub(crate) mod table_files;
 
+pub use identity::FileStat;
 pub use read_at::{MapView, ReadAt};
 
 /// Where paths are read and written: local files, and URLs through a

@@ -38,7 +38,7 @@ struct State {
     /// GETs still to answer 503 (a server error the client retries); `None`: all.
     failing: Option<usize>,
     fail_all: bool,
-    /// Whether answers carry an ETag (a local tier keeps only tagged objects).
+    /// Whether answers carry an ETag (a local tier caches only tagged objects).
     etags: bool,
 }
 
@@ -137,11 +137,6 @@ impl Server {
         Arc::new(Reader::open_one(Path::new(&url), None, &options).unwrap())
     }
 
-    /// From now on, answers carry each object's ETag (a hash of its bytes).
-    pub fn send_etags(&self) {
-        self.lock().etags = true;
-    }
-
     /// The GETs so far: (object, range).
     pub fn gets(&self) -> Vec<(String, Range<u64>)> {
         self.lock().gets.clone()
@@ -169,6 +164,11 @@ impl Server {
     pub fn open(&self) {
         self.lock().closed = false;
         self.shared.opened.send_replace(true);
+    }
+
+    /// From now on every answer carries the object's ETag.
+    pub fn send_etags(&self) {
+        self.lock().etags = true;
     }
 
     /// GETs held now.
@@ -261,10 +261,10 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     };
     let size = object.len() as u64;
     let etag = etags.then(|| {
-        let hash = object.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        format!("\"{hash:x}\"").parse().unwrap()
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        object.hash(&mut h);
+        format!("\"{:016x}\"", h.finish()).parse().unwrap()
     });
     if req.method() == hyper::Method::HEAD {
         let mut r = Response::new(Full::new(Bytes::new()));
