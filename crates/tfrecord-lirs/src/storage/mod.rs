@@ -31,10 +31,6 @@ pub(crate) mod block_map;
 pub mod cached_fs;
 #[cfg(feature = "object-store")]
 pub mod cloud;
-#[cfg(feature = "object-store")]
-mod cloud_client;
-#[cfg(feature = "object-store")]
-mod cloud_errors;
 pub mod conformance;
 pub(crate) mod file_list;
 mod identity;
