@@ -224,7 +224,7 @@ def run_loader_rows(out_dir, sigma=TAIL_SIGMA, take=TAKE_LOADER, in_flight=IN_FL
 
 
 # ----------------------------------------------------------------------------------
-# The merge gap (`MERGE_GAP`, storage/cloud.rs), measured offline: a fetch window's
+# The merge gap (`MERGE_GAP`, storage/cloud/mod.rs), measured offline: a fetch window's
 # runs of consecutive ids become ranged reads, and ranges of one object at most `gap`
 # bytes apart one GET (as storage::ranged::merge_ranges does). GETs per record and
 # bytes fetched per byte delivered follow from the offset tables and the epoch order

@@ -14,8 +14,7 @@
 //! after the previous one ended finds its reader.
 
 use std::collections::VecDeque;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use tfrecord_lirs as core;
@@ -28,48 +27,26 @@ pub const CAPACITY: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReaderKey {
     /// Each (data, table) pair with the identity of both files.
-    files: Vec<(PathBuf, FileIdentity, PathBuf, FileIdentity)>,
+    files: Vec<(PathBuf, core::FileStat, PathBuf, core::FileStat)>,
     page_size: u64,
     backend: core::Backend,
     verify_payload_crc: bool,
     trust_table: bool,
 }
 
-/// A file as it is now: a rewrite or a replacement changes at least one field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileIdentity {
-    device: u64,
-    inode: u64,
-    size: u64,
-    modified_ns: i128,
-}
-
-impl FileIdentity {
-    /// `None` when `path` is not a local file that can be stat()ed (a URL, or a file
-    /// that does not exist: the open itself then reports it).
-    fn of(path: &Path) -> Option<FileIdentity> {
-        let m = std::fs::metadata(path).ok()?;
-        Some(FileIdentity {
-            device: m.dev(),
-            inode: m.ino(),
-            size: m.size(),
-            modified_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-        })
-    }
-}
-
 impl ReaderKey {
     /// The key of opening `pairs` with `options`, or `None` when a file has no local
-    /// identity (then the reader is opened unshared).
+    /// identity (a URL, or a file that cannot be stat()ed: the open itself then reports
+    /// it), as the storage answers it; then the reader is opened unshared.
     pub fn of(pairs: &[(PathBuf, PathBuf)], options: &core::ReaderOptions) -> Option<ReaderKey> {
         let files = pairs
             .iter()
             .map(|(data, table)| {
                 Some((
                     data.clone(),
-                    FileIdentity::of(data)?,
+                    options.storage.stat(data)?,
                     table.clone(),
-                    FileIdentity::of(table)?,
+                    options.storage.stat(table)?,
                 ))
             })
             .collect::<Option<Vec<_>>>()?;

@@ -14,7 +14,7 @@ use std::io;
 use std::sync::Arc;
 
 use cxx::UniquePtr;
-use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::remote::{self, Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::ReadAt;
 use tfrecord_lirs::Storage;
 
@@ -57,31 +57,16 @@ unsafe impl Sync for bridge::TfReadFile {}
 // (every method takes `Pin<&mut>`); it may move between threads.
 unsafe impl Send for bridge::TfWriteFile {}
 
-/// absl::StatusCode values that the core tells apart.
+/// absl::StatusCode OK.
 const OK: i32 = 0;
-const INVALID_ARGUMENT: i32 = 3;
-const NOT_FOUND: i32 = 5;
-const UNIMPLEMENTED: i32 = 12;
 
 /// A TensorFlow status code and message as an [`io::Error`] of the kind the core
-/// maps (see [`FileSystem`]): NOT_FOUND → `NotFound`, UNIMPLEMENTED (a scheme
-/// TensorFlow does not know: "File system scheme 'x' not implemented") →
-/// `Unsupported`, INVALID_ARGUMENT → `InvalidInput`, anything else → `Other`.
+/// maps: the core's rule ([`remote::tensorflow_status_error`]).
 fn status(code: i32, message: String) -> io::Result<()> {
-    let (kind, name) = match code {
-        OK => return Ok(()),
-        NOT_FOUND => (io::ErrorKind::NotFound, "not found"),
-        UNIMPLEMENTED => (io::ErrorKind::Unsupported, "not implemented"),
-        INVALID_ARGUMENT => (io::ErrorKind::InvalidInput, "invalid argument"),
-        _ => (io::ErrorKind::Other, "failed"),
-    };
-    // Some file systems (ram://) give no message: say at least what happened.
-    let message = if message.is_empty() {
-        format!("{name} (TensorFlow file system, status code {code})")
-    } else {
-        message
-    };
-    Err(io::Error::new(kind, message))
+    if code == OK {
+        return Ok(());
+    }
+    Err(remote::tensorflow_status_error(i64::from(code), message))
 }
 
 /// The file a TensorFlow open call returns, its status (and a null file) as errors.

@@ -1,10 +1,12 @@
 //! The core's front-end contract as Python sees it: every default
 //! ([`core::options::defaults::TABLE`]) and each error kind's exception class name,
 //! for the Python front ends that must pass concrete values on (the TensorFlow op's
-//! attrs) and for the test that checks every front end against them.
+//! attrs) and for the test that checks every front end against them; and the storage
+//! contract's cases ([`core::conformance`]), for the tests that run them against the
+//! file systems only Python reaches (TensorFlow's, through `tf.io.gfile`).
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use tfrecord_lirs::options::defaults::{Value, TABLE};
 use tfrecord_lirs::{self as core};
 
@@ -32,9 +34,40 @@ fn error_classes() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// The files the storage contract's cases read: (name under the base, bytes).
+#[pyfunction]
+fn storage_conformance_fixtures(py: Python<'_>) -> Vec<(&'static str, Bound<'_, PyBytes>)> {
+    core::conformance::fixtures()
+        .into_iter()
+        .map(|(name, bytes)| (name, PyBytes::new(py, &bytes)))
+        .collect()
+}
+
+/// Runs the storage contract's cases against the fixtures under `base` (a directory
+/// or URL prefix), opened through `through`: "readers" (the readers' storage: object
+/// storage only) or "gfile" (the writers' storage: TensorFlow's file systems first,
+/// through `tf.io.gfile`, then object storage). One line per case that fails.
+#[pyfunction]
+fn storage_conformance(py: Python<'_>, base: &str, through: &str) -> PyResult<Vec<String>> {
+    let storage = match through {
+        "readers" => crate::storage(),
+        "gfile" => crate::gfile::write_storage(),
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "through must be \"readers\" or \"gfile\", not {other:?}"
+            )))
+        }
+    };
+    let open = |p: &std::path::Path| storage.open(p, core::Backend::Auto, 1, None);
+    // The GIL released: the cases' threads read through gfile, which takes it.
+    Ok(py.detach(|| core::conformance::run(base, &open)))
+}
+
 /// Adds this module's functions to `m`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(error_classes, m)?)?;
+    m.add_function(wrap_pyfunction!(storage_conformance_fixtures, m)?)?;
+    m.add_function(wrap_pyfunction!(storage_conformance, m)?)?;
     Ok(())
 }

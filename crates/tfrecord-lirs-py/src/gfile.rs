@@ -21,14 +21,9 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyBytes};
-use tfrecord_lirs::remote::{Durability, FileSystem, RemoteWrite};
+use tfrecord_lirs::remote::{tensorflow_status_error, Durability, FileSystem, RemoteWrite};
 use tfrecord_lirs::ReadAt;
 use tfrecord_lirs::Storage;
-
-/// absl::StatusCode values (a `tf.errors.OpError`'s `error_code`) the core tells apart.
-const INVALID_ARGUMENT: i64 = 3;
-const NOT_FOUND: i64 = 5;
-const UNIMPLEMENTED: i64 = 12;
 
 /// Runs `f` with the GIL and `tf.io.gfile`; a Python exception becomes the
 /// [`io::Error`] of the kind the core maps (see [`FileSystem`]).
@@ -64,9 +59,9 @@ fn tensorflow_gfile(py: Python<'_>) -> io::Result<&'static Py<PyAny>> {
     })
 }
 
-/// A Python exception as an [`io::Error`]: a `tf.errors.OpError` by its status code
-/// (NOT_FOUND → `NotFound`, UNIMPLEMENTED → `Unsupported`, INVALID_ARGUMENT →
-/// `InvalidInput`), anything else `Other`, with its message.
+/// A Python exception as an [`io::Error`]: a `tf.errors.OpError` by its status code,
+/// the core's rule ([`tensorflow_status_error`]); anything else `Other`, with its
+/// message.
 fn io_error(py: Python<'_>, e: PyErr) -> io::Error {
     let value = e.value(py);
     let code = value
@@ -77,13 +72,10 @@ fn io_error(py: Python<'_>, e: PyErr) -> io::Error {
         .getattr("message")
         .and_then(|m| m.extract::<String>())
         .unwrap_or_else(|_| e.to_string());
-    let kind = match code {
-        Some(NOT_FOUND) => io::ErrorKind::NotFound,
-        Some(UNIMPLEMENTED) => io::ErrorKind::Unsupported,
-        Some(INVALID_ARGUMENT) => io::ErrorKind::InvalidInput,
-        _ => io::ErrorKind::Other,
-    };
-    io::Error::new(kind, message)
+    match code {
+        Some(code) => tensorflow_status_error(code, message),
+        None => io::Error::other(message),
+    }
 }
 
 /// TensorFlow's file systems through `tf.io.gfile`.
@@ -179,9 +171,9 @@ impl FileSystem for GfileFileSystem {
     }
 }
 
-/// The scheme of `url` ("" for none).
+/// The scheme of `url` ("" for none): the core's rule.
 fn scheme_of(url: &str) -> &str {
-    url.split_once("://").map_or("", |(scheme, _)| scheme)
+    Storage::scheme(std::path::Path::new(url)).unwrap_or_default()
 }
 
 /// Whether TensorFlow has a file system registered for `url`'s scheme.

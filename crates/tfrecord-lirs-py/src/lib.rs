@@ -287,7 +287,7 @@ fn process_io_totals() -> (u64, u64) {
 /// Where the readers' paths are: local files, and URLs through object_store only (no
 /// TensorFlow, and no GIL on the read path): the core's rule with no file systems of
 /// the extension's own.
-fn storage() -> core::Storage {
+pub(crate) fn storage() -> core::Storage {
     core::Storage::with_url_file_systems(Vec::new())
 }
 

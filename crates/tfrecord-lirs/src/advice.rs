@@ -132,10 +132,10 @@ pub(crate) struct Stamp {
 impl Stamp {
     /// `path`'s stamp now (`None` for a URL or a path that cannot be stat'ed).
     pub fn of(storage: &Storage, path: &Path) -> Option<Stamp> {
-        let meta = storage.local_metadata(path)?;
+        let stat = storage.stat(path)?;
         Some(Stamp {
-            len: meta.len(),
-            modified: meta.modified().ok(),
+            len: stat.len,
+            modified: stat.modified,
         })
     }
 }

@@ -88,6 +88,7 @@ pub use storage::block_cache;
 pub use storage::cached_fs;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
+pub use storage::conformance;
 pub use storage::local;
 pub use storage::ranged;
 pub use storage::remote;
@@ -134,7 +135,7 @@ pub use storage::partial_store::{Fetch, PartialStore, StoreStats};
 pub use storage::table_files::{
     read_table, read_table_for, read_table_for_in, write_table, Layout,
 };
-pub use storage::{MapView, ReadAt, Storage};
+pub use storage::{FileStat, MapView, ReadAt, Storage};
 pub use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
 pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Remedy, Result};
 pub use tfrecord_lirs_format::fit::Fit;

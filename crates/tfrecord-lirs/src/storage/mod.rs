@@ -31,11 +31,9 @@ pub(crate) mod block_map;
 pub mod cached_fs;
 #[cfg(feature = "object-store")]
 pub mod cloud;
-#[cfg(feature = "object-store")]
-mod cloud_client;
-#[cfg(feature = "object-store")]
-mod cloud_errors;
+pub mod conformance;
 pub(crate) mod file_list;
+mod identity;
 #[cfg(feature = "object-store")]
 pub(crate) mod in_flight;
 pub(crate) mod kill_point;
@@ -49,6 +47,7 @@ mod read_at;
 pub mod remote;
 pub(crate) mod table_files;
 
+pub use identity::FileStat;
 pub use read_at::{MapView, ReadAt};
 
 /// Where paths are read and written: local files, and URLs through a

@@ -215,6 +215,31 @@ pub(crate) fn error(url: &Path, source: io::Error) -> Error {
     }
 }
 
+/// A TensorFlow file system's status (an `absl::StatusCode` and its message, from the
+/// op library's bridge or from `tf.errors.OpError` through Python's gfile) as the
+/// [`io::Error`] of the kind the core maps (see [`FileSystem`]): NOT_FOUND →
+/// `NotFound`, UNIMPLEMENTED (a scheme TensorFlow does not know: "File system scheme
+/// 'x' not implemented") → `Unsupported`, INVALID_ARGUMENT → `InvalidInput`, anything
+/// else (an unknown code included) → `Other`. One rule for both front ends.
+pub fn tensorflow_status_error(code: i64, message: String) -> io::Error {
+    const INVALID_ARGUMENT: i64 = 3;
+    const NOT_FOUND: i64 = 5;
+    const UNIMPLEMENTED: i64 = 12;
+    let (kind, name) = match code {
+        NOT_FOUND => (io::ErrorKind::NotFound, "not found"),
+        UNIMPLEMENTED => (io::ErrorKind::Unsupported, "not implemented"),
+        INVALID_ARGUMENT => (io::ErrorKind::InvalidInput, "invalid argument"),
+        _ => (io::ErrorKind::Other, "failed"),
+    };
+    // Some file systems (ram://) give no message: say at least what happened.
+    let message = if message.is_empty() {
+        format!("{name} (TensorFlow file system, status code {code})")
+    } else {
+        message
+    };
+    io::Error::new(kind, message)
+}
+
 /// Checks that `backend` makes sense for `url`: the local backends (pread, mmap,
 /// O_DIRECT) do not, so only the default is accepted.
 pub(crate) fn check_backend(url: &Path, backend: Backend) -> Result<()> {
@@ -365,6 +390,29 @@ pub(crate) fn temp_name(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tensorflow_statuses_map_to_the_kinds_the_core_tells_apart() {
+        let e = tensorflow_status_error(5, "gone".into());
+        assert_eq!(
+            (e.kind(), e.to_string()),
+            (io::ErrorKind::NotFound, "gone".into())
+        );
+        let e = tensorflow_status_error(12, String::new());
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        assert_eq!(
+            e.to_string(),
+            "not implemented (TensorFlow file system, status code 12)"
+        );
+        assert_eq!(
+            tensorflow_status_error(3, "x".into()).kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            tensorflow_status_error(7, "x".into()).kind(),
+            io::ErrorKind::Other
+        );
+    }
 
     #[test]
     fn schemes() {

@@ -38,6 +38,8 @@ struct State {
     /// GETs still to answer 503 (a server error the client retries); `None`: all.
     failing: Option<usize>,
     fail_all: bool,
+    /// Whether answers carry an ETag (a local tier caches only tagged objects).
+    etags: bool,
 }
 
 struct Shared {
@@ -164,6 +166,11 @@ impl Server {
         self.shared.opened.send_replace(true);
     }
 
+    /// From now on every answer carries the object's ETag.
+    pub fn send_etags(&self) {
+        self.lock().etags = true;
+    }
+
     /// GETs held now.
     pub fn held(&self) -> usize {
         self.lock().held
@@ -245,20 +252,26 @@ fn status(code: StatusCode) -> Response<Full<Bytes>> {
 
 async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let name = req.uri().path().trim_start_matches('/').to_string();
-    let Some(object) = shared
-        .state
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .objects
-        .get(&name)
-        .cloned()
-    else {
+    let (object, etags) = {
+        let s = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        (s.objects.get(&name).cloned(), s.etags)
+    };
+    let Some(object) = object else {
         return status(StatusCode::NOT_FOUND);
     };
     let size = object.len() as u64;
+    let etag = etags.then(|| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        object.hash(&mut h);
+        format!("\"{:016x}\"", h.finish()).parse().unwrap()
+    });
     if req.method() == hyper::Method::HEAD {
         let mut r = Response::new(Full::new(Bytes::new()));
         r.headers_mut().insert("content-length", size.into());
+        if let Some(etag) = etag {
+            r.headers_mut().insert("etag", etag);
+        }
         return r;
     }
     let range = req
@@ -311,5 +324,8 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
             .parse()
             .unwrap(),
     );
+    if let Some(etag) = etag {
+        r.headers_mut().insert("etag", etag);
+    }
     r
 }

@@ -236,7 +236,7 @@ impl std::str::FromStr for Backend {
 }
 
 /// Copies what `bytes` holds from `offset` into `buf`; returns how much (0 past the end).
-fn copy_out(bytes: &[u8], buf: &mut [u8], offset: u64) -> usize {
+pub(crate) fn copy_out(bytes: &[u8], buf: &mut [u8], offset: u64) -> usize {
     let start = usize::try_from(offset)
         .unwrap_or(usize::MAX)
         .min(bytes.len());
