@@ -53,10 +53,10 @@ pub(crate) fn check_type(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -
 }
 
 /// `value` as a str, when it has the type option `name` takes ([`argument::check`]).
-pub(crate) fn text<'a>(
+pub(crate) fn text(
     py: Python<'_>,
     name: &str,
-    value: &'a Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
 ) -> PyResult<pyo3::pybacked::PyBackedStr> {
     check_type(py, name, value)?;
     value.extract()
