@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from conftest import framed
+from conftest import write_id_shards
 
 import tfrecord_lirs
 from tfrecord_lirs import LIRSDataset
@@ -18,11 +18,7 @@ from tfrecord_lirs.errors import ArgumentTypeError, InvalidArgumentError
 
 @pytest.fixture
 def data(tmp_path):
-    path = tmp_path / "d.tfrecord"
-    payloads, table = framed([b"x%d" % i for i in range(5)])
-    path.write_bytes(payloads)
-    (tmp_path / "d.tfrecord.offsets").write_bytes(table)
-    return str(path)
+    return str(write_id_shards(tmp_path, "d", [0, 5])[0])
 
 
 MISTAKES = [
