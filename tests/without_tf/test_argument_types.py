@@ -22,6 +22,9 @@ def data(tmp_path):
 
 MISTAKES = [
     (lambda d, t: DataSource(d, backend=5), "backend must be a str, got 5"),
+    (lambda d, t: DataSource(d, page_size=1.5), "page_size must be an integer, got 1.5"),
+    (lambda d, t: DataSource(d, cache_dir=t / "c", cache_bytes=1.5),
+     "cache_bytes must be an integer, got 1.5"),
     (lambda d, t: Loader(d, backend=b"pread"), "backend must be a str, got b'pread'"),
     (lambda d, t: Loader(d, deterministic="yes"),
      "deterministic must be a bool or None, got 'yes'"),

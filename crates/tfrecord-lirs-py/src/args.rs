@@ -97,13 +97,17 @@ pub(crate) fn signed(
         .transpose()
 }
 
-/// `value` (`None`: not given) as a bool, when it has the type option `name` takes
-/// ([`argument::check`]).
-pub(crate) fn flag(
+/// `value` (`None`: not given) converted by PyO3 once it has the type option `name`
+/// takes ([`argument::check`]): a bool, or a `u64` (a negative or too large integer
+/// stays PyO3's `OverflowError`, as it was).
+pub(crate) fn typed<T>(
     py: Python<'_>,
     name: &str,
     value: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<bool>> {
+) -> PyResult<Option<T>>
+where
+    T: for<'a, 'py> FromPyObject<'a, 'py, Error = PyErr>,
+{
     match value {
         Some(v) => {
             check_type(py, name, v)?;

@@ -145,8 +145,9 @@ fn expand_files(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
-    cache_bytes: Option<u64>,
+    cache_bytes: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<std::ffi::OsString>> {
+    let cache_bytes = crate::args::typed(py, "cache_bytes", cache_bytes)?;
     let cache = core::options::cache(cache_dir.as_deref(), cache_bytes).py_err(py)?;
     let storage = write_storage().with_cache(cache);
     // OsStrings, not pathlib.Paths, whose normalisation would turn `ram://x` into `ram:/x`.

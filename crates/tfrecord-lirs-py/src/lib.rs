@@ -95,15 +95,16 @@ impl NativeReader {
         py: Python<'_>,
         files: Vec<PathBuf>,
         tables: Vec<Option<PathBuf>>,
-        page_size: Option<u64>,
+        page_size: Option<&Bound<'_, PyAny>>,
         backend: Option<&Bound<'_, PyAny>>,
         trust_table: Option<bool>,
         cache_dir: Option<PathBuf>,
-        cache_bytes: Option<u64>,
+        cache_bytes: Option<&Bound<'_, PyAny>>,
         index_missing: Option<bool>,
         page_aware: Option<bool>,
     ) -> PyResult<Self> {
-        let page_size = page_size.unwrap_or(defaults::PAGE_SIZE);
+        let page_size = args::typed(py, "page_size", page_size)?.unwrap_or(defaults::PAGE_SIZE);
+        let cache_bytes = args::typed(py, "cache_bytes", cache_bytes)?;
         let trust_table = trust_table.unwrap_or(defaults::TRUST_TABLE);
         let backend = match backend.filter(|b| !b.is_none()) {
             Some(b) => core::options::backend(&args::text(py, "backend", b)?),

@@ -73,7 +73,7 @@ impl NativeLoader {
         let seed = args::count(py, "seed", seed)?;
         let batch_size = args::signed(py, "batch_size", batch_size)?;
         let num_parallel_reads = args::signed(py, "num_parallel_reads", num_parallel_reads)?;
-        let deterministic = args::flag(py, "deterministic", deterministic)?;
+        let deterministic = args::typed(py, "deterministic", deterministic)?;
         let num_shards = args::num_shards(py, num_shards)?;
         let shard_index = args::count(py, "shard_index", shard_index)?;
         let (num_shards, shard_index, shard_remainder) = core::options::process_group_shard(
