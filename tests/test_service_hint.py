@@ -7,14 +7,12 @@ rewrite with AutoShardPolicy.HINT (the same rewrite, no servers), where iterator
 can be checkpointed (with the default external state policy)."""
 
 import collections
-import json
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 from tensorflow.python.data.experimental.ops import distribute
 
+import service_case
 import tfrecord_lirs
 from tfrecord_lirs import LIRSDataset
 
@@ -50,30 +48,11 @@ ds = LIRSDataset(path, seed=7, page_aware=page_aware, page_size=%(page)d,
 policy = {"hint": service.ShardingPolicy.HINT, "data": service.ShardingPolicy.DATA,
           "file_or_data": service.ShardingPolicy.FILE_OR_DATA}[mode]
 ds = ds.apply(service.distribute(policy, dispatcher.target))
-before = tfrecord_lirs.process_io_totals()
-try:
-    ids = []
-    for x in ds.as_numpy_iterator():
-        for r in ([x] if batch == 0 else x):
-            ids.append(int(r.split(b":", 1)[0]))
-    error = None
-except tf.errors.OpError as e:
-    ids, error = [], "%%s: %%s" %% (type(e).__name__, e.message)
-after = tfrecord_lirs.process_io_totals()
-print(json.dumps({"ids": ids, "error": error,
-                  "bytes_read": after["bytes_read"] - before["bytes_read"],
-                  "tasks": [w._num_tasks() for w in workers]}))
-""" % {"page": PAGE}
+""" % {"page": PAGE} + service_case.READ_AND_REPORT
 
 
 def run_case(path, mode, page_aware=False, batch=0, repeat=1):
-    out = subprocess.run(
-        [sys.executable, "-c", CASE, path, mode, str(int(page_aware)), str(batch),
-         str(repeat)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    (line,) = [x for x in out.stdout.splitlines() if x.startswith("{")]
-    return json.loads(line)
+    return service_case.run_case(CASE, path, mode, int(page_aware), batch, repeat)
 
 
 def ids_of(ds, batched=False):

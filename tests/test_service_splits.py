@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 
+import service_case
 import tfrecord_lirs
 
 N = 6000
@@ -44,31 +45,11 @@ policy = {"distributed_epoch": "distributed_epoch",
           "file_or_data": service.ShardingPolicy.FILE_OR_DATA}.get(mode)
 if policy is not None:
     ds = ds.apply(service.distribute(policy, dispatcher.target))
-before = tfrecord_lirs.process_io_totals()
-try:
-    ids = []
-    for x in ds.as_numpy_iterator():
-        for r in ([x] if batch == 0 else x):
-            ids.append(int(r.split(b":", 1)[0]))
-    error = None
-except tf.errors.OpError as e:
-    ids, error = [], "%%s: %%s" %% (type(e).__name__, e.message)
-after = tfrecord_lirs.process_io_totals()
-print(json.dumps({"ids": ids, "error": error,
-                  "bytes_read": after["bytes_read"] - before["bytes_read"],
-                  "reads": after["reads"] - before["reads"],
-                  "tasks": [w._num_tasks() for w in workers]}))
-""" % {"page": PAGE}
+""" % {"page": PAGE} + service_case.READ_AND_REPORT
 
 
 def run_case(path, mode, page_aware=False, batch=0, seed=7, num_shards=1):
-    out = subprocess.run(
-        [sys.executable, "-c", CASE, path, mode, str(int(page_aware)), str(batch), str(seed),
-         str(num_shards)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    (line,) = [x for x in out.stdout.splitlines() if x.startswith("{")]
-    return json.loads(line)
+    return service_case.run_case(CASE, path, mode, int(page_aware), batch, seed, num_shards)
 
 
 @pytest.fixture(scope="module")

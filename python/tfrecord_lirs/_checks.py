@@ -13,6 +13,8 @@ from tfrecord_lirs import _lirs, errors
 # Each kind of the core's errors: its tfrecord_lirs.errors class and the name of the
 # tf.errors class TensorFlow code catches, the same name (the core's table).
 _TF_ERRORS = {getattr(errors, name): name for _kind, name in _lirs.error_classes()}
+# A wrong type is an InvalidArgument of the core's too.
+_TF_ERRORS[errors.ArgumentTypeError] = _TF_ERRORS[errors.InvalidArgumentError]
 _AS_TF = {}
 # Every default, by argument name (the core's table, `_lirs.defaults()`).
 DEFAULTS = _lirs.defaults()
@@ -66,36 +68,31 @@ def check(fn, *args):
     return call_core(fn, *args)
 
 
-def text(value, name):
-    """`value` if it is a str; ValueError otherwise."""
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a str, got {value!r}")
+def check_argument(name, value):
+    """Checks that `value` has the type argument `name` takes (the core's rule): a
+    wrong type raises `tfrecord_lirs.errors.ArgumentTypeError` (both a TypeError and
+    the InvalidArgumentError that is a ValueError) with the core's message."""
+    check(_lirs.check_argument, name, value)
     return value
 
 
 def check_backend(backend):
-    check(_lirs.check_backend, text(backend, "backend"))
+    check(_lirs.check_backend, backend)
     return backend
 
 
 def check_fit(fit):
-    check(_lirs.check_fit, text(fit, "fit"))
+    check(_lirs.check_fit, fit)
     return fit
 
 
 def check_compression_type(compression_type):
     """ValueError (with the core's text) unless LIRSDataset can take it; None is ""."""
-    if compression_type is None:
-        compression_type = ""
-    check(_lirs.check_compression_type, text(compression_type, "compression_type"))
+    check(_lirs.check_compression_type, "" if compression_type is None else compression_type)
 
 
 def check_page_size(page_size):
     """ValueError (with the core's text) unless `page_size` is a valid page size."""
-    if isinstance(page_size, bool) or not isinstance(page_size, int):
-        raise ValueError(f"page_size must be an int, got {page_size!r}")
-    if not -(1 << 63) <= page_size < (1 << 63):
-        raise ValueError(f"page_size out of range: {page_size}")
     check(_lirs.check_page_size, page_size)
     return page_size
 

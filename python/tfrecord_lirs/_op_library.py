@@ -21,6 +21,7 @@ from tfrecord_lirs import _lirs
 from tfrecord_lirs._checks import (  # noqa: F401
     DEFAULTS,
     check,
+    check_argument,
     check_backend,
     check_compression_type,
     check_dataset_arguments,
@@ -31,7 +32,6 @@ from tfrecord_lirs._checks import (  # noqa: F401
     call_core,
     or_default,
     path_str,
-    text,
 )
 
 # Which extra brings a TensorFlow, for the message below (python/pyproject.toml).
@@ -103,22 +103,18 @@ def check_buffer_size(buffer_size):
     core accepts (a tensor is checked by value when it is a constant)."""
     if buffer_size is None:
         return
-    if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
+    if isinstance(buffer_size, (tf.Tensor, tf.Variable)):
         value = tf.get_static_value(buffer_size)
         if value is None:
             return  # not known yet: TFRecordDataset checks it at run time; LIRS reads no stream
         buffer_size = int(value)
-    if not -(1 << 63) <= buffer_size < (1 << 63):
-        raise ValueError(f"buffer_size out of range: {buffer_size}")
     check(_lirs.check_buffer_size, buffer_size)
 
 
 def cache_attrs(cache_dir, cache_bytes):
     """The ops' `cache_dir` and `cache_bytes` attrs: '' and -1 when not given (then
-    the core's rule: TFRECORD_LIRS_CACHE_DIR, 32 GiB). The type only is checked here:
-    the values' rules and messages are the core's."""
-    if cache_bytes is not None and (isinstance(cache_bytes, bool)
-                                    or not isinstance(cache_bytes, int)):
-        raise ValueError(f"cache_bytes must be an int or None, got {cache_bytes!r}")
+    the core's rule: TFRECORD_LIRS_CACHE_DIR, 32 GiB). The type is checked here, the
+    values by the op: both the core's rules."""
+    check_argument("cache_bytes", cache_bytes)
     return (b"" if cache_dir is None else os.fsencode(cache_dir),
             or_default(cache_bytes, "op_cache_bytes"))

@@ -228,27 +228,17 @@ class LIRSDataset(dataset_ops.DatasetSource):
         _op_library.check_compression_type(compression_type)
         _op_library.check_buffer_size(buffer_size)
         _op_library.check_page_size(page_size)
-        if batch_size is not None and (isinstance(batch_size, bool)
-                                       or not isinstance(batch_size, int)):
-            # The type only: the value's rule and message are the core's.
-            raise ValueError(f"batch_size must be an int or None, got {batch_size!r}")
+        # The types: the core's rules (the values are the op's, also the core's).
         if num_parallel_reads is None:  # the core's default, -1: tf.data.AUTOTUNE
             num_parallel_reads = _op_library.or_default(num_parallel_reads, "num_parallel_reads")
-        elif isinstance(num_parallel_reads, bool) or not isinstance(num_parallel_reads, int):
-            raise ValueError("num_parallel_reads must be an int, None or "
-                             f"tf.data.AUTOTUNE, got {num_parallel_reads!r}")
+        start_epoch = _op_library.or_default(start_epoch, "start_epoch")
+        for arg, value in (("batch_size", batch_size), ("num_parallel_reads", num_parallel_reads),
+                           ("epoch_state", epoch_state), ("start_epoch", start_epoch),
+                           ("deterministic", deterministic)):
+            _op_library.check_argument(arg, value)
         _op_library.check_backend(backend)
-        if epoch_state is not None and not isinstance(epoch_state, bytes):
-            raise TypeError("epoch_state must be bytes (from "
-                            f"LIRSDataset.combine_shard_states) or None, got {epoch_state!r}")
         list_cache = (cache_dir, cache_bytes)  # a pattern's listing is remembered there
         cache_dir, cache_bytes = _op_library.cache_attrs(cache_dir, cache_bytes)
-        start_epoch = _op_library.or_default(start_epoch, "start_epoch")
-        if isinstance(start_epoch, bool) or not isinstance(start_epoch, int):
-            # The type only: the value's rule and message are the core's.
-            raise ValueError(f"start_epoch must be an int or None, got {start_epoch!r}")
-        if deterministic is not None and not isinstance(deterministic, bool):
-            raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self._batch_size = batch_size
         self._drop_remainder = bool(drop_remainder)
         if _is_path(filenames) or (isinstance(filenames, (list, tuple)) and filenames

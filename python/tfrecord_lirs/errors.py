@@ -25,6 +25,11 @@ class InvalidArgumentError(LIRSError, ValueError):
     table list, a GZIP/ZLIB file (use `tfrecord_lirs.pad`), another file's table."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type (e.g. `deterministic="yes"`, `epoch_state="..."`):
+    the core's rule for the argument's type; also a TypeError."""
+
+
 class NotFoundError(LIRSError, FileNotFoundError):
     """A data file or offset table that does not exist."""
 
@@ -44,5 +49,5 @@ class InternalError(LIRSError, RuntimeError):
     """A fault inside the library (e.g. a panic in a read thread): please report it."""
 
 
-__all__ = ["DataLossError", "InternalError", "InvalidArgumentError", "LIRSError", "NotFoundError",
+__all__ = ["ArgumentTypeError", "DataLossError", "InternalError", "InvalidArgumentError", "LIRSError", "NotFoundError",
            "PermissionDeniedError", "UnavailableError"]

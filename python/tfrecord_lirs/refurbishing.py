@@ -14,7 +14,7 @@ import operator
 import os
 import pickle
 
-from tfrecord_lirs import _lirs, errors
+from tfrecord_lirs import _checks, _lirs, errors
 from tfrecord_lirs.sources import DataSource
 
 
@@ -31,11 +31,10 @@ def _length(n_or_source):
 
 def _reuse_factor(reuse_factor):
     """The extension takes a number (the core refuses fractional ones, naming
-    `reuse_factor`); a bool or a str is a TypeError here."""
+    `reuse_factor`); a bool or a str is a TypeError (the core's type rule)."""
     if reuse_factor is None:
         return None
-    if isinstance(reuse_factor, (bool, str, bytes)):
-        raise TypeError(f"reuse_factor must be an integer >= 1, got {reuse_factor!r}")
+    _checks.check_argument("reuse_factor", reuse_factor)
     return float(reuse_factor)
 
 

@@ -13,6 +13,7 @@ it to the protocols those libraries use.
 import array
 import os
 import sys
+import types
 
 from tfrecord_lirs import _checks, _lirs
 from tfrecord_lirs._processes import process_group as _process_group
@@ -218,39 +219,6 @@ class Sampler:
             seed, page_aware, num_shards, shard_index, order_version, shard_remainder,
             _process_group())
 
-    def _option(self, name):
-        return self._native.options()[name]
-
-    @property
-    def seed(self):
-        """The order's seed."""
-        return self._option("seed")
-
-    @property
-    def page_aware(self):
-        """Whether whole pages are the shuffle unit."""
-        return self._option("page_aware")
-
-    @property
-    def num_shards(self):
-        """Shards of every epoch."""
-        return self._option("num_shards")
-
-    @property
-    def shard_index(self):
-        """This sampler's shard."""
-        return self._option("shard_index")
-
-    @property
-    def order_version(self):
-        """The order algorithm, 1 or 2."""
-        return self._option("order_version")
-
-    @property
-    def shard_remainder(self):
-        """What shards do with the remainder: "keep", "drop" or "pad"."""
-        return self._option("shard_remainder")
-
     @property
     def epoch(self):
         """The epoch the next iteration walks."""
@@ -311,5 +279,17 @@ class Sampler:
         self.__init__(state["source"], **state["options"])
         self._native.load_state_dict(state["state"])
 
+
+def _forward_getters(cls, native):
+    """Each getter of the native class `native` as a read-only property of `cls` (of
+    its `_native`), with the native docstring: a getter added in Rust needs no edit
+    here. Names `cls` defines itself (`epoch`, with its setter) stay its own."""
+    for name, attr in vars(native).items():
+        if isinstance(attr, types.GetSetDescriptorType) and name not in vars(cls):
+            setattr(cls, name, property(lambda self, name=name: getattr(self._native, name),
+                                        doc=attr.__doc__))
+
+
+_forward_getters(Sampler, _lirs.NativeSampler)
 
 __all__ = ["DataSource", "Sampler"]

@@ -148,8 +148,7 @@ def pad(src, dst, page_size=None, fit=None, compression=None, trust_table=None, 
     file padded by another tool (e.g. the LIRS reference implementation),
     whose padding records a scan would take for instances.
     """
-    if compression is not None and not isinstance(compression, str):
-        raise TypeError(f"compression must be a str or None, got {compression!r}")
+    _checks.check_argument("compression", compression)
     spec = _pad_spec(page_size, fit, compression, trust_table, overwrite)
     files = _file_list(src)
     if files is not None:

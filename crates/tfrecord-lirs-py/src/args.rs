@@ -4,21 +4,62 @@
 //! or `TypeError`. `None` is "not given" (the core's default applies).
 
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
+use pyo3::types::{PyBool, PyBytes, PyString};
+use tfrecord_lirs::options::argument::{self, ArgumentError, Type};
 use tfrecord_lirs::options::integer::{self, Number};
 
 use crate::IntoPy;
 
-/// `value` as the core's [`Number`].
-fn number(value: &Bound<'_, PyAny>) -> Number {
-    let repr = || value.repr().map_or_else(|_| "?".into(), |r| r.to_string());
-    if value.is_instance_of::<PyBool>() {
-        return Number::Other(repr());
+fn repr(value: &Bound<'_, PyAny>) -> String {
+    value.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+}
+
+/// `value` as the core's [`Number`]; a value of another type is the core's type
+/// mistake ([`argument::integer`]).
+fn number(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<Number> {
+    match argument::integer(name, type_of(value), &repr(value)) {
+        Ok(v) => Ok(Number::Int(v.unwrap_or_default())),
+        Err(e) => Err(argument_error(py, e)),
     }
-    match value.extract::<i128>() {
-        Ok(v) => Number::Int(v),
-        Err(_) => Number::Other(repr()),
+}
+
+/// The type of `value` as the core's [`Type`].
+fn type_of(value: &Bound<'_, PyAny>) -> Type {
+    if value.is_none() {
+        Type::Absent
+    } else if value.is_instance_of::<PyBool>() {
+        Type::Bool
+    } else if value.is_instance_of::<PyString>() {
+        Type::Text
+    } else if value.is_instance_of::<PyBytes>() {
+        Type::Bytes
+    } else {
+        value.extract::<i128>().map_or(Type::Other, Type::Int)
     }
+}
+
+/// A wrong type as `tfrecord_lirs.errors.ArgumentTypeError`: the core's
+/// `InvalidArgumentError` (a `ValueError`), also a `TypeError`.
+fn argument_error(py: Python<'_>, e: ArgumentError) -> PyErr {
+    py.import("tfrecord_lirs.errors")
+        .and_then(|m| m.getattr("ArgumentTypeError"))
+        .and_then(|class| class.call1((e.to_string(),)))
+        .map_or_else(|import_error| import_error, PyErr::from_value)
+}
+
+/// Checks that `value` has the type option `name` takes ([`argument::check`]).
+pub(crate) fn check_type(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    argument::check(name, type_of(value), &repr(value)).map_err(|e| argument_error(py, e))
+}
+
+/// `value` as a str, when it has the type option `name` takes ([`argument::check`]).
+pub(crate) fn text(
+    py: Python<'_>,
+    name: &str,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<pyo3::pybacked::PyBackedStr> {
+    check_type(py, name, value)?;
+    value.extract()
 }
 
 /// `value` (`None`: not given) as a count or index `>= 0`.
@@ -29,7 +70,7 @@ pub(crate) fn count(
 ) -> PyResult<Option<u64>> {
     value
         .filter(|v| !v.is_none())
-        .map(|v| integer::non_negative(name, number(v)).py_err(py))
+        .map(|v| integer::non_negative(name, number(py, name, v)?).py_err(py))
         .transpose()
 }
 
@@ -40,7 +81,7 @@ pub(crate) fn num_shards(
 ) -> PyResult<Option<u64>> {
     value
         .filter(|v| !v.is_none())
-        .map(|v| integer::num_shards(number(v)).py_err(py))
+        .map(|v| integer::num_shards(number(py, "num_shards", v)?).py_err(py))
         .transpose()
 }
 
@@ -52,6 +93,26 @@ pub(crate) fn signed(
 ) -> PyResult<Option<i64>> {
     value
         .filter(|v| !v.is_none())
-        .map(|v| integer::integer(name, number(v)).py_err(py))
+        .map(|v| integer::integer(name, number(py, name, v)?).py_err(py))
         .transpose()
+}
+
+/// `value` (`None`: not given) converted by PyO3 once it has the type option `name`
+/// takes ([`argument::check`]): a bool, or a `u64` (a negative or too large integer
+/// stays PyO3's `OverflowError`, as it was).
+pub(crate) fn typed<T>(
+    py: Python<'_>,
+    name: &str,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<T>>
+where
+    T: for<'a, 'py> FromPyObject<'a, 'py, Error = PyErr>,
+{
+    match value {
+        Some(v) => {
+            check_type(py, name, v)?;
+            v.extract()
+        }
+        None => Ok(None),
+    }
 }

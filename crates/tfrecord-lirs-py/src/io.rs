@@ -33,20 +33,25 @@ fn summary_fields(s: &core::PadSummary) -> SummaryFields {
 
 /// Checks an I/O backend name ([`core::options::backend`]).
 #[pyfunction]
-fn check_backend(py: Python<'_>, backend: &str) -> PyResult<()> {
-    core::options::backend(backend).map(drop).py_err(py)
+fn check_backend(py: Python<'_>, backend: &Bound<'_, PyAny>) -> PyResult<()> {
+    let backend = crate::args::text(py, "backend", backend)?;
+    core::options::backend(&backend).map(drop).py_err(py)
 }
 
 /// Checks a fit name for `pad` ([`core::options::pad_fit`]; a PaddedWriter refuses
 /// "auto" when created).
 #[pyfunction]
-fn check_fit(py: Python<'_>, fit: &str) -> PyResult<()> {
-    core::options::pad_fit(fit).map(drop).py_err(py)
+fn check_fit(py: Python<'_>, fit: &Bound<'_, PyAny>) -> PyResult<()> {
+    let fit = crate::args::text(py, "fit", fit)?;
+    core::options::pad_fit(&fit).map(drop).py_err(py)
 }
 
-/// Checks a page size as Python gives it ([`core::options::signed_page_size`]).
+/// Checks a page size as Python gives it (an integer: [`crate::args::signed`], then
+/// [`core::options::signed_page_size`]).
 #[pyfunction]
-fn check_page_size(py: Python<'_>, page_size: i64) -> PyResult<u64> {
+fn check_page_size(py: Python<'_>, page_size: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let page_size = crate::args::signed(py, "page_size", Some(page_size))?
+        .unwrap_or(defaults::PAGE_SIZE as i64);
     core::options::signed_page_size(page_size).py_err(py)
 }
 
@@ -78,15 +83,17 @@ fn op_seed_input(py: Python<'_>, seed: &Bound<'_, PyAny>) -> PyResult<i64> {
 
 /// Checks LIRSDataset's `compression_type` ([`core::options::compression_type`]).
 #[pyfunction]
-fn check_compression_type(py: Python<'_>, compression_type: &str) -> PyResult<()> {
-    core::options::compression_type(compression_type).py_err(py)
+fn check_compression_type(py: Python<'_>, compression_type: &Bound<'_, PyAny>) -> PyResult<()> {
+    let compression_type = crate::args::text(py, "compression_type", compression_type)?;
+    core::options::compression_type(&compression_type).py_err(py)
 }
 
 /// Checks LIRSDataset's `buffer_size`; `None` when not given
 /// ([`core::options::buffer_size`]).
 #[pyfunction]
 #[pyo3(signature = (buffer_size))]
-fn check_buffer_size(py: Python<'_>, buffer_size: Option<i64>) -> PyResult<()> {
+fn check_buffer_size(py: Python<'_>, buffer_size: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let buffer_size = crate::args::signed(py, "buffer_size", buffer_size)?;
     core::options::buffer_size(buffer_size).py_err(py)
 }
 
@@ -138,8 +145,9 @@ fn expand_files(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
-    cache_bytes: Option<u64>,
+    cache_bytes: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<std::ffi::OsString>> {
+    let cache_bytes = crate::args::typed(py, "cache_bytes", cache_bytes)?;
     let cache = core::options::cache(cache_dir.as_deref(), cache_bytes).py_err(py)?;
     let storage = write_storage().with_cache(cache);
     // OsStrings, not pathlib.Paths, whose normalisation would turn `ram://x` into `ram:/x`.
@@ -153,6 +161,14 @@ fn expand_files(
 #[pyfunction]
 fn check_count(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
     Ok(crate::args::count(py, name, Some(value))?.unwrap_or_default())
+}
+
+/// Checks that `value` has the type option `name` takes
+/// ([`core::options::argument::check`]): a wrong type is
+/// `tfrecord_lirs.errors.ArgumentTypeError`, a wrong value `InvalidArgumentError`.
+#[pyfunction]
+fn check_argument(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    crate::args::check_type(py, name, value)
 }
 
 /// Whether `path` is a pattern ([`core::format::file_list::is_pattern`]).
@@ -467,6 +483,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(expand_files, m)?)?;
     m.add_function(wrap_pyfunction!(is_pattern, m)?)?;
     m.add_function(wrap_pyfunction!(check_count, m)?)?;
+    m.add_function(wrap_pyfunction!(check_argument, m)?)?;
     m.add_function(wrap_pyfunction!(build_offset_tables, m)?)?;
     m.add_function(wrap_pyfunction!(pad_file, m)?)?;
     m.add_function(wrap_pyfunction!(pad_files, m)?)?;

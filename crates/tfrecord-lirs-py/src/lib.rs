@@ -95,17 +95,22 @@ impl NativeReader {
         py: Python<'_>,
         files: Vec<PathBuf>,
         tables: Vec<Option<PathBuf>>,
-        page_size: Option<u64>,
-        backend: Option<&str>,
+        page_size: Option<&Bound<'_, PyAny>>,
+        backend: Option<&Bound<'_, PyAny>>,
         trust_table: Option<bool>,
         cache_dir: Option<PathBuf>,
-        cache_bytes: Option<u64>,
+        cache_bytes: Option<&Bound<'_, PyAny>>,
         index_missing: Option<bool>,
         page_aware: Option<bool>,
     ) -> PyResult<Self> {
-        let page_size = page_size.unwrap_or(defaults::PAGE_SIZE);
+        let page_size = args::typed(py, "page_size", page_size)?.unwrap_or(defaults::PAGE_SIZE);
+        let cache_bytes = args::typed(py, "cache_bytes", cache_bytes)?;
         let trust_table = trust_table.unwrap_or(defaults::TRUST_TABLE);
-        let backend = core::options::backend(backend.unwrap_or(defaults::BACKEND)).py_err(py)?;
+        let backend = match backend.filter(|b| !b.is_none()) {
+            Some(b) => core::options::backend(&args::text(py, "backend", b)?),
+            None => core::options::backend(defaults::BACKEND),
+        }
+        .py_err(py)?;
         if backend == core::Backend::Mmap {
             // The mmap backend needs an unsafe promise (no file changes while mapped);
             // this front end does not make it for its users: "auto" maps files under a

@@ -61,7 +61,7 @@ impl NativeLoader {
         seed: Option<&Bound<'_, PyAny>>,
         batch_size: Option<&Bound<'_, PyAny>>,
         page_aware: Option<bool>,
-        deterministic: Option<bool>,
+        deterministic: Option<&Bound<'_, PyAny>>,
         num_parallel_reads: Option<&Bound<'_, PyAny>>,
         num_shards: Option<&Bound<'_, PyAny>>,
         shard_index: Option<&Bound<'_, PyAny>>,
@@ -73,6 +73,7 @@ impl NativeLoader {
         let seed = args::count(py, "seed", seed)?;
         let batch_size = args::signed(py, "batch_size", batch_size)?;
         let num_parallel_reads = args::signed(py, "num_parallel_reads", num_parallel_reads)?;
+        let deterministic = args::typed(py, "deterministic", deterministic)?;
         let num_shards = args::num_shards(py, num_shards)?;
         let shard_index = args::count(py, "shard_index", shard_index)?;
         let (num_shards, shard_index, shard_remainder) = core::options::process_group_shard(

@@ -258,18 +258,55 @@ impl NativeSampler {
         Ok(())
     }
 
-    /// The options in effect, as keyword arguments.
+    /// The options in effect, as keyword arguments (each also a getter below).
     fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.lock(py)?;
-        let (num_shards, shard_index) = s.shard();
         py_dict!(py, {
-            "seed": s.seed(),
-            "page_aware": s.page_aware(),
-            "num_shards": num_shards,
-            "shard_index": shard_index,
-            "order_version": s.order_version().number(),
-            "shard_remainder": s.remainder().name(),
+            "seed": self.seed(py)?,
+            "page_aware": self.page_aware(py)?,
+            "num_shards": self.num_shards(py)?,
+            "shard_index": self.shard_index(py)?,
+            "order_version": self.order_version(py)?,
+            "shard_remainder": self.shard_remainder(py)?,
         })
+    }
+
+    // The options one by one: `tfrecord_lirs.Sampler` shows each getter as a property
+    // of its own, with the docstring below.
+
+    /// The order's seed.
+    #[getter]
+    fn seed(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.lock(py)?.seed())
+    }
+
+    /// Whether whole pages are the shuffle unit.
+    #[getter]
+    fn page_aware(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.lock(py)?.page_aware())
+    }
+
+    /// Shards of every epoch.
+    #[getter]
+    fn num_shards(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.lock(py)?.shard().0)
+    }
+
+    /// This sampler's shard.
+    #[getter]
+    fn shard_index(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.lock(py)?.shard().1)
+    }
+
+    /// The order algorithm, 1 or 2.
+    #[getter]
+    fn order_version(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.lock(py)?.order_version().number())
+    }
+
+    /// What shards do with the remainder: "keep", "drop" or "pad".
+    #[getter]
+    fn shard_remainder(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(self.lock(py)?.remainder().name())
     }
 
     /// The epoch the next iteration walks.

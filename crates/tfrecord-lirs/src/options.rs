@@ -14,6 +14,7 @@
 //!
 //! [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
 
+pub mod argument;
 pub mod defaults;
 pub mod guard;
 pub mod integer;
