@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -76,6 +77,14 @@ def worker_bytes(log):
                if f.startswith(os.path.basename(log) + ".io-"))
 
 
+def cpu_secs(children=False):
+    """This process's CPU time (every thread's, user and system), with its ended
+    children's if `children` (a DataLoader's worker processes): on a shared, loaded
+    machine a steadier figure than wall time."""
+    whos = [resource.RUSAGE_SELF] + ([resource.RUSAGE_CHILDREN] if children else [])
+    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, whos))
+
+
 def job(data, store, log, epochs, workers):
     """One PyTorch job: prints its images/s over every epoch, a hash of its samples
     and the bytes its readers read."""
@@ -87,14 +96,16 @@ def job(data, store, log, epochs, workers):
                             worker_init_fn=worker_start)
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs._lirs.process_io_totals()[1]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_secs(children=True)
     for epoch in range(epochs):
         dataset.sampler.set_epoch(epoch)
         for hashes in loader:
             seen.update("".join(hashes).encode())
     secs = time.perf_counter() - start
     main_bytes = tfrecord_lirs._lirs.process_io_totals()[1] - before
+    del loader  # its workers end, so their CPU time is counted as this process's children's
     print(json.dumps({"images_per_s": len(source) * epochs / secs,
+                      "cpu_secs": cpu_secs(children=True) - cpu,
                       "samples": seen.hexdigest(), "computed": calls(log),
                       "bytes_read": main_bytes + worker_bytes(log)}), flush=True)
 
@@ -118,11 +129,12 @@ def tf_job(data, store, log, epochs, _workers):
                                epochs=epochs, augment_name="sweep-bench-tf-1")
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs.process_io_totals()["bytes_read"]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_secs()
     for batch in ds.batch(BATCH).prefetch(tf.data.AUTOTUNE):
         seen.update("".join(digest(batch.numpy())).encode())
     secs = time.perf_counter() - start
     print(json.dumps({"images_per_s": n * epochs / secs, "samples": seen.hexdigest(),
+                      "cpu_secs": cpu_secs() - cpu,
                       "computed": int(count.numpy()),
                       "bytes_read": tfrecord_lirs.process_io_totals()["bytes_read"] - before}),
           flush=True)
@@ -149,6 +161,9 @@ def sweep(data, root, shared, args):
             "workers_per_job": args.workers, "images": args.images, "epochs": args.epochs,
             "per_job_images_per_s": sum(rates) / len(rates),
             "per_job_images_per_s_min": min(rates),
+            # The jobs' CPU time in all per image delivered (each job delivers every one).
+            "cpu_us_per_image": 1e6 * sum(r["cpu_secs"] for r in results)
+            / (args.jobs * args.images * args.epochs),
             "augmentations_computed": sum(r["computed"] for r in results),
             "bytes_read": sum(r["bytes_read"] for r in results),
             "one_jobs_augmentations": args.images * args.epochs,
@@ -184,6 +199,9 @@ def main():
         shared = sweep(data, root, True, args)
         shared["speedup_per_job"] = (shared["per_job_images_per_s"]
                                      / separate["per_job_images_per_s"])
+        shared["cpu_per_image_over_separate"] = (shared["cpu_us_per_image"]
+                                                 / separate["cpu_us_per_image"])
+        shared["load_average"] = os.getloadavg()
         shared["computed_over_one_job"] = (shared["augmentations_computed"]
                                            / shared["one_jobs_augmentations"])
         shared["same_samples_as_separate"] = shared["samples"] == separate["samples"]

@@ -15,16 +15,21 @@
 //! has removed meanwhile means "the holder finished", and the waiter looks the entry up
 //! again.
 //!
-//! The wait is bounded ([`CLAIM_WAIT`]): a holder alive but stuck (stopped, in a
-//! debugger) delays the others by at most that much per entry, then they compute it
-//! themselves (the same output: its seed is the entry's). Claims are an economy, never
-//! a condition: a claim file that cannot be made (a read-only or removed directory)
-//! means computing without one.
+//! A waiter blocks in `flock` on the claim file, so the kernel wakes it the moment the
+//! holder releases the lock (finished or dead): no polling, whose pauses would add
+//! up to one pause per wait to entries that take about a millisecond to compute. The
+//! wait is bounded ([`CLAIM_WAIT`]; the blocking `flock` runs on a thread of its own,
+//! which drops the lock at once if it comes after the waiter gave up): a holder alive
+//! but stuck (stopped, in a debugger) delays the others by at most that much per
+//! entry, then they compute it themselves (the same output: its seed is the entry's).
+//! Claims are an economy, never a condition: a claim file that cannot be made (a
+//! read-only or removed directory) means computing without one.
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The prefix of claim files (`.claim-<id>.<generation>`).
@@ -34,11 +39,6 @@ pub(crate) const CLAIM_PREFIX: &str = ".claim-";
 /// entry itself. Partial augmentations take milliseconds; a minute is a holder that is
 /// stopped or stuck, not one that is slow.
 pub const CLAIM_WAIT: Duration = Duration::from_secs(60);
-
-/// The first and the longest pause between two tries of a held claim's lock (a `flock`
-/// with no timeout would wait for a stopped holder for ever).
-const POLL_FIRST: Duration = Duration::from_micros(100);
-const POLL_MOST: Duration = Duration::from_millis(5);
 
 /// A claim held: the locked claim file, removed then unlocked when dropped (after the
 /// entry was stored, or on failure: then a waiter claims the entry and computes it).
@@ -139,27 +139,44 @@ pub(crate) fn claim(
     // A claim file is locked from the moment it appears until its holder removes it
     // (finished) or dies: found unlocked and still in place, its holder is dead.
     let start = Instant::now();
-    let mut pause = POLL_FIRST;
-    let mut waited = Some(waited);
-    loop {
-        match file.try_lock() {
-            Ok(()) if is_current(path, &file)? => return Ok(Claimed::TakenOver(held(file))),
-            Ok(()) => return Ok(Claimed::Released),
-            Err(TryLockError::WouldBlock) if !is_current(path, &file)? => {
-                // Removed, the lock not yet released: finished.
-                return Ok(Claimed::Released);
-            }
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => return Err(e),
+    match file.try_lock() {
+        Ok(()) if is_current(path, &file)? => return Ok(Claimed::TakenOver(held(file))),
+        Ok(()) => return Ok(Claimed::Released),
+        Err(TryLockError::WouldBlock) if !is_current(path, &file)? => {
+            // Removed, the lock not yet released: finished.
+            return Ok(Claimed::Released);
         }
-        if let Some(waited) = waited.take() {
-            waited();
-        }
-        if start.elapsed() >= wait {
-            return Ok(Claimed::GaveUp);
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(POLL_MOST);
+        Err(TryLockError::WouldBlock) => {}
+        Err(TryLockError::Error(e)) => return Err(e),
+    }
+    waited();
+    let left = wait.saturating_sub(start.elapsed());
+    if left.is_zero() {
+        return Ok(Claimed::GaveUp);
+    }
+    Ok(match lock_within(file, left)? {
+        // Released: by a holder that finished (and removed the file first) or died.
+        Some(file) if is_current(path, &file)? => Claimed::TakenOver(held(file)),
+        Some(_) => Claimed::Released,
+        None => Claimed::GaveUp,
+    })
+}
+
+/// Blocks until `file`'s lock is this process's, for at most `wait`: the file, locked,
+/// or `None` if the wait ran out. The blocking `flock` runs on a thread of its own (it
+/// has no timeout); a lock it gets after the wait ran out is released at once, as the
+/// thread's send fails and drops the file.
+fn lock_within(file: File, wait: Duration) -> io::Result<Option<File>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("lirs-claim-wait".into())
+        .spawn(move || {
+            let locked = file.lock().map(|()| file);
+            let _ = tx.send(locked);
+        })?;
+    match rx.recv_timeout(wait) {
+        Ok(locked) => locked.map(Some),
+        Err(_) => Ok(None),
     }
 }
 
@@ -254,6 +271,46 @@ mod tests {
         let claimed = claim(&path, &temp(&path), Duration::ZERO, || waited = true).unwrap();
         assert!(matches!(claimed, Claimed::GaveUp));
         assert!(waited);
+    }
+
+    fn opened(path: &Path) -> File {
+        OpenOptions::new().write(true).open(path).unwrap()
+    }
+
+    #[test]
+    fn a_blocked_wait_gets_the_lock_its_holder_releases() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let holder = File::create(&path).unwrap();
+        holder.lock().unwrap();
+        let waiting = {
+            let file = opened(&path);
+            std::thread::spawn(move || lock_within(file, CLAIM_WAIT).unwrap())
+        };
+        drop(holder);
+        let got = waiting.join().unwrap().expect("woken with the lock");
+        // Held by the waiter now.
+        assert!(matches!(
+            opened(&path).try_lock(),
+            Err(TryLockError::WouldBlock)
+        ));
+        drop(got);
+        assert!(opened(&path).try_lock().is_ok());
+    }
+
+    #[test]
+    fn a_lock_that_comes_after_the_wait_ran_out_is_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let holder = File::create(&path).unwrap();
+        holder.lock().unwrap();
+        assert!(lock_within(opened(&path), Duration::from_millis(1))
+            .unwrap()
+            .is_none());
+        // The abandoned wait gets the lock now and must not keep it: another waiter
+        // gets it in turn.
+        drop(holder);
+        assert!(lock_within(opened(&path), CLAIM_WAIT).unwrap().is_some());
     }
 
     #[test]
