@@ -71,9 +71,10 @@ impl BlockCache {
         };
         let len = obj.block_len(i);
         let start = i * BLOCK_SIZE;
+        let range = start..start + len;
         let (cache, obj) = (Arc::clone(self), Arc::clone(obj));
         src.read_ranges(
-            &[start..start + len],
+            std::slice::from_ref(&range),
             scope,
             Box::new(move |got| {
                 let block = got.and_then(|bytes| match bytes {
