@@ -49,6 +49,7 @@ use tfrecord_lirs_format::framing::crc32c;
 use crate::storage::block_lock::BlockLock;
 
 mod listing;
+mod requests;
 mod sweep;
 
 /// The bytes of one block. 4 MiB: a request to an object store costs its latency
@@ -78,6 +79,8 @@ pub struct BlockCache {
     max_bytes: AtomicU64,
     /// Block files opened and checked: (url hash, identity hash, block).
     open: Mutex<HashMap<(u64, u64, u64), Arc<File>>>,
+    /// Blocks being fetched as requests, and the reads waiting on each.
+    pending: requests::Pending,
     /// Bytes this process may still write before it sweeps (`None`: never swept yet).
     room: Mutex<Option<u64>>,
     said_unstored: AtomicBool,
@@ -184,6 +187,7 @@ impl BlockCache {
             root,
             max_bytes: AtomicU64::new(max_bytes),
             open: Mutex::new(HashMap::new()),
+            pending: requests::Pending::default(),
             room: Mutex::new(None),
             said_unstored: AtomicBool::new(false),
             temp_seq: AtomicU64::new(0),
@@ -297,55 +301,80 @@ impl BlockCache {
         i: u64,
         fetch: impl FnOnce(&mut [u8]) -> io::Result<()>,
     ) -> io::Result<Block> {
-        let key = (obj.key.0, obj.key.1, i);
-        if let Some(file) = self.open_lock().get(&key) {
-            return Ok(Block::File(Arc::clone(file)));
+        if let Some(block) = self.local_block(obj, i) {
+            return Ok(block);
         }
         let len = obj.block_len(i);
+        // Missing or damaged: fetched by one process at a time.
+        let lock = match self.lock_block(obj, i) {
+            Ok(lock) => lock,
+            Err(e) => return self.unstored(&obj.dir, e, len, fetch),
+        };
+        if let Some(block) = self.fetched_meanwhile(obj, i) {
+            return Ok(block);
+        }
+        let mut bytes = vec![0u8; len as usize + 4];
+        fetch(&mut bytes[..len as usize])?;
+        Ok(self.store(obj, i, bytes, lock))
+    }
+
+    /// Block `i` of `obj` if some process has it whole in the directory (no fetch).
+    pub(crate) fn local_block(&self, obj: &CachedBlocks, i: u64) -> Option<Block> {
+        let key = obj.block_key(i);
+        if let Some(file) = self.open_lock().get(&key) {
+            return Some(Block::File(Arc::clone(file)));
+        }
         let path = obj.dir.join(i.to_string());
         let checked = &obj.checked[i as usize];
         if checked.load(Ordering::Relaxed) {
             if let Ok(file) = File::open(&path) {
-                return Ok(self.keep(key, file));
+                return Some(self.keep(key, file));
             }
         }
-        if let Ok(Some(file)) = self.check(&path, len) {
+        if let Ok(Some(file)) = self.check(&path, obj.block_len(i)) {
             checked.store(true, Ordering::Relaxed);
-            return Ok(self.keep(key, file));
+            return Some(self.keep(key, file));
         }
-        // Missing or damaged: fetched by one process at a time.
-        let lock = self.lock_block(obj, i);
-        let lock = match lock {
-            Ok(lock) => lock,
-            Err(e) => return self.unstored(&obj.dir, e, len, fetch),
-        };
-        match self.check(&path, len) {
+        None
+    }
+
+    /// With block `i`'s lock held: the block if another process fetched it while this
+    /// one waited for the lock (a damaged one is deleted, to be fetched again).
+    fn fetched_meanwhile(&self, obj: &CachedBlocks, i: u64) -> Option<Block> {
+        let path = obj.dir.join(i.to_string());
+        match self.check(&path, obj.block_len(i)) {
             Ok(Some(file)) => {
-                checked.store(true, Ordering::Relaxed);
-                return Ok(self.keep(key, file));
+                obj.checked[i as usize].store(true, Ordering::Relaxed);
+                Some(self.keep(obj.block_key(i), file))
             }
-            Ok(None) => {}
+            Ok(None) => None,
             Err(()) => {
                 self.stats.damaged.fetch_add(1, Ordering::Relaxed);
                 let _ = fs::remove_file(&path);
+                None
             }
         }
-        let mut bytes = vec![0u8; len as usize + 4];
-        fetch(&mut bytes[..len as usize])?;
+    }
+
+    /// Keeps block `i`'s fetched `bytes` (its length, then 4 bytes for the CRC) and
+    /// releases its `lock` once the block is whole in the directory; a block that
+    /// cannot be written is served from `bytes`, unkept.
+    fn store(&self, obj: &CachedBlocks, i: u64, mut bytes: Vec<u8>, lock: BlockLock) -> Block {
+        let len = obj.block_len(i);
         self.stats.fetched.fetch_add(1, Ordering::Relaxed);
         let crc = crc32c(&bytes[..len as usize]);
         bytes[len as usize..].copy_from_slice(&crc.to_le_bytes());
         match self.write_file(&obj.dir, &i.to_string(), &bytes) {
             Ok(file) => {
-                checked.store(true, Ordering::Relaxed);
+                obj.checked[i as usize].store(true, Ordering::Relaxed);
                 drop(lock);
                 self.wrote(len + 4);
-                Ok(self.keep(key, file))
+                self.keep(obj.block_key(i), file)
             }
             Err(e) => {
                 bytes.truncate(len as usize);
                 self.say_unstored(&obj.dir, &e);
-                Ok(Block::Bytes(bytes.into()))
+                Block::Bytes(bytes.into())
             }
         }
     }
@@ -482,6 +511,7 @@ impl BlockCache {
 }
 
 /// A block's bytes: its checked file, or (when it could not be kept) the bytes.
+#[derive(Clone)]
 pub(crate) enum Block {
     File(Arc<File>),
     Bytes(Arc<[u8]>),
@@ -521,6 +551,10 @@ impl CachedBlocks {
     /// The identity's text.
     pub(crate) fn identity(&self) -> &str {
         &self.identity
+    }
+
+    fn block_key(&self, i: u64) -> (u64, u64, u64) {
+        (self.key.0, self.key.1, i)
     }
 
     /// The bytes of block `i`.

@@ -4,7 +4,10 @@
 //! local is opened without any request: the identity recorded when it was first fetched
 //! stands for it, so it reads with the storage unreachable. Its blocks are checked
 //! once and mapped into one view (`block_map`), so readers read it as a mapped local
-//! file ([`ReadAt::served_locally`], [`ReadAt::mapped`]).
+//! file ([`ReadAt::served_locally`], [`ReadAt::mapped`]). An object not all local
+//! whose storage reads by requests (object storage) is read by requests here too
+//! ([`ReadAt::ranged`]): its missing blocks are fetched as requests on the storage's
+//! runtime, with no thread waiting on each.
 //!
 //! Cached objects are taken as immutable while all their blocks are local (as
 //! gcsfuse's file cache with an unlimited metadata TTL and MosaicML Streaming's local
@@ -18,11 +21,14 @@
 //! listed is remembered, and what it matched stands for it when the storage cannot be
 //! reached.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::sync::{Arc, OnceLock};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::storage::block_cache::{identity_text, BlockCache, CachedBlocks, BLOCK_SIZE};
+use crate::storage::block_cache::{identity_text, Block, BlockCache, CachedBlocks, BLOCK_SIZE};
 use crate::storage::block_map::BlockMap;
+use crate::storage::ranged::{RangedRead, RangesDone, ReadScope};
 use crate::storage::remote::{Durability, FileSystem, RemoteWrite};
 use crate::storage::ReadAt;
 
@@ -47,7 +53,7 @@ impl CachedFileSystem {
 impl FileSystem for CachedFileSystem {
     fn open_read(&self, url: &str) -> io::Result<Box<dyn ReadAt>> {
         if let Some((text, size)) = self.cache.recorded(url) {
-            let blocks = self.cache.object(url, &text, size);
+            let blocks = Arc::new(self.cache.object(url, &text, size));
             if blocks.all_local() {
                 // Mapped once every block is checked (else read block by block, which
                 // fetches a damaged one again).
@@ -74,7 +80,7 @@ impl FileSystem for CachedFileSystem {
         };
         let text = identity_text(url, src.size(), &tag);
         self.cache.record(url, &text);
-        let blocks = self.cache.object(url, &text, src.size());
+        let blocks = Arc::new(self.cache.object(url, &text, src.size()));
         let inner = OnceLock::new();
         let _ = inner.set(src);
         Ok(Box::new(CachedObject {
@@ -152,7 +158,7 @@ struct CachedObject {
     inner_fs: Arc<dyn FileSystem>,
     url: String,
     cache: Arc<BlockCache>,
-    blocks: CachedBlocks,
+    blocks: Arc<CachedBlocks>,
     /// The object in storage, opened when a block must be fetched.
     inner: OnceLock<Box<dyn ReadAt>>,
     /// Opened with every block local.
@@ -225,5 +231,126 @@ impl ReadAt for CachedObject {
 
     fn served_locally(&self) -> bool {
         self.all_local
+    }
+
+    /// Read by requests when the object in storage is and not every block was local
+    /// when opened (then it is mapped): the missing blocks are fetched as requests on
+    /// the storage's runtime, no thread waiting on each.
+    fn ranged(&self) -> Option<&dyn RangedRead> {
+        if self.map.is_some() {
+            return None;
+        }
+        self.inner.get()?.ranged()?;
+        Some(self)
+    }
+}
+
+impl RangedRead for CachedObject {
+    /// The blocks under `ranges` (from the directory, or fetched as requests and kept),
+    /// then each range copied out of them.
+    fn read_ranges(&self, ranges: &[Range<u64>], scope: &ReadScope, done: RangesDone) {
+        let size = self.blocks.size();
+        if let Some(r) = ranges.iter().find(|r| r.end > size || r.start > r.end) {
+            return done(Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{}: bytes {r:?} asked of {size}", self.url),
+            )));
+        }
+        let Some(src) = self.inner.get().and_then(|s| s.ranged()) else {
+            return done(Err(io::Error::other(format!(
+                "{}: not read by requests",
+                self.url
+            ))));
+        };
+        let wanted: BTreeSet<u64> = ranges
+            .iter()
+            .filter(|r| r.end > r.start)
+            .flat_map(|r| r.start / BLOCK_SIZE..=(r.end - 1) / BLOCK_SIZE)
+            .collect();
+        let join = Arc::new(Mutex::new(Join {
+            size,
+            ranges: ranges.to_vec(),
+            blocks: BTreeMap::new(),
+            left: wanted.len(),
+            failed: None,
+            done: Some(done),
+        }));
+        if wanted.is_empty() {
+            return Join::finish(&join);
+        }
+        for i in wanted {
+            let join = Arc::clone(&join);
+            self.cache.fetch_block(
+                &self.blocks,
+                i,
+                src,
+                scope,
+                Box::new(move |got| {
+                    {
+                        let mut j = join.lock().unwrap_or_else(|p| p.into_inner());
+                        match got {
+                            Ok(block) => {
+                                j.blocks.insert(i, block);
+                            }
+                            Err(e) => j.failed = Some(e),
+                        }
+                        j.left -= 1;
+                        if j.left > 0 {
+                            return;
+                        }
+                    }
+                    Join::finish(&join);
+                }),
+            );
+        }
+    }
+}
+
+/// The blocks of one [`RangedRead::read_ranges`] coming in.
+struct Join {
+    size: u64,
+    ranges: Vec<Range<u64>>,
+    blocks: BTreeMap<u64, Block>,
+    left: usize,
+    failed: Option<io::Error>,
+    done: Option<RangesDone>,
+}
+
+impl Join {
+    /// Every block is in: the ranges' bytes (or the first error) to `done`.
+    fn finish(join: &Mutex<Join>) {
+        let mut j = join.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(done) = j.done.take() else { return };
+        if let Some(e) = j.failed.take() {
+            drop(j);
+            return done(Err(e));
+        }
+        let read = j
+            .ranges
+            .iter()
+            .map(|r| {
+                let mut bytes = vec![0u8; (r.end - r.start) as usize];
+                let mut at = r.start;
+                while at < r.end {
+                    let i = at / BLOCK_SIZE;
+                    let len = (j.size - i * BLOCK_SIZE).min(BLOCK_SIZE);
+                    let block = j
+                        .blocks
+                        .get(&i)
+                        .ok_or_else(|| io::Error::other(format!("block {i} was not read")))?;
+                    let from = (at - r.start) as usize;
+                    at += block.read(&mut bytes[from..], at - i * BLOCK_SIZE, len)? as u64;
+                }
+                Ok(bytes)
+            })
+            .collect::<io::Result<Vec<Vec<u8>>>>();
+        drop(j);
+        match read {
+            Ok(read) => {
+                let slices: Vec<&[u8]> = read.iter().map(Vec::as_slice).collect();
+                done(Ok(&slices))
+            }
+            Err(e) => done(Err(e)),
+        }
     }
 }

@@ -2,8 +2,10 @@
 //! [`Reader`] and its I/O. The spec's stateful API is in `params`, where instances are
 //! in `layout`, table checks against the data in `verify`.
 //!
-//! This file is the core every read shares: opening, ids to spans, single reads, I/O
-//! statistics, orders. A batch is read by one strategy over that core (as ripgrep's
+//! This file is the core every read shares: the reader's state, opening it, and a
+//! batch's entry; beside it `options.rs` (what a reader is opened with), `spans.rs`
+//! (ids to spans, single reads), `io_stats.rs` (what its reads are counted as),
+//! `orders.rs` (its epoch orders). A batch is read by one strategy over that core (as ripgrep's
 //! searcher has one per input kind): `mapped.rs` (memory copies out of mapped files),
 //! `copied.rs` (positioned reads, coalesced), `concurrent.rs` (many reads in flight on
 //! remote storage), `ranged.rs` (requests in flight on object storage's runtime, no
@@ -14,12 +16,16 @@ mod concurrent;
 mod copied;
 mod decode;
 mod identity;
+mod io_stats;
 mod mapped;
+mod options;
 mod orders;
 mod ranged;
+mod spans;
 mod strategy;
 
 use decode::SpanCrc;
+pub use options::ReaderOptions;
 pub(crate) use strategy::{choose, Request, Strategy};
 pub use strategy::{
     ADAPTIVE_IN_FLIGHT, COLD_AUTO_THREADS, REMOTE_AUTO_IN_FLIGHT, REMOTE_AUTO_THREADS,
@@ -51,65 +57,6 @@ pub(crate) enum BatchRead {
     Complete,
     /// Given up on request before the next read: the batch is empty, not data.
     Abandoned,
-}
-
-/// Options of a [`Reader`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReaderOptions {
-    /// Page size for page-aware units and I/O statistics (default 4096).
-    pub page_size: u64,
-    /// Check each payload's CRC on read (default true; the length CRC is always checked).
-    pub verify_payload_crc: bool,
-    /// The I/O backend (default [`Backend::Auto`]).
-    pub backend: Backend,
-    /// Trust the offset table (default false): instance `i` is the record at
-    /// `offset[i]`, and the bytes between its end and the next entry (or the end of the
-    /// file), and before `offset[0]`, are opaque padding written by another tool, e.g.
-    /// the LIRS reference implementation's `'0'` records. Padding must still be valid
-    /// TFRecord framing (length CRCs, records inside the span); its payload CRCs are
-    /// checked by `verify`, not on reads. The default is strict: only LIRS filler
-    /// records may follow an instance and the first one starts at byte 0, which catches
-    /// tables missing entries.
-    pub trust_table: bool,
-    /// The caller's promise that makes [`Backend::Mmap`] sound (see [`local::MmapOptIn`]);
-    /// without it that backend is refused. Default `None`.
-    pub mmap_opt_in: Option<local::MmapOptIn>,
-    /// Where the files are: local files, and URLs when it has a file system. Default
-    /// [`Storage::local`].
-    pub storage: Storage,
-    /// Build a missing offset table on open, by the scan `index` makes, kept beside the
-    /// data file, else in the storage's `cache_dir`, else in memory (default true; see
-    /// `read/missing_table.rs`). False: a missing table is a `NotFound` error.
-    pub index_missing: bool,
-    /// The reader is walked in a page-aware order (default false): the default backend
-    /// maps small records of files beyond the memory ([`local::choose_auto_read`]).
-    pub page_aware: bool,
-}
-
-impl ReaderOptions {
-    /// What may follow an instance's record in its span.
-    pub fn padding(&self) -> Padding {
-        if self.trust_table {
-            Padding::Opaque
-        } else {
-            Padding::Fillers
-        }
-    }
-}
-
-impl Default for ReaderOptions {
-    fn default() -> Self {
-        ReaderOptions {
-            page_size: framing::DEFAULT_PAGE_SIZE,
-            verify_payload_crc: true,
-            backend: Backend::Auto,
-            trust_table: false,
-            mmap_opt_in: None,
-            storage: Storage::local(),
-            index_missing: crate::options::defaults::INDEX_MISSING,
-            page_aware: crate::options::defaults::PAGE_AWARE,
-        }
-    }
 }
 
 /// [`Reader::read_span_into`] reads spans up to this long whole, in one positioned read;
@@ -341,162 +288,6 @@ impl Reader {
         Ok((&self.files[f].data_path, start))
     }
 
-    fn check_id(&self, id: u64) -> Result<()> {
-        if id >= self.layout.len() {
-            return Err(Error::invalid_argument(format!(
-                "instance id {id} out of range: the dataset has {} instances{}",
-                self.layout.len(),
-                match self.files.as_slice() {
-                    [one] => format!(" ({})", one.data_path.display()),
-                    _ => String::new(),
-                }
-            )));
-        }
-        Ok(())
-    }
-
-    /// `[start, end)` of the span of instance `i` of file `f` (global `id`), read from
-    /// its table and checked against the next entry and the file size.
-    fn span(&self, f: usize, i: usize, id: u64) -> Result<(u64, u64)> {
-        let file = &self.layout.files()[f];
-        match file.span(i as u64) {
-            Ok(Ok(span)) => Ok(span),
-            Ok(Err(bad)) => Err(self.bad_span(f, id, bad)),
-            Err(e) => Err(self.table_read_error(f, i, id, e)),
-        }
-    }
-
-    /// The error for instance `i` of file `f` (global `id`) whose span, as the table
-    /// gives it, cannot be one: names the table, the instance whose entry is wrong and
-    /// its byte, with the advice a table that does not match its data file gets at open.
-    #[cold]
-    #[inline(never)]
-    fn bad_span(&self, f: usize, id: u64, bad: BadSpan) -> Error {
-        let file = &self.files[f];
-        let layout = &self.layout.files()[f];
-        let (data, table) = (&file.data_path, &file.table_path);
-        let err = bad_span_error((data, table), layout.size, id, bad);
-        let err = advice::table_mismatch(&self.storage, (data, table), layout, &*file.src, err);
-        self.if_changed(f, err)
-    }
-
-    /// The error for the table of file `f` failing to read instance `i`'s entries
-    /// (global `id`): an I/O error, or the table shorter than at open.
-    #[cold]
-    #[inline(never)]
-    fn table_read_error(&self, f: usize, i: usize, id: u64, e: std::io::Error) -> Error {
-        let table = &self.files[f].table_path;
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            let had = self.layout.files()[f].table.byte_len();
-            let now = std::fs::metadata(table).map(|m| m.len()).ok();
-            return Error::damaged_table(
-                table,
-                Some(id),
-                Some(i as u64 * 8),
-                format!(
-                    "the table's entry for instance {id} (its byte {}) cannot be read: the table had {had} bytes at open{}; the table was truncated or replaced while it was read: rebuild it, then open the data again",
-                    i as u64 * 8,
-                    now.map_or_else(String::new, |now| format!(" and has {now} now")),
-                ),
-            );
-        }
-        Error::io(table, e)
-    }
-
-    /// The payload of instance `id` (spec §1: span from eq. 1, one positioned read).
-    pub fn read(&self, id: u64) -> Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        let payload = self.read_span_into(id, &mut buf)?;
-        buf.truncate(payload.end);
-        buf.drain(..payload.start);
-        Ok(buf)
-    }
-
-    /// Reads instance `id`'s whole span (of a span over 1 MiB, only its record) into `buf`
-    /// (replacing its contents) and returns the range of the payload inside it. Avoids a
-    /// copy on hot paths.
-    pub fn read_span_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<std::ops::Range<usize>> {
-        self.check_id(id)?;
-        let (f, i) = self.layout.locate(id);
-        let (start, end) = self.span(f, i, id)?;
-        buf.clear();
-        let mut tally = Tally::default();
-        let read = self.read_span_range(f, id, start, end, buf, &mut tally);
-        self.add(tally);
-        let (at, fed) = read?;
-        let payload = self.decode_read_span(f, id, start, end, &buf[at..], fed.as_ref())?;
-        Ok(at + payload.start..at + payload.end)
-    }
-
-    /// The reads of [`read_span_into`](Reader::read_span_into), into the empty `buf`;
-    /// returns where in `buf` the span starts (a few bytes in, so that the copy out of the
-    /// page cache is aligned like its source: see [`local::COPY_ALIGN`]), and, for a span
-    /// long enough to be read in pieces ([`CHECKED_READ_MIN_SPAN`]), its payload's CRC
-    /// fed on the way (check it with [`decode_read_span`](Reader::decode_read_span)).
-    fn read_span_range(
-        &self,
-        f: usize,
-        id: u64,
-        start: u64,
-        end: u64,
-        buf: &mut impl SpanBuf,
-        tally: &mut Tally,
-    ) -> Result<(usize, Option<SpanCrc>)> {
-        let first_read = (end - start).min(MAX_WHOLE_SPAN_READ);
-        let at = buf.align_for(start, usize::try_from(first_read).unwrap_or(0));
-        let mut fed = self
-            .checks_in_pieces(f, start, end)
-            .then(|| SpanCrc::new(start));
-        let crc = &mut fed;
-        if end - start <= MAX_WHOLE_SPAN_READ {
-            self.append_range(f, id, start, end, buf, tally, crc)?;
-        } else {
-            // A long span is bounded only by the table, and a damaged table can make it
-            // as long as the file: read the record's first part, then only as much as its
-            // header says (at most the span), never the whole span.
-            let first = start + MAX_WHOLE_SPAN_READ;
-            self.append_range(f, id, start, first, buf, tally, crc)?;
-            let header: &[u8; HEADER_LEN] = buf.held()[at..at + HEADER_LEN]
-                .try_into()
-                .expect("12 bytes");
-            // A bad header is reported by decode_span.
-            if let Ok(len) = framing::decode_header(header) {
-                let record_end = start.saturating_add(framing::framed_len(len));
-                let stop = record_end.min(end);
-                if stop > first {
-                    self.append_range(f, id, first, stop, buf, tally, crc)?;
-                }
-                // The rest of the span was not read: check it is filler with a few
-                // small reads (decode_span only checks a tail it holds).
-                if record_end < end {
-                    let file = &self.files[f];
-                    let found = walk_tail(&*file.src, record_end, end, self.padding, |pos, len| {
-                        self.note(tally, f, pos, len)
-                    })
-                    .map_err(|e| Error::io(&file.data_path, e))?;
-                    if let Some((pos, e)) = found {
-                        return Err(tail_error(
-                            (&file.data_path, &file.table_path),
-                            id,
-                            (start, end),
-                            pos,
-                            e,
-                        ));
-                    }
-                }
-            }
-        }
-        Ok((at, fed))
-    }
-
-    /// Whether the span `[start, end)` of file `f` is read in pieces, its payload's CRC
-    /// fed piece by piece ([`CHECKED_READ_MIN_SPAN`]).
-    fn checks_in_pieces(&self, f: usize, start: u64, end: u64) -> bool {
-        self.verify_payload_crc
-            && end - start >= CHECKED_READ_MIN_SPAN
-            && self.files[f].reads_in_pieces
-    }
-
     /// Reads the payloads of `ids` into `out` (replacing its contents), in the order of
     /// `ids`. Runs of consecutive ids in one file are fetched with one read of their
     /// joined spans (at most [`MAX_COALESCED_READ`] bytes), so a page-aware unit of a
@@ -532,62 +323,5 @@ impl Reader {
             out.clear(); // no half-filled batch
         }
         result
-    }
-
-    /// Counts one read of `len` bytes at `start` of file `f`: pages in the shared
-    /// bitmap, totals in `tally` (added to the shared counters once per call of a
-    /// public read method, so threads do not contend on them per record).
-    fn note(&self, tally: &mut Tally, f: usize, start: u64, len: u64) {
-        let page = self.layout.page_size();
-        tally.reads += 1;
-        tally.bytes += len;
-        tally.pages += page.pages_touched(start, len);
-        if len > 0 {
-            let touched = &self.files[f].touched;
-            for p in page.page_of(start)..=page.page_of(start + len - 1) {
-                touched[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn add(&self, tally: Tally) {
-        if tally.reads > 0 {
-            self.reads.fetch_add(tally.reads, Ordering::Relaxed);
-            self.bytes_read.fetch_add(tally.bytes, Ordering::Relaxed);
-            self.page_reads.fetch_add(tally.pages, Ordering::Relaxed);
-            crate::read::stats::add_to_process_totals(&tally);
-        }
-    }
-
-    /// What was read since the last [`reset_io_stats`](Reader::reset_io_stats).
-    pub fn io_stats(&self) -> IoStats {
-        let page = self.layout.page_size().get();
-        IoStats {
-            reads: self.reads.load(Ordering::Relaxed),
-            bytes_read: self.bytes_read.load(Ordering::Relaxed),
-            page_reads: self.page_reads.load(Ordering::Relaxed),
-            distinct_pages: self
-                .files
-                .iter()
-                .flat_map(|f| &f.touched)
-                .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
-                .sum(),
-            data_pages: self
-                .layout
-                .files()
-                .iter()
-                .map(|f| f.size.div_ceil(page))
-                .sum(),
-        }
-    }
-
-    /// Zeroes the I/O counters (e.g. at the start of an epoch).
-    pub fn reset_io_stats(&self) {
-        self.reads.store(0, Ordering::Relaxed);
-        self.bytes_read.store(0, Ordering::Relaxed);
-        self.page_reads.store(0, Ordering::Relaxed);
-        for w in self.files.iter().flat_map(|f| &f.touched) {
-            w.store(0, Ordering::Relaxed);
-        }
     }
 }
