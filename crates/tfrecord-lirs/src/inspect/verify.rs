@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Remedy, Result};
+use crate::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::framing::{filler_fits_page, instance_is_placed};
 use tfrecord_lirs_format::framing::{Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 

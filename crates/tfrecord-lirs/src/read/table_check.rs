@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Remedy, Result};
+use crate::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::framing::{self, FrameError, Padding, HEADER_LEN};
 use tfrecord_lirs_format::layout::BadSpan;
 
@@ -283,7 +283,8 @@ pub(crate) fn bad_span_error(
 ) -> Error {
     match bad {
         BadSpan::NotIncreasing { start, next } => {
-            tfrecord_lirs_format::table::not_increasing(table, id, start, next)
+            let bad = tfrecord_lirs_format::table::not_increasing(id, start, next);
+            Error::damaged_table_bytes(table, bad)
         }
         BadSpan::PastEnd { end } => past_end((data, table), size, id + 1, end),
         BadSpan::StartPastEnd { start } => past_end((data, table), size, id, start),

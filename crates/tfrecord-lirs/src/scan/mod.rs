@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::framing::{self, FrameError, FOOTER_LEN, HEADER_LEN};
 
 /// Bytes between progress reports of whole-file scans.

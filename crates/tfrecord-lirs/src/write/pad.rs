@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::fit::Fit;
 use tfrecord_lirs_format::table_path::default_table_path;
 

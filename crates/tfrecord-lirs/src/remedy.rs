@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::table_path::default_table_path;
+use tfrecord_lirs_format::table_path::default_table_path;
 
 /// The way out of an [`Error`](crate::error::Error), when there is one a user can take.
 #[derive(Debug, Clone, PartialEq, Eq)]
