@@ -119,10 +119,14 @@ pub(crate) fn check_table_shape(
                 None,
                 None,
                 format!(
-                    "the table is empty but {} holds {size} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`, or rewrite a file that holds only fillers with `tfrecord-lirs pad`",
+                    "the table is empty but {} holds {size} bytes (its record at byte 0 is not indexed)",
                     data.display(),
                 ),
-            ));
+            )
+            .with_remedy(Remedy::IndexOrRepad {
+                data: data.to_path_buf(),
+                table: table.to_path_buf(),
+            }));
         }
         return Ok(());
     }
