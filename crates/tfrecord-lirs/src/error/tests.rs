@@ -127,3 +127,62 @@ fn accessors_and_messages_name_file_instance_and_byte() {
     assert_eq!(arg.to_string(), "page size 3 is not a power of two");
     assert_eq!(Error::internal("bug").kind(), ErrorKind::Internal);
 }
+
+#[test]
+fn format_errors_get_their_kind_and_the_table_they_are_about() {
+    use tfrecord_lirs_format::error::Error as FormatError;
+    use tfrecord_lirs_format::table::{parse_table, TableError};
+
+    for (e, kind) in [
+        (
+            FormatError::invalid_argument("bad"),
+            ErrorKind::InvalidArgument,
+        ),
+        (FormatError::data_loss("bad"), ErrorKind::DataLoss),
+        (FormatError::internal("bad"), ErrorKind::Internal),
+    ] {
+        let e = Error::from(e);
+        assert_eq!(
+            (e.kind(), e.file(), e.to_string().as_str()),
+            (kind, None, "bad")
+        );
+    }
+    // A failed read of a table's entries: an I/O error keeps its kind, and names the table.
+    let table = PathBuf::from("t.offsets");
+    let read = |source: Box<dyn std::error::Error + Send + Sync>| {
+        Error::from(FormatError::Offsets {
+            table: table.clone(),
+            source,
+        })
+    };
+    let gone = read(Box::new(std::io::Error::from(std::io::ErrorKind::NotFound)));
+    assert_eq!(
+        (gone.kind(), gone.file()),
+        (ErrorKind::NotFound, Some(table.as_path()))
+    );
+    let other = read("no entry 3".into());
+    assert_eq!(other.kind(), ErrorKind::Internal);
+    assert_eq!(other.to_string(), "t.offsets: no entry 3");
+
+    // A table's damaged bytes: the same message as ever, naming the table.
+    let mut bytes = tfrecord_lirs_format::table::encode_table(&[0, 10]);
+    bytes.push(0);
+    let e = Error::damaged_table_bytes(&table, parse_table(&bytes).unwrap_err());
+    assert_eq!((e.kind(), e.offset()), (ErrorKind::DataLoss, Some(16)));
+    assert_eq!(
+        e.to_string(),
+        "t.offsets at byte 16: table is 17 bytes, not a multiple of 8 (a partial last entry?)"
+    );
+    let e = Error::damaged_table_bytes(
+        &table,
+        TableError::NotIncreasing {
+            entry: 2,
+            at: 20,
+            next: 10,
+        },
+    );
+    assert_eq!(
+        e.to_string(),
+        "t.offsets: instance 2 at byte 10: offsets must strictly increase, but instance 1 is at byte 20 and instance 2 at byte 10"
+    );
+}
