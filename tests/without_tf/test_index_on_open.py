@@ -10,10 +10,11 @@ import collections
 
 import pytest
 
-from conftest import affine_payload, framed
+from conftest import FILLER_MAGIC, affine_payload, frame, framed
 
+import tfrecord_lirs
 from tfrecord_lirs import DataSource, Loader
-from tfrecord_lirs.errors import NotFoundError
+from tfrecord_lirs.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 
 def write_untabled(path, payloads):
@@ -101,3 +102,20 @@ def test_loader_with_dataloader_workers_over_unindexed_files(tmp_path):
     loader = tud.DataLoader(ds, batch_size=None, num_workers=2)
     got = [p for batch in loader for p in batch]
     assert collections.Counter(got) == collections.Counter(payloads)
+
+
+def test_a_file_that_starts_with_a_filler_is_told_to_pad_in_python_words(tmp_path):
+    # No table can index a file whose first record is a filler: the advice is the
+    # package's call, never the CLI's command.
+    path = tmp_path / "f.tfrecord"
+    path.write_bytes(frame(FILLER_MAGIC + bytes(16)) + frame(b"payload"))
+    with pytest.raises(DataLossError, match=r"byte 0.*tfrecord_lirs\.pad\(") as e:
+        DataSource(path)
+    assert "tfrecord-lirs " not in str(e.value)
+    # pad will not replace an existing output unless asked, in Python's words too.
+    out = tmp_path / "out.tfrecord"
+    out.write_bytes(b"")
+    write_untabled(tmp_path / "u.tfrecord", [b"x"])
+    with pytest.raises(InvalidArgumentError, match=r"pad would replace it.*overwrite=True") as e:
+        tfrecord_lirs.pad(tmp_path / "u.tfrecord", out)
+    assert "--force" not in str(e.value)

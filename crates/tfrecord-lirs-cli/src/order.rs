@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use tfrecord_lirs::{OrderParams, Reader, ReaderOptions, RefurbishParams, RefurbishSchedule};
+use tfrecord_lirs::{
+    Error, OrderParams, Reader, ReaderOptions, RefurbishParams, RefurbishSchedule,
+};
 
 use crate::args::{page_size, OrderArgs};
 use crate::report::{write_stdout, Outcome};
@@ -50,7 +52,9 @@ pub fn run(args: OrderArgs) -> Outcome {
             shard_index,
             order_version,
         };
-        let schedule = RefurbishSchedule::new(reader.len(), &params)?.epoch(epoch)?;
+        let schedule = RefurbishSchedule::new(reader.len(), &params)
+            .and_then(|s| s.epoch(epoch))
+            .map_err(Error::from)?;
         return write_stdout(|out| {
             for u in schedule {
                 let what = if u.refresh { "refresh" } else { "reuse" };

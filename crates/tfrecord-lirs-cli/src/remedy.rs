@@ -61,6 +61,22 @@ pub fn words(remedy: &Remedy) -> String {
                 "`tfrecord-lirs pad {d} OUT` decompresses it as it reads and writes a padded copy OUT with its table in one step (the compression is detected from the first bytes; to name it: `--compression {lower}`), or decompress it first (GZIP: `gunzip -c {d} > OUT`; ZLIB: `zlib-flate -uncompress < {d} > OUT`) and index that"
             )
         }
+        Remedy::Repad { data } => format!(
+            "rewrite it with `tfrecord-lirs pad {} OUT` (which drops the fillers and lays the instances out from byte 0)",
+            data.display()
+        ),
+        Remedy::RepadOrPageSize { data } => format!(
+            "rewrite the file with `tfrecord-lirs pad {} OUT`, or give --page-size",
+            data.display()
+        ),
+        Remedy::IndexOrRepad { data, table } => format!(
+            "build the table with {}, or rewrite a file that holds only fillers with `tfrecord-lirs pad {} OUT`",
+            index(data, table),
+            data.display()
+        ),
+        Remedy::Overwrite { .. } => {
+            "choose another output path, or pass --force to replace it".to_string()
+        }
         other => other.to_string(),
     }
 }
@@ -76,7 +92,9 @@ mod tests {
         for remedy in Remedy::examples() {
             let text = words(&remedy);
             assert!(
-                text.contains("tfrecord-lirs ") || text.contains("--trust-table"),
+                text.contains("tfrecord-lirs ")
+                    || text.contains("--trust-table")
+                    || text.contains("--force"),
                 "{remedy:?}: {text}"
             );
             assert!(
@@ -84,7 +102,7 @@ mod tests {
                 "{remedy:?}: {text}"
             );
         }
-        let [build, rebuild, restore, own, reopen, either, trust, pad] =
+        let [build, rebuild, restore, own, reopen, either, trust, pad, repad, page, empty, overwrite] =
             Remedy::examples().try_into().unwrap();
         let out = "`tfrecord-lirs index d.tfrecord --out t.offsets`";
         assert_eq!(
@@ -106,6 +124,16 @@ mod tests {
         assert!(
             words(&pad).contains("`tfrecord-lirs pad d.tfrecord OUT`")
                 && words(&pad).contains("--compression gzip")
+        );
+        assert!(words(&repad).starts_with("rewrite it with `tfrecord-lirs pad d.tfrecord OUT`"));
+        assert!(words(&page).ends_with("or give --page-size"));
+        assert_eq!(
+            words(&empty),
+            format!("build the table with {out}, or rewrite a file that holds only fillers with `tfrecord-lirs pad d.tfrecord OUT`")
+        );
+        assert_eq!(
+            words(&overwrite),
+            "choose another output path, or pass --force to replace it"
         );
     }
 }

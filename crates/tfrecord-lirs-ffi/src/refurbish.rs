@@ -107,7 +107,7 @@ fn open_shared(args: &[NamedValue], files: &[FilePath], tables: &[FilePath]) -> 
             args.int("order_version")?,
         )?)?,
     };
-    let schedule = RefurbishSchedule::new(reader.len(), &params)?;
+    let schedule = RefurbishSchedule::new(reader.len(), &params).map_err(core::Error::from)?;
     let identity = StoreIdentity {
         dataset: args.string("store_dataset")?,
         partial: args.string("store_partial")?,
@@ -145,7 +145,8 @@ impl RefurbishStep {
                     .shared
                     .refurbisher
                     .schedule()
-                    .epoch(non_negative("epoch", epoch)?)?;
+                    .epoch(non_negative("epoch", epoch)?)
+                    .map_err(core::Error::from)?;
                 let mut uses = Vec::with_capacity(walk.len() as usize);
                 walk.next_uses(walk.len() as usize, &mut uses);
                 ids.clear();

@@ -61,6 +61,23 @@ pub fn words(remedy: &Remedy) -> String {
             "LIRSDataset reads records at random, which compression_type=\"{compression}\" does not allow: write an uncompressed padded copy with its table once with tfrecord_lirs.pad({:?}, OUT), which decompresses as it reads, and give OUT to LIRSDataset",
             data.display().to_string()
         ),
+        Remedy::Repad { data } => format!(
+            "rewrite it once with tfrecord_lirs.pad({:?}, OUT) (which drops the fillers and lays the instances out from byte 0), and give OUT to LIRSDataset",
+            data.display().to_string()
+        ),
+        Remedy::RepadOrPageSize { data } => format!(
+            "rewrite the file once with tfrecord_lirs.pad({:?}, OUT) and give OUT to LIRSDataset, or pass its page_size",
+            data.display().to_string()
+        ),
+        Remedy::IndexOrRepad { data, table } => format!(
+            "build the table with {}, or rewrite a file that holds only fillers with tfrecord_lirs.pad({:?}, OUT), then make the LIRSDataset again",
+            build(data, table),
+            data.display().to_string()
+        ),
+        Remedy::Overwrite { .. } => {
+            "choose another output path for tfrecord_lirs.pad, or pass it overwrite=True to replace it (LIRSDataset itself writes no file)"
+                .to_string()
+        }
         other => other.to_string(),
     }
 }
@@ -81,7 +98,7 @@ mod tests {
                 "{remedy:?}: {text}"
             );
         }
-        let [build, rebuild, restore, own, reopen, either, trust, pad] =
+        let [build, rebuild, restore, own, reopen, either, trust, pad, repad, page, empty, overwrite] =
             Remedy::examples().try_into().unwrap();
         let call = r#"tfrecord_lirs.build_offset_table("d.tfrecord", "t.offsets")"#;
         assert!(words(&build).contains("index_missing=True") && words(&build).ends_with(call));
@@ -102,5 +119,10 @@ mod tests {
             words(&pad).contains(r#"compression_type="GZIP""#)
                 && words(&pad).contains(r#"tfrecord_lirs.pad("d.tfrecord", OUT)"#)
         );
+        assert!(words(&repad)
+            .starts_with(r#"rewrite it once with tfrecord_lirs.pad("d.tfrecord", OUT)"#));
+        assert!(words(&page).ends_with("or pass its page_size"));
+        assert!(words(&empty).contains(call) && words(&empty).contains("holds only fillers"));
+        assert!(words(&overwrite).contains("overwrite=True"));
     }
 }

@@ -13,8 +13,8 @@ use crate::framing::{PageSize, DEFAULT_PAGE_SIZE};
 /// on demand, in memory), the storage layer implements this; nothing here checks that
 /// the entries increase (see [`span_of`]).
 pub trait Offsets {
-    /// Why a read of entries failed (the storage's I/O error).
-    type Error: Into<std::io::Error>;
+    /// Why a read of entries failed (the storage's error).
+    type Error: std::error::Error + Send + Sync + 'static;
     /// All entries as one slice, held for as long as the view lives.
     type View<'a>: Deref<Target = [u64]>
     where
@@ -41,7 +41,7 @@ pub trait Offsets {
 
 /// The entries of a table held in memory (e.g. a layout of no files, or tests).
 impl Offsets for Vec<u64> {
-    type Error = std::io::Error;
+    type Error = NoEntries;
     type View<'a> = &'a [u64];
 
     fn len(&self) -> u64 {
@@ -52,27 +52,42 @@ impl Offsets for Vec<u64> {
         Some(self)
     }
 
-    fn get(&self, i: u64) -> Result<u64, std::io::Error> {
+    fn get(&self, i: u64) -> Result<u64, NoEntries> {
         usize::try_from(i)
             .ok()
             .and_then(|i| self.as_slice().get(i).copied())
-            .ok_or_else(|| std::io::Error::other(format!("no entry {i}")))
+            .ok_or(NoEntries(i, i + 1))
     }
 
-    fn read_into(&self, first: u64, out: &mut [u64]) -> Result<(), std::io::Error> {
-        let from = usize::try_from(first).map_err(std::io::Error::other)?;
-        match self.as_slice().get(from..from + out.len()) {
+    fn read_into(&self, first: u64, out: &mut [u64]) -> Result<(), NoEntries> {
+        let end = first + out.len() as u64;
+        let entries = usize::try_from(first)
+            .ok()
+            .and_then(|from| self.as_slice().get(from..from + out.len()));
+        match entries {
             Some(entries) => {
                 out.copy_from_slice(entries);
                 Ok(())
             }
-            None => Err(std::io::Error::other(format!(
-                "no entries {first}..{}",
-                first + out.len() as u64
-            ))),
+            None => Err(NoEntries(first, end)),
         }
     }
 }
+
+/// Entries `first..end` (the two fields) asked of a table in memory that lacks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoEntries(pub u64, pub u64);
+
+impl std::fmt::Display for NoEntries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoEntries(i, end) if *end == i + 1 => write!(f, "no entry {i}"),
+            NoEntries(first, end) => write!(f, "no entries {first}..{end}"),
+        }
+    }
+}
+
+impl std::error::Error for NoEntries {}
 
 /// Where every instance of every file is: offsets, file sizes, global id ranges. `T` is
 /// how each file's table is read (the engine's `Layout` names its storage's table).
@@ -240,18 +255,20 @@ impl<T: Offsets> Layout<T> {
     /// into memory for the scan, one file at a time.
     pub fn for_each_unit(&self, mut visit: impl FnMut(u64, u64)) -> crate::error::Result<()> {
         for file in &self.files {
-            let failed = |e: std::io::Error| Error::io(&file.table_path, e);
+            let failed = |source: Box<dyn std::error::Error + Send + Sync>| Error::Offsets {
+                table: file.table_path.clone(),
+                source,
+            };
             let view = file.table.view();
             let read;
             let entries: &[u64] = match &view {
                 Some(view) => view,
                 None => {
-                    let n = usize::try_from(file.len())
-                        .map_err(|e| failed(std::io::Error::other(e)))?;
+                    let n = usize::try_from(file.len()).map_err(|e| failed(Box::new(e)))?;
                     let mut all = vec![0u64; n];
                     file.table
                         .read_into(0, &mut all)
-                        .map_err(|e| failed(e.into()))?;
+                        .map_err(|e| failed(Box::new(e)))?;
                     read = all;
                     &read
                 }

@@ -19,7 +19,8 @@
 //! * [`example`] — `tf.train.Example`.
 //! * [`dataset_identity`] — what a saved state says about its dataset, and the rule
 //!   it is checked by.
-//! * [`error`] — the one error type of tfrecord-lirs (the engine re-exports it).
+//! * [`error`] — the crate's own errors: which rule a value, bytes or a state breaks
+//!   (the engine turns them into its `Error`, naming the file and what to do).
 //!
 //! No `std::fs`, no reads or writes of files, no `unsafe`: the engine crate
 //! (`tfrecord-lirs`) builds its storage, reading and writing on this one.
@@ -29,7 +30,6 @@
 
 pub mod dataset_identity;
 pub mod error;
-mod error_classes;
 pub mod example;
 pub mod file_list;
 pub mod fit;
@@ -38,7 +38,6 @@ pub mod layout;
 pub mod order;
 pub mod order_v2;
 pub mod refurbish;
-pub mod remedy;
 pub mod seed_pair;
 pub mod shard_remainder;
 pub mod table;

@@ -6,57 +6,103 @@
 //!
 //! The bytes only: reading and writing table files is the engine's storage layer.
 
-use std::path::Path;
+use std::fmt;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use crate::error::{Error, Result};
 use crate::framing::{self, PageSize};
 
+/// Why table bytes are not a table: the table's own bytes are damaged (the engine
+/// names the table's file and gives this its kind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableError {
+    /// The table is `byte_len` bytes, not a whole number of 8-byte entries.
+    PartialEntry {
+        /// The table's length in bytes.
+        byte_len: u64,
+    },
+    /// Entry `entry` (at byte `next` of the data file) is not past the entry before it
+    /// (at byte `at`); ids are the table's own.
+    NotIncreasing {
+        /// The entry that is not past the one before it.
+        entry: u64,
+        /// The entry before it.
+        at: u64,
+        /// The entry itself.
+        next: u64,
+    },
+}
+
+impl TableError {
+    /// The table's own instance id the error is about, if one.
+    pub fn instance(&self) -> Option<u64> {
+        match self {
+            TableError::PartialEntry { .. } => None,
+            TableError::NotIncreasing { entry, .. } => Some(*entry),
+        }
+    }
+
+    /// The byte offset the error names: where the partial entry starts in the table,
+    /// or the data file offset the entry that is not increasing gives.
+    pub fn offset(&self) -> u64 {
+        match self {
+            TableError::PartialEntry { byte_len } => byte_len - byte_len % 8,
+            TableError::NotIncreasing { next, .. } => *next,
+        }
+    }
+}
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableError::PartialEntry { byte_len } => write!(
+                f,
+                "table is {byte_len} bytes, not a multiple of 8 (a partial last entry?)"
+            ),
+            TableError::NotIncreasing { entry, at, next } => write!(
+                f,
+                "offsets must strictly increase, but instance {} is at byte {at} and instance {entry} at byte {next}",
+                entry - 1
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TableError {}
+
 /// Parses table bytes: a multiple of 8 bytes, strictly increasing offsets.
-/// `path` only names the table in errors.
-pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
-    check_whole_entries(path, bytes.len() as u64)?;
+pub fn parse_table(bytes: &[u8]) -> Result<Vec<u64>, TableError> {
+    check_whole_entries(bytes.len() as u64)?;
     let mut offsets = vec![0u64; bytes.len() / 8];
     LittleEndian::read_u64_into(bytes, &mut offsets);
-    check_increasing(path, &offsets)?;
+    check_increasing(&offsets)?;
     Ok(offsets)
 }
 
 /// The error for a table of `byte_len` bytes that is not a whole number of entries.
-pub fn check_whole_entries(path: &Path, byte_len: u64) -> Result<()> {
+pub fn check_whole_entries(byte_len: u64) -> Result<(), TableError> {
     if !byte_len.is_multiple_of(8) {
-        return Err(Error::damaged_table(
-            path,
-            None,
-            Some(byte_len - byte_len % 8),
-            format!("table is {byte_len} bytes, not a multiple of 8 (a partial last entry?)"),
-        ));
+        return Err(TableError::PartialEntry { byte_len });
     }
     Ok(())
 }
 
-/// The error for the first entry of `offsets` (the table at `path`) not past the one
-/// before it.
-pub fn check_increasing(path: &Path, offsets: &[u64]) -> Result<()> {
+/// The error for the first entry of `offsets` not past the one before it.
+pub fn check_increasing(offsets: &[u64]) -> Result<(), TableError> {
     match offsets.windows(2).position(|pair| pair[1] <= pair[0]) {
-        Some(i) => Err(not_increasing(path, i as u64, offsets[i], offsets[i + 1])),
+        Some(i) => Err(not_increasing(i as u64, offsets[i], offsets[i + 1])),
         None => Ok(()),
     }
 }
 
-/// The error for entry `i + 1` of the table at `path` (at byte `next`) not past entry
-/// `i` (at byte `at`); ids are the table's own.
-pub fn not_increasing(path: &Path, i: u64, at: u64, next: u64) -> Error {
-    Error::damaged_table(
-        path,
-        Some(i + 1),
-        Some(next),
-        format!(
-            "offsets must strictly increase, but instance {i} is at byte {at} and instance {} at byte {next}",
-            i + 1
-        ),
-    )
+/// The error for entry `i + 1` (at byte `next`) not past entry `i` (at byte `at`); ids
+/// are the table's own.
+pub fn not_increasing(i: u64, at: u64, next: u64) -> TableError {
+    TableError::NotIncreasing {
+        entry: i + 1,
+        at,
+        next,
+    }
 }
 
 /// Serializes offsets as the table format.
@@ -142,25 +188,20 @@ mod tests {
 
     #[test]
     fn malformed_tables_are_named() {
-        let p = Path::new("bad.offsets");
         let mut bytes = encode_table(&[0, 10, 20]);
         bytes.pop();
-        let err = parse_table(p, &bytes).unwrap_err().to_string();
+        let err = parse_table(&bytes).unwrap_err();
+        assert_eq!((err.instance(), err.offset()), (None, 16));
+        assert!(err.to_string().contains("multiple of 8"), "{err}");
+        let err = parse_table(&encode_table(&[0, 20, 10])).unwrap_err();
+        assert_eq!((err.instance(), err.offset()), (Some(2), 10));
         assert!(
-            err.contains("bad.offsets") && err.contains("multiple of 8"),
+            err.to_string()
+                .contains("instance 1 is at byte 20 and instance 2 at byte 10"),
             "{err}"
         );
-        let err = parse_table(p, &encode_table(&[0, 20, 10]))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("instance 2") && err.contains("byte 10"),
-            "{err}"
-        );
-        let err = parse_table(p, &encode_table(&[0, 20, 20]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("strictly increase"), "{err}");
+        let err = parse_table(&encode_table(&[0, 20, 20])).unwrap_err();
+        assert!(err.to_string().contains("strictly increase"), "{err}");
     }
 
     #[test]

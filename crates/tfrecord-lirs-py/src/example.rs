@@ -104,9 +104,12 @@ fn parse_examples<'py>(
     let slices: Vec<&[u8]> = records.iter().map(|r| r.as_bytes()).collect();
     let columns = py
         .detach(|| {
-            core::options::guard::guard("parse_examples", || match &spec {
-                Some(spec) => example::parse_examples(spec, &slices),
-                None => example::parse_examples_inferred(&slices),
+            core::options::guard::guard("parse_examples", || {
+                match &spec {
+                    Some(spec) => example::parse_examples(spec, &slices),
+                    None => example::parse_examples_inferred(&slices),
+                }
+                .map_err(core::Error::from)
             })
         })
         .py_err(py)?;
@@ -167,7 +170,7 @@ fn parse_sequence_examples<'py>(
     let (context, lists) = py
         .detach(|| {
             core::options::guard::guard("parse_sequence_examples", || {
-                Ok((
+                Ok::<_, core::Error>((
                     example::parse_examples(&context, &slices)?,
                     example::parse_sequence_examples(&sequence, &slices)?,
                 ))
@@ -291,9 +294,10 @@ fn serialize_example<'py>(
     features: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let inputs = inputs_of(features, "")?;
-    let record =
-        core::options::guard::guard("serialize_example", || example::serialize_inputs(inputs))
-            .py_err(py)?;
+    let record = core::options::guard::guard("serialize_example", || {
+        example::serialize_inputs(inputs).map_err(core::Error::from)
+    })
+    .py_err(py)?;
     Ok(PyBytes::new(py, &record))
 }
 
@@ -316,7 +320,7 @@ fn serialize_examples<'py>(
     let records = py
         .detach(|| {
             core::options::guard::guard("serialize_examples", || {
-                example::serialize_input_batch(batch)
+                example::serialize_input_batch(batch).map_err(core::Error::from)
             })
         })
         .py_err(py)?;

@@ -63,14 +63,14 @@ fn to_py(py: Python<'_>, e: &core::Error) -> PyErr {
     })
 }
 
-/// `Result<T, core::Error>` to `PyResult<T>`.
+/// `Result<T, core::Error>` (or of an error the core turns into one) to `PyResult<T>`.
 trait IntoPy<T> {
     fn py_err(self, py: Python<'_>) -> PyResult<T>;
 }
 
-impl<T> IntoPy<T> for core::Result<T> {
+impl<T, E: Into<core::Error>> IntoPy<T> for Result<T, E> {
     fn py_err(self, py: Python<'_>) -> PyResult<T> {
-        self.map_err(|e| to_py(py, &e))
+        self.map_err(|e| to_py(py, &e.into()))
     }
 }
 

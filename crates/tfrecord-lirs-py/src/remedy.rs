@@ -62,6 +62,23 @@ pub fn words(remedy: &Remedy) -> String {
                 "tfrecord_lirs.pad({d:?}, OUT) decompresses it as it reads and writes a padded copy OUT with its table in one step (the compression is detected from the first bytes; to name it: compression={lower:?}), or decompress it first and index that"
             )
         }
+        Remedy::Repad { data } => format!(
+            "rewrite it with tfrecord_lirs.pad({:?}, OUT) (which drops the fillers and lays the instances out from byte 0)",
+            data.display().to_string()
+        ),
+        Remedy::RepadOrPageSize { data } => format!(
+            "rewrite the file with tfrecord_lirs.pad({:?}, OUT), or pass page_size",
+            data.display().to_string()
+        ),
+        Remedy::IndexOrRepad { data, table } => format!(
+            "build the table with {}, or rewrite a file that holds only fillers with tfrecord_lirs.pad({:?}, OUT)",
+            build(data, table),
+            data.display().to_string()
+        ),
+        Remedy::Overwrite { .. } => {
+            "choose another output path, or pass overwrite=True to tfrecord_lirs.pad to replace it"
+                .to_string()
+        }
         other => other.to_string(),
     }
 }
@@ -85,7 +102,7 @@ mod tests {
                 "{remedy:?}: {text}"
             );
         }
-        let [build, rebuild, restore, own, reopen, either, trust, pad] =
+        let [build, rebuild, restore, own, reopen, either, trust, pad, repad, page, empty, overwrite] =
             Remedy::examples().try_into().unwrap();
         let call = r#"tfrecord_lirs.build_offset_table("d.tfrecord", "t.offsets")"#;
         assert_eq!(
@@ -109,5 +126,14 @@ mod tests {
             words(&pad).starts_with(r#"tfrecord_lirs.pad("d.tfrecord", OUT)"#)
                 && words(&pad).contains(r#"compression="gzip""#)
         );
+        assert!(
+            words(&repad).starts_with(r#"rewrite it with tfrecord_lirs.pad("d.tfrecord", OUT)"#)
+        );
+        assert!(words(&page).ends_with("or pass page_size"));
+        assert_eq!(
+            words(&empty),
+            format!("build the table with {call}, or rewrite a file that holds only fillers with tfrecord_lirs.pad(\"d.tfrecord\", OUT)")
+        );
+        assert!(words(&overwrite).contains("pass overwrite=True"));
     }
 }

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use tfrecord_lirs_format::error::{Error, ErrorKind, Remedy};
+use crate::error::{Error, ErrorKind, Remedy};
 use tfrecord_lirs_format::framing::{self, FRAMING_LEN, HEADER_LEN};
 use tfrecord_lirs_format::table_path::default_table_path;
 
@@ -112,10 +112,7 @@ pub fn diagnose(storage: &Storage, data: &Path, err: Error) -> Error {
 
 /// [`diagnose`] for an input that may be compressed (`pad` decompresses it): only a
 /// directory or an offset table is a mistake; `Ok` otherwise.
-pub(crate) fn check_pad_input(
-    storage: &Storage,
-    data: &Path,
-) -> tfrecord_lirs_format::error::Result<()> {
+pub(crate) fn check_pad_input(storage: &Storage, data: &Path) -> crate::error::Result<()> {
     match misuse(storage, data) {
         Some(m @ (Misuse::Directory | Misuse::OffsetTable)) => Err(misuse_error(data, m)),
         _ => Ok(()),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use flate2::bufread::{MultiGzDecoder, ZlibDecoder};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::framing;
 
 use crate::storage::Storage;

@@ -29,9 +29,13 @@
 //! this list, in this order):
 //!
 //! 1. **format**, the crate [`tfrecord_lirs_format`]: framing, fillers, offset tables as
-//!    bytes, the layout of a set of files, the epoch orders, text indexes, the error
-//!    type. Pure: no file I/O; a table's entries come through its `Offsets` trait.
-//! 2. `pool`: the crate's threads (named, with their panics caught).
+//!    bytes, the layout of a set of files, the epoch orders, text indexes, and its own
+//!    small errors (which rule was broken). Pure: no file I/O; a table's entries come
+//!    through its `Offsets` trait.
+//! 2. [`remedy`], `error` and `pool`: what a user can do about an error; the one
+//!    [`Error`] (its kinds, the mapping of I/O errors onto them, the format crate's
+//!    errors turned into it with the file they are about); the crate's threads (named,
+//!    with their panics caught).
 //! 3. `storage`: where bytes are: local files (the one place allowed `unsafe`), files
 //!    named by URLs, table files read and written.
 //! 4. `compress`, `scan`, `advice`: compressed input, the record scanner and the advice
@@ -67,15 +71,17 @@
 #![deny(unsafe_code)]
 
 // The layers, lowest first (the list `tests/layers.rs` checks): the pure format (its
-// own crate), the threads, storage (the one place allowed `unsafe`), what reading and
+// own crate), remedies and the error, the threads, storage (the one place allowed `unsafe`), what reading and
 // writing share, the option rules, reading, writing, inspection.
 pub mod advice;
 mod compress;
+mod error;
 mod inspect;
 pub mod options;
 pub mod pad_args;
 mod pool;
 mod read;
+pub mod remedy;
 mod scan;
 mod storage;
 mod write;
@@ -92,9 +98,10 @@ pub use storage::conformance;
 pub use storage::local;
 pub use storage::ranged;
 pub use storage::remote;
-pub use tfrecord_lirs_format::{example, remedy, text_index};
+pub use tfrecord_lirs_format::{example, text_index};
 
 pub use compress::Compression;
+pub use error::{Error, ErrorKind, Location, Remedy, Result};
 pub use inspect::interop::{
     build_offset_table_from_text_index, export_text_index, export_text_index_in, instance_records,
     instance_records_in, offsets_from_text_index,
@@ -133,11 +140,10 @@ pub use storage::partial_claim::{Claim, CLAIM_WAIT};
 pub use storage::partial_identity::{store_dataset_id, StoreIdentity};
 pub use storage::partial_store::{Fetch, PartialStore, StoreStats};
 pub use storage::table_files::{
-    read_table, read_table_for, read_table_for_in, write_table, Layout,
+    parse_table, read_table, read_table_for, read_table_for_in, write_table, Layout,
 };
 pub use storage::{FileStat, MapView, ReadAt, Storage};
 pub use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
-pub use tfrecord_lirs_format::error::{Error, ErrorKind, Location, Remedy, Result};
 pub use tfrecord_lirs_format::fit::Fit;
 pub use tfrecord_lirs_format::framing::PageSize;
 pub use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion, PositionIds};
@@ -147,7 +153,7 @@ pub use tfrecord_lirs_format::refurbish::{
     RefurbishSchedule, Use, REFURBISH_SCHEDULE_VERSION,
 };
 pub use tfrecord_lirs_format::seed_pair::{seed_from_pair, SeedRule, DEFAULT_GRAPH_SEED};
-pub use tfrecord_lirs_format::table::{encode_table, parse_table};
+pub use tfrecord_lirs_format::table::encode_table;
 pub use tfrecord_lirs_format::table_path::default_table_path;
 pub use write::index::{
     build_offset_table, build_offset_table_in, build_offset_table_with, index_file_in, Indexed,

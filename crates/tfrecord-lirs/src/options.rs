@@ -22,7 +22,7 @@ pub mod shape;
 
 use std::path::{Path, PathBuf};
 
-use tfrecord_lirs_format::error::{Error, Remedy, Result};
+use crate::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::fit::Fit;
 use tfrecord_lirs_format::framing::PageSize;
 use tfrecord_lirs_format::order::OrderVersion;
@@ -86,13 +86,16 @@ pub fn signed_cache_bytes(bytes: i64) -> Result<Option<u64>> {
 /// A page size: a power of two from [`MIN_PAGE_SIZE`](crate::format::MIN_PAGE_SIZE) to
 /// [`MAX_PAGE_SIZE`](crate::format::MAX_PAGE_SIZE) bytes.
 pub fn page_size(bytes: u64) -> Result<PageSize> {
-    PageSize::checked(bytes)
+    Ok(PageSize::checked(bytes)?)
 }
 
 /// Shard `shard_index` of `num_shards`: `num_shards >= 1` and `shard_index < num_shards`
 /// (the orders' rule, [`OrderParams::check_shard`](crate::OrderParams::check_shard)).
 pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
-    tfrecord_lirs_format::order::check_shard(num_shards, shard_index)
+    Ok(tfrecord_lirs_format::order::check_shard(
+        num_shards,
+        shard_index,
+    )?)
 }
 
 /// What shards do with the remainder of the instances: "keep", "drop" or "pad"
@@ -102,7 +105,7 @@ pub fn shard(num_shards: u64, shard_index: u64) -> Result<()> {
 pub fn shard_remainder(
     name: &str,
 ) -> Result<tfrecord_lirs_format::shard_remainder::ShardRemainder> {
-    tfrecord_lirs_format::shard_remainder::ShardRemainder::from_name(name)
+    Ok(tfrecord_lirs_format::shard_remainder::ShardRemainder::from_name(name)?)
 }
 
 /// The shard of a front end and what its shards do with the remainder, from the
@@ -422,13 +425,15 @@ pub fn dataset_arguments(
 /// [`OrderVersion::V1`]: crate::OrderVersion::V1
 /// [`OrderVersion::V2`]: crate::OrderVersion::V2
 pub fn order_version(number: u64) -> Result<OrderVersion> {
-    OrderVersion::from_number(number)
+    Ok(OrderVersion::from_number(number)?)
 }
 
 /// A reuse factor as a front end gives it (a number): a whole number `>= 1`
 /// (`docs/FORMAT.md` §7: a fractional one is refused).
 pub fn reuse_factor(number: f64) -> Result<u64> {
-    tfrecord_lirs_format::refurbish::reuse_factor_from_f64(number)
+    Ok(tfrecord_lirs_format::refurbish::reuse_factor_from_f64(
+        number,
+    )?)
 }
 
 /// An I/O backend by name: `"auto"`, `"pread"`, `"mmap"` or `"direct"` (see

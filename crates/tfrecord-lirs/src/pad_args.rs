@@ -17,10 +17,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::Result;
 use crate::storage::Storage;
 use crate::write::pad::PadRequest;
 use crate::write::writer::PadOptions;
-use tfrecord_lirs_format::error::Result;
 
 use crate::options::{compression, defaults, pad_fit, page_size, PadFit};
 

@@ -109,9 +109,9 @@ pub struct Column<'a> {
 /// `spec`, in its order; features the spec does not name are skipped.
 ///
 /// Errors name the record (its index in `records`) and the feature:
-/// [`InvalidArgument`](crate::error::ErrorKind::InvalidArgument) for a feature of
+/// [`InvalidArgument`](crate::error::Error::InvalidArgument) for a feature of
 /// another dtype, a fixed-length feature with another number of values, or one that
-/// is missing and has no default; [`DataLoss`](crate::error::ErrorKind::DataLoss)
+/// is missing and has no default; [`DataLoss`](crate::error::Error::DataLoss)
 /// (with the byte in the record) for bytes that are not an Example.
 ///
 /// ```
@@ -230,9 +230,9 @@ pub fn parse_example<'a>(spec: &'a Spec, record: &'a [u8]) -> Result<Vec<Column<
 /// variable-length column of the dtype its records hold, sorted by name. A feature
 /// that no record gives a list is a `bytes` column with no values.
 ///
-/// [`InvalidArgument`](crate::error::ErrorKind::InvalidArgument) naming the record and
+/// [`InvalidArgument`](crate::error::Error::InvalidArgument) naming the record and
 /// the feature when records hold the same feature with different dtypes;
-/// [`DataLoss`](crate::error::ErrorKind::DataLoss) for bytes that are not an Example or
+/// [`DataLoss`](crate::error::Error::DataLoss) for bytes that are not an Example or
 /// a name that is not UTF-8.
 pub fn parse_examples_inferred<'a>(records: &[&'a [u8]]) -> Result<Vec<Column<'a>>> {
     // Every name once, with its dtype where a record gives one; then the batch with
@@ -317,7 +317,7 @@ impl<'a> Wire<'a> {
         }
     }
 
-    /// The [`DataLoss`](crate::error::ErrorKind::DataLoss) error for record `index`,
+    /// The [`DataLoss`](crate::error::Error::DataLoss) error for record `index`,
     /// naming the byte of the record and the feature, if known.
     pub(super) fn at(self, index: usize, record: &[u8], feature: Option<&[u8]>) -> Error {
         self.in_message(index, record, feature, "tf.train.Example")

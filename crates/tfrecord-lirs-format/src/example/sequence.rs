@@ -30,7 +30,7 @@ pub struct SequenceSpec {
 impl SequenceSpec {
     /// Checks `features` as [`Spec::new`] does, each with whether a record may lack it
     /// (fixed-length ones; a variable-length one always may);
-    /// [`InvalidArgument`](crate::error::ErrorKind::InvalidArgument) naming the feature
+    /// [`InvalidArgument`](crate::error::Error::InvalidArgument) naming the feature
     /// for a default value (the padding is zeros, as TensorFlow's).
     pub fn new(features: Vec<(FeatureSpec, bool)>) -> Result<SequenceSpec> {
         if let Some((f, _)) = features.iter().find(|(f, _)| f.default.is_some()) {
@@ -73,9 +73,9 @@ pub struct SequenceColumn<'a> {
 /// same records.)
 ///
 /// Errors name the record, the feature and the step:
-/// [`InvalidArgument`](crate::error::ErrorKind::InvalidArgument) for a step of another
+/// [`InvalidArgument`](crate::error::Error::InvalidArgument) for a step of another
 /// dtype or, for a fixed-length feature, with another number of values, or a missing
-/// list that is not allowed to be; [`DataLoss`](crate::error::ErrorKind::DataLoss)
+/// list that is not allowed to be; [`DataLoss`](crate::error::Error::DataLoss)
 /// (with the byte in the record) for bytes that are not a SequenceExample.
 ///
 /// ```
@@ -297,7 +297,6 @@ mod tests {
         Int64List, Kind, SequenceExample,
     };
     use super::*;
-    use crate::error::ErrorKind;
 
     fn int64(v: Vec<i64>) -> Feature {
         Feature {
@@ -405,13 +404,13 @@ mod tests {
         ] {
             let r = record(0, lists);
             let e = parse_sequence_examples(&spec, &[&r]).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert_eq!(e.kind(), "InvalidArgument", "{e}");
             assert!(e.to_string().contains(want), "{e} / {want}");
         }
         let mut r = record(0, ok(vec![int64(vec![1])]));
         r.truncate(r.len() - 1);
         let e = parse_sequence_examples(&spec, &[&r]).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::DataLoss, "{e}");
+        assert_eq!(e.kind(), "DataLoss", "{e}");
         assert!(
             e.to_string().contains("not a tf.train.SequenceExample"),
             "{e}"

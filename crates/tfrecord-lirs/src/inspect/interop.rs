@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::text_index::{
     encode_text_index, parse_text_index, TextIndexEntry, TextIndexFormat,
 };

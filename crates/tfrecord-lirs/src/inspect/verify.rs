@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Remedy, Result};
+use crate::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::framing::{filler_fits_page, instance_is_placed};
 use tfrecord_lirs_format::framing::{Padding, PageSize, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 
@@ -164,9 +164,12 @@ impl Inspection {
             None,
             offset,
             format!(
-                "filler record ends at byte {end}, not on a 512-byte boundary: the padded writer ends every filler on a page boundary (or starts it less than 24 bytes before one), so no page size can be inferred and the padded-file invariants cannot be checked (rewrite the file with `tfrecord-lirs pad`, or give --page-size)"
+                "filler record ends at byte {end}, not on a 512-byte boundary: the padded writer ends every filler on a page boundary (or starts it less than 24 bytes before one), so no page size can be inferred and the padded-file invariants cannot be checked"
             ),
-        ))
+        )
+        .with_remedy(Remedy::RepadOrPageSize {
+            data: data.to_path_buf(),
+        }))
     }
 
     /// Mean instance payload size.

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use tfrecord_lirs_format::error::Error;
+use crate::error::Error;
 
 /// The type of a value as the front end got it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use tfrecord_lirs_format::error::Error;
+use crate::error::Error;
 
 /// The error for a panic (its `message`) in entry point `point`.
 pub fn panic_error(point: &str, message: &str) -> Error {

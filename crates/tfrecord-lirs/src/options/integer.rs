@@ -4,7 +4,7 @@
 //! parameter, never a conversion error of the front end's own (Python's bare
 //! `OverflowError` or `TypeError`).
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// An argument as the front end got it: an integer (Python's are unbounded; any that
 /// does not fit in an `i128` is [`Number::Other`]), or anything else, by its `repr`.

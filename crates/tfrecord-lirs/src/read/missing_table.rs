@@ -24,7 +24,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use crate::storage::block_cache::{hash, identity_text};
 use crate::storage::block_lock::BlockLock;

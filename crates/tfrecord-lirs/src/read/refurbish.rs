@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::refurbish::{final_seed, partial_seed, RefurbishSchedule};
 
 use crate::storage::partial_claim::Claim;

@@ -16,7 +16,7 @@
 //! # Ok::<(), tfrecord_lirs::Error>(())
 //! ```
 
-use tfrecord_lirs_format::error::Result;
+use crate::error::Result;
 use tfrecord_lirs_format::refurbish::{
     EpochSchedule, RefurbishParams, RefurbishSchedule, REFURBISH_SCHEDULE_VERSION,
 };

@@ -18,6 +18,7 @@
 
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use crate::options;
 use crate::read::cursor::state::CursorState;
 use crate::read::elastic::{EpochState, ShardState};
@@ -25,7 +26,6 @@ use crate::read::epoch_walks::EpochWalks;
 use crate::read::loader::WalkIdentity;
 use crate::read::reader::Reader;
 use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
-use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{self, EpochOrder, OrderParams, OrderVersion};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
@@ -283,7 +283,7 @@ impl Sampler {
     /// Global index `index` over all epochs, each [`len`](Sampler::len) long, as
     /// (epoch, position in the epoch's order).
     pub fn locate(&self, index: u64) -> Result<(u64, u64)> {
-        order::locate(index, self.len()?)
+        Ok(order::locate(index, self.len()?)?)
     }
 
     /// The seed of the record at global index `index` of a run seeded `seed`: the key
@@ -371,7 +371,7 @@ impl Sampler {
         };
         match &self.source {
             SamplerSource::Files(reader) => reader.epoch_order_with_version(&params, self.version),
-            SamplerSource::Instances(n) => EpochOrder::of_len(*n, &params, self.version),
+            SamplerSource::Instances(n) => Ok(EpochOrder::of_len(*n, &params, self.version)?),
         }
     }
 
@@ -379,7 +379,7 @@ impl Sampler {
         let params = self.params(epoch);
         match &self.source {
             SamplerSource::Files(reader) => reader.epoch_order_with_version(&params, self.version),
-            SamplerSource::Instances(n) => EpochOrder::of_len(*n, &params, self.version),
+            SamplerSource::Instances(n) => Ok(EpochOrder::of_len(*n, &params, self.version)?),
         }
     }
 }

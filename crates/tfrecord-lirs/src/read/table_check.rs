@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Remedy, Result};
+use crate::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::framing::{self, FrameError, Padding, HEADER_LEN};
 use tfrecord_lirs_format::layout::BadSpan;
 
@@ -119,10 +119,14 @@ pub(crate) fn check_table_shape(
                 None,
                 None,
                 format!(
-                    "the table is empty but {} holds {size} bytes (its record at byte 0 is not indexed): build the table with `tfrecord-lirs index`, or rewrite a file that holds only fillers with `tfrecord-lirs pad`",
+                    "the table is empty but {} holds {size} bytes (its record at byte 0 is not indexed)",
                     data.display(),
                 ),
-            ));
+            )
+            .with_remedy(Remedy::IndexOrRepad {
+                data: data.to_path_buf(),
+                table: table.to_path_buf(),
+            }));
         }
         return Ok(());
     }
@@ -283,7 +287,8 @@ pub(crate) fn bad_span_error(
 ) -> Error {
     match bad {
         BadSpan::NotIncreasing { start, next } => {
-            tfrecord_lirs_format::table::not_increasing(table, id, start, next)
+            let bad = tfrecord_lirs_format::table::not_increasing(id, start, next);
+            Error::damaged_table_bytes(table, bad)
         }
         BadSpan::PastEnd { end } => past_end((data, table), size, id + 1, end),
         BadSpan::StartPastEnd { start } => past_end((data, table), size, id, start),

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
 
 use crate::read::fetch::{FetchOptions, Fetcher, Payloads, Window};

@@ -2,9 +2,9 @@
 //! walk ([`WalkIdentity`], checked on restore) and how a process's data-loading workers
 //! split it ([`WorkerSplit`]; [`compose_shards`] for states saved before whole batches).
 
+use crate::error::{Error, Result};
 use crate::options;
 use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
-use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 /// Shard `shard_index` of `num_shards` split among `worker_count` workers: worker

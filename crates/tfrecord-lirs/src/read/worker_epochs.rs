@@ -29,7 +29,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"LIRSWEP2";
 const HEADER: u64 = 24;

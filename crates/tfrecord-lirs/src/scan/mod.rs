@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::framing::{self, FrameError, FOOTER_LEN, HEADER_LEN};
 
 /// Bytes between progress reports of whole-file scans.
@@ -155,9 +155,12 @@ pub(crate) fn check_first_instance(data: &Path, first: Option<u64>, file_size: u
         None,
         0,
         format!(
-            "{what}: an offset table needs instance 0 at byte 0 (its spans tile the file from byte 0), so this file cannot be indexed as it is; rewrite it with `tfrecord-lirs pad` (which drops the fillers and lays the instances out from byte 0)"
+            "{what}: an offset table needs instance 0 at byte 0 (its spans tile the file from byte 0), so this file cannot be indexed as it is"
         ),
-    ))
+    )
+    .with_remedy(Remedy::Repad {
+        data: data.to_path_buf(),
+    }))
 }
 
 mod parallel;

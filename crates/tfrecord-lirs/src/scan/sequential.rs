@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::framing::{self, HEADER_LEN};
 
 use super::{check_header, check_record, truncated, Bad, ScannedRecord};

@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-use tfrecord_lirs_format::error::{ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 
 use crate::storage::local::read_full_from;
 use crate::storage::ranged::ReadScope;
@@ -327,7 +327,7 @@ pub fn ranged_requests(base: &str, open: &Open<'_>) -> std::result::Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tfrecord_lirs_format::error::Error;
+    use crate::error::Error;
 
     /// The fixtures in memory, read with a fault: `shift` moves every read by that
     /// many bytes; `eof_error` makes a read at or past the end an error.

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::file_list::{self, is_pattern};
 
 use crate::storage::{remote, Place, Storage};

@@ -20,7 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use local::{AutoFile, Backend, MmapOptIn, PreadFile};
 use remote::FileSystem;

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use tfrecord_lirs_format::error::Error;
+use crate::error::Error;
 
 use super::partial_claim::{sweep_claim, CLAIM_PREFIX};
 

@@ -24,7 +24,7 @@
 use std::io;
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use crate::storage::local::Backend;
 use crate::storage::ReadAt;

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use tfrecord_lirs_format::error::{Error, Result};
-use tfrecord_lirs_format::table::{check_increasing, check_whole_entries, parse_table};
+use crate::error::{Error, Result};
+use tfrecord_lirs_format::table::{check_increasing, check_whole_entries};
 
 use crate::storage::kill_point::kill_point;
 use crate::storage::local::OffsetTable;
@@ -64,18 +64,25 @@ pub(crate) fn open_table_of(
 /// The checks of [`open_table_of`] that cost O(1) (and, for a table in memory, the
 /// whole table's).
 fn finish_open(path: &Path, table: OffsetTable) -> Result<OffsetTable> {
-    check_whole_entries(path, table.byte_len())?;
+    let damaged = |e| Error::damaged_table_bytes(path, e);
+    check_whole_entries(table.byte_len()).map_err(damaged)?;
     if table.is_in_memory() {
         if let Some(entries) = table.view() {
-            check_increasing(path, &entries)?;
+            check_increasing(&entries).map_err(damaged)?;
         }
     }
     Ok(table)
 }
 
+/// `bytes` of the offset table at `path` as its entries: a multiple of 8 bytes,
+/// strictly increasing (docs/FORMAT.md §3); the error names the table.
+pub fn parse_table(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
+    tfrecord_lirs_format::table::parse_table(bytes).map_err(|e| Error::damaged_table_bytes(path, e))
+}
+
 /// Reads and parses the table at `path`. A missing table is an error of kind
-/// `NotFound` whose message says how to make one (`tfrecord-lirs index`, Python
-/// `build_offset_table`, or `pad`), for the data file `path` names without `.offsets`.
+/// `NotFound` whose remedy is to build it ([`Remedy::BuildTable`](crate::Remedy)), for
+/// the data file `path` names without `.offsets`.
 pub fn read_table(path: &Path) -> Result<Vec<u64>> {
     read_table_of(&Storage::local(), path, None)
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::Result;
+use crate::error::Result;
 
 use crate::storage::table_files::{check_table_path, write_table_with};
 use crate::storage::Storage;

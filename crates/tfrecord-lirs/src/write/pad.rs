@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use tfrecord_lirs_format::fit::Fit;
 use tfrecord_lirs_format::table_path::default_table_path;
 
@@ -269,9 +269,12 @@ fn check_pad_output_in(storage: &Storage, src: &Path, dst: &Path, overwrite: boo
     for existing in [dst, table.as_path()] {
         if let Some(what) = storage.what_exists(existing) {
             return Err(Error::invalid_argument(format!(
-                "{} exists ({what}): pad would replace it; choose another output path, or pass --force (CLI) / overwrite=True (Python) to replace it",
+                "{} exists ({what}): pad would replace it",
                 existing.display()
-            )));
+            ))
+            .with_remedy(Remedy::Overwrite {
+                output: existing.to_path_buf(),
+            }));
         }
     }
     Ok(())

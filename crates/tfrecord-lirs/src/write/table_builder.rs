@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tfrecord_lirs_format::error::Result;
+use crate::error::Result;
 use tfrecord_lirs_format::framing::PageSize;
 use tfrecord_lirs_format::table;
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::fit::Fit;
 use tfrecord_lirs_format::framing::{self, PageSize, FILLER_MAGIC};
 use tfrecord_lirs_format::table::OffsetTableBuilder;

@@ -7,7 +7,7 @@
 //! worker's): page-aware, a unit astride two batches is read by each worker that
 //! holds a part of it.
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use crate::read::fetch::OrderSource;
 

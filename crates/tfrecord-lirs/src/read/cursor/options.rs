@@ -1,7 +1,7 @@
 //! How a [`DatasetCursor`](super::walk::DatasetCursor) walks its epoch: [`CursorOptions`],
 //! and the fetch defaults of a dataset (its windows, read-ahead and threads, measured).
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 

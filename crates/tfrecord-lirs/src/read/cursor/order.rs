@@ -1,7 +1,7 @@
 //! The order a [`DatasetCursor`](super::walk::DatasetCursor) walks: the one place a
 //! cursor chooses an order algorithm, and what of the shard's epoch it walks.
 
-use tfrecord_lirs_format::error::Result;
+use crate::error::Result;
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::batch_split::BatchSplit;

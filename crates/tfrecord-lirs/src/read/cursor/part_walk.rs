@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 
 use super::options::CursorOptions;

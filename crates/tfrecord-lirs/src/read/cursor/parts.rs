@@ -10,7 +10,7 @@
 
 use std::ops::Range;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use super::options::CursorOptions;
 use crate::read::fetch::OrderSource;

@@ -1,7 +1,7 @@
 //! Where a [`DatasetCursor`](super::walk::DatasetCursor) is, as a small value, and its
 //! encoding in checkpoints ([`CursorState`]).
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::order::OrderVersion;
 
 use crate::read::fetch::ORDER_VERSION_1;

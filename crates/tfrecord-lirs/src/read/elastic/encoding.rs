@@ -2,8 +2,8 @@
 //! [`EpochState`] (`LIRSEPO\0`, versions 1 and 2) and a worker's [`ShardState`]
 //! (`LIRSSHP\0`, versions 1 and 2). Damaged or forged bytes are `DataLoss`.
 
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
-use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::OrderVersion;
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 

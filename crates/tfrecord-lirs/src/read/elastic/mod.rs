@@ -23,8 +23,8 @@ pub(crate) mod resumed;
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::dataset_identity::DatasetIdentity;
-use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 

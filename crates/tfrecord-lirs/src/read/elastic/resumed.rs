@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::order::{EpochOrder, OrderParams, OrderVersion};
 use tfrecord_lirs_format::order_v2::OrderV2;
 

@@ -48,7 +48,7 @@ pub use payloads::{Payloads, Window};
 use pool::Pool;
 pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use crate::read::batch::Batch;
 use crate::read::reader::{choose, Reader, Request, Strategy, REMOTE_AUTO_THREADS};

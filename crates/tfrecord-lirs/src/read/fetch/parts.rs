@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tfrecord_lirs_format::error::Error;
+use crate::error::Error;
 
 use crate::read::batch::Batch;
 use crate::read::reader::{BatchRead, Reader};

@@ -1,7 +1,7 @@
 //! What a fetch hands out: a [`Window`] and its [`Payloads`], left where the fetch
 //! threads read them.
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use crate::read::batch::{Batch, SpareBatches};
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use super::parts::{assemble, split_runs, PartRead};
 use super::payloads::Spares;

@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
-use tfrecord_lirs_format::error::Error;
+use crate::error::Error;
 
 use super::parts::{read_part, PartRead};
 use super::payloads::Spares;

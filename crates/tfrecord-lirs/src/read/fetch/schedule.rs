@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use tfrecord_lirs_format::error::Result;
+use crate::error::Result;
 use tfrecord_lirs_format::order::{EpochOrder, PositionIds};
 
 /// The version of the order algorithm of [`EpochOrder`] (docs/FORMAT.md §5), as
@@ -66,7 +66,7 @@ impl OrderSource for EpochOrder {
         EpochOrder::position(self)
     }
     fn seek(&mut self, position: u64) -> Result<()> {
-        EpochOrder::seek(self, position)
+        Ok(EpochOrder::seek(self, position)?)
     }
     fn next_window(&mut self, min: usize, out: &mut Vec<u64>) -> usize {
         EpochOrder::next_window(self, min, out)

@@ -32,6 +32,7 @@
 
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use crate::options;
 use crate::read::cursor::batch_split::worker_batches_len;
 use crate::read::cursor::options::CursorOptions;
@@ -41,7 +42,6 @@ use crate::read::cursor::walk::DatasetCursor;
 use crate::read::elastic::{EpochState, ShardState};
 use crate::read::reader::Reader;
 pub use crate::read::walk_identity::{compose_shards, WalkIdentity, WorkerSplit};
-use tfrecord_lirs_format::error::{Error, Result};
 use tfrecord_lirs_format::order::{OrderParams, OrderVersion};
 use tfrecord_lirs_format::shard_remainder::ShardRemainder;
 

@@ -3,7 +3,7 @@
 //! cut between runs into parts, each part read by a thread through the copied
 //! strategy.
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use crate::read::batch::Batch;
 use crate::storage::ranged::ReadScope;

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::framing::FrameError;
 
 use crate::advice::Stamp;

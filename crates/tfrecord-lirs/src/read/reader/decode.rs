@@ -2,7 +2,7 @@
 //! framing, its CRCs, the padding after it), and a read error explained (a file
 //! changed underneath, a table that does not fit).
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::framing::{self, FrameError, HEADER_LEN};
 
 use crate::advice::{self, Stamp};

@@ -1,7 +1,7 @@
 //! A batch read from memory-mapped files: each record decoded in place, its payload
 //! copied once, table entries and records ahead prefetched.
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::framing::{self};
 use tfrecord_lirs_format::layout::span_of;
 

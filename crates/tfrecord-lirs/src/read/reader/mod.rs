@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 use tfrecord_lirs_format::framing::{self, Padding, PageSize, HEADER_LEN};
 use tfrecord_lirs_format::layout::BadSpan;
 use tfrecord_lirs_format::table_path::default_table_path;

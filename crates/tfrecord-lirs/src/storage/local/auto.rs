@@ -6,7 +6,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use tfrecord_lirs_format::error::Result;
+use crate::error::Result;
 
 use super::leased::LeasedMap;
 use super::memory_limit::memory_limit;

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use super::copy_out;
 use crate::storage::ReadAt;

@@ -22,7 +22,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use crate::storage::ReadAt;
 

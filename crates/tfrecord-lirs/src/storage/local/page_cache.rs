@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Asks the kernel to drop `path`'s pages from the page cache (for cold-cache
 /// benchmarks). Dirty pages are written first.

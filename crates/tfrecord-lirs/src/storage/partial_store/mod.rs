@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use tfrecord_lirs_format::error::{Error, Result};
+use crate::error::{Error, Result};
 
 use super::partial_claim::Claim;
 use super::partial_identity::StoreIdentity;

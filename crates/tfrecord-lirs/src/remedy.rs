@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::table_path::default_table_path;
+use tfrecord_lirs_format::table_path::default_table_path;
 
 /// The way out of an [`Error`](crate::error::Error), when there is one a user can take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +71,33 @@ pub enum Remedy {
         /// "GZIP" or "ZLIB".
         compression: &'static str,
     },
+    /// `data` starts with filler records (or holds only fillers), which no offset
+    /// table can index: write a padded copy, which drops the fillers and lays the
+    /// instances out from byte 0.
+    Repad {
+        /// The data file.
+        data: PathBuf,
+    },
+    /// No page size can be inferred from `data`'s fillers: write a padded copy, or give
+    /// the page size.
+    RepadOrPageSize {
+        /// The data file.
+        data: PathBuf,
+    },
+    /// The table at `table` is empty but `data` is not: build the table, or, if the
+    /// file holds only fillers, write a padded copy.
+    IndexOrRepad {
+        /// The data file.
+        data: PathBuf,
+        /// Its offset table's path.
+        table: PathBuf,
+    },
+    /// Writing would replace `output`, which exists: choose another output path, or
+    /// ask for it to be replaced.
+    Overwrite {
+        /// The output that exists.
+        output: PathBuf,
+    },
 }
 
 /// When trusting the table is the way out ([`Remedy::TrustTable`]), in every front
@@ -115,8 +142,17 @@ impl Remedy {
             },
             Remedy::TrustTable,
             Remedy::Pad {
-                data,
+                data: data.clone(),
                 compression: "GZIP",
+            },
+            Remedy::Repad { data: data.clone() },
+            Remedy::RepadOrPageSize { data: data.clone() },
+            Remedy::IndexOrRepad {
+                data: data.clone(),
+                table,
+            },
+            Remedy::Overwrite {
+                output: PathBuf::from("p.tfrecord"),
             },
         ]
     }
@@ -158,6 +194,73 @@ impl fmt::Display for Remedy {
             Remedy::Pad { .. } => f.write_str(
                 "write an uncompressed padded copy with its table (pad decompresses it as it reads), or decompress it first and index that",
             ),
+            // The Rust API's words name the command and the function alike.
+            Remedy::Repad { .. } => f.write_str(
+                "rewrite it with `tfrecord-lirs pad` or `pad_file` (which drops the fillers and lays the instances out from byte 0)",
+            ),
+            Remedy::RepadOrPageSize { .. } => {
+                f.write_str("rewrite the file with pad (a padded copy), or give its page size")
+            }
+            Remedy::IndexOrRepad { table, .. } => write!(
+                f,
+                "build the table {} (index the file), or rewrite a file that holds only fillers with pad",
+                table.display()
+            ),
+            Remedy::Overwrite { .. } => {
+                f.write_str("choose another output path, or ask pad to overwrite it")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The errors whose advice named a front end's command now carry a remedy instead,
+    /// and their messages name no front end.
+    #[test]
+    fn errors_carry_their_remedy_not_a_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d.tfrecord");
+
+        // A file that starts with a filler cannot be indexed: pad it.
+        let e = crate::scan::check_first_instance(&data, Some(24), 100).unwrap_err();
+        assert_eq!(e.remedy(), Some(&Remedy::Repad { data: data.clone() }));
+
+        // An empty table for a file that is not empty: index it, or pad a file of fillers.
+        let mut bytes = Vec::new();
+        tfrecord_lirs_format::framing::encode_record(b"x", &mut bytes);
+        std::fs::write(&data, &bytes).unwrap();
+        let table = default_table_path(&data);
+        std::fs::write(&table, b"").unwrap();
+        let e = crate::read::reader::Reader::open_one(&data, None, &Default::default())
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.remedy(),
+            Some(&Remedy::IndexOrRepad {
+                data: data.clone(),
+                table
+            }),
+            "{e}"
+        );
+
+        // pad will not replace an existing output unless asked to.
+        let out = dir.path().join("p.tfrecord");
+        std::fs::write(&out, b"").unwrap();
+        let e = crate::write::pad::check_pad_output(&data, &out, false).unwrap_err();
+        assert_eq!(e.remedy(), Some(&Remedy::Overwrite { output: out }));
+
+        for e in [
+            e,
+            crate::scan::check_first_instance(&data, None, 100).unwrap_err(),
+        ] {
+            let text = e.worded(&|_| String::new());
+            assert!(
+                !text.contains("--") && !text.contains("(Python)") && !text.contains("`"),
+                "{text}"
+            );
         }
     }
 }

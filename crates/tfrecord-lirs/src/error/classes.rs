@@ -4,7 +4,7 @@
 //! a new kind does not compile until it is given its class here.
 //!
 //! ```
-//! use tfrecord_lirs_format::error::ErrorKind;
+//! use tfrecord_lirs::ErrorKind;
 //! assert_eq!(ErrorKind::DataLoss.class_name(), "DataLossError");
 //! assert_eq!(ErrorKind::ALL.len(), 6);
 //! ```
