@@ -306,7 +306,12 @@ def test_wheel_in_a_bare_venv_with_the_cpu_extra(wheel, wheelhouse, venv):
 # What TensorFlow 2.21 (manylinux_2_27) and PyTorch (manylinux_2_28) install on: the
 # wheel's tag and every ELF file in it need glibc 2.28 at the most.
 MAX_GLIBC = (2, 28)
-MAX_WHEEL_BYTES = 10 * 1024 * 1024
+# Stripped, the wheel was 9.5 MB when this bound was set, 10.39 MB on 2026-11-28 at
+# 14:18 UTC and 10.58 MB at 21:30 (the extension, the op and the CLI each grew
+# 22-71 KB compressed with that day's rules: remedies, argument types, the storage
+# conformance cases, the blocking claim wait). The bound catches what is not code
+# (debug info or a static library left in is tens of MB), with room for growth.
+MAX_WHEEL_BYTES = 12 * 1024 * 1024
 
 
 def _glibc_versions(elf_bytes):
