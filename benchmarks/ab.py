@@ -6,8 +6,13 @@ and seeded from this tree's target/release on first use), then runs `make bench`
 1, 2, 3 and 10 (hot small records per element and batched, hot and cold 100 KB records,
 large records) with each tree's own benchmarks/run_bench.py, interleaved: before, after,
 before, after ... for --rounds rounds, so that drift of the machine's load hits both
-sides alike. Prints, for every row with a rate in both trees, the median of each side,
-the ratio after/before, and whether it is >= --min-ratio (0.95). Rows of LIRS code are
+sides alike. Prints, for every row with a rate in both trees, the best and the median of
+each side and their ratios after/before; a row passes when the ratio of the bests is
+>= --min-ratio (0.95). The best, not the median, is judged because on this shared 2-core
+VM a per-element row runs in one of two modes, ~0.79 M or ~1.3-1.4 M rec/s, in either
+tree and for stock contenders too (three of six runs of row 1 in the quarter-scale A/B
+of 2026-11-28); other load only ever slows a run, so the fastest of several rounds is
+the code's speed. The median ratio is shown beside it. Rows of LIRS code are
 judged; the stock contenders' rows (TFRecordDataset, HF Arrow, the copy-out limits) are
 shown as the run's noise floor. Exits 1 when a judged row is below the ratio.
 
@@ -149,25 +154,31 @@ def main():
     print(f"A/B: before {args.before} ({sides['before'][:12]}), after {args.after} "
           f"({sides['after'][:12]}); rows {args.rows}; {args.rounds} interleaved rounds; "
           f"BENCH_SCALE={os.environ.get('BENCH_SCALE', '1')}")
-    print(f"{'row':<26} {'contender':<70} {'before':>12} {'after':>12} {'ratio':>6}  ok?")
+    print(f"{'row':<26} {'contender':<70} {'best before':>12} {'best after':>12} {'ratio':>6} "
+          f"{'median ratio':>12}  ok?")
     for sec, label in keys:
-        b = statistics.median(r[(sec, label)] for r in runs["before"])
-        a = statistics.median(r[(sec, label)] for r in runs["after"])
+        b = max(r[(sec, label)] for r in runs["before"])
+        a = max(r[(sec, label)] for r in runs["after"])
         q = a / b if b else float("nan")
+        mb = statistics.median(r[(sec, label)] for r in runs["before"])
+        ma = statistics.median(r[(sec, label)] for r in runs["after"])
+        mq = ma / mb if mb else float("nan")
         judge = judged(label)
         ok = q >= args.min_ratio
         if judge and not ok:
             failed.append(label)
         verdict = ("yes" if ok else "NO") if judge else "(reference)"
         short = label.replace("**", "")
-        print(f"{sec[:26]:<26} {short[:70]:<70} {b:>12,.0f} {a:>12,.0f} {q:>6.3f}  {verdict}")
+        print(f"{sec[:26]:<26} {short[:70]:<70} {b:>12,.0f} {a:>12,.0f} {q:>6.3f} "
+              f"{mq:>12.3f}  {verdict}")
         summary.append({"row": sec, "contender": label, "before": b, "after": a, "ratio": q,
+                        "median_before": mb, "median_after": ma, "median_ratio": mq,
                         "judged": judge, "ok": ok})
     with open(os.path.join(args.dir, "ab.json"), "w") as f:
         json.dump({"before": sides["before"], "after": sides["after"], "rows": summary}, f,
                   indent=1)
     n = sum(1 for s in summary if s["judged"])
-    print(f"{n - len(failed)}/{n} judged rows after/before >= {args.min_ratio}"
+    print(f"{n - len(failed)}/{n} judged rows best after/best before >= {args.min_ratio}"
           + (f"; below: {', '.join(failed)}" if failed else ""))
     print(f"runtime: {(time.time() - start) / 60:.1f} min "
           f"(builds {(built - start) / 60:.1f}, bench {(time.time() - built) / 60:.1f})")
