@@ -129,6 +129,7 @@ def _build_native(package_dir):
     tf_version = _check_tensorflow()
     print(f"tfrecord-lirs: building the op library for TensorFlow {tf_version}", flush=True)
     env = {**os.environ, "CARGO_TARGET_DIR": str(_target_dir())}
+    # No cargo features: the test-only ones (`conformance`, `fault-injection`) stay out.
     if GLIBC:
         _run(["cargo", "zigbuild", "--profile", PROFILE, "--target", f"{RUST_TARGET}.{GLIBC}",
               "-p", "tfrecord-lirs-cli", "-p", "tfrecord-lirs-py"], cwd=ROOT, env=env)

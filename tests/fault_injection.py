@@ -1,7 +1,8 @@
 """Fault injection for the tests: runs code in a child process that loads the test
 build of the op library (`make -C tf_op test-lib`: the production library plus the
-op LIRSTestOnlyPanic and the C function lirs_test_set_panic_point, over a Rust
-staticlib built with the cargo feature `fault-injection`).
+ops LIRSTestOnlyPanic and LIRSTestOnlyStorageConformance and the C function
+lirs_test_set_panic_point, over a Rust staticlib built with the cargo feature
+`fault-injection`).
 
 The library users install has none of that (tests/test_packaging.py checks), and two
 libraries registering the same ops cannot share a process, so every fault scenario

@@ -110,10 +110,12 @@ def test_one_version():
 
 
 # Traces of fault injection (tests/fault_injection.py) in a library's bytes: the test
-# op's registration, the test C function, the Rust panic points (their messages, the
-# bridge module's and the Fetcher's symbol names).
-FAULT_MARKERS = (b"LIRSTestOnlyPanic", b"lirs_test_", b"test panic injected",
-                 b"fault_injection", b"set_test_panic")
+# ops' registrations, the test C function, the Rust panic points (their messages, the
+# bridge module's and the Fetcher's symbol names), the storage contract's cases (a
+# case's name: the core's feature `conformance`).
+FAULT_MARKERS = (b"LIRSTestOnlyPanic", b"LIRSTestOnlyStorageConformance", b"lirs_test_",
+                 b"test panic injected", b"fault_injection", b"set_test_panic",
+                 b"at_and_past_the_end")
 
 
 def _fault_injection_traces(library: Path) -> dict:
@@ -131,31 +133,34 @@ def _fault_injection_traces(library: Path) -> dict:
          "import ctypes, tfrecord_lirs\n"
          "from tfrecord_lirs import _op_library\n"
          "print(_op_library.LIB_PATH)\n"
-         "print(hasattr(_op_library.ops, 'lirs_test_only_panic'))\n"
+         "print(hasattr(_op_library.ops, 'lirs_test_only_panic'),\n"
+         "      hasattr(_op_library.ops, 'lirs_test_only_storage_conformance'))\n"
          "print(hasattr(ctypes.CDLL(_op_library.LIB_PATH), 'lirs_test_set_panic_point'))"],
         capture_output=True, text=True, env=env, timeout=300, cwd=REPO,
     )
     assert probe.returncode == 0, probe.stderr[-3000:]
-    loaded, op, c_function = probe.stdout.split()[-3:]
+    loaded, panic_op, conformance_op, c_function = probe.stdout.split()[-4:]
     assert loaded == str(library), probe.stdout
     return {
         "exported": [line.split()[-1] for line in exported.splitlines() if "lirs_test_" in line],
         "markers": [m.decode() for m in FAULT_MARKERS if m in raw],
-        "op": op == "True",
+        "ops": [panic_op == "True", conformance_op == "True"],
         "c_function": c_function == "True",
     }
 
 
 def test_no_test_hook_in_the_production_library():
     """The op library users get (the one `make wheel` packages, built by `make -C
-    tf_op` without the cargo feature `fault-injection`) has no test symbol, no test op
-    and no panic point; the test build has them all (so this check can fail)."""
+    tf_op` without the cargo feature `fault-injection`) has no test symbol, no test op,
+    no panic point and no storage contract case; the test build has them all (so this
+    check can fail)."""
     production = _fault_injection_traces((PACKAGE / "_lirs_ops.so").resolve())
-    assert production == {"exported": [], "markers": [], "op": False, "c_function": False}
+    assert production == {"exported": [], "markers": [], "ops": [False, False],
+                          "c_function": False}
     test_build = _fault_injection_traces(require_fault_library().resolve())
     assert test_build == {"exported": ["lirs_test_set_panic_point"],
                           "markers": [m.decode() for m in FAULT_MARKERS],
-                          "op": True, "c_function": True}
+                          "ops": [True, True], "c_function": True}
 
 
 def test_no_test_hook_in_the_production_extension():

@@ -170,7 +170,8 @@ print(json.dumps({
     "padded_equal_multiset": collections.Counter(lirs_padded) == collections.Counter(
         stock(tfrecord_lirs.stock_dataset([padded]))),
     "test_hooks": [hasattr(tfrecord_lirs._op_library.ops, "lirs_test_only_panic"),
-                   hasattr(ctypes.CDLL(tfrecord_lirs._op_library.LIB_PATH), "lirs_test_set_panic_point")],
+                   hasattr(ctypes.CDLL(tfrecord_lirs._op_library.LIB_PATH), "lirs_test_set_panic_point"),
+                   hasattr(tfrecord_lirs._lirs, "storage_conformance")],
 }))
 shutil.rmtree(work)
 """
@@ -195,6 +196,7 @@ order = list(tfrecord_lirs.Sampler(source, seed=3))
 assert sorted(order) == list(range(len(payloads)))
 assert source.__getitems__(order) == [payloads[i] for i in order]
 assert "tensorflow" not in sys.modules
+assert not hasattr(tfrecord_lirs._lirs, "storage_conformance_fixtures"), "test code in the wheel"
 shutil.rmtree(work)
 print("ok", len(payloads))
 """ % str(REPO / "testdata" / "sizes.tfrecord")
@@ -215,7 +217,7 @@ def _check_install(venv, wheel):
     assert report["equal_multiset"] and report["equal_payloads"], report
     assert report["shuffled"], report
     assert report["padded_equal_multiset"], report
-    assert report["test_hooks"] == [False, False], report  # none in what users install
+    assert report["test_hooks"] == [False, False, False], report  # none in what users install
     # One version: Cargo.toml, the CLI, __version__, the wheel's METADATA and name.
     version = _crate_version()
     assert report["cli_version"] == f"tfrecord-lirs {version}", report
@@ -257,6 +259,12 @@ def test_wheel_contents_and_tags(wheel):
         for marker in (b"LIRSTestOnlyPanic", b"lirs_test_", b"test panic injected",
                        b"fault_injection", b"set_test_panic"):
             assert marker not in library, f"test hook {marker!r} in the wheel's op library"
+        # Nor is the storage contract's test code (the cargo feature `conformance` of
+        # the development build): not the extension's functions, not the core's cases.
+        for name in ("tfrecord_lirs/_lirs.abi3.so", "tfrecord_lirs/_lirs_ops.so", cli):
+            native = z.read(name)
+            for marker in (b"storage_conformance", b"at_and_past_the_end"):
+                assert marker not in native, f"test code {marker!r} in the wheel's {name}"
         metadata = z.read(f"tfrecord_lirs-{version}.dist-info/METADATA").decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     # Every TensorFlow requirement sits behind an extra: none is unconditional.

@@ -4,6 +4,9 @@
 // python/tfrecord_lirs/_lirs_ops.so.
 //
 // * op LIRSTestOnlyPanic: panics inside Rust; must surface as an Internal error;
+// * op LIRSTestOnlyStorageConformance: runs the core's storage contract cases over
+//   the fixtures under `base` through the storage the op library reads with
+//   (TensorFlow's file systems, lirs_tf_file.cc); returns one line per failed case;
 // * C function lirs_test_set_panic_point: makes every call of the bridged Rust
 //   entry point `point` panic (inside its catch_unwind guard) until called
 //   again with "". Returns an ErrorCode value (0 = ok), the message in `err`.
@@ -47,6 +50,43 @@ class LIRSTestOnlyPanicOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("LIRSTestOnlyPanic").Device(DEVICE_CPU),
                         LIRSTestOnlyPanicOp);
+
+REGISTER_OP("LIRSTestOnlyStorageConformance")
+    .Input("base: string")
+    .Output("failures: string")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Vector(shape_inference::InferenceContext::kUnknownDim));
+      return absl::OkStatus();
+    });
+
+class LIRSTestOnlyStorageConformanceOp : public OpKernel {
+ public:
+  explicit LIRSTestOnlyStorageConformanceOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& base = ctx->input(0);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(base.shape()),
+                errors::InvalidArgument("`base` must be a scalar"));
+    const std::string b(base.scalar<tstring>()());
+    rust::Vec<rust::String> failures;
+    OP_REQUIRES_OK(ctx, ::tfrecord_lirs::CallRust(
+                            "LIRSTestOnlyStorageConformance: ",
+                            [&](::tfrecord_lirs::ffi::Status& st) {
+                              failures = ::tfrecord_lirs::ffi::storage_conformance(b, st);
+                            }));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, TensorShape({static_cast<int64_t>(failures.size())}), &out));
+    auto flat = out->flat<tstring>();
+    for (size_t i = 0; i < failures.size(); ++i) {
+      flat(i) = std::string(failures[i]);
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("LIRSTestOnlyStorageConformance").Device(DEVICE_CPU),
+                        LIRSTestOnlyStorageConformanceOp);
 
 }  // namespace
 }  // namespace tensorflow

@@ -315,6 +315,38 @@ def test_the_stub_matches_the_extension():
     assert _stub_drift(_stub_signatures(), _runtime_signatures()) == []
 
 
+DEVELOPMENT_ONLY = ("# Development build only:", "# End of the development build's functions.")
+
+
+def _stub_development_only():
+    """The names the stub documents as in the development build only (between its
+    DEVELOPMENT_ONLY lines)."""
+    text = (PACKAGE / "_lirs.pyi").read_text()
+    start, end = (text.index(marker) for marker in DEVELOPMENT_ONLY)
+    return set(re.findall(r"^def (\w+)\(", text[start:end], re.M))
+
+
+def _gated_functions():
+    """The extension's functions compiled only with its test-only cargo feature
+    `conformance`: each `#[cfg(feature = "conformance")]` `#[pyfunction]` in its source."""
+    gated = set()
+    for path in sorted((REPO / "crates" / "tfrecord-lirs-py" / "src").rglob("*.rs")):
+        gated |= set(re.findall(
+            r'#\[cfg\(feature = "conformance"\)\]\s*#\[pyfunction[^\]]*\]\s*(?:///.*\s*)*'
+            r"(?:pub(?:\(crate\))? )?fn (\w+)", path.read_text()))
+    return gated
+
+
+def test_test_only_functions_are_documented_as_the_development_builds():
+    # The storage contract's cases are test code: compiled only with the cargo feature
+    # `conformance` (the wheel has none of them, tests/test_wheel.py), which the
+    # development build (`make py-ext`) that runs these tests has; the stub says so.
+    gated = _gated_functions()
+    assert gated == {"storage_conformance", "storage_conformance_fixtures"}, gated
+    assert _stub_development_only() == gated
+    assert all(hasattr(_lirs, name) for name in gated), "build the extension with make py-ext"
+
+
 @pytest.mark.parametrize("before, after", [
     # A parameter renamed, a default changed, a parameter made keyword-only, one
     # dropped, one added as *args, a function or a method or a constructor or a

@@ -1,14 +1,18 @@
 //! Fault injection for tests (cargo feature `fault-injection`; never in the
 //! staticlib of the op library users install): a second cxx bridge with the test
-//! entry points, and the process-wide panic point that [`crate::guard`] checks on
-//! every call when the feature is on.
+//! entry points, the process-wide panic point that [`crate::guard`] checks on every
+//! call when the feature is on, and the storage contract's cases run through the
+//! storage every entry point reads with (TensorFlow's file systems in the op library).
 //!
-//! Its C++ side is `tf_op/lirs_test_ops.cc` (the `LIRSTestOnlyPanic` op and the C
-//! function `lirs_test_set_panic_point`), linked only into the test build of the op
-//! library (`make -C tf_op test-lib`).
+//! Its C++ side is `tf_op/lirs_test_ops.cc` (the ops `LIRSTestOnlyPanic` and
+//! `LIRSTestOnlyStorageConformance`, the C function `lirs_test_set_panic_point`),
+//! linked only into the test build of the op library (`make -C tf_op test-lib`).
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+use tfrecord_lirs::{conformance, Backend};
 
 use crate::status::{guard, report, FfiError, FfiResult};
 use crate::Status;
@@ -28,6 +32,9 @@ mod ffi {
         /// with "". The point "fetch_worker" makes every job of the core's fetch
         /// threads panic (inside those threads).
         fn set_test_panic_point(point: &str, status: &mut Status) -> Result<()>;
+        /// The storage contract's cases run against the fixtures under `base`,
+        /// opened as the op opens its files; one line per case that fails.
+        fn storage_conformance(base: &str, status: &mut Status) -> Result<Vec<String>>;
     }
 }
 
@@ -69,6 +76,22 @@ fn debug_panic(message: &str, status: &mut Status) -> FfiResult<()> {
     report(status, guard("debug_panic", || panic!("{}", message)))
 }
 
+/// [`conformance::run`] over `reader::storage` (in the op library:
+/// TensorFlow's file systems for URLs, through `tf_fs`), each file opened the way
+/// the readers open a file of one record, with the default backend.
+pub fn run_storage_conformance(base: &str) -> Vec<String> {
+    let storage = crate::reader::storage();
+    let open = |p: &Path| storage.open(p, Backend::Auto, 1, None);
+    conformance::run(base, &open)
+}
+
+fn storage_conformance(base: &str, status: &mut Status) -> FfiResult<Vec<String>> {
+    report(
+        status,
+        guard("storage_conformance", || Ok(run_storage_conformance(base))),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +107,33 @@ mod tests {
         assert!(st
             .message
             .starts_with("panic in tfrecord-lirs (Rust): boom"));
+    }
+
+    /// Without TensorFlow the entry points' storage reads local files: the cases hold
+    /// over the fixtures and a truncated fixture is reported (the op runs the same
+    /// function over TensorFlow's file systems: tests/test_storage_conformance.py).
+    #[test]
+    fn storage_conformance_runs_the_cases_through_the_entry_points_storage() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in conformance::fixtures() {
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        let base = dir.path().to_str().unwrap();
+        let mut st = ok_status();
+        assert_eq!(
+            storage_conformance(base, &mut st).unwrap(),
+            Vec::<String>::new()
+        );
+        let long = dir.path().join("long.bin");
+        let bytes = std::fs::read(&long).unwrap();
+        std::fs::write(&long, &bytes[..bytes.len() / 2]).unwrap();
+        let failures = storage_conformance(base, &mut st).unwrap();
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.starts_with("whole_files: long.bin")),
+            "{failures:?}"
+        );
     }
 
     /// The panic points are process-wide, so every test that arms one is here.

@@ -1,12 +1,15 @@
 //! The core's front-end contract as Python sees it: every default
 //! ([`core::options::defaults::TABLE`]) and each error kind's exception class name,
 //! for the Python front ends that must pass concrete values on (the TensorFlow op's
-//! attrs) and for the test that checks every front end against them; and the storage
-//! contract's cases ([`core::conformance`]), for the tests that run them against the
-//! file systems only Python reaches (TensorFlow's, through `tf.io.gfile`).
+//! attrs) and for the test that checks every front end against them; and, in the
+//! development build only (feature `conformance`), the storage contract's cases (the
+//! core's `conformance` module), for the tests that run them against the file systems
+//! only Python reaches (TensorFlow's, through `tf.io.gfile`).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+#[cfg(feature = "conformance")]
+use pyo3::types::PyBytes;
+use pyo3::types::PyDict;
 use tfrecord_lirs::options::defaults::{Value, TABLE};
 use tfrecord_lirs::{self as core};
 
@@ -35,6 +38,7 @@ fn error_classes() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The files the storage contract's cases read: (name under the base, bytes).
+#[cfg(feature = "conformance")]
 #[pyfunction]
 fn storage_conformance_fixtures(py: Python<'_>) -> Vec<(&'static str, Bound<'_, PyBytes>)> {
     core::conformance::fixtures()
@@ -47,6 +51,7 @@ fn storage_conformance_fixtures(py: Python<'_>) -> Vec<(&'static str, Bound<'_, 
 /// or URL prefix), opened through `through`: "readers" (the readers' storage: object
 /// storage only) or "gfile" (the writers' storage: TensorFlow's file systems first,
 /// through `tf.io.gfile`, then object storage). One line per case that fails.
+#[cfg(feature = "conformance")]
 #[pyfunction]
 fn storage_conformance(py: Python<'_>, base: &str, through: &str) -> PyResult<Vec<String>> {
     let storage = match through {
@@ -67,7 +72,10 @@ fn storage_conformance(py: Python<'_>, base: &str, through: &str) -> PyResult<Ve
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(error_classes, m)?)?;
-    m.add_function(wrap_pyfunction!(storage_conformance_fixtures, m)?)?;
-    m.add_function(wrap_pyfunction!(storage_conformance, m)?)?;
+    #[cfg(feature = "conformance")]
+    {
+        m.add_function(wrap_pyfunction!(storage_conformance_fixtures, m)?)?;
+        m.add_function(wrap_pyfunction!(storage_conformance, m)?)?;
+    }
     Ok(())
 }

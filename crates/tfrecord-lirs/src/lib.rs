@@ -94,6 +94,7 @@ pub use storage::block_cache;
 pub use storage::cached_fs;
 #[cfg(feature = "object-store")]
 pub use storage::cloud;
+#[cfg(feature = "conformance")]
 pub use storage::conformance;
 pub use storage::local;
 pub use storage::ranged;

@@ -31,6 +31,8 @@ pub(crate) mod block_map;
 pub mod cached_fs;
 #[cfg(feature = "object-store")]
 pub mod cloud;
+// Test code (the storage contract's cases): never in a release build users get.
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub(crate) mod file_list;
 mod identity;
