@@ -71,3 +71,16 @@ def test_a_constant_tensor_is_checked_by_value(data):
     with pytest.raises(InvalidArgumentError, match="buffer_size must be >= 0"):
         LIRSDataset(data, buffer_size=tf.constant(-1, tf.int64))
     LIRSDataset(data, buffer_size=tf.constant(1 << 20, tf.int64))
+
+
+def test_a_negative_page_size_says_what_the_tf_free_front_ends_say(data):
+    # One class and message per mistake: LIRSDataset's is DataSource's (the core's
+    # InvalidArgumentError, not PyO3's OverflowError).
+    said = []
+    for make in (lambda: LIRSDataset(data, page_size=-1),
+                 lambda: tfrecord_lirs.DataSource(data, page_size=-1)):
+        with pytest.raises(InvalidArgumentError, match="page_size") as raised:
+            make()
+        assert not isinstance(raised.value, (OverflowError, TypeError))
+        said.append(str(raised.value))
+    assert said[0] == said[1], said

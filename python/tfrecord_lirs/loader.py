@@ -136,7 +136,7 @@ class Loader:
     def resume_epoch(self, epoch_state):
         """Goes on with the epoch `epoch_state` describes: the next iteration walks this
         Loader's shard of what was not delivered."""
-        self._native.resume_epoch(bytes(epoch_state))
+        self._native.resume_epoch(epoch_state)
 
     def __getstate__(self):
         return {"source": self._source, "options": self._native.options(),

@@ -268,7 +268,7 @@ class Sampler:
     def resume(self, epoch_state):
         """Walk this shard of what `epoch_state` has not delivered: the epoch
         becomes the state's, and its order this shard's part of the rest."""
-        self._native.resume(bytes(epoch_state))
+        self._native.resume(epoch_state)
 
     def __getstate__(self):
         source = self._source if self._source is not None else self._instances

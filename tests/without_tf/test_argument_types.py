@@ -44,6 +44,13 @@ MISTAKES = [
      r"reuse_factor must be an integer >= 1, got True"),
     (lambda d, t: RefurbishSchedule(10, reuse_factor="2"),
      r"reuse_factor must be an integer >= 1, got '2'"),
+    # The epoch state to resume from: bytes, given (LIRSDataset's epoch_state may be None).
+    (lambda d, t: Sampler(10).resume("text"),
+     "epoch_state must be bytes (shard states combined by combine_shard_states), got 'text'"),
+    (lambda d, t: Sampler(10).resume(None),
+     "epoch_state must be bytes (shard states combined by combine_shard_states), got None"),
+    (lambda d, t: Loader(d).resume_epoch("text"),
+     "epoch_state must be bytes (shard states combined by combine_shard_states), got 'text'"),
 ]
 
 
@@ -70,3 +77,31 @@ def test_a_wrong_value_of_the_right_type_stays_the_values_rule(data, tmp_path):
     with pytest.raises(InvalidArgumentError, match="reuse_factor") as raised:
         RefurbishSchedule(10, reuse_factor=2.5)
     assert not isinstance(raised.value, TypeError)
+
+
+def test_a_negative_page_size_is_the_cores_value_error_everywhere(data, tmp_path):
+    # The core's page-size rule for every front end: the same InvalidArgumentError and
+    # words from DataSource (not PyO3's OverflowError) as from pad (and LIRSDataset,
+    # tests/test_argument_types_tf.py).
+    said = []
+    for make in (lambda: DataSource(data, page_size=-1),
+                 lambda: Loader(DataSource(data, page_size=-4096)),
+                 lambda: tfrecord_lirs.pad(data, tmp_path / "p", page_size=-1)):
+        with pytest.raises(InvalidArgumentError, match="page_size") as raised:
+            make()
+        assert not isinstance(raised.value, (OverflowError, TypeError)), type(raised.value)
+        said.append(str(raised.value).replace("-4096", "-1"))
+    assert said[0] == said[1] == said[2], said
+
+
+def test_an_epoch_state_resumes_from_any_bytes_like_value(data):
+    states = [Sampler(DataSource(data), seed=3, num_shards=2, shard_index=k).shard_state(1)
+              for k in range(2)]
+    epoch_state = Sampler.combine_shard_states(states)
+    walks = []
+    for given in (epoch_state, bytearray(epoch_state), memoryview(epoch_state)):
+        sampler = Sampler(DataSource(data), seed=3)
+        sampler.resume(given)
+        walks.append(list(sampler))
+    assert walks[0] == walks[1] == walks[2]
+    assert len(walks[0]) == len(DataSource(data)) - 2  # one delivered by each old shard

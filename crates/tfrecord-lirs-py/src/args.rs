@@ -4,7 +4,8 @@
 //! or `TypeError`. `None` is "not given" (the core's default applies).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyString};
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyMemoryView, PyString};
 use tfrecord_lirs::options::argument::{self, ArgumentError, Type};
 use tfrecord_lirs::options::integer::{self, Number};
 
@@ -95,6 +96,33 @@ pub(crate) fn signed(
         .filter(|v| !v.is_none())
         .map(|v| integer::integer(name, number(py, name, v)?).py_err(py))
         .transpose()
+}
+
+/// `value` (`None`: not given) as a page size, by the core's rule ([`signed`], then
+/// `options::signed_page_size`): a negative one is the same `InvalidArgumentError`
+/// for every front end (LIRSDataset's included).
+pub(crate) fn page_size(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    signed(py, "page_size", value)?
+        .map(|p| tfrecord_lirs::options::signed_page_size(p).py_err(py))
+        .transpose()
+}
+
+/// The epoch state a walk resumes from, as bytes: the buffers `bytes()` took before
+/// (a bytearray, a memoryview) too; anything else is the core's type mistake
+/// ([`argument::resume_state`]).
+pub(crate) fn resume_state(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<PyBackedBytes> {
+    let value = if value.is_instance_of::<PyMemoryView>() {
+        value.call_method0("tobytes")?
+    } else {
+        value.clone()
+    };
+    let got = if value.is_instance_of::<PyByteArray>() {
+        Type::Bytes
+    } else {
+        type_of(&value)
+    };
+    argument::resume_state(got, &repr(&value)).map_err(|e| argument_error(py, e))?;
+    Ok(value.extract::<PyBackedBytes>()?)
 }
 
 /// `value` (`None`: not given) converted by PyO3 once it has the type option `name`

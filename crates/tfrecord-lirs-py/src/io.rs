@@ -50,9 +50,7 @@ fn check_fit(py: Python<'_>, fit: &Bound<'_, PyAny>) -> PyResult<()> {
 /// [`core::options::signed_page_size`]).
 #[pyfunction]
 fn check_page_size(py: Python<'_>, page_size: &Bound<'_, PyAny>) -> PyResult<u64> {
-    let page_size = crate::args::signed(py, "page_size", Some(page_size))?
-        .unwrap_or(defaults::PAGE_SIZE as i64);
-    core::options::signed_page_size(page_size).py_err(py)
+    Ok(crate::args::page_size(py, Some(page_size))?.unwrap_or(defaults::PAGE_SIZE))
 }
 
 /// Checks a shard pair; `None` is a value not known yet. True when it asks for

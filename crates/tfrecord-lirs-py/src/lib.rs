@@ -103,7 +103,7 @@ impl NativeReader {
         index_missing: Option<bool>,
         page_aware: Option<bool>,
     ) -> PyResult<Self> {
-        let page_size = args::typed(py, "page_size", page_size)?.unwrap_or(defaults::PAGE_SIZE);
+        let page_size = args::page_size(py, page_size)?.unwrap_or(defaults::PAGE_SIZE);
         let cache_bytes = args::typed(py, "cache_bytes", cache_bytes)?;
         let trust_table = trust_table.unwrap_or(defaults::TRUST_TABLE);
         let backend = match backend.filter(|b| !b.is_none()) {

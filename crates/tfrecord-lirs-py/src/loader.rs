@@ -274,8 +274,9 @@ impl NativeLoader {
     /// Goes on with the epoch `epoch_state` describes (the bytes of
     /// `combine_shard_states`): the next walk is this loader's shard of what it did
     /// not deliver.
-    fn resume_epoch(&self, py: Python<'_>, epoch_state: &[u8]) -> PyResult<()> {
-        let epoch_state = EpochState::decode(epoch_state).py_err(py)?;
+    fn resume_epoch(&self, py: Python<'_>, epoch_state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let epoch_state = crate::args::resume_state(py, epoch_state)?;
+        let epoch_state = EpochState::decode(&epoch_state).py_err(py)?;
         py.detach(|| self.lock_detached()?.resume_epoch(&epoch_state))
             .py_err(py)
     }

@@ -359,8 +359,9 @@ impl NativeSampler {
     }
 
     /// Goes on with the epoch `epoch_state` describes.
-    fn resume(&self, py: Python<'_>, epoch_state: &[u8]) -> PyResult<()> {
-        let state = EpochState::decode(epoch_state).py_err(py)?;
+    fn resume(&self, py: Python<'_>, epoch_state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let epoch_state = crate::args::resume_state(py, epoch_state)?;
+        let state = EpochState::decode(&epoch_state).py_err(py)?;
         py.detach(|| self.lock_detached()?.resume(state))
             .py_err(py)?;
         *self.latest(py)? = None;

@@ -1,9 +1,10 @@
 //! Reads in flight through the local tier (`cache_dir`) over object storage: the
 //! blocks missing from the cache are fetched as requests on the storage's runtime, as
-//! without the cache, not by a thread each. The process's threads (`/proc/self/task`)
-//! are counted while the server holds a GET for every block at its gate
-//! (tests/http_server). Alone in its test binary, so no other test's threads are
-//! counted.
+//! without the cache, not by a thread each; once every block is local (the object
+//! mapped from them), a few fetch threads read it, not one per read asked for. The
+//! process's threads (`/proc/self/task`) are counted while the server holds a GET for
+//! every block at its gate (tests/http_server), and after each window of a warm read.
+//! Alone in its test binary, so no other test's threads are counted.
 #![cfg(feature = "object-store")]
 
 mod common;
@@ -28,6 +29,11 @@ const SIZE: usize = 20_000;
 
 /// Every (id, payload) of one epoch, in the order read, 512 reads in flight.
 fn epoch(reader: Arc<Reader>) -> Vec<(u64, Vec<u8>)> {
+    epoch_counting_threads(reader).0
+}
+
+/// [`epoch`], and the most threads the process had after a window came in.
+fn epoch_counting_threads(reader: Arc<Reader>) -> (Vec<(u64, Vec<u8>)>, usize) {
     let order = reader
         .epoch_order(&OrderParams {
             seed: 11,
@@ -41,13 +47,15 @@ fn epoch(reader: Arc<Reader>) -> Vec<(u64, Vec<u8>)> {
     };
     let mut fetcher = Fetcher::new(reader, order, fetch).unwrap();
     let mut got = Vec::new();
+    let mut most = 0;
     while let Some(w) = fetcher.next_window() {
+        most = most.max(threads());
         let p = w.result.unwrap();
         for (k, &id) in w.ids.iter().enumerate() {
             got.push((id, p.get(k).unwrap().unwrap().to_vec()));
         }
     }
-    got
+    (got, most)
 }
 
 #[test]
@@ -102,9 +110,20 @@ fn cold_reads_through_cache_dir_are_requests_not_a_thread_each() {
     // it first.
     assert_eq!(data_gets(server.gets()), blocks);
 
-    // Warm: the same reader's next epoch, and a reader opened afresh, make no request.
+    // Warm: the same reader's next epoch, and a reader opened afresh (every block
+    // local: mapped from them), make no request, and take no thread per read in flight.
     server.clear_gets();
-    assert_eq!(epoch(Arc::clone(&cold)), plain);
-    assert_eq!(epoch(open(true)), plain);
+    let (again, again_threads) = epoch_counting_threads(Arc::clone(&cold));
+    assert_eq!(again, plain);
+    let warm = open(true);
+    assert!(warm.is_mapped(), "every block local: the object is mapped");
+    let (fresh, fresh_threads) = epoch_counting_threads(warm);
+    assert_eq!(fresh, plain);
     assert_eq!(server.gets(), []);
+    for (read, most) in [("again", again_threads), ("opened warm", fresh_threads)] {
+        assert!(
+            most < 24,
+            "{most} threads with 512 reads in flight through cache_dir, all local ({read})"
+        );
+    }
 }

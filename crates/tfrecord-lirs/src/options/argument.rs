@@ -67,6 +67,29 @@ pub fn integer(name: &str, got: Type, repr: &str) -> Result<Option<i128>, Argume
     }
 }
 
+/// What an epoch state is, in the words of every message about one.
+const EPOCH_STATE: &str = "bytes (shard states combined by combine_shard_states)";
+
+/// Checks that the epoch state a walk resumes from (`Sampler.resume`,
+/// `Loader.resume_epoch`: its type `got`, shown as `repr`) is bytes; unlike the
+/// `epoch_state` option, it must be given.
+///
+/// ```
+/// use tfrecord_lirs::options::argument::{resume_state, Type};
+/// assert!(resume_state(Type::Bytes, "b''").is_ok());
+/// let e = resume_state(Type::Text, "'x'").unwrap_err();
+/// assert_eq!(
+///     e.to_string(),
+///     "epoch_state must be bytes (shard states combined by combine_shard_states), got 'x'"
+/// );
+/// ```
+pub fn resume_state(got: Type, repr: &str) -> Result<(), ArgumentError> {
+    match got {
+        Type::Bytes => Ok(()),
+        _ => Err(wrong("epoch_state", EPOCH_STATE, repr)),
+    }
+}
+
 /// Checks that `value` (its type `got`, shown as `repr`) has the type option `name`
 /// takes. An option with no rule here is refused (a front end's mistake).
 ///
@@ -84,10 +107,12 @@ pub fn check(name: &str, got: Type, repr: &str) -> Result<(), ArgumentError> {
         | "num_parallel_reads" => return integer(name, got, repr).map(drop),
         "compression" => (matches!(got, Absent | Text), "a str or None"),
         "deterministic" => (matches!(got, Absent | Bool), "a bool or None"),
-        "epoch_state" => (
-            matches!(got, Absent | Bytes),
-            "bytes (shard states combined by combine_shard_states) or None",
-        ),
+        "epoch_state" => {
+            if matches!(got, Absent | Bytes) {
+                return Ok(());
+            }
+            return Err(wrong(name, &format!("{EPOCH_STATE} or None"), repr));
+        }
         // A number: the value's rule (`options::reuse_factor`) refuses fractions.
         "reuse_factor" => (!matches!(got, Bool | Text | Bytes), "an integer >= 1"),
         _ => return Err(ArgumentError(format!("no type rule for argument {name}"))),
@@ -160,5 +185,22 @@ mod tests {
             assert!(check(name, got, "").is_ok(), "{name}");
         }
         assert!(check("nonsense", Type::Text, "'x'").is_err());
+    }
+
+    #[test]
+    fn a_resumed_state_is_bytes_and_given() {
+        assert!(resume_state(Type::Bytes, "b''").is_ok());
+        for (got, repr) in [
+            (Type::Text, "'x'"),
+            (Type::Absent, "None"),
+            (Type::Int(3), "3"),
+        ] {
+            let e = resume_state(got, repr).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("epoch_state must be {EPOCH_STATE}, got {repr}")
+            );
+            assert_eq!(Error::from(e).kind(), ErrorKind::InvalidArgument);
+        }
     }
 }

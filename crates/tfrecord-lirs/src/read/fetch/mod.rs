@@ -51,7 +51,7 @@ pub use schedule::{Cut, FetchSchedule, OrderSource, ORDER_VERSION_1};
 use crate::error::{Error, Result};
 
 use crate::read::batch::Batch;
-use crate::read::reader::{choose, Reader, Request, Strategy, REMOTE_AUTO_THREADS};
+use crate::read::reader::{choose, Reader, Request, Strategy};
 
 pub use crate::read::reader::{ADAPTIVE_IN_FLIGHT, COLD_AUTO_THREADS};
 
@@ -71,11 +71,11 @@ pub struct FetchOptions {
 impl FetchOptions {
     /// Threads for `reader` when the caller has no preference, as the one read-strategy
     /// selector decides for a stream: [`ADAPTIVE_IN_FLIGHT`] requests on object
-    /// storage, [`REMOTE_AUTO_THREADS`] on other remote storage, none (reads on the
-    /// consumer's thread) while it reads from memory maps, [`COLD_AUTO_THREADS`] for
-    /// files read cold, else 2 (positioned reads of cached pages are syscall-bound and
-    /// overlap; more threads than the 2 cores TF leaves would only compete with
-    /// TensorFlow's own threads).
+    /// storage, [`REMOTE_AUTO_THREADS`](crate::REMOTE_AUTO_THREADS) on other remote
+    /// storage, none (reads on the consumer's thread) while it reads from memory maps,
+    /// [`COLD_AUTO_THREADS`] for files read cold, else 2 (positioned reads of cached
+    /// pages are syscall-bound and overlap; more threads than the 2 cores TF leaves
+    /// would only compete with TensorFlow's own threads).
     pub fn auto_threads(reader: &Reader) -> usize {
         match choose(reader, Request::Stream) {
             Strategy::OnThisThread => 0,
@@ -193,13 +193,15 @@ impl Fetcher {
             )));
         }
         // Object storage: each window is one part, its runs requests in flight on the
-        // storage's runtime, `threads` of them at once (no thread each).
-        let ranged = options.threads > 0 && reader.reads_ranged();
+        // storage's runtime, `threads` of them at once (no thread each); else fetch
+        // threads, as many as the selector allows for the reads in flight asked for.
+        let (ranged, threads) = match choose(&*reader, Request::StreamOf(options.threads)) {
+            Strategy::OnThisThread => (false, 0),
+            Strategy::Threads(n) => (false, n),
+            Strategy::Ranged(n) => (true, n),
+        };
         let mut options = options;
-        if options.threads == ADAPTIVE_IN_FLIGHT && !ranged {
-            // The adaptive limit is of requests; fetch threads take the remote default.
-            options.threads = REMOTE_AUTO_THREADS;
-        }
+        options.threads = threads;
         let min_part_ids = if reader.is_remote() { 1 } else { MIN_PART_IDS };
         // Each window is read into one buffer per part (one with no threads).
         let parts_per_window = if ranged {

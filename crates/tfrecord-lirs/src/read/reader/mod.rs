@@ -244,6 +244,13 @@ impl Reader {
             .any(|f| !self.storage.is_local(&f.data_path) && !f.src.served_locally())
     }
 
+    /// Whether any file is a URL a local tier (`cache_dir`) serves from local disk.
+    pub(crate) fn served_by_tier(&self) -> bool {
+        self.files
+            .iter()
+            .any(|f| !self.storage.is_local(&f.data_path) && f.src.served_locally())
+    }
+
     /// The adaptive limit of requests in flight the last fetch over this reader ended
     /// at, if one has ended (object storage): where the next one starts.
     pub fn learned_in_flight(&self) -> Option<usize> {

@@ -1,8 +1,10 @@
 //! How a read of many ids is done, decided in one place ([`choose`]) from what the
 //! storage is and what is asked: every front end's batch call
 //! ([`Reader::read_batch_concurrent`]: the op's, Python's `read_many`) and every
-//! fetch's thread count ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads))
-//! go through it, so the same files are read the same way whoever asks.
+//! fetch's thread count, automatic
+//! ([`FetchOptions::auto_threads`](crate::FetchOptions::auto_threads)) or asked for
+//! ([`Fetcher::new`](crate::Fetcher::new)), go through it, so the same files are read
+//! the same way whoever asks.
 
 use super::Reader;
 
@@ -47,6 +49,8 @@ pub(crate) trait Facts {
     fn mapped(&self) -> bool;
     /// Some file is read as one beyond the page cache.
     fn cold(&self) -> bool;
+    /// Some file is a URL a local tier (`cache_dir`) serves from local disk.
+    fn tiered(&self) -> bool;
 }
 
 impl Facts for Reader {
@@ -62,6 +66,9 @@ impl Facts for Reader {
     fn cold(&self) -> bool {
         self.reads_cold()
     }
+    fn tiered(&self) -> bool {
+        self.served_by_tier()
+    }
 }
 
 /// What is asked.
@@ -74,6 +81,9 @@ pub(crate) enum Request {
     BatchWithoutRequests(usize),
     /// An order read window after window by a fetch.
     Stream,
+    /// An order read by a fetch with this many reads in flight asked for (a
+    /// front end's `num_parallel_reads`, or [`ADAPTIVE_IN_FLIGHT`]).
+    StreamOf(usize),
 }
 
 /// How it is read.
@@ -118,6 +128,25 @@ pub(crate) fn choose(facts: &impl Facts, request: Request) -> Strategy {
                 Strategy::Threads(2)
             }
         }
+        Request::StreamOf(0) => Strategy::OnThisThread,
+        Request::StreamOf(n) if facts.ranged() => Strategy::Ranged(n),
+        Request::StreamOf(n) => {
+            // The adaptive limit is of requests; fetch threads take the remote default.
+            let n = if n == ADAPTIVE_IN_FLIGHT {
+                REMOTE_AUTO_THREADS
+            } else {
+                n
+            };
+            if !facts.remote() && facts.tiered() {
+                // Reads in flight asked for a URL's storage, served by the local tier
+                // from its block files instead: each read waits on the local disk (or
+                // copies from a map), which serves no more at once than a cold local
+                // file, so more threads would only be threads.
+                Strategy::Threads(n.min(COLD_AUTO_THREADS))
+            } else {
+                Strategy::Threads(n)
+            }
+        }
     }
 }
 
@@ -131,6 +160,7 @@ mod tests {
         remote: bool,
         mapped: bool,
         cold: bool,
+        tiered: bool,
     }
 
     impl Facts for Kind {
@@ -145,6 +175,9 @@ mod tests {
         }
         fn cold(&self) -> bool {
             self.cold
+        }
+        fn tiered(&self) -> bool {
+            self.tiered
         }
     }
 
@@ -170,6 +203,12 @@ mod tests {
             remote: true,
             ..local
         };
+        // A URL served from local disk by the `cache_dir` tier (mapped when whole).
+        let tier = Kind {
+            tiered: true,
+            mapped: true,
+            ..local
+        };
         use Strategy::*;
         let cases = [
             (local, Request::Batch(256), OnThisThread),
@@ -193,6 +232,31 @@ mod tests {
             (cold, Request::Stream, Threads(COLD_AUTO_THREADS)),
             (remote, Request::Stream, Threads(REMOTE_AUTO_THREADS)),
             (object, Request::Stream, Ranged(ADAPTIVE_IN_FLIGHT)),
+            (tier, Request::Stream, OnThisThread),
+            // Reads in flight asked for: as asked, but through the tier no more
+            // threads than a local disk serves at once.
+            (local, Request::StreamOf(512), Threads(512)),
+            (remote, Request::StreamOf(512), Threads(512)),
+            (object, Request::StreamOf(512), Ranged(512)),
+            (tier, Request::StreamOf(512), Threads(COLD_AUTO_THREADS)),
+            (tier, Request::StreamOf(3), Threads(3)),
+            (
+                tier,
+                Request::StreamOf(ADAPTIVE_IN_FLIGHT),
+                Threads(COLD_AUTO_THREADS),
+            ),
+            (
+                remote,
+                Request::StreamOf(ADAPTIVE_IN_FLIGHT),
+                Threads(REMOTE_AUTO_THREADS),
+            ),
+            (
+                object,
+                Request::StreamOf(ADAPTIVE_IN_FLIGHT),
+                Ranged(ADAPTIVE_IN_FLIGHT),
+            ),
+            (tier, Request::StreamOf(0), OnThisThread),
+            (object, Request::StreamOf(0), OnThisThread),
         ];
         for (facts, request, want) in cases {
             assert_eq!(choose(&facts, request), want, "{request:?}");

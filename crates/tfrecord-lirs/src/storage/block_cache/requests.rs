@@ -138,3 +138,99 @@ impl Drop for Waiting {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Range;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::storage::block_cache::identity_text;
+    use crate::storage::ranged::RangesDone;
+
+    /// A source whose requests are held until the test answers or cancels them
+    /// (drops their callbacks, as a dropped scope does on object storage).
+    #[derive(Default)]
+    struct Held(Mutex<Vec<(Range<u64>, RangesDone)>>);
+
+    impl RangedRead for Held {
+        fn read_ranges(&self, ranges: &[Range<u64>], _scope: &ReadScope, done: RangesDone) {
+            self.0.lock().unwrap().push((ranges[0].clone(), done));
+        }
+    }
+
+    impl Held {
+        fn take(&self) -> Vec<(Range<u64>, RangesDone)> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    /// What a read waiting on a block got; a guard against hanging, not a timing.
+    fn got(rx: &mpsc::Receiver<io::Result<Vec<u8>>>) -> io::Result<Vec<u8>> {
+        rx.recv_timeout(Duration::from_secs(120))
+            .expect("a read waiting on a block was never woken")
+    }
+
+    #[test]
+    fn a_cancelled_block_request_wakes_every_read_waiting_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = BlockCache::open(dir.path(), 1 << 30).unwrap();
+        let size = 1000;
+        let obj = Arc::new(cache.object("s3://b/x", &identity_text("s3://b/x", size, "v1"), size));
+        obj.prepare(&cache).unwrap();
+        let src = Held::default();
+        let scope = ReadScope::new(4);
+        let (tx, rx) = mpsc::channel();
+        let ask = || {
+            let tx = tx.clone();
+            cache.fetch_block(
+                &obj,
+                0,
+                &src,
+                &scope,
+                Box::new(move |block| {
+                    let bytes = block.and_then(|b| {
+                        let mut buf = vec![0u8; size as usize];
+                        b.read(&mut buf, 0, size).map(|_| buf)
+                    });
+                    tx.send(bytes).unwrap();
+                }),
+            )
+        };
+        // Three reads of block 0: one request, the other two waiting on it.
+        for _ in 0..3 {
+            ask();
+        }
+        let requests = src.take();
+        assert_eq!(requests.len(), 1, "one request per block");
+        assert!(
+            rx.try_recv().is_err(),
+            "none answered before the request is"
+        );
+        // Cancelled: every read is woken with a clear error.
+        drop(requests);
+        for _ in 0..3 {
+            let e = got(&rx).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::Interrupted);
+            assert!(e.to_string().contains("cancelled"), "{e}");
+        }
+        // Nothing is left waiting on it: a read asking again starts a request of its
+        // own (the block's lock let go), and it and a read joining it get the block.
+        ask();
+        ask();
+        let mut requests = src.take();
+        assert_eq!(requests.len(), 1);
+        let (range, done) = requests.pop().unwrap();
+        assert_eq!(range, 0..size);
+        let bytes: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        done(Ok(&[&bytes[..]]));
+        for _ in 0..2 {
+            assert_eq!(got(&rx).unwrap(), bytes);
+        }
+        // Kept: a later read is served from the directory, no request.
+        ask();
+        assert_eq!(got(&rx).unwrap(), bytes);
+        assert!(src.take().is_empty());
+    }
+}
