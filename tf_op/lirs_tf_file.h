@@ -56,7 +56,8 @@ class TfWriteFile {
 // Opens `url` for positioned reads (null, with `code` and `message`, on failure).
 std::unique_ptr<TfReadFile> tf_open_read(rust::Str url, int32_t& code,
                                          rust::String& message);
-// Creates or truncates `url` for writing.
+// Creates `url` for writing (over an existing file, ram:// appends: the core
+// creates fresh names).
 std::unique_ptr<TfWriteFile> tf_create(rust::Str url, int32_t& code,
                                        rust::String& message);
 // Renames `from` over `to`.

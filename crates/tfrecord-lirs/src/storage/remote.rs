@@ -48,7 +48,9 @@ pub trait FileSystem: Send + Sync {
         Ok(bytes)
     }
 
-    /// Creates (or truncates) `url` for writing.
+    /// Creates `url` for writing. Over an existing file most file systems start it
+    /// empty, but TensorFlow's `ram://` appends to it: the writers therefore create a
+    /// fresh name and rename it into place (or, without rename, write a new object).
     fn create(&self, url: &str) -> io::Result<Box<dyn RemoteWrite>>;
 
     /// Renames `from` to `to`, replacing `to`. `Unsupported` where the scheme has no
