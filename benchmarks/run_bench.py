@@ -1098,7 +1098,8 @@ def report(path, t, m, meta, results):
         "with 4 tf.data jobs (`tfrecord_lirs.augment(share=...)`, row 14's augmentation as "
         "TensorFlow ops). Bytes read: the engine's read counters of every process that "
         "read the data file (DataLoader workers, tf.data jobs), in all, against one "
-        "separate job's.",
+        "separate job's. Separate and shared alternate 3 times; the figures are the round "
+        "with the median speedup.",
         "",
     ]
     if os.path.exists(PROFILE_NOTES):
