@@ -8,11 +8,10 @@
 //! `LIRSTestOnlyStorageConformance`, the C function `lirs_test_set_panic_point`),
 //! linked only into the test build of the op library (`make -C tf_op test-lib`).
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use tfrecord_lirs::{conformance, Backend};
+use tfrecord_lirs::conformance;
 
 use crate::status::{guard, report, FfiError, FfiResult};
 use crate::Status;
@@ -80,9 +79,7 @@ fn debug_panic(message: &str, status: &mut Status) -> FfiResult<()> {
 /// TensorFlow's file systems for URLs, through `tf_fs`), each file opened the way
 /// the readers open a file of one record, with the default backend.
 pub fn run_storage_conformance(base: &str) -> Vec<String> {
-    let storage = crate::reader::storage();
-    let open = |p: &Path| storage.open(p, Backend::Auto, 1, None);
-    conformance::run(base, &open)
+    conformance::run_over(base, &crate::reader::storage())
 }
 
 fn storage_conformance(base: &str, status: &mut Status) -> FfiResult<Vec<String>> {

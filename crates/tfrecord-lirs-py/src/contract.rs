@@ -63,9 +63,8 @@ fn storage_conformance(py: Python<'_>, base: &str, through: &str) -> PyResult<Ve
             )))
         }
     };
-    let open = |p: &std::path::Path| storage.open(p, core::Backend::Auto, 1, None);
     // The GIL released: the cases' threads read through gfile, which takes it.
-    Ok(py.detach(|| core::conformance::run(base, &open)))
+    Ok(py.detach(|| core::conformance::run_over(base, &storage)))
 }
 
 /// Adds this module's functions to `m`.

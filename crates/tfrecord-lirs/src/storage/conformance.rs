@@ -16,9 +16,9 @@ use std::sync::mpsc;
 
 use crate::error::{ErrorKind, Result};
 
-use crate::storage::local::read_full_from;
+use crate::storage::local::{read_full_from, Backend};
 use crate::storage::ranged::ReadScope;
-use crate::storage::ReadAt;
+use crate::storage::{ReadAt, Storage};
 
 /// Opens one path (or URL) of the storage under test.
 pub type Open<'a> = dyn Fn(&Path) -> Result<Box<dyn ReadAt>> + Sync + 'a;
@@ -76,6 +76,13 @@ pub fn run(base: &str, open: &Open<'_>) -> Vec<String> {
         .iter()
         .filter_map(|(name, case)| case(base, open).err().map(|e| format!("{name}: {e}")))
         .collect()
+}
+
+/// [`run`] over `storage`, each file opened as the readers open a file of one record
+/// (the default backend): for the front ends that run the cases through their own
+/// storage (the op library's bridge, Python's gfile).
+pub fn run_over(base: &str, storage: &Storage) -> Vec<String> {
+    run(base, &|p: &Path| storage.open(p, Backend::Auto, 1, None))
 }
 
 fn path(base: &str, name: &str) -> PathBuf {
