@@ -226,7 +226,7 @@ bench: venv venv-without-tf venv-bench venv-mosaic build py-ext tf-op python-ins
 # AFTER (default HEAD), each built apart under target/ab/, interleaved in one run; prints
 # each row's after/before ratio of the best rounds (benchmarks/ab.py; BENCH_SCALE applies).
 AFTER ?= HEAD
-AB_ROUNDS ?= 3
+AB_ROUNDS ?= 6
 ab: venv
 	@test -n "$(BEFORE)" || { echo "usage: make ab BEFORE=<rev> [AFTER=<rev>]"; exit 2; }
 	command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio; }
