@@ -4,23 +4,27 @@ Builds the tree at BEFORE and at AFTER (default HEAD), each from `git archive` i
 directory of its own with its own target/ (under target/ab/<commit>/, kept between runs
 and seeded from this tree's target/release on first use), then runs `make bench` rows
 1, 2, 3 and 10 (hot small records per element and batched, hot and cold 100 KB records,
-large records) with each tree's own benchmarks/run_bench.py, interleaved: before, after,
-before, after ... for --rounds rounds, so that drift of the machine's load hits both
-sides alike. Prints, for every row with a rate in both trees, the best and the median of
-each side and their ratios after/before; a row passes when the ratio of the bests is
->= --min-ratio (0.95). The best, not the median, is judged because on this shared 2-core
-VM a per-element row runs in one of two modes, ~0.79 M or ~1.3-1.4 M rec/s, in either
-tree and for stock contenders too (three of six runs of row 1 in the quarter-scale A/B
-of 2026-11-28); other load only ever slows a run, so the fastest of several rounds is
-the code's speed. Six rounds by default: the mode is drawn per process (one binary on one
-file gave the gather limit 7.4 M and 10.2 M rec/s in consecutive runs, 2026-11-29), and
-three rounds left some row of one side in its slow mode in every A/B so far (identical
-stock rows 0.69x-1.23x); with even odds per run, six miss the fast mode with p = 1/64 per
-side and row. The median ratio is shown beside it. Both trees read the same data
-files (one --out directory: the first run writes them, every later run reuses them), so
-where the page cache holds them is the same for both sides. Rows of LIRS code are
-judged; the stock contenders' rows (TFRecordDataset, HF Arrow, the copy-out limits) are
-shown as the run's noise floor. Exits 1 when a judged row is below the ratio.
+large records) with each tree's own benchmarks/run_bench.py, interleaved for --rounds
+rounds (6), the order alternating (before, after; after, before; ...), so that drift of
+the machine's load hits both sides alike. Both trees read the same data files (one --out
+directory: the first run writes them, every later run reuses them).
+
+Judging. Round i of each side ran next to the other's, so each round gives a paired ratio
+after/before; a row is "yes" when the geometric mean of its paired ratios and the ratio of
+the sides' bests are both >= --min-ratio (0.95), "SLOWER" when the 95 % interval of that
+mean (Student's t) lies below it, and "unclear" otherwise. Rows of LIRS code are judged;
+the stock contenders' rows (TFRecordDataset, HF Arrow, the copy-out limits) run the same
+code on both sides and are printed as the run's noise floor. Exits 1 when a judged row is
+SLOWER. `--judge-only` judges the saved results of the last run again.
+
+Why an interval: on this 2-core VM a tf.data row runs in one of a few modes per process,
+e.g. row 1's per-element LIRSDataset at ~0.39 M, ~0.79 M or ~1.3 M rec/s with one binary
+on one file; an epoch takes 1.28 s or 0.59 s in consecutive repetitions of one process,
+and pinned to one CPU it takes 0.84-1.3 s, so the slow mode is the pipeline's threads
+sharing one core (2026-11-29). Six rounds of rows 1-3 and 10 at BENCH_SCALE=0.25 then
+spread the stock rows' paired ratios 0.85-1.10 (their bests 0.82-1.16), wider than the
+5 % to be judged; an "unclear" row needs more rounds, or a paired run of that contender
+alone.
 
     .venv/bin/python benchmarks/ab.py --before main~1 [--after HEAD] [--rounds 6]
 
@@ -30,6 +34,7 @@ Needs fio (row 3) and, for row 10, a .venv-bench (`make venv-bench`) in this tre
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -108,6 +113,74 @@ def judged(label):
     return "LIRS" in label or label.startswith("Rust, 1 thread") or "Fetcher" in label
 
 
+# Two-sided 95 % quantiles of Student's t by degrees of freedom (rounds - 1).
+T95 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+       10: 2.228, 11: 2.201, 12: 2.179, 14: 2.145, 19: 2.093, 29: 2.045}
+
+
+def paired(before, after):
+    """The geometric mean of the rounds' ratios after/before and its 95 % interval: round
+    i of each side ran next to the other's, so a slow stretch of the machine hits both."""
+    logs = [math.log(a / b) for a, b in zip(after, before)]
+    mean = statistics.mean(logs)
+    df = len(logs) - 1
+    t = T95[max(k for k in T95 if k <= df)]
+    half = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def judge_runs(runs, args, sides):
+    """Prints the table; `judge_runs.status` is 1 when a judged row is slower.
+
+    A row is "yes" when the geometric mean of its paired ratios and the ratio of the bests
+    are both >= --min-ratio; "SLOWER" when the interval's top is below it (shown beyond
+    this run's noise); "unclear" otherwise (more rounds tell)."""
+    keys = [k for k in runs["before"][0] if all(k in r for s in runs for r in runs[s])]
+    summary, slower, unclear = [], [], []
+    print(f"A/B: before {args.before} ({sides['before'][:12]}), after {args.after} "
+          f"({sides['after'][:12]}); rows {args.rows}; {len(runs['before'])} interleaved rounds; "
+          f"BENCH_SCALE={os.environ.get('BENCH_SCALE', '1')}")
+    print(f"{'row':<22} {'contender':<62} {'best before':>12} {'best after':>12} {'best':>6} "
+          f"{'paired':>6} {'95% interval':>13}  verdict")
+    for sec, label in keys:
+        before = [r[(sec, label)] for r in runs["before"]]
+        after = [r[(sec, label)] for r in runs["after"]]
+        b, a = max(before), max(after)
+        q = a / b if b else float("nan")
+        gm, lo, hi = paired(before, after)
+        judge = judged(label)
+        short = label.replace("**", "")
+        if not judge:
+            verdict = "(reference)"
+        elif gm >= args.min_ratio and q >= args.min_ratio:
+            verdict = "yes"
+        elif hi < args.min_ratio:
+            verdict = "SLOWER"
+            slower.append(short)
+        else:
+            verdict = "unclear"
+            unclear.append(short)
+        print(f"{sec[:22]:<22} {short[:62]:<62} {b:>12,.0f} {a:>12,.0f} {q:>6.3f} "
+              f"{gm:>6.3f} {lo:>6.3f}-{hi:<6.3f}  {verdict}")
+        summary.append({"row": sec, "contender": label, "before": b, "after": a, "ratio": q,
+                        "paired": gm, "paired_low": lo, "paired_high": hi,
+                        "judged": judge, "verdict": verdict})
+    with open(os.path.join(args.dir, "ab.json"), "w") as f:
+        json.dump({"before": sides["before"], "after": sides["after"], "rows": summary}, f,
+                  indent=1)
+    n = sum(1 for s in summary if s["judged"])
+    ref = [s for s in summary if not s["judged"]]
+    if ref:
+        # Stock rows run the same code on both sides: their spread is this run's noise.
+        print(f"noise floor: {len(ref)} stock rows, best after/best before "
+              f"{min(s['ratio'] for s in ref):.3f}-{max(s['ratio'] for s in ref):.3f}, "
+              f"paired {min(s['paired'] for s in ref):.3f}-{max(s['paired'] for s in ref):.3f}")
+    print(f"{n - len(slower) - len(unclear)}/{n} judged rows as fast (>= {args.min_ratio}); "
+          f"slower beyond the noise: {', '.join(slower) or 'none'}; "
+          f"unclear: {', '.join(unclear) or 'none'}")
+    judge_runs.status = 1 if slower or not n else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,11 +193,22 @@ def main():
     ap.add_argument("--venv", default=os.path.join(ROOT, ".venv"))
     ap.add_argument("--venv-without-tf", default=os.path.join(ROOT, ".venv-without-tf"))
     ap.add_argument("--venv-bench", default=os.path.join(ROOT, ".venv-bench"))
+    ap.add_argument("--judge-only", action="store_true",
+                    help="judge the results of the last run in --dir again (no build, no run)")
     ap.add_argument("--no-seed", action="store_true",
                     help="build each tree from scratch (no copy of this tree's target/)")
     args = ap.parse_args()
     if args.rounds < 3:
         raise SystemExit("--rounds: at least 3 (a median of fewer is one run's noise)")
+    if args.judge_only:
+        sides = {"before": commit_of(args.before), "after": commit_of(args.after)}
+        runs = {side: [] for side in sides}
+        for side in sides:
+            for rnd in range(1, args.rounds + 1):
+                with open(os.path.join(args.dir, f"results-{side}-{rnd}.json")) as f:
+                    runs[side].append(rates(json.load(f)))
+        judge_runs(runs, args, sides)
+        sys.exit(judge_runs.status)
     if "3" in args.rows.split(",") and not shutil.which("fio"):
         raise SystemExit("fio is not installed (row 3 needs it: apt-get install -y fio)")
     if "10" in args.rows.split(",") and not os.path.exists(args.venv_bench):
@@ -141,7 +225,8 @@ def main():
     built = time.time()
     runs = {side: [] for side in sides}
     for rnd in range(1, args.rounds + 1):
-        for side in ("before", "after"):
+        # The order alternates, so that neither side always runs first (page cache, turbo).
+        for side in ("before", "after") if rnd % 2 else ("after", "before"):
             tree = trees[side]
             out = os.path.join(args.dir, "out")
             log(f"round {rnd}/{args.rounds}: {side} ({sides[side][:12]})")
@@ -155,45 +240,10 @@ def main():
             shutil.copy(os.path.join(out, "results.json"),
                         os.path.join(args.dir, f"results-{side}-{rnd}.json"))
             runs[side].append(rates(results))
-    keys = [k for k in runs["before"][0] if all(k in r for s in runs for r in runs[s])]
-    summary, failed = [], []
-    print(f"A/B: before {args.before} ({sides['before'][:12]}), after {args.after} "
-          f"({sides['after'][:12]}); rows {args.rows}; {args.rounds} interleaved rounds; "
-          f"BENCH_SCALE={os.environ.get('BENCH_SCALE', '1')}")
-    print(f"{'row':<26} {'contender':<70} {'best before':>12} {'best after':>12} {'ratio':>6} "
-          f"{'median ratio':>12}  ok?")
-    for sec, label in keys:
-        b = max(r[(sec, label)] for r in runs["before"])
-        a = max(r[(sec, label)] for r in runs["after"])
-        q = a / b if b else float("nan")
-        mb = statistics.median(r[(sec, label)] for r in runs["before"])
-        ma = statistics.median(r[(sec, label)] for r in runs["after"])
-        mq = ma / mb if mb else float("nan")
-        judge = judged(label)
-        ok = q >= args.min_ratio
-        if judge and not ok:
-            failed.append(label)
-        verdict = ("yes" if ok else "NO") if judge else "(reference)"
-        short = label.replace("**", "")
-        print(f"{sec[:26]:<26} {short[:70]:<70} {b:>12,.0f} {a:>12,.0f} {q:>6.3f} "
-              f"{mq:>12.3f}  {verdict}")
-        summary.append({"row": sec, "contender": label, "before": b, "after": a, "ratio": q,
-                        "median_before": mb, "median_after": ma, "median_ratio": mq,
-                        "judged": judge, "ok": ok})
-    with open(os.path.join(args.dir, "ab.json"), "w") as f:
-        json.dump({"before": sides["before"], "after": sides["after"], "rows": summary}, f,
-                  indent=1)
-    n = sum(1 for s in summary if s["judged"])
-    ref = [s["ratio"] for s in summary if not s["judged"]]
-    if ref:
-        # Stock rows run the same code on both sides: their spread is this run's noise.
-        print(f"noise floor: {len(ref)} stock rows, best after/best before "
-              f"{min(ref):.3f}-{max(ref):.3f}")
-    print(f"{n - len(failed)}/{n} judged rows best after/best before >= {args.min_ratio}"
-          + (f"; below: {', '.join(failed)}" if failed else ""))
+    judge_runs(runs, args, sides)
     print(f"runtime: {(time.time() - start) / 60:.1f} min "
           f"(builds {(built - start) / 60:.1f}, bench {(time.time() - built) / 60:.1f})")
-    sys.exit(1 if failed or not n else 0)
+    sys.exit(judge_runs.status)
 
 
 if __name__ == "__main__":
