@@ -437,7 +437,8 @@ def bench_sweep(t, out, env):
         each = (f"{sh['workers_per_job']} worker each" if frontend == "torch"
                 else "map AUTOTUNE")
         sec = (f"14 sweep: {sh['jobs']} {who} jobs at once ({each}), {sh['images']:,} PNG "
-               f"Examples, {sh['epochs']} epochs, row 14's whole augmentation every epoch")
+               f"Examples, {sh['epochs']} epochs (epoch 0 untimed), row 14's whole augmentation "
+               "every epoch")
         t.add(sec, "separate: each job on a store of its own (per-job img/s; augmentations "
               "computed in all)", fmt_rate(sep["per_job_images_per_s"], "img/s"),
               f"{sep['augmentations_computed']:,} computed")

@@ -11,7 +11,9 @@ each on a store of its own (every job computes every sample). Front ends:
   `num_parallel_calls=AUTOTUNE`.
 
 Every epoch a new augmentation (reuse_factor 1). Prints one JSON line per setting:
-per-job images/s (mean, min), augmentations computed in all, bytes the jobs read from
+per-job images/s (mean, min) over epochs 1..E-1 (epoch 0, with each job's start,
+untimed, as row 14's refurbish rows; its seconds are the jobs' `first_epoch_s`), CPU
+time per image (tf: epochs 1..E-1; torch: every epoch), augmentations computed in all, bytes the jobs read from
 the data file in all (the engine's read counters: `_lirs.process_io_totals()` in the
 DataLoader workers, `tfrecord_lirs.process_io_totals()` in a tf.data job), and whether
 every job saw the same samples.
@@ -22,7 +24,7 @@ median, with every round's speedup beside it: on this 2-core VM one round's spee
 ranged 1.57-2.91x for the same tree minutes apart (2026-11-29), so one round is noise.
 
     python sweep_bench.py --out DIR [--frontend torch|tf] [--images N] [--epochs E]
-                          [--jobs J] [--workers W] [--rounds R]
+                          [--jobs J] [--workers W] [--rounds R] [--tf-threads T]
 """
 
 import argparse
@@ -101,16 +103,22 @@ def job(data, store, log, epochs, workers):
                             worker_init_fn=worker_start)
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs._lirs.process_io_totals()[1]
-    start, cpu = time.perf_counter(), cpu_secs(children=True)
+    # The worker processes' CPU time is known only when they end, so it is counted over
+    # every epoch; the rate is over epochs 1..E-1 (epoch 0 holds the workers' start).
+    begin, cpu = time.perf_counter(), cpu_secs(children=True)
     for epoch in range(epochs):
+        if epoch == 1:
+            start = time.perf_counter()
         dataset.sampler.set_epoch(epoch)
         for hashes in loader:
             seen.update("".join(hashes).encode())
     secs = time.perf_counter() - start
     main_bytes = tfrecord_lirs._lirs.process_io_totals()[1] - before
     del loader  # its workers end, so their CPU time is counted as this process's children's
-    print(json.dumps({"images_per_s": len(source) * epochs / secs,
+    print(json.dumps({"images_per_s": len(source) * (epochs - 1) / secs,
+                      "first_epoch_s": start - begin,
                       "cpu_secs": cpu_secs(children=True) - cpu,
+                      "cpu_images": len(source) * epochs,
                       "samples": seen.hexdigest(), "computed": calls(log),
                       "bytes_read": main_bytes + worker_bytes(log)}), flush=True)
 
@@ -121,6 +129,11 @@ def tf_job(data, store, log, epochs, _workers):
     import tensorflow as tf
 
     from refurbish_tf_bench import final, partial, sub_seed
+
+    threads = int(os.environ.get("SWEEP_TF_THREADS", "0"))
+    if threads:  # --tf-threads: TensorFlow's pools, and the map's ops, sized per job
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
 
     count = tf.Variable(0, dtype=tf.int64, trainable=False)
 
@@ -134,11 +147,25 @@ def tf_job(data, store, log, epochs, _workers):
                                epochs=epochs, augment_name="sweep-bench-tf-1")
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs.process_io_totals()["bytes_read"]
-    start, cpu = time.perf_counter(), cpu_secs()
-    for batch in ds.batch(BATCH).prefetch(tf.data.AUTOTUNE):
+    begin = time.perf_counter()
+    # Epoch 0 untimed, as row 14's `timed`: it holds the iterator's creation (grappler
+    # optimizing the map function, ~1-2 s of CPU once per job), which a 512-image bench
+    # would otherwise spread as ~1 ms over every image.
+    if threads:
+        one = tf.data.Options()
+        one.threading.max_intra_op_parallelism = threads
+        ds = ds.with_options(one)
+    it = iter(ds.batch(BATCH).prefetch(tf.data.AUTOTUNE))
+    for _ in range(n // BATCH):  # whole batches: the pipeline batches across epochs
+        seen.update("".join(digest(next(it).numpy())).encode())
+    start, cpu, timed = time.perf_counter(), cpu_secs(), 0
+    for batch in it:
         seen.update("".join(digest(batch.numpy())).encode())
+        timed += len(batch)
     secs = time.perf_counter() - start
-    print(json.dumps({"images_per_s": n * epochs / secs, "samples": seen.hexdigest(),
+    print(json.dumps({"images_per_s": timed / secs, "first_epoch_s": start - begin,
+                      "cpu_images": timed,
+                      "samples": seen.hexdigest(),
                       "cpu_secs": cpu_secs() - cpu,
                       "computed": int(count.numpy()),
                       "bytes_read": tfrecord_lirs.process_io_totals()["bytes_read"] - before}),
@@ -152,7 +179,8 @@ def sweep(data, root, shared, args):
             for j in range(args.jobs)]
     procs = [subprocess.Popen([sys.executable, __file__, "--job", args.frontend, data, store,
                                log, str(args.epochs), str(args.workers)],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, SWEEP_TF_THREADS=str(args.tf_threads)))
              for store, log in zip(stores, logs)]
     results = []
     for p in procs:
@@ -163,12 +191,16 @@ def sweep(data, root, shared, args):
     rates = [r["images_per_s"] for r in results]
     return {"pipeline": "sweep_shared" if shared else "sweep_separate",
             "frontend": args.frontend, "jobs": args.jobs,
-            "workers_per_job": args.workers, "images": args.images, "epochs": args.epochs,
+            "workers_per_job": args.workers, "tf_threads": args.tf_threads,
+            "images": args.images, "epochs": args.epochs,
             "per_job_images_per_s": sum(rates) / len(rates),
             "per_job_images_per_s_min": min(rates),
+            "first_epoch_s_max": max(r["first_epoch_s"] for r in results),
             # The jobs' CPU time in all per image delivered (each job delivers every one).
+            # tf: epochs 1..E-1; torch: every epoch (its workers' CPU time is known
+            # only at their end).
             "cpu_us_per_image": 1e6 * sum(r["cpu_secs"] for r in results)
-            / (args.jobs * args.images * args.epochs),
+            / sum(r["cpu_images"] for r in results),
             "augmentations_computed": sum(r["computed"] for r in results),
             "bytes_read": sum(r["bytes_read"] for r in results),
             "one_jobs_augmentations": args.images * args.epochs,
@@ -185,12 +217,17 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--frontend", choices=("torch", "tf"), default="torch")
     ap.add_argument("--images", type=int, default=512)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tf-threads", type=int, default=0,
+                    help="tf jobs: inter- and intra-op threads and the map's intra-op "
+                         "parallelism per job (0: TensorFlow's defaults)")
     ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     args = ap.parse_args()
+    if args.epochs < 2:
+        raise SystemExit("--epochs: at least 2 (epoch 0 is untimed)")
     os.makedirs(args.out, exist_ok=True)
     # The same kind of PNG Examples, written by each front end's bench.
     data = os.path.join(args.out, f"sweep-images-{'tf-' if args.frontend == 'tf' else ''}"
