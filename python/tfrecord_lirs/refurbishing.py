@@ -246,6 +246,19 @@ class Refurbisher:
             return sample
         return self._final(sample, step.final_seed(id, epoch))
 
+    def uses(self, uses):
+        """The final outputs of a batch of `(id, refresh, generation, epoch)` uses, in
+        its order; a use that another job sharing the store is computing is taken
+        after the batch's others (the core's batch step), so jobs in step split a
+        batch rather than wait for each other's entries in turn."""
+        uses = [(int(i), bool(r), int(g), int(e)) for i, r, g, e in uses]
+        step = self._step()
+        samples = step.partials(uses, lambda k, seed: self._compute(uses[k][0], seed),
+                                self._loads)
+        if self._final is None:
+            return samples
+        return [self._final(s, step.final_seed(i, e)) for s, (i, _, _, e) in zip(samples, uses)]
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_native"] = None

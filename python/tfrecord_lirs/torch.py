@@ -222,15 +222,22 @@ class RefurbishDataset(_tud.Dataset):
     def __len__(self):
         return len(self._schedule)
 
-    def __getitem__(self, use):
+    def _step(self):
         if self._refurbisher is None:
             if _worker()[2] is not None:
                 self._store.check_worker_process(self._schedule.options["reuse_factor"])
             self._refurbisher = Refurbisher(self._source.__getitem__, self._partial,
                                             self._final, self._schedule, self._store,
                                             self._serializer)
+        return self._refurbisher
+
+    def __getitem__(self, use):
         id, refresh, generation, epoch = use
-        return self._refurbisher.use(id, refresh, generation, epoch)
+        return self._step().use(id, refresh, generation, epoch)
+
+    def __getitems__(self, uses):
+        # A DataLoader's batch at once: the core's batch step (`Refurbisher.uses`).
+        return self._step().uses(uses)
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -148,6 +148,28 @@ def test_the_byte_bound_holds_for_the_whole_store_across_worker_processes(source
     assert sum(per_epoch) > sum(sampler.schedule.refreshes(e) for e in range(EPOCHS))
 
 
+def test_a_batch_fetch_is_the_items_one_by_one(source, tmp_path):
+    # DataLoader fetches a batch through `__getitems__` (the core's batch step, which
+    # takes a use another job is computing last): the outputs and the partial calls are
+    # those of `__getitem__` use by use, over refreshes and reuses of two epochs.
+    def dataset(name):
+        sampler = RefurbishSampler(source, seed=4, reuse_factor=2, batch_size=BATCH)
+        return sampler, RefurbishDataset(source, Partial(tmp_path / f"{name}.log"), final,
+                                         sampler, store=str(tmp_path / f"{name}-store"))
+    (s1, one), (s2, batched) = dataset("one"), dataset("batched")
+    for epoch in range(2):
+        s1.set_epoch(epoch)
+        s2.set_epoch(epoch)
+        uses = list(s1)
+        assert uses == list(s2)
+        want = [one[u] for u in uses]
+        got = [x for k in range(0, len(uses), BATCH)
+               for x in batched.__getitems__(uses[k:k + BATCH])]
+        assert [w.tolist() for w in want] == [g.tolist() for g in got]
+    assert calls(tmp_path / "batched.log") == calls(tmp_path / "one.log") > N
+    assert batched.store.stats()["hits"] == one.store.stats()["hits"] > 0
+
+
 def test_reuse_factor_one_is_the_plain_samplers_order(source):
     sampler = RefurbishSampler(source, seed=9, reuse_factor=1, batch_size=BATCH)
     plain = tfrecord_lirs.Sampler(source, seed=9)

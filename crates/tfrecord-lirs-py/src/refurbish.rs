@@ -401,6 +401,54 @@ impl NativeRefurbisher {
         }
     }
 
+    /// [`NativeRefurbisher::partial`] for a batch: `uses` as `(id, refresh, generation,
+    /// epoch)`, `compute(i, partial_seed)` for use `i`; the outputs in the batch's order
+    /// (a use another process is computing is taken after the batch's others).
+    fn partials<'py>(
+        &self,
+        py: Python<'py>,
+        uses: Vec<(u64, bool, u64, u64)>,
+        compute: &Bound<'py, PyAny>,
+        load: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let uses: Vec<_> = uses
+            .into_iter()
+            .map(|(id, refresh, generation, epoch)| {
+                (
+                    Use {
+                        id,
+                        refresh,
+                        generation,
+                    },
+                    epoch,
+                )
+            })
+            .collect();
+        let compute = compute.clone().unbind();
+        // The GIL as in `partial`: released through the step, taken to compute.
+        let steps = py.detach(|| {
+            self.refurbisher.partials(&uses, |i, seed| {
+                Python::attach(|py| {
+                    let pair = compute.bind(py).call1((i, seed)).map_err(StepError::Py)?;
+                    let (value, payload): (Py<PyAny>, Vec<u8>) =
+                        pair.extract().map_err(StepError::Py)?;
+                    Ok::<_, StepError>((value, payload))
+                })
+            })
+        });
+        match steps {
+            Ok(steps) => steps
+                .into_iter()
+                .map(|step| match step {
+                    Partial::Computed(value) => Ok(value.into_bound(py)),
+                    Partial::Stored(stored) => load.call1((PyBytes::new(py, &stored),)),
+                })
+                .collect(),
+            Err(StepError::Py(e)) => Err(e),
+            Err(StepError::Core(e)) => Err(e).py_err(py),
+        }
+    }
+
     /// The stored output of `(id, generation)` (`None`: compute it, then `keep`).
     fn lookup<'py>(
         &self,

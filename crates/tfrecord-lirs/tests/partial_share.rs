@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 
 use tfrecord_lirs::{
     Fetch, Lookup, Partial, PartialStore, RefurbishParams, RefurbishSchedule, Refurbisher,
-    StoreIdentity,
+    StoreIdentity, Use,
 };
 
 const BIG: u64 = 1 << 30;
@@ -152,6 +152,70 @@ fn a_job_that_finds_a_claim_waits_for_the_holders_entry() {
     });
     let s = waiter.store().stats();
     assert_eq!((s.waits, s.shared, s.hits, s.taken_over), (1, 1, 1, 0));
+}
+
+#[test]
+fn a_batch_puts_off_the_use_another_job_is_computing_and_computes_the_rest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (holder, batch) = (job(dir.path(), 1), job(dir.path(), 1));
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let (inside, is_inside) = mpsc::channel::<()>();
+    let uses: Vec<_> = [5, 6, 7]
+        .iter()
+        .map(|&id| {
+            (
+                Use {
+                    id,
+                    refresh: true,
+                    generation: 0,
+                },
+                0,
+            )
+        })
+        .collect();
+    std::thread::scope(|s| {
+        let holder = &holder;
+        let held = s.spawn(move || {
+            holder.partial(5, true, 0, 0, |seed| {
+                inside.send(()).unwrap();
+                wait_for_go.recv().unwrap();
+                let p = partial_of(5, seed);
+                Ok::<_, tfrecord_lirs::Error>((p.clone(), p))
+            })
+        });
+        is_inside.recv().unwrap();
+        // Uses 6 and 7 are computed while 5 is claimed; the last of them lets the
+        // holder finish, then 5 is read from the store (a sequential step would wait
+        // for 5 first, and here never get past it).
+        let mut computed = Vec::new();
+        let out = batch
+            .partials(&uses, |i, seed| {
+                let id = uses[i].0.id;
+                computed.push(id);
+                if id == 7 {
+                    go.send(()).unwrap();
+                }
+                let p = partial_of(id, seed);
+                Ok::<_, tfrecord_lirs::Error>((p.clone(), p))
+            })
+            .unwrap();
+        assert_eq!(computed, vec![6, 7]);
+        let expected = |id| partial_of(id, batch.partial_seed(id, 0));
+        assert_eq!(
+            held.join().unwrap().unwrap(),
+            Partial::Computed(expected(5))
+        );
+        assert_eq!(
+            out,
+            vec![
+                Partial::Stored(expected(5)),
+                Partial::Computed(expected(6)),
+                Partial::Computed(expected(7)),
+            ]
+        );
+    });
+    let s = batch.store().stats();
+    assert_eq!((s.hits, s.misses, s.shared), (1, 2, 1));
 }
 
 #[test]

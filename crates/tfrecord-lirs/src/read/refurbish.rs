@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use tfrecord_lirs_format::refurbish::{final_seed, partial_seed, RefurbishSchedule};
+use tfrecord_lirs_format::refurbish::{final_seed, partial_seed, RefurbishSchedule, Use};
 
 use crate::storage::partial_claim::Claim;
 use crate::storage::partial_store::{Fetch, PartialStore};
@@ -165,17 +165,67 @@ impl Refurbisher {
         epoch: u64,
         compute: impl FnOnce(u64) -> std::result::Result<(T, Vec<u8>), E>,
     ) -> std::result::Result<Partial<T>, E> {
-        let claim = match self.store.fetch(id, generation) {
+        let fetched = self.store.fetch(id, generation);
+        self.finish(
+            fetched,
+            Use {
+                id,
+                refresh,
+                generation,
+            },
+            epoch,
+            compute,
+        )
+    }
+
+    /// [`Refurbisher::partial`] for a batch of uses, each with its epoch, the outputs in
+    /// the batch's order; `compute(i, partial_seed)` computes use `i`. A use whose entry another process is computing is put off until the
+    /// batch's other uses are done: jobs in step over one store (a sweep) then compute
+    /// different uses of a batch at the same time, each reading the others' entries
+    /// after, rather than all waiting for the one entry the first of them claimed.
+    pub fn partials<T, E: From<Error>>(
+        &self,
+        uses: &[(Use, u64)],
+        mut compute: impl FnMut(usize, u64) -> std::result::Result<(T, Vec<u8>), E>,
+    ) -> std::result::Result<Vec<Partial<T>>, E> {
+        let mut out: Vec<Option<Partial<T>>> = uses.iter().map(|_| None).collect();
+        let mut later = Vec::new();
+        for (i, &(u, epoch)) in uses.iter().enumerate() {
+            match self.store.try_fetch(u.id, u.generation) {
+                Some(fetched) => {
+                    out[i] = Some(self.finish(fetched, u, epoch, |seed| compute(i, seed))?)
+                }
+                None => later.push(i),
+            }
+        }
+        for i in later {
+            let (u, epoch) = uses[i];
+            let fetched = self.store.fetch(u.id, u.generation);
+            out[i] = Some(self.finish(fetched, u, epoch, |seed| compute(i, seed))?);
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// The rest of the step once the store answered: the stored output, or the
+    /// computed one, kept, then the claim (if any) released.
+    fn finish<T, E: From<Error>>(
+        &self,
+        fetched: Fetch,
+        u: Use,
+        epoch: u64,
+        compute: impl FnOnce(u64) -> std::result::Result<(T, Vec<u8>), E>,
+    ) -> std::result::Result<Partial<T>, E> {
+        let claim = match fetched {
             Fetch::Stored(stored) => {
-                if refresh {
+                if u.refresh {
                     self.store.count_shared();
                 }
                 return Ok(Partial::Stored(stored));
             }
             Fetch::Compute(claim) => claim,
         };
-        let (value, payload) = compute(self.partial_seed(id, generation))?;
-        self.keep(id, generation, epoch, refresh, &payload)?;
+        let (value, payload) = compute(self.partial_seed(u.id, u.generation))?;
+        self.keep(u.id, u.generation, epoch, u.refresh, &payload)?;
         // Released once the entry is stored (or on an error: a waiter computes it).
         drop(claim);
         Ok(Partial::Computed(value))
