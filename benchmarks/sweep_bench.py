@@ -25,6 +25,7 @@ ranged 1.57-2.91x for the same tree minutes apart (2026-11-29), so one round is 
 
     python sweep_bench.py --out DIR [--frontend torch|tf] [--images N] [--epochs E]
                           [--jobs J] [--workers W] [--rounds R] [--tf-threads T]
+                          [--tf-parallel P]
 """
 
 import argparse
@@ -144,7 +145,8 @@ def tf_job(data, store, log, epochs, _workers):
 
     n = len(tfrecord_lirs.DataSource([data]))
     ds = tfrecord_lirs.augment([data], augment, seed=SEED, share=store, batch_size=BATCH,
-                               epochs=epochs, augment_name="sweep-bench-tf-1")
+                               epochs=epochs, augment_name="sweep-bench-tf-1",
+                               num_parallel_calls=int(os.environ["SWEEP_TF_PARALLEL"]))
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs.process_io_totals()["bytes_read"]
     begin = time.perf_counter()
@@ -180,7 +182,8 @@ def sweep(data, root, shared, args):
     procs = [subprocess.Popen([sys.executable, __file__, "--job", args.frontend, data, store,
                                log, str(args.epochs), str(args.workers)],
                               stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, SWEEP_TF_THREADS=str(args.tf_threads)))
+                              env=dict(os.environ, SWEEP_TF_THREADS=str(args.tf_threads),
+                                       SWEEP_TF_PARALLEL=str(args.tf_parallel)))
              for store, log in zip(stores, logs)]
     results = []
     for p in procs:
@@ -192,6 +195,7 @@ def sweep(data, root, shared, args):
     return {"pipeline": "sweep_shared" if shared else "sweep_separate",
             "frontend": args.frontend, "jobs": args.jobs,
             "workers_per_job": args.workers, "tf_threads": args.tf_threads,
+            "tf_parallel": args.tf_parallel,
             "images": args.images, "epochs": args.epochs,
             "per_job_images_per_s": sum(rates) / len(rates),
             "per_job_images_per_s_min": min(rates),
@@ -221,6 +225,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tf-parallel", type=int, default=-1,
+                    help="tf jobs: the map's num_parallel_calls (-1: AUTOTUNE)")
     ap.add_argument("--tf-threads", type=int, default=0,
                     help="tf jobs: inter- and intra-op threads and the map's intra-op "
                          "parallelism per job (0: TensorFlow's defaults)")
