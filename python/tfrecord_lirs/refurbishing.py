@@ -257,7 +257,8 @@ class Refurbisher:
                                 self._loads)
         if self._final is None:
             return samples
-        return [self._final(s, step.final_seed(i, e)) for s, (i, _, _, e) in zip(samples, uses)]
+        return [self._final(sample, step.final_seed(id, epoch))
+                for sample, (id, _, _, epoch) in zip(samples, uses)]
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -185,8 +185,9 @@ fn a_batch_puts_off_the_use_another_job_is_computing_and_computes_the_rest_first
         });
         is_inside.recv().unwrap();
         // Uses 6 and 7 are computed while 5 is claimed; the last of them lets the
-        // holder finish, then 5 is read from the store (a sequential step would wait
-        // for 5 first, and here never get past it).
+        // holder finish, then 5 is read from the store. A step taking the uses in
+        // order would wait for 5 first, until the claim wait's bound, then compute all
+        // three itself.
         let mut computed = Vec::new();
         let out = batch
             .partials(&uses, |i, seed| {

@@ -179,10 +179,11 @@ impl Refurbisher {
     }
 
     /// [`Refurbisher::partial`] for a batch of uses, each with its epoch, the outputs in
-    /// the batch's order; `compute(i, partial_seed)` computes use `i`. A use whose entry another process is computing is put off until the
-    /// batch's other uses are done: jobs in step over one store (a sweep) then compute
-    /// different uses of a batch at the same time, each reading the others' entries
-    /// after, rather than all waiting for the one entry the first of them claimed.
+    /// the batch's order; `compute(i, partial_seed)` computes use `i`. A use whose entry
+    /// another process is computing is put off until the batch's other uses are done:
+    /// jobs in step over one store (a sweep) then compute different uses of a batch at
+    /// the same time, each reading the others' entries after, rather than all waiting
+    /// for the one entry the first of them claimed.
     pub fn partials<T, E: From<Error>>(
         &self,
         uses: &[(Use, u64)],
