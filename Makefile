@@ -224,7 +224,9 @@ bench: venv venv-without-tf venv-bench venv-mosaic build py-ext tf-op python-ins
 
 # `make ab BEFORE=<rev> [AFTER=<rev>]`: bench rows 1-3 and 10 of the tree at BEFORE and at
 # AFTER (default HEAD), each built apart under target/ab/, interleaved in one run; prints
-# each row's after/before ratio of the best rounds (benchmarks/ab.py; BENCH_SCALE applies).
+# each row's ratio of the best rounds and the paired ratios' geometric mean with its 95 %
+# interval, and fails only on a row slower beyond the noise (benchmarks/ab.py; BENCH_SCALE
+# applies).
 AFTER ?= HEAD
 AB_ROUNDS ?= 6
 ab: venv
