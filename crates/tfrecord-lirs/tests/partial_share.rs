@@ -119,23 +119,36 @@ fn until_waits(store: &PartialStore, n: u64) {
     }
 }
 
+/// The thread of a holder's step ([`holding`]).
+type Held<'scope> = std::thread::ScopedJoinHandle<'scope, tfrecord_lirs::Result<Partial<Vec<u8>>>>;
+
+/// `holder` computing `(id, 0)` on a thread of `s`; returns once that thread holds the
+/// claim (inside its computation), with the thread and the sender that lets it finish.
+fn holding<'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    holder: &'scope Refurbisher,
+    id: u64,
+) -> (Held<'scope>, mpsc::Sender<()>) {
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let (inside, is_inside) = mpsc::channel::<()>();
+    let held = s.spawn(move || {
+        holder.partial(id, true, 0, 0, |seed| {
+            inside.send(()).unwrap();
+            wait_for_go.recv().unwrap();
+            let p = partial_of(id, seed);
+            Ok::<_, tfrecord_lirs::Error>((p.clone(), p))
+        })
+    });
+    is_inside.recv().unwrap();
+    (held, go)
+}
+
 #[test]
 fn a_job_that_finds_a_claim_waits_for_the_holders_entry() {
     let dir = tempfile::tempdir().unwrap();
     let (holder, waiter) = (job(dir.path(), 1), job(dir.path(), 1));
-    let (go, wait_for_go) = mpsc::channel::<()>();
-    let (inside, is_inside) = mpsc::channel::<()>();
     std::thread::scope(|s| {
-        let holder = &holder;
-        let held = s.spawn(move || {
-            holder.partial(5, true, 0, 0, |seed| {
-                inside.send(()).unwrap();
-                wait_for_go.recv().unwrap();
-                let p = partial_of(5, seed);
-                Ok::<_, tfrecord_lirs::Error>((p.clone(), p))
-            })
-        });
-        is_inside.recv().unwrap();
+        let (held, go) = holding(s, &holder, 5);
         let waiting = s.spawn(|| {
             waiter.partial(5, true, 0, 0, |_| -> tfrecord_lirs::Result<(Vec<u8>, _)> {
                 panic!("the holder computes it")
@@ -158,8 +171,6 @@ fn a_job_that_finds_a_claim_waits_for_the_holders_entry() {
 fn a_batch_puts_off_the_use_another_job_is_computing_and_computes_the_rest_first() {
     let dir = tempfile::tempdir().unwrap();
     let (holder, batch) = (job(dir.path(), 1), job(dir.path(), 1));
-    let (go, wait_for_go) = mpsc::channel::<()>();
-    let (inside, is_inside) = mpsc::channel::<()>();
     let uses: Vec<_> = [5, 6, 7]
         .iter()
         .map(|&id| {
@@ -174,16 +185,7 @@ fn a_batch_puts_off_the_use_another_job_is_computing_and_computes_the_rest_first
         })
         .collect();
     std::thread::scope(|s| {
-        let holder = &holder;
-        let held = s.spawn(move || {
-            holder.partial(5, true, 0, 0, |seed| {
-                inside.send(()).unwrap();
-                wait_for_go.recv().unwrap();
-                let p = partial_of(5, seed);
-                Ok::<_, tfrecord_lirs::Error>((p.clone(), p))
-            })
-        });
-        is_inside.recv().unwrap();
+        let (held, go) = holding(s, &holder, 5);
         // Uses 6 and 7 are computed while 5 is claimed; the last of them lets the
         // holder finish, then 5 is read from the store. A step taking the uses in
         // order would wait for 5 first, until the claim wait's bound, then compute all
