@@ -130,7 +130,7 @@ def paired(before, after):
 
 
 def judge_runs(runs, args, sides):
-    """Prints the table; `judge_runs.status` is 1 when a judged row is slower.
+    """Prints the table; returns the exit status, 1 when a judged row is slower.
 
     A row is "yes" when the geometric mean of its paired ratios and the ratio of the bests
     are both >= --min-ratio; "SLOWER" when the interval's top is below it (shown beyond
@@ -178,7 +178,7 @@ def judge_runs(runs, args, sides):
     print(f"{n - len(slower) - len(unclear)}/{n} judged rows as fast (>= {args.min_ratio}); "
           f"slower beyond the noise: {', '.join(slower) or 'none'}; "
           f"unclear: {', '.join(unclear) or 'none'}")
-    judge_runs.status = 1 if slower or not n else 0
+    return 1 if slower or not n else 0
 
 
 def main():
@@ -207,8 +207,7 @@ def main():
             for rnd in range(1, args.rounds + 1):
                 with open(os.path.join(args.dir, f"results-{side}-{rnd}.json")) as f:
                     runs[side].append(rates(json.load(f)))
-        judge_runs(runs, args, sides)
-        sys.exit(judge_runs.status)
+        sys.exit(judge_runs(runs, args, sides))
     if "3" in args.rows.split(",") and not shutil.which("fio"):
         raise SystemExit("fio is not installed (row 3 needs it: apt-get install -y fio)")
     if "10" in args.rows.split(",") and not os.path.exists(args.venv_bench):
@@ -240,10 +239,10 @@ def main():
             shutil.copy(os.path.join(out, "results.json"),
                         os.path.join(args.dir, f"results-{side}-{rnd}.json"))
             runs[side].append(rates(results))
-    judge_runs(runs, args, sides)
+    status = judge_runs(runs, args, sides)
     print(f"runtime: {(time.time() - start) / 60:.1f} min "
           f"(builds {(built - start) / 60:.1f}, bench {(time.time() - built) / 60:.1f})")
-    sys.exit(judge_runs.status)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ each on a store of its own (every job computes every sample). Front ends:
 Every epoch a new augmentation (reuse_factor 1). Prints one JSON line per setting:
 per-job images/s (mean, min) over epochs 1..E-1 (epoch 0, with each job's start,
 untimed, as row 14's refurbish rows; its seconds are the jobs' `first_epoch_s`), CPU
-time per image (tf: epochs 1..E-1; torch: every epoch), augmentations computed in all, bytes the jobs read from
-the data file in all (the engine's read counters: `_lirs.process_io_totals()` in the
+time per image (tf: epochs 1..E-1; torch: every epoch), augmentations computed in all,
+bytes the jobs read from the data file in all (the engine's read counters: `_lirs.process_io_totals()` in the
 DataLoader workers, `tfrecord_lirs.process_io_totals()` in a tf.data job), and whether
 every job saw the same samples.
 
@@ -149,14 +149,14 @@ def tf_job(data, store, log, epochs, _workers):
                                num_parallel_calls=int(os.environ["SWEEP_TF_PARALLEL"]))
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs.process_io_totals()["bytes_read"]
-    begin = time.perf_counter()
-    # Epoch 0 untimed, as row 14's `timed`: it holds the iterator's creation (grappler
-    # optimizing the map function, ~1-2 s of CPU once per job), which a 512-image bench
-    # would otherwise spread as ~1 ms over every image.
     if threads:
         one = tf.data.Options()
         one.threading.max_intra_op_parallelism = threads
         ds = ds.with_options(one)
+    begin = time.perf_counter()
+    # Epoch 0 untimed, as row 14's `timed`: it holds the iterator's creation (grappler
+    # optimizing the map function, ~1-2 s of CPU once per job), which a 512-image bench
+    # would otherwise spread as ~1 ms over every image.
     it = iter(ds.batch(BATCH).prefetch(tf.data.AUTOTUNE))
     for _ in range(n // BATCH):  # whole batches: the pipeline batches across epochs
         seen.update("".join(digest(next(it).numpy())).encode())
