@@ -20,6 +20,7 @@
 #include "tensorflow/core/framework/variant_encode_decode.h"
 #include "tensorflow/core/framework/variant_tensor_data.h"
 #include "tensorflow/core/platform/mutex.h"
+#include "tensorflow/core/platform/unbounded_work_queue.h"
 
 namespace tensorflow {
 namespace {
@@ -237,6 +238,15 @@ class LIRSRefurbishUsesOp : public RefurbishKernel {
   }
 };
 
+// The threads lookups wait on, kept for the next wait (Env::SchedClosure starts a
+// thread per call: in a sweep, jobs wait for each other hundreds of times a
+// second). Never destroyed: a wait may still run while the process exits.
+UnboundedWorkQueue* WaitingThreads() {
+  static UnboundedWorkQueue* queue =
+      new UnboundedWorkQueue(Env::Default(), "lirs_refurbish_wait");
+  return queue;
+}
+
 // Asynchronous: a lookup that finds another process's claim waits for it (up to
 // the core's bound) on a thread of its own, never on one of TensorFlow's pools,
 // whose threads the holder's computation may need.
@@ -294,7 +304,7 @@ class LIRSRefurbishLookupOp : public AsyncOpKernel {
       return;
     }
     // The step and the outputs live until `done` (the kernel outlives its calls).
-    ctx->env()->SchedClosure([ctx, lookup, done = std::move(done)]() {
+    WaitingThreads()->Schedule([ctx, lookup, done = std::move(done)]() {
       if (!lookup(true)) {  // a waiting lookup never answers busy
         ctx->SetStatus(errors::Internal("LIRSRefurbishLookup: busy after waiting"));
       }

@@ -48,6 +48,7 @@ pub mod ranged;
 mod read_at;
 pub mod remote;
 pub(crate) mod table_files;
+pub(crate) mod waiter_threads;
 
 pub use identity::FileStat;
 pub use read_at::{MapView, ReadAt};

@@ -32,6 +32,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::waiter_threads::WaiterThreads;
+
 /// The prefix of claim files (`.claim-<id>.<generation>`).
 pub(crate) const CLAIM_PREFIX: &str = ".claim-";
 
@@ -164,16 +166,15 @@ pub(crate) fn claim(
 
 /// Blocks until `file`'s lock is this process's, for at most `wait`: the file, locked,
 /// or `None` if the wait ran out. The blocking `flock` runs on a thread of its own (it
-/// has no timeout); a lock it gets after the wait ran out is released at once, as the
+/// has no timeout; one of [`WaiterThreads`], kept for the next wait); a lock it gets after the wait ran out is released at once, as the
 /// thread's send fails and drops the file.
 fn lock_within(file: File, wait: Duration) -> io::Result<Option<File>> {
+    static WAITERS: WaiterThreads = WaiterThreads::new("lirs-claim-wait");
     let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("lirs-claim-wait".into())
-        .spawn(move || {
-            let locked = file.lock().map(|()| file);
-            let _ = tx.send(locked);
-        })?;
+    WAITERS.run(move || {
+        let locked = file.lock().map(|()| file);
+        let _ = tx.send(locked);
+    })?;
     match rx.recv_timeout(wait) {
         Ok(locked) => locked.map(Some),
         Err(_) => Ok(None),
