@@ -15,7 +15,8 @@ layers, `final` FINAL_LAYERS more. Pipelines:
 * refurbish r: `tfrecord_lirs.refurbish` with its default store (this process's
   memory), `num_parallel_calls=AUTOTUNE`;
 * refurbish_dir r=3: the same with a directory store under `--store-root` (default
-  /dev/shm: what processes and jobs share).
+  /dev/shm: what processes and jobs share), its map at the library's default for a
+  store directory (16 calls).
 
 The pipelines run one after the other in one process (taking turns would mix their
 CPU: a paused parallel map keeps computing ahead on the process's threads).

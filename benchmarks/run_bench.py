@@ -435,7 +435,7 @@ def bench_sweep(t, out, env):
         key = "" if frontend == "torch" else "_tf"
         res[f"sweep_separate{key}"], res[f"sweep_shared{key}"] = sep, sh
         each = (f"{sh['workers_per_job']} worker each" if frontend == "torch"
-                else "map AUTOTUNE")
+                else "the map's default depth, 16 over a shared store")
         sec = (f"14 sweep: {sh['jobs']} {who} jobs at once ({each}), {sh['images']:,} PNG "
                f"Examples, {sh['epochs']} epochs (epoch 0 untimed), row 14's whole augmentation "
                "every epoch")
@@ -479,7 +479,8 @@ def bench_refurbish_tf(t, out):
     res = {f"{r['pipeline']}_{r['r']}": r for r in rows}
     std = res["standard_1"]
     sec = (f"14 data refurbishing, tf.data, {std['images']:,} PNG Examples, "
-           f"{std['epochs']} epochs (the first untimed), map num_parallel_calls=AUTOTUNE")
+           f"{std['epochs']} epochs (the first untimed), maps AUTOTUNE (a store directory: "
+           "the library's 16)")
     t.add(sec, "standard tf.data: decode, crop, flip, 5 RandAugment-like layers (TF ops) "
           "every use", fmt_rate(std["images_per_s"], "img/s"),
           f"{std['cpu_us_per_image']:.0f} us CPU/img")

@@ -7,8 +7,8 @@ each on a store of its own (every job computes every sample). Front ends:
   processes over `tfrecord_lirs.torch.AugmentDataset(..., share=dir)`, row 14's whole
   augmentation (decode, crop, flip, 5 RandAugment-like layers) in numpy/PIL;
 * tf (the TensorFlow venv's python): each job `tfrecord_lirs.augment(..., share=dir)`,
-  the same augmentation as TensorFlow ops (benchmarks/refurbish_tf_bench.py), its map
-  `num_parallel_calls=AUTOTUNE`.
+  the same augmentation as TensorFlow ops (benchmarks/refurbish_tf_bench.py), its map's
+  `num_parallel_calls` the library's default (`--tf-parallel` to set it).
 
 Every epoch a new augmentation (reuse_factor 1). Prints one JSON line per setting:
 per-job images/s (mean, min) over epochs 1..E-1 (epoch 0, with each job's start,
@@ -146,7 +146,9 @@ def tf_job(data, store, log, epochs, _workers):
     n = len(tfrecord_lirs.DataSource([data]))
     ds = tfrecord_lirs.augment([data], augment, seed=SEED, share=store, batch_size=BATCH,
                                epochs=epochs, augment_name="sweep-bench-tf-1",
-                               num_parallel_calls=int(os.environ["SWEEP_TF_PARALLEL"]))
+                               num_parallel_calls=(int(os.environ["SWEEP_TF_PARALLEL"])
+                                                   if os.environ["SWEEP_TF_PARALLEL"]
+                                                   else None))
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs.process_io_totals()["bytes_read"]
     if threads:
@@ -183,7 +185,8 @@ def sweep(data, root, shared, args):
                                log, str(args.epochs), str(args.workers)],
                               stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, SWEEP_TF_THREADS=str(args.tf_threads),
-                                       SWEEP_TF_PARALLEL=str(args.tf_parallel)))
+                                       SWEEP_TF_PARALLEL=("" if args.tf_parallel is None
+                                                          else str(args.tf_parallel))))
              for store, log in zip(stores, logs)]
     results = []
     for p in procs:
@@ -225,8 +228,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tf-parallel", type=int, default=-1,
-                    help="tf jobs: the map's num_parallel_calls (-1: AUTOTUNE)")
+    ap.add_argument("--tf-parallel", type=int, default=None,
+                    help="tf jobs: the map's num_parallel_calls (-1: AUTOTUNE; "
+                         "default: the library's, 16 over a shared store)")
     ap.add_argument("--tf-threads", type=int, default=0,
                     help="tf jobs: inter- and intra-op threads and the map's intra-op "
                          "parallelism per job (0: TensorFlow's defaults)")

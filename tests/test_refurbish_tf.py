@@ -192,6 +192,33 @@ def test_the_graph_holds_no_python_op(files, tmp_path):
     assert graph_ops(with_py) & PYTHON_OPS
 
 
+
+def map_calls(ds):
+    """The `num_parallel_calls` of the dataset's parallel map."""
+    graph = tf.compat.v1.GraphDef()
+    graph.ParseFromString(ds._as_serialized_graph().numpy())
+    nodes = {n.name: n for n in graph.node}
+    (map_node,) = [n for n in graph.node if n.op.startswith("ParallelMapDataset")]
+    calls = nodes[[i for i in map_node.input if not i.startswith("^")][-1].split(":")[0]]
+    return tf.make_ndarray(calls.attr["value"].tensor).item()
+
+
+def test_the_maps_default_depth_is_the_cores_for_the_store(files, tmp_path):
+    """The core's defaults: AUTOTUNE over a store in memory; more calls over a store
+    directory, where a use another job is computing holds its call; a given value
+    as given."""
+    defaults = tfrecord_lirs._lirs.defaults()
+    in_memory = refurbish(files, pure_partial, final, seed=3, epochs=1)
+    shared = refurbish(files, pure_partial, final, seed=3, epochs=1,
+                       store=str(tmp_path / "store"))
+    given = refurbish(files, pure_partial, final, seed=3, epochs=1,
+                      store=str(tmp_path / "store"), num_parallel_calls=3)
+    assert map_calls(in_memory) == defaults["refurbish_num_parallel_calls"] == \
+        tf.data.AUTOTUNE
+    assert map_calls(shared) == defaults["shared_refurbish_num_parallel_calls"] > 2
+    assert map_calls(given) == 3
+
+
 @pytest.mark.parametrize("store", [None, "dir"])
 def test_elements_are_the_python_refurbishers(files, tmp_path, store):
     """The same seeds, schedule and step as the plain-Python `Refurbisher` (what the

@@ -19,7 +19,8 @@ data, partial function name and seed) compute each partial output once in all: t
 lookup kernel claims a miss, and a job that finds another's claim waits for its entry
 (docs/FORMAT.md §7.1). A PyTorch or Grain job shares tf.data's entries when it stores
 the same bytes: give it `serializer=serializer(spec)`. `augment(files, fn, share=dir)`
-(also `tfrecord_lirs.augment`) is the plain case (one augmentation per sample per epoch, shared by a sweep's jobs).
+(also `tfrecord_lirs.augment`) is the plain case (one augmentation per sample per
+epoch, shared by a sweep's jobs).
 """
 
 import os
@@ -95,11 +96,13 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     process's memory); jobs that run at the same time on one directory compute each
     partial output once in all (the module docs). `final` None: the partial output as
     it is. Arguments left None take the core's defaults;
-    `num_parallel_calls` (None: `tf.data.AUTOTUNE`) is the map's, which keeps the
-    schedule's order. With more than one call in flight, a reuse early in an epoch can
-    start before the refresh of the same sample late in the epoch before has stored its
-    output: it then computes the same output again (counted as a recompute), so the
-    partial function runs once per refresh exactly only with `num_parallel_calls=1`.
+    `num_parallel_calls` is the map's, which keeps the schedule's order (None:
+    `tf.data.AUTOTUNE` over a store in memory, 16 over a store directory, where a
+    use another job is computing holds its call until it is stored). With more than
+    one call in flight, a reuse early in an epoch can start before the refresh of the
+    same sample late in the epoch before has stored its output: it then computes the
+    same output again (counted as a recompute), so the partial function runs once per
+    refresh exactly only with `num_parallel_calls=1`.
 
     The graph holds TensorFlow ops only (no `tf.numpy_function`): give `partial` and
     `final` as TensorFlow ops too, and the map's calls run in parallel without the GIL.
@@ -169,7 +172,9 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     start_epoch = _checks.or_default(start_epoch, "start_epoch")
     epochs_ds = tf.data.Dataset.range(start_epoch, tf.int64.max if count < 0
                                       else start_epoch + count)
-    parallel = tf.data.AUTOTUNE if num_parallel_calls is None else num_parallel_calls
+    parallel = _checks.or_default(num_parallel_calls, "refurbish_num_parallel_calls"
+                                  if store_dir is None else
+                                  "shared_refurbish_num_parallel_calls")
     ds = epochs_ds.flat_map(uses_of).map(use, num_parallel_calls=parallel,
                                          deterministic=True)
     # The store and the file reads are the map's only external state, and the store is

@@ -58,6 +58,17 @@ pub const REUSE_FACTOR: u64 = 1;
 /// generation of ImageNet's 1.28 M crops at 224×224×3 `uint8` is 193 GB, so a bound
 /// the user raises for a real run; small sets fit).
 pub const STORE_BYTES: u64 = 8 << 30;
+/// The calls a refurbish map (`tfrecord_lirs.refurbish`, `augment`) keeps in flight
+/// over a store in this process's memory: -1 (`tf.data.AUTOTUNE`), which on a CPU-bound
+/// map stays near the core count.
+pub const REFURBISH_NUM_PARALLEL_CALLS: i64 = -1;
+/// The same over a store directory, which jobs running at the same time share: a use
+/// another job is computing holds its call until that job has stored it, so a map
+/// with calls for about the core count idles while jobs in step wait for each other.
+/// 4 tf.data jobs on 2 cores (`benchmarks/sweep_bench.py --frontend tf`, 2026-11-29,
+/// median of 3 rounds): AUTOTUNE 1.87x the separate jobs' images/s, 16 calls 2.72x;
+/// separate jobs were not slower at 16 (356 against 305 images/s per job), 64 were.
+pub const SHARED_REFURBISH_NUM_PARALLEL_CALLS: i64 = 16;
 /// The bytes a `cache_dir` holds at most (32 GiB: a TPU VM's or a node's local SSD
 /// holds a few hundred GB; a dataset that is to stay local gets a bound the user
 /// raises). Its least recently used blocks are evicted past it.
@@ -134,6 +145,14 @@ pub const TABLE: &[(&str, Value)] = &[
     ("batch_size", Value::Int(BATCH_SIZE)),
     ("reuse_factor", Value::Int(REUSE_FACTOR as i64)),
     ("store_bytes", Value::Int(STORE_BYTES as i64)),
+    (
+        "refurbish_num_parallel_calls",
+        Value::Int(REFURBISH_NUM_PARALLEL_CALLS),
+    ),
+    (
+        "shared_refurbish_num_parallel_calls",
+        Value::Int(SHARED_REFURBISH_NUM_PARALLEL_CALLS),
+    ),
     ("cache_bytes", Value::Int(CACHE_BYTES as i64)),
     ("op_cache_bytes", Value::Int(OP_CACHE_BYTES)),
     ("dataset_batch_size", Value::Int(DATASET_BATCH_SIZE)),
