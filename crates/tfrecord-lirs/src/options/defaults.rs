@@ -65,9 +65,10 @@ pub const REFURBISH_NUM_PARALLEL_CALLS: i64 = -1;
 /// The same over a store directory, which jobs running at the same time share: a use
 /// another job is computing holds its call until that job has stored it, so a map
 /// with calls for about the core count idles while jobs in step wait for each other.
-/// 4 tf.data jobs on 2 cores (`benchmarks/sweep_bench.py --frontend tf`, 2026-11-29,
-/// median of 3 rounds): AUTOTUNE 1.87x the separate jobs' images/s, 16 calls 2.72x;
-/// separate jobs were not slower at 16 (356 against 305 images/s per job), 64 were.
+/// 4 tf.data jobs on 2 cores (`benchmarks/sweep_bench.py --frontend tf`, 2026-11-29):
+/// AUTOTUNE 1.87x the separate jobs' images/s (median of 3 rounds), 16 calls 2.88x
+/// (median of 11); separate jobs were not slower at 16 (356 against 305 images/s per
+/// job), at 64 they were.
 pub const SHARED_REFURBISH_NUM_PARALLEL_CALLS: i64 = 16;
 /// The bytes a `cache_dir` holds at most (32 GiB: a TPU VM's or a node's local SSD
 /// holds a few hundred GB; a dataset that is to stay local gets a bound the user
