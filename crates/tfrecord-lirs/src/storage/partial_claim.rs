@@ -166,8 +166,9 @@ pub(crate) fn claim(
 
 /// Blocks until `file`'s lock is this process's, for at most `wait`: the file, locked,
 /// or `None` if the wait ran out. The blocking `flock` runs on a thread of its own (it
-/// has no timeout; one of [`WaiterThreads`], kept for the next wait); a lock it gets after the wait ran out is released at once, as the
-/// thread's send fails and drops the file.
+/// has no timeout; one of [`WaiterThreads`], kept for the next wait); a lock it gets
+/// after the wait ran out is released at once, as the thread's send fails and drops
+/// the file.
 fn lock_within(file: File, wait: Duration) -> io::Result<Option<File>> {
     static WAITERS: WaiterThreads = WaiterThreads::new("lirs-claim-wait");
     let (tx, rx) = mpsc::channel();
