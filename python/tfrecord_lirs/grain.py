@@ -127,21 +127,29 @@ class LIRSRefurbishMapDataset(_grain.MapDataset):
     def __str__(self):
         return "LIRSRefurbishMapDataset"
 
+    def _use(self, index):
+        """The use at global index `index`: (id, refresh, generation, epoch)."""
+        epoch, position = self._schedule.locate(index)
+        # One attribute for the epoch and its uses: Grain's threads share it.
+        cached = self._uses
+        if cached is None or cached[0] != epoch:
+            ids, refresh, generation = self._schedule.epoch(epoch)
+            cached = (epoch, ids.tolist(), refresh.tolist(), generation.tolist())
+            self._uses = cached
+        _, ids, refresh, generation = cached
+        return ids[position], refresh[position], generation[position], epoch
+
     def __getitem__(self, index):
         if isinstance(index, slice):
             return self.slice(index)
         with self._stats.record_self_time():
-            epoch, position = self._schedule.locate(index)
-            # One attribute for the epoch and its uses: Grain's threads share it.
-            cached = self._uses
-            if cached is None or cached[0] != epoch:
-                ids, refresh, generation = self._schedule.epoch(epoch)
-                cached = (epoch, ids.tolist(), refresh.tolist(), generation.tolist())
-                self._uses = cached
-            _, ids, refresh, generation = cached
-            out = self._refurbisher.use(ids[position], refresh[position],
-                                        generation[position], epoch)
-            return self._stats.record_output_spec(out)
+            return self._stats.record_output_spec(self._refurbisher.use(*self._use(index)))
+
+    def _getitems(self, indices):
+        # Grain's batch read (`MapDataset._getitems`): the core's batch step, which
+        # takes a use another job is computing after the batch's others.
+        with self._stats.record_self_time(num_elements=len(indices)):
+            return self._refurbisher.uses([self._use(i) for i in indices])
 
 
 def refurbish(source, partial, final, *, seed, reuse_factor=None, batch_size=None,

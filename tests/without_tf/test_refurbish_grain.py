@@ -64,6 +64,23 @@ def test_grain_refurbish_calls_partial_once_per_refresh(source, tmp_path):
     assert got == [x for epoch in outputs for x in epoch]
 
 
+
+def test_grain_refurbish_batch_read_is_the_items_one_by_one(source, tmp_path):
+    # Grain's batch read (`_getitems`) goes through the core's batch step: the outputs
+    # and partial calls are those of `__getitem__` index by index, over refreshes and
+    # reuses, batches crossing an epoch's end included.
+    def dataset(name):
+        return lirs_grain.refurbish(source, Partial(tmp_path / f"{name}.log"), final,
+                                    seed=5, reuse_factor=2, batch_size=BATCH,
+                                    store=str(tmp_path / f"{name}-store"))
+    one, batched = dataset("one"), dataset("batched")
+    indices = list(range(3 * N))
+    want = [one[i] for i in indices]
+    got = [x for k in range(0, len(indices), 7) for x in batched._getitems(indices[k:k + 7])]
+    assert got == want
+    assert calls(tmp_path / "batched.log") == calls(tmp_path / "one.log") > N
+    assert batched.store.stats()["hits"] == one.store.stats()["hits"] > 0
+
 def test_grain_refurbish_wrong_use(source, tmp_path):
     with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
         lirs_grain.refurbish(source, Partial(tmp_path / "l"), final, seed=1, reuse_factor=1.5)
