@@ -14,9 +14,10 @@ Every epoch a new augmentation (reuse_factor 1). Prints one JSON line per settin
 per-job images/s (mean, min) over epochs 1..E-1 (epoch 0, with each job's start,
 untimed, as row 14's refurbish rows; its seconds are the jobs' `first_epoch_s`), CPU
 time per image (tf: epochs 1..E-1; torch: every epoch), augmentations computed in all,
-bytes the jobs read from the data file in all (the engine's read counters: `_lirs.process_io_totals()` in the
-DataLoader workers, `tfrecord_lirs.process_io_totals()` in a tf.data job), and whether
-every job saw the same samples.
+bytes the jobs read from the data file in all (the engine's read counters:
+`_lirs.process_io_totals()` in the DataLoader workers,
+`tfrecord_lirs.process_io_totals()` in a tf.data job), and whether every job saw the
+same samples.
 
 The two settings run ROUNDS times, alternated (separate, shared, separate, ...), and the
 lines printed are the round whose speedup (shared over separate, per-job img/s) is the
@@ -144,11 +145,10 @@ def tf_job(data, store, log, epochs, _workers):
         return final(partial(record, sub_seed(seed, 1)), sub_seed(seed, 2))
 
     n = len(tfrecord_lirs.DataSource([data]))
+    parallel = os.environ["SWEEP_TF_PARALLEL"]  # "": the library's default
     ds = tfrecord_lirs.augment([data], augment, seed=SEED, share=store, batch_size=BATCH,
                                epochs=epochs, augment_name="sweep-bench-tf-1",
-                               num_parallel_calls=(int(os.environ["SWEEP_TF_PARALLEL"])
-                                                   if os.environ["SWEEP_TF_PARALLEL"]
-                                                   else None))
+                               num_parallel_calls=int(parallel) if parallel else None)
     seen = hashlib.blake2b(digest_size=8)
     before = tfrecord_lirs.process_io_totals()["bytes_read"]
     if threads:
