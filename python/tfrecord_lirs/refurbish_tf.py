@@ -27,6 +27,8 @@ import os
 import uuid
 
 import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+from tensorflow.python.eager import context
 
 from tfrecord_lirs import _checks, _op_library
 from tfrecord_lirs.refurbishing import RefurbishSchedule, open_store
@@ -47,6 +49,30 @@ def _deserialize(payload, spec):
         t.set_shape(s.shape)
         out.append(t)
     return tf.nest.pack_sequence_as(spec, out)
+
+
+# A call's config with Grappler off: the op-by-op kernels of eager mode and of the
+# map's own function (tf.data leaves map functions unoptimized). Grappler's rewrites
+# (oneDNN fusions) change float results in the last bits, and a partial output must
+# not depend on which path computed it.
+_UNOPTIMIZED = config_pb2.ConfigProto(graph_options=config_pb2.GraphOptions(
+    rewrite_options=rewriter_config_pb2.RewriterConfig(disable_meta_optimizer=True)))
+
+
+def _call_apart(fn):
+    """`fn()` as a call of a function of its own, neither inlined into the caller nor
+    optimized by Grappler. In a `tf.cond` branch not taken, an inlined `partial` costs
+    every one of its ops a dead-tensor pass (85 us of a hit's 455 us in row 14's
+    tf.data bench: 4 RandAugment layers); a call is one op."""
+    call = tf.function(fn, experimental_attributes={"_noinline": True})
+    eager = context.context()
+    saved = eager.function_call_options
+    eager.function_call_options = context.FunctionCallOptions(
+        executor_type=saved.executor_type, config_proto=_UNOPTIMIZED)
+    try:
+        return call()
+    finally:
+        eager.function_call_options = saved
 
 
 def serializer(spec):
@@ -95,13 +121,13 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     processes and jobs with the same files, partial function and seed) or None (this
     process's memory); jobs that run at the same time on one directory compute each
     partial output once in all (the module docs). `final` None: the partial output as
-    it is. Arguments left None take the core's defaults;
-    `num_parallel_calls` is the map's, which keeps the schedule's order (None:
-    `tf.data.AUTOTUNE` over a store in memory, 16 over a store directory, where a
-    use another job is computing holds its call until it is stored). With more than
-    one call in flight, a reuse early in an epoch can start before the refresh of the
-    same sample late in the epoch before has stored its output: it then computes the
-    same output again (counted as a recompute), so the partial function runs once per
+    it is. Arguments left None take the core's defaults; `num_parallel_calls` is the
+    map's, which keeps the schedule's order (None: the core's 16, more than the cores,
+    as a refresh costs several reuses and holds back the uses after it, and a use
+    another job is computing holds its call until it is stored). With more than one
+    call in flight, a reuse early in an epoch can start before the refresh of the same
+    sample late in the epoch before has stored its output: it then computes the same
+    output again (counted as a recompute), so the partial function runs once per
     refresh exactly only with `num_parallel_calls=1`.
 
     The graph holds TensorFlow ops only (no `tf.numpy_function`): give `partial` and
@@ -163,7 +189,8 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
             with tf.control_dependencies([done]):
                 return tf.nest.map_structure(tf.identity, sample)
 
-        sample = tf.cond(found, lambda: _deserialize(payload, out_spec), compute)
+        sample = tf.cond(found, lambda: _deserialize(payload, out_spec),
+                         lambda: _call_apart(compute))
         sample = tf.nest.map_structure(lambda t, s: tf.ensure_shape(t, s.shape), sample,
                                        out_spec)
         return sample if final is None else final(sample, fseed)
@@ -172,9 +199,7 @@ def refurbish(files, partial, final, *, seed=None, reuse_factor=None, batch_size
     start_epoch = _checks.or_default(start_epoch, "start_epoch")
     epochs_ds = tf.data.Dataset.range(start_epoch, tf.int64.max if count < 0
                                       else start_epoch + count)
-    parallel = _checks.or_default(num_parallel_calls, "refurbish_num_parallel_calls"
-                                  if store_dir is None else
-                                  "shared_refurbish_num_parallel_calls")
+    parallel = _checks.or_default(num_parallel_calls, "refurbish_num_parallel_calls")
     ds = epochs_ds.flat_map(uses_of).map(use, num_parallel_calls=parallel,
                                          deterministic=True)
     # The store and the file reads are the map's only external state, and the store is

@@ -58,18 +58,17 @@ pub const REUSE_FACTOR: u64 = 1;
 /// generation of ImageNet's 1.28 M crops at 224×224×3 `uint8` is 193 GB, so a bound
 /// the user raises for a real run; small sets fit).
 pub const STORE_BYTES: u64 = 8 << 30;
-/// The calls a refurbish map (`tfrecord_lirs.refurbish`, `augment`) keeps in flight
-/// over a store in this process's memory: -1 (`tf.data.AUTOTUNE`), which on a CPU-bound
-/// map stays near the core count.
-pub const REFURBISH_NUM_PARALLEL_CALLS: i64 = -1;
-/// The same over a store directory, which jobs running at the same time share: a use
-/// another job is computing holds its call until that job has stored it, so a map
-/// with calls for about the core count idles while jobs in step wait for each other.
-/// 4 tf.data jobs on 2 cores (`benchmarks/sweep_bench.py --frontend tf`, 2026-11-29):
-/// AUTOTUNE 1.87x the separate jobs' images/s (median of 3 rounds), 16 calls 2.88x
-/// (median of 11); separate jobs were not slower at 16 (356 against 305 images/s per
-/// job), at 64 they were.
-pub const SHARED_REFURBISH_NUM_PARALLEL_CALLS: i64 = 16;
+/// The calls a refurbish map (`tfrecord_lirs.refurbish`, `augment`) keeps in flight.
+/// Its uses cost unlike amounts (a reuse ~1/5 of a refresh in row 14), and the map
+/// keeps the schedule's order, so a refresh holds back the reuses after it unless
+/// many calls are in flight; over a store directory, a use another job is computing
+/// also holds its call until that job has stored it. Both want more calls than
+/// AUTOTUNE's (~the core count). Row 14's tf.data refurbish, r=3, store in memory,
+/// 2 cores (2026-11-29): AUTOTUNE 2,070-2,230 images/s, 8/16/32 calls 2,630-2,830.
+/// 4 tf.data jobs sharing a store directory (`benchmarks/sweep_bench.py --frontend
+/// tf`): AUTOTUNE 1.87x the separate jobs' images/s (median of 3 rounds), 16 calls
+/// 2.88x (median of 11); separate jobs were not slower at 16, at 64 they were.
+pub const REFURBISH_NUM_PARALLEL_CALLS: i64 = 16;
 /// The bytes a `cache_dir` holds at most (32 GiB: a TPU VM's or a node's local SSD
 /// holds a few hundred GB; a dataset that is to stay local gets a bound the user
 /// raises). Its least recently used blocks are evicted past it.
@@ -149,10 +148,6 @@ pub const TABLE: &[(&str, Value)] = &[
     (
         "refurbish_num_parallel_calls",
         Value::Int(REFURBISH_NUM_PARALLEL_CALLS),
-    ),
-    (
-        "shared_refurbish_num_parallel_calls",
-        Value::Int(SHARED_REFURBISH_NUM_PARALLEL_CALLS),
     ),
     ("cache_bytes", Value::Int(CACHE_BYTES as i64)),
     ("op_cache_bytes", Value::Int(OP_CACHE_BYTES)),
