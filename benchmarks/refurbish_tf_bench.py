@@ -13,10 +13,9 @@ layers, `final` FINAL_LAYERS more. Pipelines:
 * standard: `LIRSDataset` (the same full-range shuffle) mapped by `final(partial(...))`
   every use, `num_parallel_calls=AUTOTUNE`;
 * refurbish r: `tfrecord_lirs.refurbish` with its default store (this process's
-  memory), `num_parallel_calls=AUTOTUNE`;
+  memory) and map depth (16 calls);
 * refurbish_dir r=3: the same with a directory store under `--store-root` (default
-  /dev/shm: what processes and jobs share), its map at the library's default for a
-  store directory (16 calls).
+  /dev/shm: what processes and jobs share).
 
 The pipelines run one after the other in one process (taking turns would mix their
 CPU: a paused parallel map keeps computing ahead on the process's threads).

@@ -479,8 +479,8 @@ def bench_refurbish_tf(t, out):
     res = {f"{r['pipeline']}_{r['r']}": r for r in rows}
     std = res["standard_1"]
     sec = (f"14 data refurbishing, tf.data, {std['images']:,} PNG Examples, "
-           f"{std['epochs']} epochs (the first untimed), maps AUTOTUNE (a store directory: "
-           "the library's 16)")
+           f"{std['epochs']} epochs (the first untimed), standard's map AUTOTUNE, "
+           "refurbish's the library's default (16 calls)")
     t.add(sec, "standard tf.data: decode, crop, flip, 5 RandAugment-like layers (TF ops) "
           "every use", fmt_rate(std["images_per_s"], "img/s"),
           f"{std['cpu_us_per_image']:.0f} us CPU/img")
