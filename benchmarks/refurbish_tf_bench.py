@@ -2,7 +2,8 @@
 standard tf.data augmentation, with row 14's CPU-bound augmentation written as TensorFlow
 ops (a graph with no Python per sample). Prints one JSON line per pipeline.
 
-    python refurbish_tf_bench.py --out DIR [--images N] [--epochs E] [--store-root DIR]
+    python refurbish_tf_bench.py --out DIR [--images N] [--epochs E] [--rounds R]
+                                 [--store-root DIR]
 
 The data: row 14's kind (96x96 PNG images in `tf.train.Example`s, a padded TFRecord
 file). The augmentation, seeded by TensorFlow's stateless seeds: decode, random 80x80 crop
@@ -17,12 +18,16 @@ layers, `final` FINAL_LAYERS more. Pipelines:
 * refurbish_dir r=3: the same with a directory store under `--store-root` (default
   /dev/shm: what processes and jobs share).
 
-The pipelines run one after the other in one process (taking turns would mix their
-CPU: a paused parallel map keeps computing ahead on the process's threads).
+Each pipeline runs in a process of its own (in one process, a paused parallel map
+keeps computing ahead on the threads the next one uses), the four in turn, for R
+rounds: a VM's rate drifts by tens of percent within minutes, and a ratio taken within
+a round of back-to-back runs follows less of it than one of runs minutes apart.
 
 Figures over epochs 1..E-1 (epoch 0 refreshes everything): images/s, batches of
-BATCH consumed as fast as the pipeline delivers them, and CPU time per image (this
-process's, every thread's: what the pipeline costs, whatever else runs on the machine).
+BATCH consumed as fast as the pipeline delivers them, and CPU time per image (the
+pipeline's process, every thread's: what the pipeline costs, whatever else runs on the
+machine). A pipeline's line: the medians over the rounds, and its images/s over the
+standard's in each round (`vs_standard_by_round`) and their median (`vs_standard`).
 """
 
 import argparse
@@ -30,6 +35,8 @@ import json
 import math
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import time
 
@@ -145,40 +152,71 @@ def timed(ds, n, epochs):
     return time.perf_counter() - start, time.process_time() - cpu, seen
 
 
+def run_one(kind, r, path, epochs, store_root):
+    """One pipeline in this process: its JSON figures."""
+    n = len(tfrecord_lirs.DataSource([path]))
+    store = None
+    if kind == "standard":
+        ds = standard(path, epochs)
+    else:
+        if kind == "refurbish_dir":  # else tf.data's default: this process's memory
+            store = os.path.join(store_root, f"refurbish-tf-store-{os.getpid()}-{r}")
+        ds = refurbish([path], partial, final, seed=SEED, reuse_factor=r,
+                       batch_size=BATCH, store=store, epochs=epochs,
+                       partial_name="refurbish-tf-bench-1")
+    try:
+        secs, cpu, seen = timed(ds, n, epochs)
+    finally:
+        if store is not None:
+            shutil.rmtree(store, ignore_errors=True)
+    return {"pipeline": kind, "r": r, "images": n, "epochs": epochs,
+            "images_per_s": seen / secs, "cpu_us_per_image": cpu / seen * 1e6}
+
+
+PIPELINES = [("standard", 1), ("refurbish", 2), ("refurbish", 3), ("refurbish_dir", 3)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--images", type=int, default=1024)
     ap.add_argument("--epochs", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    ap.add_argument("--pipeline", nargs=2, metavar=("KIND", "R"),
+                    help="run only this pipeline, in this process (what a round runs)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "refurbish-tf-images.tfrecord")
     if not os.path.exists(path):
         write_images(path, args.images)
-    n = len(tfrecord_lirs.DataSource([path]))
     root = args.store_root or args.out
-    stores = []
-    try:
-        for kind, r in [("standard", 1), ("refurbish", 2), ("refurbish", 3),
-                        ("refurbish_dir", 3)]:
-            if kind == "standard":
-                ds = standard(path, args.epochs)
-            else:
-                store = None  # tf.data's default: this process's memory
-                if kind == "refurbish_dir":
-                    store = os.path.join(root, f"refurbish-tf-store-{os.getpid()}-{r}")
-                    stores.append(store)
-                ds = refurbish([path], partial, final, seed=SEED, reuse_factor=r,
-                               batch_size=BATCH, store=store, epochs=args.epochs,
-                               partial_name="refurbish-tf-bench-1")
-            secs, cpu, seen = timed(ds, n, args.epochs)
-            print(json.dumps({"pipeline": kind, "r": r, "images": n, "epochs": args.epochs,
-                              "images_per_s": seen / secs,
-                              "cpu_us_per_image": cpu / seen * 1e6}), flush=True)
-    finally:
-        for store in stores:
-            shutil.rmtree(store, ignore_errors=True)
+    if args.pipeline:
+        kind, r = args.pipeline[0], int(args.pipeline[1])
+        print(json.dumps(run_one(kind, r, path, args.epochs, root)), flush=True)
+        return
+    rounds = []
+    for _ in range(args.rounds):
+        one = {}
+        for kind, r in PIPELINES:
+            out = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--out", args.out,
+                 "--epochs", str(args.epochs), "--store-root", root,
+                 "--pipeline", kind, str(r)],
+                check=True, stdout=subprocess.PIPE, text=True).stdout
+            one[(kind, r)] = json.loads(out.splitlines()[-1])
+        rounds.append(one)
+    for kind, r in PIPELINES:
+        runs = [one[(kind, r)] for one in rounds]
+        by_round = [one[(kind, r)]["images_per_s"] / one[("standard", 1)]["images_per_s"]
+                    for one in rounds]
+        print(json.dumps(dict(
+            runs[0], rounds=len(runs),
+            images_per_s=statistics.median(x["images_per_s"] for x in runs),
+            cpu_us_per_image=statistics.median(x["cpu_us_per_image"] for x in runs),
+            images_per_s_by_round=[x["images_per_s"] for x in runs],
+            vs_standard=statistics.median(by_round), vs_standard_by_round=by_round)),
+            flush=True)
 
 
 if __name__ == "__main__":
