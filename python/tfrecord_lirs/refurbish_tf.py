@@ -51,9 +51,9 @@ def _deserialize(payload, spec):
     return tf.nest.pack_sequence_as(spec, out)
 
 
-# A call's config with Grappler off: the op-by-op kernels of eager mode and of the
-# map's own function (tf.data leaves map functions unoptimized). Grappler's rewrites
-# (oneDNN fusions) change float results in the last bits, and a partial output must
+# A call's config with Grappler off, as eager mode and the map's own function (which
+# tf.data leaves unoptimized) run: Grappler's arithmetic rewrites (`x * a / b` folded
+# to `x * (a / b)`) change float results in the last bits, and a partial output must
 # not depend on which path computed it.
 _UNOPTIMIZED = config_pb2.ConfigProto(graph_options=config_pb2.GraphOptions(
     rewrite_options=rewriter_config_pb2.RewriterConfig(disable_meta_optimizer=True)))
@@ -62,8 +62,8 @@ _UNOPTIMIZED = config_pb2.ConfigProto(graph_options=config_pb2.GraphOptions(
 def _call_apart(fn):
     """`fn()` as a call of a function of its own, neither inlined into the caller nor
     optimized by Grappler. In a `tf.cond` branch not taken, an inlined `partial` costs
-    every one of its ops a dead-tensor pass (85 us of a hit's 455 us in row 14's
-    tf.data bench: 4 RandAugment layers); a call is one op."""
+    every one of its ops a dead-tensor pass (~110 us of a hit's ~455 us CPU in row
+    14's tf.data bench: 4 RandAugment layers); a call is one op."""
     call = tf.function(fn, experimental_attributes={"_noinline": True})
     eager = context.context()
     saved = eager.function_call_options
