@@ -64,7 +64,6 @@ def test_grain_refurbish_calls_partial_once_per_refresh(source, tmp_path):
     assert got == [x for epoch in outputs for x in epoch]
 
 
-
 def test_grain_refurbish_batch_read_is_the_items_one_by_one(source, tmp_path):
     # Grain's batch read (`_getitems`) goes through the core's batch step: the outputs
     # and partial calls are those of `__getitem__` index by index, over refreshes and
@@ -80,6 +79,7 @@ def test_grain_refurbish_batch_read_is_the_items_one_by_one(source, tmp_path):
     assert got == want
     assert calls(tmp_path / "batched.log") == calls(tmp_path / "one.log") > N
     assert batched.store.stats()["hits"] == one.store.stats()["hits"] > 0
+
 
 def test_grain_refurbish_wrong_use(source, tmp_path):
     with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
