@@ -108,9 +108,12 @@ def test_a_kernel_error_is_a_typed_error_naming_the_file(files, tmp_path):
         list(ds)
 
 
-def test_a_wrong_reuse_factor_is_refused(files):
+def test_a_wrong_reuse_factor_or_store_is_refused(files):
     with pytest.raises(errors.InvalidArgumentError, match="reuse_factor"):
         refurbish(files, make_partial("/dev/null"), final, reuse_factor=0)
+    # Not a store in memory, nor one in the working directory: a mistake.
+    with pytest.raises(errors.InvalidArgumentError, match="empty path"):
+        refurbish(files, make_partial("/dev/null"), final, store="")
 
 
 def test_an_iterator_checkpoint_resumes_exactly(files, tmp_path):

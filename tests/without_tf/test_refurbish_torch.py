@@ -220,6 +220,8 @@ def test_wrong_use_gets_clear_errors(source, tmp_path):
     assert b.get(0, 0) is None and a.get(0, 0) == b"of a"
     with pytest.raises(errors.InvalidArgumentError, match="give its parent"):
         RefurbishDataset(source, Partial(tmp_path / "l"), final, sampler, store=a.dir)
+    with pytest.raises(errors.InvalidArgumentError, match="empty path"):
+        RefurbishDataset(source, Partial(tmp_path / "l"), final, sampler, store="")
     with open(os.path.join(a.dir, "IDENTITY"), "w") as f:
         f.write("another")
     with pytest.raises(errors.InvalidArgumentError, match="another dataset"):

@@ -110,6 +110,10 @@ fn another_datasets_store_is_never_mixed_up() {
         let memory = PartialStore::memory(&other, BIG);
         assert_eq!(memory.get(5, 0), None);
     }
+    // An empty path (it would open a store in the working directory).
+    let err = PartialStore::open_dir("".as_ref(), &identity("a"), BIG).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("empty path"), "{err}");
     // A namespace directory given as the root, or a namespace of another identity.
     let err = PartialStore::open_dir(a.dir().unwrap(), &identity("a"), BIG).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);

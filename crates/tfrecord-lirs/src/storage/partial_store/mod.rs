@@ -168,6 +168,14 @@ impl PartialStore {
     /// directory that is itself one identity's namespace, or a namespace whose
     /// `IDENTITY` is another's. Removes the temporary files killed writers left.
     pub fn open_dir(root: &Path, identity: &StoreIdentity, capacity: u64) -> Result<PartialStore> {
+        // An empty path would put the store in the working directory, where no other
+        // job looks for it unless started in the same place.
+        if root.as_os_str().is_empty() {
+            return Err(Error::invalid_argument(
+                "the store directory is an empty path: give a directory (the jobs that open \
+                 the same one share it), or None for a store in this process's memory",
+            ));
+        }
         if root.join(IDENTITY_FILE).exists() {
             return Err(Error::invalid_argument(format!(
                 "{} is one dataset's part of a partial store; give its parent directory",
