@@ -68,7 +68,10 @@ def prepare(commit, ab_dir, venvs, seed):
         os.makedirs(tree)
         archive = subprocess.run(["git", "-C", ROOT, "archive", commit],
                                  check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        # -m: every file dated now, newer than any seeded build output (below); with
+        # the commit's dates, cargo and make took this tree's copied artifacts for
+        # fresh and built the tree before with the code after.
+        subprocess.run(["tar", "-x", "-m", "-C", tree], input=archive, check=True)
         open(os.path.join(tree, ".extracted"), "w").close()
     target = os.path.join(tree, "target")
     # A copy of this tree's release build: most of it (the dependencies) is reused.
