@@ -12,7 +12,9 @@ directory: the first run writes them, every later run reuses them).
 Judging. Round i of each side ran next to the other's, so each round gives a paired ratio
 after/before; a row is "yes" when the geometric mean of its paired ratios and the ratio of
 the sides' bests are both >= --min-ratio (0.95), "SLOWER" when the 95 % interval of that
-mean (Student's t) lies below it, and "unclear" otherwise. Rows of LIRS code are judged;
+mean (Student's t) lies below it, and "unclear" otherwise. A row measured in one process with
+rows whose code is the same in both trees (row 1's Rust rows, with the gather limits) is
+judged on its figure over theirs, round by round. Rows of LIRS code are judged;
 the stock contenders' rows (TFRecordDataset, HF Arrow, the copy-out limits) run the same
 code on both sides and are printed as the run's noise floor. Exits 1 when a judged row is
 SLOWER. `--judge-only` judges the saved results of the last run again.
@@ -122,6 +124,28 @@ def judged(label):
     return "LIRS" in label or label.startswith("Rust, 1 thread") or "Fetcher" in label
 
 
+def references(sec, label, keys):
+    """The rows measured in the same process as a judged row, by code that is the same
+    in both trees: row 1's Rust rows and its gather limits, one lirs_bench run (the
+    limits read the map directly). A round's figure over theirs takes out what the
+    machine did that minute: in one 6-round run (2026-11-29) the limits' paired ratio
+    was 0.79 and 0.84 in two rounds, and the Rust rows' 0.93 +- 0.1 became 1.00 +- 0.03
+    divided by them. Rows without such references are judged as measured."""
+    if label.startswith("Rust, 1 thread"):
+        return [k for k in keys if k[0] == sec and k[1].startswith("limit (Rust")]
+    return []
+
+
+def relative(runs, key, refs):
+    """Each round's figure of `key` per side, over the geometric mean of `refs`' that
+    round (the figure itself without refs)."""
+    out = {}
+    for side, rounds in runs.items():
+        out[side] = [r[key] / (math.exp(statistics.mean(math.log(r[k]) for k in refs))
+                               if refs else 1.0) for r in rounds]
+    return out
+
+
 # Two-sided 95 % quantiles of Student's t by degrees of freedom (rounds - 1).
 T95 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
        10: 2.228, 11: 2.201, 12: 2.179, 14: 2.145, 19: 2.093, 29: 2.045}
@@ -143,7 +167,8 @@ def judge_runs(runs, args, sides):
 
     A row is "yes" when the geometric mean of its paired ratios and the ratio of the bests
     are both >= --min-ratio; "SLOWER" when the interval's top is below it (shown beyond
-    this run's noise); "unclear" otherwise (more rounds tell)."""
+    this run's noise); "unclear" otherwise (more rounds tell). A row with references
+    (`references`) is judged on its figures over theirs, marked "/ref"."""
     keys = [k for k in runs["before"][0] if all(k in r for s in runs for r in runs[s])]
     summary, slower, unclear = [], [], []
     print(f"A/B: before {args.before} ({sides['before'][:12]}), after {args.after} "
@@ -152,13 +177,17 @@ def judge_runs(runs, args, sides):
     print(f"{'row':<22} {'contender':<62} {'best before':>12} {'best after':>12} {'best':>6} "
           f"{'paired':>6} {'95% interval':>13}  verdict")
     for sec, label in keys:
-        before = [r[(sec, label)] for r in runs["before"]]
-        after = [r[(sec, label)] for r in runs["after"]]
+        judge = judged(label)
+        refs = references(sec, label, keys) if judge else []
+        figures = relative(runs, (sec, label), refs)
+        before, after = figures["before"], figures["after"]
         b, a = max(before), max(after)
         q = a / b if b else float("nan")
         gm, lo, hi = paired(before, after)
-        judge = judged(label)
         short = label.replace("**", "")
+        # Shown as measured; judged on the ratios (over the references' when it has some).
+        b = max(r[(sec, label)] for r in runs["before"])
+        a = max(r[(sec, label)] for r in runs["after"])
         if not judge:
             verdict = "(reference)"
         elif gm >= args.min_ratio and q >= args.min_ratio:
@@ -169,11 +198,14 @@ def judge_runs(runs, args, sides):
         else:
             verdict = "unclear"
             unclear.append(short)
+        if refs:
+            verdict += " /ref"
         print(f"{sec[:22]:<22} {short[:62]:<62} {b:>12,.0f} {a:>12,.0f} {q:>6.3f} "
               f"{gm:>6.3f} {lo:>6.3f}-{hi:<6.3f}  {verdict}")
         summary.append({"row": sec, "contender": label, "before": b, "after": a, "ratio": q,
                         "paired": gm, "paired_low": lo, "paired_high": hi,
-                        "judged": judge, "verdict": verdict})
+                        "judged": judge, "references": [k[1] for k in refs],
+                        "verdict": verdict})
     with open(os.path.join(args.dir, "ab.json"), "w") as f:
         json.dump({"before": sides["before"], "after": sides["after"], "rows": summary}, f,
                   indent=1)
