@@ -179,15 +179,14 @@ def judge_runs(runs, args, sides):
     for sec, label in keys:
         judge = judged(label)
         refs = references(sec, label, keys) if judge else []
+        # Judged on the figures over the references' (if any); shown as measured.
         figures = relative(runs, (sec, label), refs)
         before, after = figures["before"], figures["after"]
-        b, a = max(before), max(after)
-        q = a / b if b else float("nan")
+        q = max(after) / max(before) if max(before) else float("nan")
         gm, lo, hi = paired(before, after)
-        short = label.replace("**", "")
-        # Shown as measured; judged on the ratios (over the references' when it has some).
         b = max(r[(sec, label)] for r in runs["before"])
         a = max(r[(sec, label)] for r in runs["after"])
+        short = label.replace("**", "")
         if not judge:
             verdict = "(reference)"
         elif gm >= args.min_ratio and q >= args.min_ratio:
