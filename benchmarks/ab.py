@@ -9,6 +9,12 @@ rounds (6), the order alternating (before, after; after, before; ...), so that d
 the machine's load hits both sides alike. Both trees read the same data files (one --out
 directory: the first run writes them, every later run reuses them).
 
+Both trees time their pipelines with this tree's benchmarks/tf_contender.py (copied into
+each), the harness and not the code under test, and with BENCH_TF_AUTOTUNE=0: the
+per-element tf.data rows then run with tf.data's autotuning off, which holds them to
+one speed per process (see tf_contender.py) where, with it on, a process took one of
+speeds exactly 2x apart and kept it.
+
 Judging. Round i of each side ran next to the other's, so each round gives a paired ratio
 after/before; a row is "yes" when the geometric mean of its paired ratios and the ratio of
 the sides' bests are both >= --min-ratio (0.95), "SLOWER" when the 95 % interval of that
@@ -84,6 +90,9 @@ def prepare(commit, ab_dir, venvs, seed):
             if os.path.isdir(src):
                 log(f"seeding {target}/{part} from {src}")
                 sh(["cp", "-a", src, os.path.join(target, part)])
+    # One harness for both sides (the module docstring says why).
+    shutil.copy(os.path.join(ROOT, "benchmarks", "tf_contender.py"),
+                os.path.join(tree, "benchmarks", "tf_contender.py"))
     # run_bench.py finds its venvs under the tree's root.
     for name, path in venvs.items():
         link = os.path.join(tree, name)
@@ -270,7 +279,7 @@ def main():
             out = os.path.join(args.dir, "out")
             log(f"round {rnd}/{args.rounds}: {side} ({sides[side][:12]})")
             env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(tree, "target"),
-                       BENCH_COMMAND=f"benchmarks/ab.py ({side})")
+                       BENCH_COMMAND=f"benchmarks/ab.py ({side})", BENCH_TF_AUTOTUNE="0")
             sh([os.path.join(tree, ".venv", "bin", "python"),
                 os.path.join(tree, "benchmarks", "run_bench.py"), "--only", args.rows,
                 "--out", out], env=env, stdout=subprocess.DEVNULL)

@@ -8,6 +8,14 @@ timing so that no tracing is timed. `--limit` times only a prefix of each epoch;
 `--source-bound` appends `.batch(1024)` so TF's per-element cost of the consumer is paid
 once per 1024 elements.
 
+With BENCH_TF_AUTOTUNE=0 in the environment (`make ab` sets it), the per-element
+contenders run with tf.data's autotuning and injected prefetch off. With them on, such a
+process on this 2-core VM settles into one of a few speeds and keeps it for all its
+epochs, stock and LIRS pipelines alike, at exact halvings of each other (0.64, 1.27,
+2.55 s per epoch of row 1's 500,000 records). See benchmarks/PROFILE_NOTES.md.
+Batched contenders keep the defaults: without the injected prefetch they lose the
+overlap of reading and consuming and vary more, not less.
+
 With `--cold`, the data file is dropped from the page cache (fsync +
 posix_fadvise(DONTNEED)) right before the single timed epoch, and mincore(2) checks that
 it is really out; there is no warm-up.
@@ -147,6 +155,7 @@ def main():
 
     ds, note = make_dataset(args.contender, args.data, args.batch, args.backend)
     batched = "batch" in args.contender
+    steady = os.environ.get("BENCH_TF_AUTOTUNE", "1") == "0" and not batched
     expect = args.expect
     if args.source_bound:
         if batched:
@@ -163,10 +172,15 @@ def main():
             ds = ds.take(args.limit)
             cap = args.limit
         expect = None if expect is None else min(expect, cap)
+    if steady:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        options.experimental_optimization.inject_prefetch = False
+        ds = ds.with_options(options)
     consume.get_concrete_function(ds)  # trace once, untimed
     out = {"contender": args.contender, "note": note, "batch": args.batch,
            "backend": args.backend if args.contender.startswith("lirs") else None,
-           "source_bound": args.source_bound, "cold": args.cold}
+           "source_bound": args.source_bound, "cold": args.cold, "autotune": not steady}
     if args.contender == "baseline":
         out.update(records=int(consume(ds)), secs=[])
     else:
