@@ -36,6 +36,15 @@ alone.
 
     .venv/bin/python benchmarks/ab.py --before main~1 [--after HEAD] [--rounds 6]
 
+Pairs of processes (`--pairs N`, after the rounds or, with `--pairs-only`, on the trees
+and data of the last run): row 1's tf.data contenders again, each as N pairs of
+`tf_contender.py` processes of the two trees run back to back (order alternating), and
+judged as above over the pairs. A round pairs each side's whole bench, minutes apart; in
+that time this VM's speed drifts, e.g. LIRSDataset per element 1.12-2.02 M rec/s by
+round on one tree in the run of 2026-11-29 17:18, where four processes run back to back
+gave 1.45-1.53 M. The stock TFRecordDataset is paired the same way, as the check: the
+same code on both sides, so its interval shows what the method resolves.
+
 Environment: BENCH_SCALE (passed to run_bench.py; e.g. 0.02 to try the script quickly).
 Needs fio (row 3) and, for row 10, a .venv-bench (`make venv-bench`) in this tree.
 """
@@ -171,7 +180,52 @@ def paired(before, after):
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def judge_runs(runs, args, sides):
+# Row 1's tf.data contenders for `--pairs`: (label, tf_contender.py arguments), with the
+# arguments run_bench.py gives them at BENCH_SCALE=0.25 (500,000 records; the
+# consumer-bound row reads 50,000 of them per epoch).
+PAIRED = [
+    ("per element: TFRecordDataset (the check: same code)",
+     ["--contender", "tfrecord", "--source-bound"]),
+    ("per element: LIRSDataset, default backend",
+     ["--contender", "lirs", "--source-bound", "--backend", "auto"]),
+    ("per element: LIRSDataset, backend pread",
+     ["--contender", "lirs", "--source-bound", "--backend", "pread"]),
+    ("batched: LIRSDataset(batch_size=256), default backend",
+     ["--contender", "lirs_batched", "--backend", "auto"]),
+    ("batched: LIRSDataset(batch_size=256), backend pread",
+     ["--contender", "lirs_batched", "--backend", "pread"]),
+    ("consumer-bound: LIRSDataset, default backend, reduce per element",
+     ["--contender", "lirs", "--backend", "auto", "--limit", "50000"]),
+]
+
+
+def run_pairs(trees, args):
+    """{side: [{(section, label): rec/s}, ...]}, one dict per pair (see the docstring)."""
+    data = os.path.join(args.dir, "out", "kdd.tfrecord")
+    if not os.path.exists(data + ".offsets"):
+        raise SystemExit(f"{data}: none; a run with rounds writes it (--pairs-only reuses it)")
+    records = os.path.getsize(data + ".offsets") // 8
+    runs = {side: [{} for _ in range(args.pairs)] for side in trees}
+    for label, extra in PAIRED:
+        for i in range(args.pairs):
+            for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
+                tree = trees[side]
+                env = dict(os.environ, PYTHONPATH=os.path.join(tree, "python"),
+                           TF_CPP_MIN_LOG_LEVEL="3", BENCH_TF_AUTOTUNE="0")
+                cmd = [os.path.join(tree, ".venv", "bin", "python"),
+                       os.path.join(tree, "benchmarks", "tf_contender.py"), "--data", data,
+                       "--batch", "256", "--reps", "5", "--expect", str(records),
+                       "--warmup", str(min(records, 20_000))] + extra
+                out = subprocess.run(cmd, env=env, check=True, capture_output=True,
+                                     text=True).stdout
+                r = json.loads(out.strip().splitlines()[-1])
+                rate = r["records"] / statistics.median(r["secs"])
+                runs[side][i][("1 pairs", label)] = rate
+                log(f"pair {i + 1}/{args.pairs} {side}: {label}: {rate:,.0f} rec/s")
+    return runs
+
+
+def judge_runs(runs, args, sides, rows=None):
     """Prints the table; returns the exit status, 1 when a judged row is slower.
 
     A row is "yes" when the geometric mean of its paired ratios and the ratio of the bests
@@ -181,7 +235,8 @@ def judge_runs(runs, args, sides):
     keys = [k for k in runs["before"][0] if all(k in r for s in runs for r in runs[s])]
     summary, slower, unclear = [], [], []
     print(f"A/B: before {args.before} ({sides['before'][:12]}), after {args.after} "
-          f"({sides['after'][:12]}); rows {args.rows}; {len(runs['before'])} interleaved rounds; "
+          f"({sides['after'][:12]}); rows {rows or args.rows}; "
+          f"{len(runs['before'])} interleaved {'pairs' if rows else 'rounds'}; "
           f"BENCH_SCALE={os.environ.get('BENCH_SCALE', '1')}")
     print(f"{'row':<22} {'contender':<62} {'best before':>12} {'best after':>12} {'best':>6} "
           f"{'paired':>6} {'95% interval':>13}  verdict")
@@ -214,7 +269,7 @@ def judge_runs(runs, args, sides):
                         "paired": gm, "paired_low": lo, "paired_high": hi,
                         "judged": judge, "references": [k[1] for k in refs],
                         "verdict": verdict})
-    with open(os.path.join(args.dir, "ab.json"), "w") as f:
+    with open(os.path.join(args.dir, "ab-pairs.json" if rows else "ab.json"), "w") as f:
         json.dump({"before": sides["before"], "after": sides["after"], "rows": summary}, f,
                   indent=1)
     n = sum(1 for s in summary if s["judged"])
@@ -244,11 +299,17 @@ def main():
     ap.add_argument("--venv-bench", default=os.path.join(ROOT, ".venv-bench"))
     ap.add_argument("--judge-only", action="store_true",
                     help="judge the results of the last run in --dir again (no build, no run)")
+    ap.add_argument("--pairs", type=int, default=0,
+                    help="then row 1's tf.data contenders as this many pairs of processes")
+    ap.add_argument("--pairs-only", action="store_true",
+                    help="only the pairs, on the trees and data of the last run")
     ap.add_argument("--no-seed", action="store_true",
                     help="build each tree from scratch (no copy of this tree's target/)")
     args = ap.parse_args()
     if args.rounds < 3:
         raise SystemExit("--rounds: at least 3 (a median of fewer is one run's noise)")
+    if args.pairs_only and args.pairs < 3 or 0 < args.pairs < 3:
+        raise SystemExit("--pairs: at least 3 (--pairs-only needs it)")
     if args.judge_only:
         sides = {"before": commit_of(args.before), "after": commit_of(args.after)}
         runs = {side: [] for side in sides}
@@ -257,9 +318,10 @@ def main():
                 with open(os.path.join(args.dir, f"results-{side}-{rnd}.json")) as f:
                     runs[side].append(rates(json.load(f)))
         sys.exit(judge_runs(runs, args, sides))
-    if "3" in args.rows.split(",") and not shutil.which("fio"):
+    rows = [] if args.pairs_only else args.rows.split(",")
+    if "3" in rows and not shutil.which("fio"):
         raise SystemExit("fio is not installed (row 3 needs it: apt-get install -y fio)")
-    if "10" in args.rows.split(",") and not os.path.exists(args.venv_bench):
+    if "10" in rows and not os.path.exists(args.venv_bench):
         log(f"no {args.venv_bench}: row 10 will not run (make venv-bench)")
     start = time.time()
     sides = {"before": commit_of(args.before), "after": commit_of(args.after)}
@@ -272,7 +334,7 @@ def main():
         trees[side] = prepare(commit, args.dir, venvs, seed=not args.no_seed)
     built = time.time()
     runs = {side: [] for side in sides}
-    for rnd in range(1, args.rounds + 1):
+    for rnd in range(1, 0 if args.pairs_only else args.rounds + 1):
         # The order alternates, so that neither side always runs first (page cache, turbo).
         for side in ("before", "after") if rnd % 2 else ("after", "before"):
             tree = trees[side]
@@ -288,7 +350,10 @@ def main():
             shutil.copy(os.path.join(out, "results.json"),
                         os.path.join(args.dir, f"results-{side}-{rnd}.json"))
             runs[side].append(rates(results))
-    status = judge_runs(runs, args, sides)
+    status = 0 if args.pairs_only else judge_runs(runs, args, sides)
+    if args.pairs:
+        status = max(status, judge_runs(run_pairs(trees, args), args, sides,
+                                        rows="1's tf.data contenders, pairs of processes"))
     print(f"runtime: {(time.time() - start) / 60:.1f} min "
           f"(builds {(built - start) / 60:.1f}, bench {(time.time() - built) / 60:.1f})")
     sys.exit(status)
