@@ -309,7 +309,7 @@ def main():
     args = ap.parse_args()
     if args.rounds < 3:
         raise SystemExit("--rounds: at least 3 (a median of fewer is one run's noise)")
-    if args.pairs_only and args.pairs < 3 or 0 < args.pairs < 3:
+    if (args.pairs or args.pairs_only) and args.pairs < 3:
         raise SystemExit("--pairs: at least 3 (--pairs-only needs it)")
     if args.judge_only:
         sides = {"before": commit_of(args.before), "after": commit_of(args.after)}
