@@ -44,7 +44,9 @@ that time this VM's speed drifts, e.g. LIRSDataset per element 1.12-2.02 M rec/s
 round on one tree in the run of 2026-11-29 17:18, where four processes run back to back
 gave 1.45-1.53 M. The stock TFRecordDataset is paired the same way, as the check: the
 same code on both sides, so its interval shows what the method resolves (5 pairs at
-19:17 the same day: 0.81-1.13, so about +-15 %, not 5 %).
+19:17 the same day: 0.81-1.13, so about +-15 %, not 5 %; 20 pairs at 20:21: 0.96-1.08).
+What no timing here resolves, benchmarks/ab_counts.py counts: the same contenders'
+instructions per record under valgrind, on the trees and data of the last run.
 
 Environment: BENCH_SCALE (passed to run_bench.py; e.g. 0.02 to try the script quickly).
 Needs fio (row 3) and, for row 10, a .venv-bench (`make venv-bench`) in this tree.

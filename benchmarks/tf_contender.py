@@ -19,6 +19,10 @@ overlap of reading and consuming and vary more, not less.
 With `--cold`, the data file is dropped from the page cache (fsync +
 posix_fadvise(DONTNEED)) right before the single timed epoch, and mincore(2) checks that
 it is really out; there is no warm-up.
+
+With BENCH_CALLGRIND=1 (benchmarks/ab_counts.py, which starts this under valgrind's
+callgrind with `--instr-atstart=no`), callgrind counts the timed epochs only: the
+import of TensorFlow, the tracing and the warm-up run uninstrumented.
 """
 
 import argparse
@@ -29,6 +33,7 @@ import json
 import mmap
 import os
 import resource
+import subprocess
 import sys
 import time
 
@@ -91,6 +96,20 @@ def make_dataset(name, data, batch, backend="auto"):
 def consume(ds):
     """Elements delivered (a batch of B counts B), in one ReduceDataset op."""
     return ds.reduce(np.int64(0), lambda n, x: n + tf.size(x, out_type=tf.int64))
+
+
+def callgrind(state):
+    """Turns callgrind's instrumentation of this process "on" or "off"
+    (BENCH_CALLGRIND=1). callgrind takes the command between blocks of code it runs, so
+    this thread spins until `callgrind_control` has its answer rather than blocking."""
+    if os.environ.get("BENCH_CALLGRIND") != "1":
+        return
+    p = subprocess.Popen(["callgrind_control", "--instr=" + state, str(os.getpid())],
+                         stdout=subprocess.DEVNULL)
+    while p.poll() is None:
+        pass
+    if p.returncode != 0:
+        raise SystemExit(f"callgrind_control --instr={state}: exit {p.returncode}")
 
 
 # --- page cache control, from Python -------------------------------------------------
@@ -192,6 +211,7 @@ def main():
             per = 1024 if args.source_bound else (args.batch if batched else 1)
             consume(ds.take(-(-args.warmup // per)))
         secs, records = [], None
+        callgrind("on")
         for _ in range(1 if args.cold else args.reps):
             t = time.perf_counter()
             n = int(consume(ds))
@@ -199,6 +219,7 @@ def main():
             if records is not None and n != records:
                 raise SystemExit(f"{args.contender}: epochs differ in size: {records} vs {n}")
             records = n
+        callgrind("off")
         if expect is not None and records != expect:
             raise SystemExit(f"{args.contender}: read {records} records, expected {expect}")
         out.update(records=records, secs=secs)
