@@ -26,7 +26,13 @@ ranged 1.57-2.91x for the same tree minutes apart (2026-11-29), so one round is 
 
     python sweep_bench.py --out DIR [--frontend torch|tf] [--images N] [--epochs E]
                           [--jobs J] [--workers W] [--rounds R] [--tf-threads T]
-                          [--tf-parallel P]
+                          [--tf-parallel P] [--tf-autotune on|off]
+
+`--tf-autotune off` turns tf.data's autotuning and injected prefetch off in every tf
+job. With them on (TensorFlow's default), 4 tf jobs on this 2-core VM left the CPUs
+idle 22 % (separate) and 26 % (shared) of the time in their steady state; with them
+off, under 1 % (`perf record -a -e cpu-clock`, 30 epochs, 2026-11-29;
+benchmarks/PROFILE_NOTES.md).
 """
 
 import argparse
@@ -155,6 +161,11 @@ def tf_job(data, store, log, epochs, _workers):
         one = tf.data.Options()
         one.threading.max_intra_op_parallelism = threads
         ds = ds.with_options(one)
+    if os.environ["SWEEP_TF_AUTOTUNE"] == "off":  # --tf-autotune off
+        off = tf.data.Options()
+        off.autotune.enabled = False
+        off.experimental_optimization.inject_prefetch = False
+        ds = ds.with_options(off)
     begin = time.perf_counter()
     # Epoch 0 untimed, as row 14's `timed`: it holds the iterator's creation (grappler
     # optimizing the map function, ~1-2 s of CPU once per job), which a 512-image bench
@@ -186,7 +197,8 @@ def sweep(data, root, shared, args):
                               stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, SWEEP_TF_THREADS=str(args.tf_threads),
                                        SWEEP_TF_PARALLEL=("" if args.tf_parallel is None
-                                                          else str(args.tf_parallel))))
+                                                          else str(args.tf_parallel)),
+                                       SWEEP_TF_AUTOTUNE=args.tf_autotune))
              for store, log in zip(stores, logs)]
     results = []
     for p in procs:
@@ -198,7 +210,7 @@ def sweep(data, root, shared, args):
     return {"pipeline": "sweep_shared" if shared else "sweep_separate",
             "frontend": args.frontend, "jobs": args.jobs,
             "workers_per_job": args.workers, "tf_threads": args.tf_threads,
-            "tf_parallel": args.tf_parallel,
+            "tf_parallel": args.tf_parallel, "tf_autotune": args.tf_autotune,
             "images": args.images, "epochs": args.epochs,
             "per_job_images_per_s": sum(rates) / len(rates),
             "per_job_images_per_s_min": min(rates),
@@ -234,6 +246,9 @@ def main():
     ap.add_argument("--tf-threads", type=int, default=0,
                     help="tf jobs: inter- and intra-op threads and the map's intra-op "
                          "parallelism per job (0: TensorFlow's defaults)")
+    ap.add_argument("--tf-autotune", choices=("on", "off"), default="on",
+                    help="tf jobs: tf.data's autotuning and injected prefetch (on: "
+                         "TensorFlow's default, as users run; the module docs)")
     ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     args = ap.parse_args()
     if args.epochs < 2:
