@@ -202,23 +202,35 @@ PAIRED = [
 ]
 
 
-def run_pairs(trees, args):
-    """{side: [{(section, label): rec/s}, ...]}, one dict per pair (see the docstring)."""
-    data = os.path.join(args.dir, "out", "kdd.tfrecord")
+def paired_data(ab_dir):
+    """(row 1's data file, its records) as the last run with rounds wrote them."""
+    data = os.path.join(ab_dir, "out", "kdd.tfrecord")
     if not os.path.exists(data + ".offsets"):
         raise SystemExit(f"{data}: none; a run with rounds writes it (--pairs-only reuses it)")
-    records = os.path.getsize(data + ".offsets") // 8
+    return data, os.path.getsize(data + ".offsets") // 8
+
+
+def contender(tree, data, records, reps, warmup, extra):
+    """(command, environment) of one PAIRED contender of `tree`: how the pairs run it,
+    and benchmarks/ab_counts.py too."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "python"),
+               TF_CPP_MIN_LOG_LEVEL="3", BENCH_TF_AUTOTUNE="0")
+    cmd = [os.path.join(tree, ".venv", "bin", "python"),
+           os.path.join(tree, "benchmarks", "tf_contender.py"), "--data", data,
+           "--batch", "256", "--reps", str(reps), "--expect", str(records),
+           "--warmup", str(warmup)] + extra
+    return cmd, env
+
+
+def run_pairs(trees, args):
+    """{side: [{(section, label): rec/s}, ...]}, one dict per pair (see the docstring)."""
+    data, records = paired_data(args.dir)
     runs = {side: [{} for _ in range(args.pairs)] for side in trees}
     for label, extra in PAIRED:
         for i in range(args.pairs):
             for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
-                tree = trees[side]
-                env = dict(os.environ, PYTHONPATH=os.path.join(tree, "python"),
-                           TF_CPP_MIN_LOG_LEVEL="3", BENCH_TF_AUTOTUNE="0")
-                cmd = [os.path.join(tree, ".venv", "bin", "python"),
-                       os.path.join(tree, "benchmarks", "tf_contender.py"), "--data", data,
-                       "--batch", "256", "--reps", "5", "--expect", str(records),
-                       "--warmup", str(min(records, 20_000))] + extra
+                cmd, env = contender(trees[side], data, records, 5, min(records, 20_000),
+                                     extra)
                 out = subprocess.run(cmd, env=env, check=True, capture_output=True,
                                      text=True).stdout
                 r = json.loads(out.strip().splitlines()[-1])

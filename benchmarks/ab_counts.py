@@ -25,7 +25,7 @@ Ratios are after/before: above 1 is more work after the change. PYTHONHASHSEED=0
 BENCH_TF_AUTOTUNE=0, as ab.py's pairs. Two runs go at once (`--jobs`): counts do not
 depend on the machine's load. ~15 min for row 1's six contenders on this VM.
 
-    .venv/bin/python benchmarks/ab.py --before REV --after REV --pairs 3 --pairs-only
+    .venv/bin/python benchmarks/ab.py --before REV --after REV   (the data file)
     .venv/bin/python benchmarks/ab_counts.py --before REV [--after HEAD]
 """
 
@@ -98,16 +98,12 @@ def last_level_cache():
     return best and best[1]
 
 
-def count(tree, data, extra, out_file):
-    """Runs one contender of `tree` under callgrind; returns its counts."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "python"), TF_CPP_MIN_LOG_LEVEL="3",
-               BENCH_TF_AUTOTUNE="0", PYTHONHASHSEED="0", BENCH_CALLGRIND="1")
-    ll = last_level_cache()
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--cache-sim=yes",
-           f"--callgrind-out-file={out_file}"] + ([ll] if ll else []) + [
-           os.path.join(tree, ".venv", "bin", "python"),
-           os.path.join(tree, "benchmarks", "tf_contender.py"), "--data", data,
-           "--batch", "256", "--reps", "1", "--warmup", "0"] + extra
+def count(valgrind, tree, data, records, extra, out_file):
+    """Runs one contender of `tree` under `valgrind` (its command and options); returns
+    its counts."""
+    cmd, env = ab.contender(tree, data, records, 1, 0, extra)
+    cmd = valgrind + [f"--callgrind-out-file={out_file}"] + cmd
+    env.update(PYTHONHASHSEED="0", BENCH_CALLGRIND="1")
     t = time.time()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -117,7 +113,7 @@ def count(tree, data, extra, out_file):
     col = {e: i for i, e in enumerate(events)}
 
     def total(objs, *names):
-        return sum(sum(r[col[n]] for n in names) for o, r in objs)
+        return sum(sum(r[col[n]] for n in names) for _, r in objs)
 
     ops = [(o, r) for o, r in cost.items() if o.endswith(OP_LIBRARY)]
     return {"records": result["records"], "secs": time.time() - t,
@@ -140,11 +136,12 @@ def main():
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
     venvs = {".venv": os.path.join(ab.ROOT, ".venv")}
-    # Built already by ab.py (make and cargo find them fresh); copies in this harness.
+    # Each tree as ab.py builds it (quick when built), with this tree's harness.
     trees = {s: ab.prepare(c, args.dir, venvs, seed=False) for s, c in sides.items()}
-    data = os.path.join(args.dir, "out", "kdd.tfrecord")
-    if not os.path.exists(data + ".offsets"):
-        raise SystemExit(f"{data}: none; a run of ab.py with rounds writes it")
+    data, records = ab.paired_data(args.dir)
+    ll = last_level_cache()
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                "--cache-sim=yes"] + ([ll] if ll else [])
     work = os.path.join(args.dir, "counts")
     os.makedirs(work, exist_ok=True)
     rows = []
@@ -157,7 +154,8 @@ def main():
         for i, (label, extra) in enumerate(rows):
             for side, tree in trees.items():
                 out_file = os.path.join(work, f"callgrind.{side}.{i}")
-                jobs[label, side] = pool.submit(count, tree, data, extra, out_file)
+                jobs[label, side] = pool.submit(count, valgrind, tree, data, records,
+                                                extra, out_file)
         counts = {k: f.result() for k, f in jobs.items()}
     for (label, side), c in sorted(counts.items()):
         ab.log(f"{side}: {label}: {c['records']:,} records, {c['secs']:.0f} s under callgrind")
