@@ -12,7 +12,8 @@ each on a store of its own (every job computes every sample). Front ends:
 
 Every epoch a new augmentation (reuse_factor 1). Prints one JSON line per setting:
 per-job images/s (mean, min) over epochs 1..E-1 (epoch 0, with each job's start,
-untimed, as row 14's refurbish rows; its seconds are the jobs' `first_epoch_s`), CPU
+untimed, as row 14's refurbish rows; its seconds are the jobs' `first_epoch_s`; the
+jobs start epoch 1 together, once every one has finished epoch 0), CPU
 time per image (tf: epochs 1..E-1; torch: every epoch), augmentations computed in all,
 bytes the jobs read from the data file in all (the engine's read counters:
 `_lirs.process_io_totals()` in the DataLoader workers,
@@ -23,6 +24,10 @@ The two settings run ROUNDS times, alternated (separate, shared, separate, ...),
 lines printed are the round whose speedup (shared over separate, per-job img/s) is the
 median, with every round's speedup beside it: on this 2-core VM one round's speedup
 ranged 1.57-2.91x for the same tree minutes apart (2026-11-29), so one round is noise.
+Most of that spread was the jobs' timed epochs not overlapping (a job that starts late
+times epochs with fewer jobs beside it); with the start barrier (`wait_for_start`) the
+rounds of the tf sweep ranged 2.61-3.22x and of the PyTorch sweep 3.97-4.36x
+(2026-11-30).
 
     python sweep_bench.py --out DIR [--frontend torch|tf] [--images N] [--epochs E]
                           [--jobs J] [--workers W] [--rounds R] [--tf-threads T]
@@ -100,6 +105,18 @@ def cpu_secs(children=False):
     return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, whos))
 
 
+def wait_for_start():
+    """The start barrier: tells the bench this job has finished its untimed epoch 0,
+    then waits until every job has (`sweep` answers on stdin), so the timed epochs of
+    all jobs run at the same time. Without it a job that started late (TensorFlow's
+    import and tracing take seconds, and vary) times some epochs with fewer jobs
+    beside it: on this 2-core VM, with 3 timed epochs of ~2 s, one round's speedup
+    ranged 1.54-4.22x (2026-11-29)."""
+    print("READY", flush=True)
+    if sys.stdin.readline().strip() != "GO":
+        raise SystemExit("the bench ended before the timed epochs")
+
+
 def job(data, store, log, epochs, workers):
     """One PyTorch job: prints its images/s over every epoch, a hash of its samples
     and the bytes its readers read."""
@@ -116,6 +133,8 @@ def job(data, store, log, epochs, workers):
     begin, cpu = time.perf_counter(), cpu_secs(children=True)
     for epoch in range(epochs):
         if epoch == 1:
+            first_epoch_s = time.perf_counter() - begin
+            wait_for_start()
             start = time.perf_counter()
         dataset.sampler.set_epoch(epoch)
         for hashes in loader:
@@ -124,7 +143,7 @@ def job(data, store, log, epochs, workers):
     main_bytes = tfrecord_lirs._lirs.process_io_totals()[1] - before
     del loader  # its workers end, so their CPU time is counted as this process's children's
     print(json.dumps({"images_per_s": len(source) * (epochs - 1) / secs,
-                      "first_epoch_s": start - begin,
+                      "first_epoch_s": first_epoch_s,
                       "cpu_secs": cpu_secs(children=True) - cpu,
                       "cpu_images": len(source) * epochs,
                       "samples": seen.hexdigest(), "computed": calls(log),
@@ -173,12 +192,16 @@ def tf_job(data, store, log, epochs, _workers):
     it = iter(ds.batch(BATCH).prefetch(tf.data.AUTOTUNE))
     for _ in range(n // BATCH):  # whole batches: the pipeline batches across epochs
         seen.update("".join(digest(next(it).numpy())).encode())
+    # The map and the prefetch keep computing ahead while this job waits (at most the
+    # map's depth and a few batches, as in every job and either setting).
+    first_epoch_s = time.perf_counter() - begin
+    wait_for_start()
     start, cpu, timed = time.perf_counter(), cpu_secs(), 0
     for batch in it:
         seen.update("".join(digest(batch.numpy())).encode())
         timed += len(batch)
     secs = time.perf_counter() - start
-    print(json.dumps({"images_per_s": timed / secs, "first_epoch_s": start - begin,
+    print(json.dumps({"images_per_s": timed / secs, "first_epoch_s": first_epoch_s,
                       "cpu_images": timed,
                       "samples": seen.hexdigest(),
                       "cpu_secs": cpu_secs() - cpu,
@@ -188,22 +211,37 @@ def tf_job(data, store, log, epochs, _workers):
 
 
 def sweep(data, root, shared, args):
-    """Starts the jobs at once; their results and the augmentations computed in all."""
+    """Starts the jobs at once, releases them together once each has finished its
+    epoch 0 (`wait_for_start`); their results and the augmentations computed in all."""
     stores = [os.path.join(root, "shared" if shared else f"own-{j}") for j in range(args.jobs)]
     logs = [os.path.join(root, f"{'shared' if shared else 'own'}-{j}.calls")
             for j in range(args.jobs)]
     procs = [subprocess.Popen([sys.executable, __file__, "--job", args.frontend, data, store,
                                log, str(args.epochs), str(args.workers)],
-                              stdout=subprocess.PIPE, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, SWEEP_TF_THREADS=str(args.tf_threads),
                                        SWEEP_TF_PARALLEL=("" if args.tf_parallel is None
                                                           else str(args.tf_parallel)),
                                        SWEEP_TF_AUTOTUNE=args.tf_autotune))
              for store, log in zip(stores, logs)]
+    try:
+        for p in procs:  # the start barrier
+            while (line := p.stdout.readline()) and line.strip() != "READY":
+                pass
+            if not line:
+                raise SystemExit(f"a job ended before its timed epochs (exit {p.wait()})")
+        for p in procs:
+            p.stdin.write("GO\n")
+            p.stdin.close()
+    except BaseException:
+        for p in procs:
+            p.kill()
+            p.wait()
+        raise
     results = []
     for p in procs:
-        out, _ = p.communicate()
-        if p.returncode != 0:
+        out = p.stdout.read()
+        if p.wait() != 0:
             raise SystemExit(f"a job failed (exit {p.returncode})")
         results.append(json.loads(out.splitlines()[-1]))
     rates = [r["images_per_s"] for r in results]
