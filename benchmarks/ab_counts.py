@@ -33,7 +33,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,39 +41,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ab  # noqa: E402
+from counting import cost_by_object  # noqa: E402
 
 OP_LIBRARY = "_lirs_ops.so"
-NAME = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
-
-
-def cost_by_object(path):
-    """(events, {ELF object: [self cost per event]}) from a callgrind output file.
-
-    Self cost only: the line after a `calls=` line is the call's inclusive cost, which
-    the callee's own lines already count."""
-    names, cost, events = {}, {}, None
-    obj, after_call = "?", False
-    with open(path) as f:
-        for line in f:
-            if line.startswith("events:"):
-                events = line.split()[1:]
-            elif line.startswith(("ob=", "cob=")):
-                key, _, rest = line.rstrip("\n").partition("=")
-                m = NAME.match(rest)
-                if m and m.group(2) is not None:
-                    names[m.group(1)] = m.group(2)
-                if key == "ob":
-                    obj = names.get(m.group(1), "?") if m else rest
-            elif line.startswith("calls="):
-                after_call = True
-            elif line[:1].isdigit() or line[:1] in "+-*":
-                if after_call:
-                    after_call = False
-                    continue
-                row = cost.setdefault(obj, [0] * len(events))
-                for i, v in enumerate(line.split()[1:]):
-                    row[i] += int(v)
-    return events, cost
 
 
 def last_level_cache():

@@ -3,7 +3,7 @@ standard tf.data augmentation, with row 14's CPU-bound augmentation written as T
 ops (a graph with no Python per sample). Prints one JSON line per pipeline.
 
     python refurbish_tf_bench.py --out DIR [--images N] [--epochs E] [--rounds R]
-                                 [--store-root DIR]
+                                 [--store-root DIR] [--count]
 
 The data: row 14's kind (96x96 PNG images in `tf.train.Example`s, a padded TFRecord
 file). The augmentation, seeded by TensorFlow's stateless seeds: decode, random 80x80 crop
@@ -22,6 +22,17 @@ Each pipeline runs in a process of its own (in one process, a paused parallel ma
 keeps computing ahead on the threads the next one uses), the four in turn, for R
 rounds: a VM's rate drifts by tens of percent within minutes, and a ratio taken within
 a round of back-to-back runs follows less of it than one of runs minutes apart.
+
+`--count` runs each pipeline once under valgrind's callgrind instead (two at a time;
+~8 min at its default of 256 images) and prints the instructions each executed per
+image over epochs 1..E-1 (`benchmarks/counting.py`: the import, the tracing and epoch 0
+are not counted), whole and in TensorFlow's kernels (`libtensorflow_cc`), and
+standard's over each (`vs_standard`): the work ratio, which the machine's speed does
+not move. On this VM one pipeline's CPU time per image moved by up to 30 % from one
+process to the next, with the same profile (2026-11-30), and so did the timed ratios.
+valgrind runs the AVX2 code paths (it has no AVX-512), and thread pools spin while
+valgrind runs one thread at a time, so the counts are not the timed runs' instructions;
+the ratio is the figure.
 
 Figures over epochs 1..E-1 (epoch 0 refreshes everything): images/s, batches of
 BATCH consumed as fast as the pipeline delivers them, and CPU time per image (the
@@ -42,11 +53,14 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
 import tensorflow as tf  # noqa: E402
 
 import tfrecord_lirs  # noqa: E402
 from tfrecord_lirs.refurbish_tf import refurbish  # noqa: E402
+from counting import callgrind, cost_by_object  # noqa: E402
 
 SIZE, CROP = 96, 80
 PARTIAL_LAYERS, FINAL_LAYERS = 4, 1
@@ -146,10 +160,13 @@ def timed(ds, n, epochs):
     for _ in range(per_epoch):  # epoch 0
         next(it)
     seen = 0
+    callgrind("on")  # --count only
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range((epochs - 1) * per_epoch):
         seen += len(next(it))
-    return time.perf_counter() - start, time.process_time() - cpu, seen
+    secs, cpu = time.perf_counter() - start, time.process_time() - cpu
+    callgrind("off")
+    return secs, cpu, seen
 
 
 def run_one(kind, r, path, epochs, store_root):
@@ -170,24 +187,69 @@ def run_one(kind, r, path, epochs, store_root):
         if store is not None:
             shutil.rmtree(store, ignore_errors=True)
     return {"pipeline": kind, "r": r, "images": n, "epochs": epochs,
-            "images_per_s": seen / secs, "cpu_us_per_image": cpu / seen * 1e6}
+            "images_per_s": seen / secs, "cpu_us_per_image": cpu / seen * 1e6,
+            "timed_images": seen}
 
 
 PIPELINES = [("standard", 1), ("refurbish", 2), ("refurbish", 3), ("refurbish_dir", 3)]
+KERNELS = "libtensorflow_cc.so"  # TensorFlow's kernels: the augmentation's work
+
+
+def pipeline_command(args, kind, r):
+    return [sys.executable, os.path.abspath(__file__), "--out", args.out,
+            "--images", str(args.images), "--epochs", str(args.epochs),
+            "--store-root", args.store_root or args.out, "--pipeline", kind, str(r)]
+
+
+def count(args, kind, r):
+    """One pipeline under callgrind: instructions per image over epochs 1..E-1."""
+    out_file = os.path.join(args.out, f"callgrind-{kind}-{r}.out")
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+           f"--callgrind-out-file={out_file}"] + pipeline_command(args, kind, r)
+    env = dict(os.environ, BENCH_CALLGRIND="1", PYTHONHASHSEED="0", TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    seen = json.loads(done.stdout.strip().splitlines()[-1])["timed_images"]
+    events, cost = cost_by_object(out_file)
+    ir = events.index("Ir")
+    return {"pipeline": kind, "r": r, "images": args.images, "epochs": args.epochs,
+            "instructions_per_image": sum(c[ir] for c in cost.values()) / seen,
+            "kernel_instructions_per_image":
+                sum(c[ir] for o, c in cost.items() if KERNELS in os.path.basename(o)) / seen}
+
+
+def count_all(args):
+    """--count: every pipeline counted, two at a time; one JSON line each."""
+    import concurrent.futures
+    if not shutil.which("valgrind"):
+        raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        rows = list(pool.map(lambda p: count(args, *p), PIPELINES))
+    std = rows[0]
+    for row in rows:
+        row["vs_standard"] = std["instructions_per_image"] / row["instructions_per_image"]
+        row["kernel_vs_standard"] = (std["kernel_instructions_per_image"]
+                                     / row["kernel_instructions_per_image"])
+        print(json.dumps(row), flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--images", type=int, default=1024)
+    ap.add_argument("--images", type=int, default=None,
+                    help="PNG Examples in the data file (default 1024; --count: 256)")
     ap.add_argument("--epochs", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     ap.add_argument("--pipeline", nargs=2, metavar=("KIND", "R"),
                     help="run only this pipeline, in this process (what a round runs)")
+    ap.add_argument("--count", action="store_true",
+                    help="count instructions per image under callgrind (module docs)")
     args = ap.parse_args()
+    args.images = args.images or (256 if args.count else 1024)
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "refurbish-tf-images.tfrecord")
+    path = os.path.join(args.out, f"refurbish-tf-images-{args.images}.tfrecord")
     if not os.path.exists(path):
         write_images(path, args.images)
     root = args.store_root or args.out
@@ -195,15 +257,14 @@ def main():
         kind, r = args.pipeline[0], int(args.pipeline[1])
         print(json.dumps(run_one(kind, r, path, args.epochs, root)), flush=True)
         return
+    if args.count:
+        return count_all(args)
     rounds = []
     for _ in range(args.rounds):
         one = {}
         for kind, r in PIPELINES:
-            out = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--out", args.out,
-                 "--epochs", str(args.epochs), "--store-root", root,
-                 "--pipeline", kind, str(r)],
-                check=True, stdout=subprocess.PIPE, text=True).stdout
+            out = subprocess.run(pipeline_command(args, kind, r), check=True,
+                                 stdout=subprocess.PIPE, text=True).stdout
             one[(kind, r)] = json.loads(out.splitlines()[-1])
         rounds.append(one)
     for kind, r in PIPELINES:

@@ -31,7 +31,15 @@ rounds of the tf sweep ranged 2.61-3.22x and of the PyTorch sweep 3.97-4.36x
 
     python sweep_bench.py --out DIR [--frontend torch|tf] [--images N] [--epochs E]
                           [--jobs J] [--workers W] [--rounds R] [--tf-threads T]
-                          [--tf-parallel P] [--tf-autotune on|off]
+                          [--tf-parallel P] [--tf-autotune on|off] [--count]
+
+`--count` (tf jobs) runs every job under valgrind's callgrind and adds the
+instructions the jobs executed over their timed epochs, per image delivered
+(`instructions_per_image`; benchmarks/counting.py), and separate's over shared's
+(`work_per_image_separate_over_shared`): the work ratio, which the machine's speed does
+not move. Slow (valgrind runs one thread at a time, ~50x): `--images 128 --rounds 1`
+takes ~10 min. Thread pools spin while valgrind holds their threads back, more in jobs
+that wait for each other's entries, so the ratio errs low.
 
 `--tf-autotune off` turns tf.data's autotuning and injected prefetch off in every tf
 job. With them on (TensorFlow's default), 4 tf jobs on this 2-core VM left the CPUs
@@ -56,6 +64,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import tfrecord_lirs  # noqa: E402
+from counting import callgrind, cost_by_object  # noqa: E402
 
 try:  # the torch front end (the TensorFlow-free venv)
     import torch.utils.data as tud
@@ -196,11 +205,13 @@ def tf_job(data, store, log, epochs, _workers):
     # map's depth and a few batches, as in every job and either setting).
     first_epoch_s = time.perf_counter() - begin
     wait_for_start()
+    callgrind("on")  # --count only
     start, cpu, timed = time.perf_counter(), cpu_secs(), 0
     for batch in it:
         seen.update("".join(digest(batch.numpy())).encode())
         timed += len(batch)
     secs = time.perf_counter() - start
+    callgrind("off")
     print(json.dumps({"images_per_s": timed / secs, "first_epoch_s": first_epoch_s,
                       "cpu_images": timed,
                       "samples": seen.hexdigest(),
@@ -216,14 +227,19 @@ def sweep(data, root, shared, args):
     stores = [os.path.join(root, "shared" if shared else f"own-{j}") for j in range(args.jobs)]
     logs = [os.path.join(root, f"{'shared' if shared else 'own'}-{j}.calls")
             for j in range(args.jobs)]
-    procs = [subprocess.Popen([sys.executable, __file__, "--job", args.frontend, data, store,
-                               log, str(args.epochs), str(args.workers)],
+    counted = [os.path.join(root, f"callgrind-{j}.out") for j in range(args.jobs)]
+    under = [(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               f"--callgrind-out-file={f}"] if args.count else []) for f in counted]
+    procs = [subprocess.Popen(valgrind + [sys.executable, __file__, "--job", args.frontend,
+                                          data, store, log, str(args.epochs),
+                                          str(args.workers)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, SWEEP_TF_THREADS=str(args.tf_threads),
                                        SWEEP_TF_PARALLEL=("" if args.tf_parallel is None
                                                           else str(args.tf_parallel)),
-                                       SWEEP_TF_AUTOTUNE=args.tf_autotune))
-             for store, log in zip(stores, logs)]
+                                       SWEEP_TF_AUTOTUNE=args.tf_autotune,
+                                       BENCH_CALLGRIND="1" if args.count else "0"))
+             for store, log, valgrind in zip(stores, logs, under)]
     try:
         for p in procs:  # the start barrier
             while (line := p.stdout.readline()) and line.strip() != "READY":
@@ -245,6 +261,13 @@ def sweep(data, root, shared, args):
             raise SystemExit(f"a job failed (exit {p.returncode})")
         results.append(json.loads(out.splitlines()[-1]))
     rates = [r["images_per_s"] for r in results]
+    counts = {}
+    if args.count:  # the timed epochs' instructions, every job's, per image delivered
+        ir = 0
+        for f in counted:
+            events, cost = cost_by_object(f)
+            ir += sum(c[events.index("Ir")] for c in cost.values())
+        counts["instructions_per_image"] = ir / sum(r["cpu_images"] for r in results)
     return {"pipeline": "sweep_shared" if shared else "sweep_separate",
             "frontend": args.frontend, "jobs": args.jobs,
             "workers_per_job": args.workers, "tf_threads": args.tf_threads,
@@ -262,7 +285,7 @@ def sweep(data, root, shared, args):
             "bytes_read": sum(r["bytes_read"] for r in results),
             "one_jobs_augmentations": args.images * args.epochs,
             "same_samples": len({r["samples"] for r in results}) == 1,
-            "samples": results[0]["samples"]}
+            "samples": results[0]["samples"], **counts}
 
 
 def main():
@@ -288,7 +311,13 @@ def main():
                     help="tf jobs: tf.data's autotuning and injected prefetch (on: "
                          "TensorFlow's default, as users run; the module docs)")
     ap.add_argument("--store-root", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    ap.add_argument("--count", action="store_true",
+                    help="tf jobs: run each under valgrind's callgrind and count the "
+                         "instructions of the timed epochs (module docs)")
     args = ap.parse_args()
+    if args.count and args.frontend != "tf":
+        raise SystemExit("--count: tf jobs only (a DataLoader's workers are processes "
+                         "of their own)")
     if args.epochs < 2:
         raise SystemExit("--epochs: at least 2 (epoch 0 is untimed)")
     os.makedirs(args.out, exist_ok=True)
@@ -322,6 +351,9 @@ def main():
         shared["computed_over_one_job"] = (shared["augmentations_computed"]
                                            / shared["one_jobs_augmentations"])
         shared["same_samples_as_separate"] = shared["samples"] == separate["samples"]
+        if args.count:
+            shared["work_per_image_separate_over_shared"] = (
+                separate["instructions_per_image"] / shared["instructions_per_image"])
         # One job alone reads what each separate job reads.
         shared["one_jobs_bytes_read"] = separate["bytes_read"] / separate["jobs"]
         shared["bytes_read_over_one_job"] = (shared["bytes_read"]

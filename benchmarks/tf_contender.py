@@ -33,7 +33,6 @@ import json
 import mmap
 import os
 import resource
-import subprocess
 import sys
 import time
 
@@ -43,6 +42,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfrecord_lirs  # noqa: E402
+from counting import callgrind  # noqa: E402
 
 SHUFFLE_BUFFER = 10_000
 
@@ -96,22 +96,6 @@ def make_dataset(name, data, batch, backend="auto"):
 def consume(ds):
     """Elements delivered (a batch of B counts B), in one ReduceDataset op."""
     return ds.reduce(np.int64(0), lambda n, x: n + tf.size(x, out_type=tf.int64))
-
-
-def callgrind(state):
-    """Turns callgrind's instrumentation of this process "on" or "off"
-    (BENCH_CALLGRIND=1), through `callgrind_control` (vgdb). It polls for the answer
-    instead of waiting in a system call, so the process is running when valgrind takes
-    the command (the way this was tried, 2026-11-29). With the Python of `consume`, the
-    spin is ~2 M instructions in all, under 0.1 % of row 1's counted epoch."""
-    if os.environ.get("BENCH_CALLGRIND") != "1":
-        return
-    p = subprocess.Popen(["callgrind_control", "--instr=" + state, str(os.getpid())],
-                         stdout=subprocess.DEVNULL)
-    while p.poll() is None:
-        pass
-    if p.returncode != 0:
-        raise SystemExit(f"callgrind_control --instr={state}: exit {p.returncode}")
 
 
 # --- page cache control, from Python -------------------------------------------------
