@@ -42,10 +42,10 @@ takes ~10 min. Thread pools spin while valgrind holds their threads back, more i
 that wait for each other's entries, so the ratio errs low.
 
 `--tf-autotune off` turns tf.data's autotuning and injected prefetch off in every tf
-job. With them on (TensorFlow's default), 4 tf jobs on this 2-core VM left the CPUs
-idle 22 % (separate) and 26 % (shared) of the time in their steady state; with them
-off, under 1 % (`perf record -a -e cpu-clock`, 30 epochs, 2026-11-29;
-benchmarks/PROFILE_NOTES.md).
+job. With them on (TensorFlow's default), samples of the idle task showed the CPUs idle
+22-26 % of a 30-epoch sweep's steady state (`perf record -a -e cpu-clock`,
+2026-11-29); `/proc/stat` and every switch to the idle task showed 0.1-1.4 % the next
+day (benchmarks/PROFILE_NOTES.md).
 """
 
 import argparse
