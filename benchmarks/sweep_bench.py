@@ -38,8 +38,10 @@ instructions the jobs executed over their timed epochs, per image delivered
 (`instructions_per_image`; benchmarks/counting.py), and separate's over shared's
 (`work_per_image_separate_over_shared`): the work ratio, which the machine's speed does
 not move. Slow (valgrind runs one thread at a time, ~50x): `--images 128 --rounds 1`
-takes ~10 min. Thread pools spin while valgrind holds their threads back, more in jobs
-that wait for each other's entries, so the ratio errs low.
+takes ~10 min. callgrind counts user space only: the shared jobs' system calls (the
+store's files, thread hand-offs) are not in it, so for throughput the ratio is a
+ceiling and the timed runs' CPU time per image the closer figure (2026-11-30: 3.54x
+counted, 2.64x by CPU time).
 
 `--tf-autotune off` turns tf.data's autotuning and injected prefetch off in every tf
 job. With them on (TensorFlow's default), samples of the idle task showed the CPUs idle
