@@ -24,11 +24,12 @@ rounds: a VM's rate drifts by tens of percent within minutes, and a ratio taken 
 a round of back-to-back runs follows less of it than one of runs minutes apart.
 
 `--count` runs each pipeline once under valgrind's callgrind instead (two at a time;
-~8 min at its default of 256 images) and prints the instructions each executed per
+~12 min at its default of 256 images) and prints the instructions each executed per
 image over epochs 1..E-1 (`benchmarks/counting.py`: the import, the tracing and epoch 0
 are not counted), whole and in TensorFlow's kernels (`libtensorflow_cc`), and
 standard's over each (`vs_standard`): the work ratio, which the machine's speed does
-not move. On this VM one pipeline's CPU time per image moved by up to 30 % from one
+not move. It also counts `partial` alone in the standard pipeline's map, for the ratio
+a refurbish step that cost nothing would reach (`ceiling_vs_standard`). On this VM one pipeline's CPU time per image moved by up to 30 % from one
 process to the next, with the same profile (2026-11-30), and so did the timed ratios.
 valgrind runs the AVX2 code paths (it has no AVX-512), and thread pools spin while
 valgrind runs one thread at a time, so the counts are not the timed runs' instructions;
@@ -144,11 +145,16 @@ def final(sample, seed):
     return sample
 
 
-def standard(path, epochs):
+def standard(path, epochs, with_final=True):
     # Reshuffled every epoch; each use its own seed (its position in the run).
+    # `with_final=False`: `partial` alone (--count's ceiling).
     ds = tfrecord_lirs.LIRSDataset([path], seed=SEED).repeat(epochs).enumerate()
-    return ds.map(lambda k, rec: final(partial(rec, tf.stack([k, 0])), tf.stack([k, 1])),
-                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    def use(k, rec):
+        out = partial(rec, tf.stack([k, 0]))
+        return final(out, tf.stack([k, 1])) if with_final else out
+
+    return ds.map(use, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def timed(ds, n, epochs):
@@ -173,8 +179,8 @@ def run_one(kind, r, path, epochs, store_root):
     """One pipeline in this process: its JSON figures."""
     n = len(tfrecord_lirs.DataSource([path]))
     store = None
-    if kind == "standard":
-        ds = standard(path, epochs)
+    if kind in ("standard", "partial_alone"):
+        ds = standard(path, epochs, with_final=kind == "standard")
     else:
         if kind == "refurbish_dir":  # else tf.data's default: this process's memory
             store = os.path.join(store_root, f"refurbish-tf-store-{os.getpid()}-{r}")
@@ -225,12 +231,18 @@ def count_all(args):
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        rows = list(pool.map(lambda p: count(args, *p), PIPELINES))
-    std = rows[0]
+        rows = list(pool.map(lambda p: count(args, *p), PIPELINES + [("partial_alone", 1)]))
+    std, alone = rows[0], rows.pop()
+    # The ceiling: a refurbish use whose step cost nothing is a 1/r share of `partial`
+    # and the rest of a standard use (`final`, the map's call).
+    rest = std["instructions_per_image"] - alone["instructions_per_image"]
     for row in rows:
         row["vs_standard"] = std["instructions_per_image"] / row["instructions_per_image"]
         row["kernel_vs_standard"] = (std["kernel_instructions_per_image"]
                                      / row["kernel_instructions_per_image"])
+        row["partial_alone_instructions_per_image"] = alone["instructions_per_image"]
+        row["ceiling_vs_standard"] = std["instructions_per_image"] / (
+            alone["instructions_per_image"] / row["r"] + rest)
         print(json.dumps(row), flush=True)
 
 
