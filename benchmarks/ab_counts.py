@@ -41,7 +41,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ab  # noqa: E402
-from counting import cost_by_object  # noqa: E402
+import counting  # noqa: E402
 
 OP_LIBRARY = "_lirs_ops.so"
 
@@ -68,17 +68,17 @@ def last_level_cache():
 
 
 def count(valgrind, tree, data, records, extra, out_file):
-    """Runs one contender of `tree` under `valgrind` (its command and options); returns
+    """Runs one contender of `tree` under callgrind with the options `valgrind`; returns
     its counts."""
     cmd, env = ab.contender(tree, data, records, 1, 0, extra)
-    cmd = valgrind + [f"--callgrind-out-file={out_file}"] + cmd
+    cmd = counting.command(out_file, *valgrind) + cmd
     env.update(PYTHONHASHSEED="0", BENCH_CALLGRIND="1")
     t = time.time()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    events, cost = cost_by_object(out_file)
+    events, cost = counting.cost_by_object(out_file)
     col = {e: i for i, e in enumerate(events)}
 
     def total(objs, *names):
@@ -109,8 +109,7 @@ def main():
     trees = {s: ab.prepare(c, args.dir, venvs, seed=False) for s, c in sides.items()}
     data, records = ab.paired_data(args.dir)
     ll = last_level_cache()
-    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                "--cache-sim=yes"] + ([ll] if ll else [])
+    valgrind = ["--cache-sim=yes"] + ([ll] if ll else [])  # callgrind's options
     work = os.path.join(args.dir, "counts")
     os.makedirs(work, exist_ok=True)
     rows = []

@@ -1,13 +1,22 @@
-"""Counting instead of timing, for the benches: valgrind's callgrind switched on around
-the timed part of a process (`callgrind`), and a callgrind output file's instructions by
-ELF object (`cost_by_object`). Used by benchmarks/ab_counts.py (through tf_contender.py)
-and refurbish_tf_bench.py --count."""
+"""Counting instead of timing, for the benches: the command that runs a process under
+valgrind's callgrind with nothing counted until it says so (`command`), the switch the
+process throws around its timed part (`callgrind`), and a callgrind output file's
+instructions by ELF object (`cost_by_object`, `instructions`). Used by
+benchmarks/ab_counts.py (through tf_contender.py), refurbish_tf_bench.py --count and
+sweep_bench.py --count."""
 
 import os
 import re
 import subprocess
 
 NAME = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
+
+
+def command(out_file, *options):
+    """The valgrind prefix of a command counted into `out_file`: instrumentation off
+    until the process turns it on (`callgrind`); `options` are callgrind's own."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", *options,
+            f"--callgrind-out-file={out_file}"]
 
 
 def callgrind(state):
@@ -55,3 +64,13 @@ def cost_by_object(path):
                     row[i] += int(v)
     return events, cost
 
+
+def instructions(path):
+    """{ELF object's file name: instructions executed in it} from a callgrind output
+    file."""
+    events, cost = cost_by_object(path)
+    ir, out = events.index("Ir"), {}
+    for o, c in cost.items():
+        name = os.path.basename(o)
+        out[name] = out.get(name, 0) + c[ir]
+    return out

@@ -29,8 +29,9 @@ image over epochs 1..E-1 (`benchmarks/counting.py`: the import, the tracing and 
 are not counted), whole and in TensorFlow's kernels (`libtensorflow_cc`), and
 standard's over each (`vs_standard`): the work ratio, which the machine's speed does
 not move. It also counts `partial` alone in the standard pipeline's map, for the ratio
-a refurbish step that cost nothing would reach (`ceiling_vs_standard`). On this VM one pipeline's CPU time per image moved by up to 30 % from one
-process to the next, with the same profile (2026-11-30), and so did the timed ratios.
+a refurbish step that cost nothing would reach (`ceiling_vs_standard`). On this VM one
+pipeline's CPU time per image moved by up to 30 % from one process to the next, with
+the same profile (2026-11-30), and so did the timed ratios.
 valgrind runs the AVX2 code paths (it has no AVX-512), and thread pools spin while
 valgrind runs one thread at a time, so the counts are not the timed runs' instructions;
 the ratio is the figure.
@@ -61,7 +62,8 @@ import tensorflow as tf  # noqa: E402
 
 import tfrecord_lirs  # noqa: E402
 from tfrecord_lirs.refurbish_tf import refurbish  # noqa: E402
-from counting import callgrind, cost_by_object  # noqa: E402
+import counting  # noqa: E402
+from counting import callgrind  # noqa: E402
 
 SIZE, CROP = 96, 80
 PARTIAL_LAYERS, FINAL_LAYERS = 4, 1
@@ -210,19 +212,17 @@ def pipeline_command(args, kind, r):
 def count(args, kind, r):
     """One pipeline under callgrind: instructions per image over epochs 1..E-1."""
     out_file = os.path.join(args.out, f"callgrind-{kind}-{r}.out")
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-           f"--callgrind-out-file={out_file}"] + pipeline_command(args, kind, r)
+    cmd = counting.command(out_file) + pipeline_command(args, kind, r)
     env = dict(os.environ, BENCH_CALLGRIND="1", PYTHONHASHSEED="0", TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-3000:]}")
     seen = json.loads(done.stdout.strip().splitlines()[-1])["timed_images"]
-    events, cost = cost_by_object(out_file)
-    ir = events.index("Ir")
+    by_object = counting.instructions(out_file)
     return {"pipeline": kind, "r": r, "images": args.images, "epochs": args.epochs,
-            "instructions_per_image": sum(c[ir] for c in cost.values()) / seen,
+            "instructions_per_image": sum(by_object.values()) / seen,
             "kernel_instructions_per_image":
-                sum(c[ir] for o, c in cost.items() if KERNELS in os.path.basename(o)) / seen}
+                sum(n for o, n in by_object.items() if KERNELS in o) / seen}
 
 
 def count_all(args):

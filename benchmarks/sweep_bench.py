@@ -66,7 +66,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import tfrecord_lirs  # noqa: E402
-from counting import callgrind, cost_by_object  # noqa: E402
+import counting  # noqa: E402
+from counting import callgrind  # noqa: E402
 
 try:  # the torch front end (the TensorFlow-free venv)
     import torch.utils.data as tud
@@ -230,8 +231,7 @@ def sweep(data, root, shared, args):
     logs = [os.path.join(root, f"{'shared' if shared else 'own'}-{j}.calls")
             for j in range(args.jobs)]
     counted = [os.path.join(root, f"callgrind-{j}.out") for j in range(args.jobs)]
-    under = [(["valgrind", "--tool=callgrind", "--instr-atstart=no",
-               f"--callgrind-out-file={f}"] if args.count else []) for f in counted]
+    under = [counting.command(f) if args.count else [] for f in counted]
     procs = [subprocess.Popen(valgrind + [sys.executable, __file__, "--job", args.frontend,
                                           data, store, log, str(args.epochs),
                                           str(args.workers)],
@@ -265,10 +265,7 @@ def sweep(data, root, shared, args):
     rates = [r["images_per_s"] for r in results]
     counts = {}
     if args.count:  # the timed epochs' instructions, every job's, per image delivered
-        ir = 0
-        for f in counted:
-            events, cost = cost_by_object(f)
-            ir += sum(c[events.index("Ir")] for c in cost.values())
+        ir = sum(sum(counting.instructions(f).values()) for f in counted)
         counts["instructions_per_image"] = ir / sum(r["cpu_images"] for r in results)
     return {"pipeline": "sweep_shared" if shared else "sweep_separate",
             "frontend": args.frontend, "jobs": args.jobs,
